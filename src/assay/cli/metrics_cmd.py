@@ -1,0 +1,60 @@
+"""``assay metrics``: the catalogue of registered metrics and suites."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from assay.cli import app
+from assay.registry import SUITE_DESCRIPTIONS, list_metrics, suite
+
+
+@app.command("metrics")
+def metrics_command(
+    family: Annotated[
+        str | None, typer.Option("--family", "-f", help="Only this family (e.g. rag, safety).")
+    ] = None,
+    suite_name: Annotated[
+        str | None, typer.Option("--suite", "-s", help="Only the metrics of this suite.")
+    ] = None,
+    suites: Annotated[bool, typer.Option("--suites", help="List the suites instead.")] = False,
+    output_format: Annotated[
+        str, typer.Option("--format", help="table or json.")
+    ] = "table",
+) -> None:
+    """List every metric with its description, inputs, range and polarity."""
+    console = Console()
+    if suites:
+        rows = [{"suite": s, "description": d, "metrics": suite(s)} for s, d in SUITE_DESCRIPTIONS.items()]
+        if output_format == "json":
+            typer.echo(json.dumps(rows, indent=2))
+            return
+        table = Table("suite", "metrics", "description", show_lines=False)
+        for row in rows:
+            table.add_row(row["suite"], str(len(row["metrics"])), row["description"])
+        console.print(table)
+        return
+    classes = list_metrics(family)
+    if suite_name:
+        members = set(suite(suite_name))
+        classes = [c for c in classes if c.name in members]
+    if output_format == "json":
+        typer.echo(json.dumps([c.info() for c in classes], indent=2))
+        return
+    table = Table("metric", "family", "inputs", "range", "better", "description", show_lines=False)
+    for cls in classes:
+        low, high = cls.value_range
+        unit = "" if cls.unit in {"ratio", "bool", "score"} else f" {cls.unit}"
+        table.add_row(
+            cls.name,
+            cls.family,
+            ", ".join(cls.requires) or "-",
+            f"{low:g}..{'' if high is None else f'{high:g}'}{unit}",
+            "higher" if cls.higher_is_better else "lower",
+            cls.description(),
+        )
+    console.print(table)

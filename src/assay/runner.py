@@ -1,0 +1,213 @@
+"""The runner: picks metrics, batches samples, shares models, reports and gates.
+
+`evaluate` is the one entry point the CLI, the pytest plugin and the server call. It
+scores samples chunk by chunk (each metric vectorises over a chunk), hands every
+finished sample to ``on_sample`` at once (so a sink can write it before the next chunk
+starts: nothing computed is lost on interrupt), and records per-metric time.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from assay.config import AssayConfig
+from assay.metric import Metric
+from assay.registry import resolve_metrics
+from assay.resources import Resources
+from assay.result import MetricResult
+from assay.sample import Sample
+from assay.stats import bootstrap_ci, percentile
+
+__all__ = ["Evaluation", "MetricSummary", "evaluate", "passes"]
+
+SampleCallback = Callable[[int, Sample, dict[str, MetricResult]], None]
+
+
+def passes(metric: Metric | type[Metric], value: float, threshold: float) -> bool:
+    """Pass rule: at or above the threshold for higher-better metrics, at or below otherwise."""
+    return value >= threshold if metric.higher_is_better else value <= threshold
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    """Aggregate of one metric over a set of samples (None values skipped)."""
+
+    name: str
+    n: int
+    n_na: int
+    n_error: int
+    mean: float | None
+    median: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p90: float | None
+    p99: float | None
+    threshold: float | None
+    pass_rate: float | None
+    seconds: float
+    methods: dict[str, int]
+    higher_is_better: bool
+    unit: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Evaluation:
+    """Everything one run produced: per-sample results, timings, input problems."""
+
+    samples: list[Sample]
+    metrics: list[Metric]
+    results: list[dict[str, MetricResult]]
+    config: AssayConfig
+    seconds_by_metric: dict[str, float] = field(default_factory=dict)
+    input_errors: list[Any] = field(default_factory=list)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    wall_seconds: float = 0.0
+    judge_usage: dict[str, Any] | None = None
+
+    def values(self, name: str, indices: Iterable[int] | None = None) -> list[float | None]:
+        rows = self.results if indices is None else [self.results[i] for i in indices]
+        return [row[name].value if name in row else None for row in rows]
+
+    def summary(self, indices: Sequence[int] | None = None) -> list[MetricSummary]:
+        """One `MetricSummary` per metric, over all samples or the given ones."""
+        rows = self.results if indices is None else [self.results[i] for i in indices]
+        out = []
+        for metric in self.metrics:
+            results = [row[metric.name] for row in rows if metric.name in row]
+            values = [r.value for r in results if r.value is not None]
+            threshold = self.config.threshold_for(metric)
+            passed = []
+            for r in results:
+                if r.value is None:
+                    continue
+                t = r.details.get("threshold", threshold) if isinstance(r.details, dict) else None
+                if t is not None:
+                    passed.append(passes(metric, r.value, float(t)))
+            low, high = (
+                bootstrap_ci(values, seed=self.config.seed) if len(values) >= 2 else (None, None)
+            )
+            out.append(
+                MetricSummary(
+                    name=metric.name,
+                    n=len(values),
+                    n_na=sum(1 for r in results if r.value is None and r.error is None),
+                    n_error=sum(1 for r in results if r.error is not None),
+                    mean=sum(values) / len(values) if values else None,
+                    median=percentile(values, 50) if values else None,
+                    ci_low=low,
+                    ci_high=high,
+                    p90=percentile(values, 90) if values else None,
+                    p99=percentile(values, 99) if values else None,
+                    threshold=threshold,
+                    pass_rate=(sum(passed) / len(passed)) if passed else None,
+                    seconds=self.seconds_by_metric.get(metric.name, 0.0),
+                    methods=dict(Counter(r.method for r in results)),
+                    higher_is_better=metric.higher_is_better,
+                    unit=metric.unit,
+                )
+            )
+        return out
+
+    def groups(self, keys: Sequence[str]) -> dict[tuple[str, ...], list[int]]:
+        """Sample indices grouped by the values of tag keys (missing tags group as '-')."""
+        grouped: dict[tuple[str, ...], list[int]] = defaultdict(list)
+        for i, sample in enumerate(self.samples):
+            grouped[tuple(sample.tags.get(k, "-") for k in keys)].append(i)
+        return dict(sorted(grouped.items()))
+
+    def label_counts(self) -> dict[str, dict[str, int]]:
+        """Counts of categorical labels (``details['label']``) per metric, e.g. CORRECT/WRONG."""
+        counts: dict[str, Counter[str]] = defaultdict(Counter)
+        for row in self.results:
+            for name, result in row.items():
+                label = result.details.get("label") if isinstance(result.details, dict) else None
+                if isinstance(label, str):
+                    counts[name][label] += 1
+        return {name: dict(c) for name, c in counts.items()}
+
+    def row(self, index: int) -> dict[str, Any]:
+        """Flat output row: id, tags, every metric's value and components by name."""
+        return flat_row(self.samples[index], self.results[index])
+
+
+def flat_row(sample: Sample, results: dict[str, MetricResult]) -> dict[str, Any]:
+    row: dict[str, Any] = {"id": sample.id}
+    for key, value in sample.tags.items():
+        row[f"tag.{key}"] = value
+    for name, result in results.items():
+        row[name] = result.value
+        for component, value in result.components.items():
+            row[f"{name}.{component}"] = value
+    return row
+
+
+def evaluate(
+    data: Sequence[Sample] | Sequence[dict[str, Any]],
+    metrics: Sequence[str | Metric] | None = None,
+    suites: Sequence[str] | None = None,
+    config: AssayConfig | None = None,
+    resources: Resources | None = None,
+    on_sample: SampleCallback | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Evaluation:
+    """Score every sample with every selected metric.
+
+    Args:
+        data: samples, or dicts with Sample fields (seed aliases accepted).
+        metrics: metric names or instances; with ``suites``, their union. Default: the
+            ``base`` suite.
+        suites: suite names (see ``assay metrics --suites``).
+        config: run configuration (default: environment and project files).
+        resources: shared models; made from ``config`` when not given.
+        on_sample: called with (index, sample, results) as soon as a sample is done.
+        progress: called with the number of samples just finished.
+    """
+    samples = [s if isinstance(s, Sample) else Sample.model_validate(s) for s in data]
+    res = resources or Resources(config)
+    cfg = res.config
+    names = [m for m in metrics or [] if isinstance(m, str)]
+    chosen = resolve_metrics(names, list(suites) if suites else None) if (names or suites) else []
+    chosen.extend(m for m in metrics or [] if isinstance(m, Metric))
+    if not chosen:
+        chosen = resolve_metrics(None, ["base"])
+    seen: set[str] = set()
+    unique = [m for m in chosen if not (m.name in seen or seen.add(m.name))]
+
+    evaluation = Evaluation(samples=samples, metrics=unique, results=[], config=cfg)
+    seconds: dict[str, float] = defaultdict(float)
+    started = time.perf_counter()
+    chunk_size = max(1, cfg.batch_size)
+    for start in range(0, len(samples), chunk_size):
+        chunk = samples[start : start + chunk_size]
+        rows: list[dict[str, MetricResult]] = [{} for _ in chunk]
+        for metric in unique:
+            t0 = time.perf_counter()
+            try:
+                scored = metric.score_batch(chunk, res)
+            except Exception as exc:  # a model that cannot load fails every sample of it
+                scored = [metric.failed(exc) for _ in chunk]
+            seconds[metric.name] += time.perf_counter() - t0
+            for row, result in zip(rows, scored, strict=True):
+                row[metric.name] = result
+        for offset, row in enumerate(rows):
+            evaluation.results.append(row)
+            if on_sample is not None:
+                on_sample(start + offset, chunk[offset], row)
+        if progress is not None:
+            progress(len(chunk))
+    evaluation.seconds_by_metric = dict(seconds)
+    evaluation.wall_seconds = time.perf_counter() - started
+    judge = getattr(res, "judge_usage", None)
+    if callable(judge):
+        evaluation.judge_usage = judge()
+    return evaluation

@@ -1,0 +1,76 @@
+"""Result sinks: JSONL written sample by sample, CSV and Parquet written from rows."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from assay.result import MetricResult
+from assay.sample import Sample
+
+__all__ = ["JsonlSink", "evidence_of", "write_table"]
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return _jsonable(value.item())
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return str(value)
+
+
+def evidence_of(results: dict[str, MetricResult]) -> dict[str, Any]:
+    """Per-metric method, reason, error and details, for JSON outputs."""
+    return {
+        name: _jsonable(
+            {
+                "method": r.method,
+                "reason": r.reason,
+                "error": r.error,
+                "details": r.details,
+                "signature": r.signature,
+            }
+        )
+        for name, r in results.items()
+    }
+
+
+class JsonlSink:
+    """Appends one JSON line per finished sample and flushes, so an interrupt loses nothing."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle = self.path.open("w", encoding="utf-8")
+
+    def write(self, row: dict[str, Any], sample: Sample, results: dict[str, MetricResult]) -> None:
+        record = dict(row)
+        record["evidence"] = evidence_of(results)
+        self._handle.write(json.dumps(_jsonable(record), ensure_ascii=False) + "\n")
+        self._handle.flush()
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+def write_table(rows: list[dict[str, Any]], path: str | Path) -> None:
+    """Write flat rows as CSV or Parquet, chosen by the file extension."""
+    import pandas as pd
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame = pd.DataFrame([_jsonable(r) for r in rows])
+    if path.suffix.lower() == ".csv":
+        frame.to_csv(path, index=False)
+    elif path.suffix.lower() == ".parquet":
+        frame.to_parquet(path, index=False)
+    else:
+        raise ValueError(f"{path}: output must end in .jsonl, .csv or .parquet")

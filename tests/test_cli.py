@@ -1,0 +1,101 @@
+"""`assay evaluate` and `assay metrics` through typer's runner (the real command code)."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from assay.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture()
+def env(tmp_path, monkeypatch, cache_dir):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ASSAY_CACHE_DIR", cache_dir)
+    return tmp_path
+
+
+def _write(path, rows):
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_evaluate_writes_rows_with_id_and_values_and_skips_bad_lines(env):
+    data = _write(
+        env / "d.jsonl",
+        [
+            {"id": "a", "response": "Paris is the capital.", "expected": "paris is the capital."},
+            "{broken",
+            {"id": "b", "response": "Lyon", "expected": "Paris"},
+        ],
+    )
+    out = env / "out.jsonl"
+    result = runner.invoke(
+        app, ["evaluate", str(data), "-m", "exact_match", "--out", str(out), "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["id"], r["exact_match"]) for r in rows] == [("a", 1.0), ("b", 0.0)]
+    assert rows[0]["evidence"]["exact_match"]["method"] == "pattern"
+    assert "line 2: not valid JSON" in result.output
+    summary = json.loads(result.stdout[result.stdout.index("{") :])
+    (metric,) = summary["metrics"]
+    assert metric["name"] == "exact_match" and metric["mean"] == 0.5 and metric["pass_rate"] == 0.5
+
+
+def test_fail_under_gate_exit_codes(env):
+    data = _write(env / "d.jsonl", [{"response": "a", "expected": "a"}, {"response": "b", "expected": "c"}])
+    ok = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match", "--fail-under", "exact_match=0.5"])
+    assert ok.exit_code == 0, ok.output
+    failed = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match", "--fail-under", "exact_match=0.6"])
+    assert failed.exit_code == 1
+    assert "exact_match: mean 0.5000 < 0.6" in failed.output
+
+
+def test_unusable_input_exits_2_with_a_clear_message(env):
+    missing = runner.invoke(app, ["evaluate", str(env / "nope.jsonl")])
+    assert missing.exit_code == 2 and "no such file" in missing.output
+    data = _write(env / "d.jsonl", [{"response": "a"}, {"response": ["x"]}])
+    strict = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match", "--strict"])
+    assert strict.exit_code == 2 and "line 2, field 'response'" in strict.output
+    unknown = runner.invoke(app, ["evaluate", str(data), "-m", "exact_mach"])
+    assert unknown.exit_code == 2 and "Did you mean: exact_match" in unknown.output
+    bad_gate = runner.invoke(app, ["evaluate", str(data), "--fail-under", "exact_match"])
+    assert bad_gate.exit_code == 2 and "METRIC=VALUE" in bad_gate.output
+
+
+def test_csv_and_parquet_outputs(env):
+    import pandas as pd
+
+    data = _write(env / "d.jsonl", [{"id": "x", "response": "a", "expected": "a"}])
+    for name in ("o.csv", "o.parquet"):
+        result = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match", "-o", str(env / name)])
+        assert result.exit_code == 0, result.output
+        frame = pd.read_csv(env / name) if name.endswith("csv") else pd.read_parquet(env / name)
+        assert frame.to_dict(orient="records") == [{"id": "x", "exact_match": 1.0}]
+
+
+def test_group_by_prints_a_table_per_tag_value(env):
+    data = _write(
+        env / "d.jsonl",
+        [
+            {"response": "a", "expected": "a", "method": "local_search"},
+            {"response": "b", "expected": "c", "method": "basic_search"},
+        ],
+    )
+    result = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match", "--group-by", "method", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout[result.stdout.index("{") :])
+    means = {g["group"]["method"]: g["metrics"][0]["mean"] for g in payload["groups"]}
+    assert means == {"basic_search": 0.0, "local_search": 1.0}
+
+
+def test_metrics_catalogue_lists_every_metric_as_json():
+    from assay.registry import list_metrics
+
+    result = runner.invoke(app, ["metrics", "--format", "json"])
+    assert result.exit_code == 0
+    listed = {m["name"] for m in json.loads(result.stdout)}
+    assert listed == {c.name for c in list_metrics()}

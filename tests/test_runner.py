@@ -1,0 +1,130 @@
+"""The runner with small unregistered metrics whose values are known exactly."""
+
+import pytest
+
+from assay.config import AssayConfig
+from assay.metric import Metric
+from assay.resources import Resources
+from assay.runner import evaluate, passes
+from assay.sample import Sample
+from assay.stats import bootstrap_ci
+
+
+class LengthRatio(Metric):
+    """len(response) / 10, a test metric."""
+
+    name = "length_ratio"
+    family = "test"
+    requires = ("response",)
+    default_threshold = 0.5
+
+    def compute(self, sample, res):
+        return self.result(len(sample.response) / 10)
+
+
+class Errors(Metric):
+    """Lower-is-better metric that raises on the word 'boom'."""
+
+    name = "errors"
+    family = "test"
+    requires = ("response",)
+    higher_is_better = False
+    default_threshold = 0.2
+
+    def compute_batch(self, samples, res):
+        out = []
+        for s in samples:
+            if "boom" in s.response:
+                raise RuntimeError("exploded")
+            out.append(self.result(0.1 * len(s.response.split())))
+        return out
+
+
+@pytest.fixture()
+def res(tmp_path):
+    return Resources(AssayConfig(cache_dir=str(tmp_path), batch_size=2))
+
+
+def test_summary_numbers_are_computed_from_the_values(res):
+    samples = [Sample(id=str(i), response="x" * n) for i, n in enumerate([2, 4, 6, 8])] + [
+        Sample(id="none")
+    ]
+    run = evaluate(samples, metrics=[LengthRatio()], resources=res)
+    (s,) = run.summary()
+    # values 0.2, 0.4, 0.6, 0.8 and one N/A
+    assert s.n == 4 and s.n_na == 1 and s.n_error == 0
+    assert s.mean == pytest.approx(0.5)
+    assert s.median == pytest.approx(0.5)
+    assert s.p90 == pytest.approx(0.74)  # h = 3 * 0.9 = 2.7 -> 0.6 + 0.7 * 0.2
+    assert (s.ci_low, s.ci_high) == bootstrap_ci([0.2, 0.4, 0.6, 0.8], seed=0)
+    assert s.threshold == 0.5
+    assert s.pass_rate == pytest.approx(0.5)  # 0.6 and 0.8 are >= 0.5
+    assert run.results[4]["length_ratio"].reason == "missing input: response"
+
+
+def test_a_failing_sample_is_isolated_and_polarity_drives_pass_rate(res):
+    samples = [Sample(response="a"), Sample(response="boom here"), Sample(response="a b c")]
+    run = evaluate(samples, metrics=[Errors()], resources=res)
+    values = run.values("errors")
+    assert values[0] == pytest.approx(0.1)
+    assert values[1] is None
+    assert values[2] == pytest.approx(0.3)
+    assert run.results[1]["errors"].error == "RuntimeError: exploded"
+    (s,) = run.summary()
+    assert s.n_error == 1
+    assert s.pass_rate == pytest.approx(0.5)  # 0.1 <= 0.2 passes, 0.3 does not
+    assert passes(Errors, 0.2, 0.2) and not passes(Errors, 0.21, 0.2)
+
+
+def test_on_sample_sees_every_sample_in_order_and_groups_split_by_tag(res):
+    seen = []
+    samples = [
+        Sample(response="aa", tags={"method": "a"}),
+        Sample(response="aaaa", tags={"method": "b"}),
+        Sample(response="aaaaaa", tags={"method": "a"}),
+    ]
+    run = evaluate(
+        samples,
+        metrics=[LengthRatio()],
+        resources=res,
+        on_sample=lambda i, s, r: seen.append((i, r["length_ratio"].value)),
+    )
+    assert seen == [(0, pytest.approx(0.2)), (1, pytest.approx(0.4)), (2, pytest.approx(0.6))]
+    groups = run.groups(["method"])
+    assert groups == {("a",): [0, 2], ("b",): [1]}
+    assert run.summary(groups[("a",)])[0].mean == pytest.approx(0.4)
+
+
+def test_flat_rows_carry_id_tags_values_and_components(res):
+    class WithParts(Metric):
+        """Two components."""
+
+        name = "parts"
+        family = "test"
+
+        def compute(self, sample, res):
+            return self.result(0.5, components={"left": 0.25, "right": 0.75})
+
+    run = evaluate([Sample(id="s1", tags={"model": "m"})], metrics=[WithParts()], resources=res)
+    assert run.row(0) == {
+        "id": "s1",
+        "tag.model": "m",
+        "parts": 0.5,
+        "parts.left": 0.25,
+        "parts.right": 0.75,
+    }
+
+
+def test_nan_never_leaves_a_metric(res):
+    class Undefined(Metric):
+        """Divides zero by zero."""
+
+        name = "undefined"
+        family = "test"
+
+        def compute(self, sample, res):
+            return self.result(float("nan"))
+
+    (result,) = evaluate([Sample()], metrics=[Undefined()], resources=res).results[0].values()
+    assert result.value is None
+    assert "non-finite" in result.reason

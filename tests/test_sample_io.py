@@ -1,0 +1,108 @@
+import json
+
+import pandas as pd
+import pytest
+
+from assay.io import InputErrors, read_samples, samples_from_dataframe
+from assay.sample import Sample
+
+
+def test_seed_aliases_map_to_canonical_fields():
+    seed000 = Sample.model_validate(
+        {"query": "q", "response": "r", "expected_response": "e", "retrieved_docs": ["d1"]}
+    )
+    seed003 = Sample.model_validate(
+        {"question": "q", "answer": "r", "ground_truth": "e", "contexts": ["d1"]}
+    )
+    deepeval = Sample.model_validate(
+        {"input": "q", "actual_output": "r", "expected_output": "e", "retrieval_context": ["d1"]}
+    )
+    for s in (seed000, seed003, deepeval):
+        assert (s.query, s.response, s.expected, s.contexts) == ("q", "r", "e", ["d1"])
+
+
+def test_unknown_keys_are_kept_in_metadata_and_tag_shorthands_become_tags():
+    s = Sample.model_validate({"id": 7, "answer": "a", "source_file": "x.pdf", "method": "local_search"})
+    assert s.id == "7"
+    assert s.metadata == {"source_file": "x.pdf"}
+    assert s.tags == {"method": "local_search"}
+
+
+def test_millisecond_timings_are_converted_to_seconds():
+    s = Sample.model_validate({"llm_latency_ms": 1200, "total_latency_ms": 4230})
+    assert s.llm_latency == pytest.approx(1.2)
+    assert s.duration == pytest.approx(4.23)
+
+
+def test_jsonl_bad_lines_are_reported_with_line_and_field_and_others_kept(tmp_path):
+    path = tmp_path / "data.jsonl"
+    path.write_text(
+        "\n".join(
+            [
+                json.dumps({"id": "a", "response": "fine", "expected": "fine"}),
+                "{not json",
+                json.dumps({"id": "c", "response": 42}),
+                json.dumps(["a", "list"]),
+                "",
+                json.dumps({"id": "e", "answer": "ok"}),
+            ]
+        ),
+        encoding="utf-8",
+    )
+    samples, errors = read_samples(path)
+    assert [s.id for s in samples] == ["a", "e"]
+    messages = [str(e) for e in errors]
+    assert messages[0].startswith(f"{path} line 2: not valid JSON")
+    assert messages[1].startswith(f"{path} line 3, field 'response': Input should be a valid string")
+    assert "also accepted as 'answer'" in messages[1]
+    assert messages[2] == f"{path} line 4: expected a JSON object, got list"
+
+
+def test_strict_mode_raises_at_the_first_bad_line(tmp_path):
+    path = tmp_path / "data.jsonl"
+    path.write_text('{"response": "a"}\n{"response": []}\n{oops\n', encoding="utf-8")
+    with pytest.raises(InputErrors, match="line 2, field 'response'"):
+        read_samples(path, strict=True)
+
+
+def test_csv_list_columns_are_json(tmp_path):
+    path = tmp_path / "data.csv"
+    pd.DataFrame(
+        [
+            {"id": "1", "question": "q", "answer": "a", "contexts": json.dumps(["c1", "c2"])},
+            {"id": "2", "question": "q2", "answer": "a2", "contexts": "only one context"},
+            {"id": "3", "question": "q3", "answer": "a3", "contexts": "[broken"},
+        ]
+    ).to_csv(path, index=False)
+    samples, errors = read_samples(path)
+    assert [s.contexts for s in samples] == [["c1", "c2"], ["only one context"]]
+    assert len(errors) == 1
+    assert str(errors[0]).startswith(f"{path} line 4, field 'contexts': column holds invalid JSON")
+
+
+def test_json_array_and_dataframe_inputs(tmp_path):
+    path = tmp_path / "data.json"
+    path.write_text(json.dumps([{"answer": "a"}, {"answer": 3}]), encoding="utf-8")
+    samples, errors = read_samples(path)
+    assert len(samples) == 1
+    assert str(errors[0]).startswith(f"{path} item 2, field 'answer': Input should be")
+    frame = pd.DataFrame({"question": ["q1", "q2"], "answer": ["a1", None]})
+    samples, errors = samples_from_dataframe(frame)
+    assert [(s.query, s.response) for s in samples] == [("q1", "a1"), ("q2", None)]
+    assert errors == []
+
+
+def test_missing_file_and_unknown_format(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        read_samples(tmp_path / "nope.jsonl")
+    odd = tmp_path / "data.txt"
+    odd.write_text("x", encoding="utf-8")
+    with pytest.raises(InputErrors, match="unknown format"):
+        read_samples(odd)
+
+
+def test_has_treats_blank_and_empty_as_missing():
+    s = Sample(response="  ", contexts=[], expected="x")
+    assert not s.has("response")
+    assert not s.has("contexts")
+    assert s.has("expected")
