@@ -10,6 +10,8 @@ import socket
 
 import pytest
 
+pytest_plugins = ["pytester"]
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 

@@ -46,10 +46,16 @@ def test_evaluate_writes_rows_with_id_and_values_and_skips_bad_lines(env):
 
 
 def test_fail_under_gate_exit_codes(env):
-    data = _write(env / "d.jsonl", [{"response": "a", "expected": "a"}, {"response": "b", "expected": "c"}])
-    ok = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match", "--fail-under", "exact_match=0.5"])
+    data = _write(
+        env / "d.jsonl", [{"response": "a", "expected": "a"}, {"response": "b", "expected": "c"}]
+    )
+    ok = runner.invoke(
+        app, ["evaluate", str(data), "-m", "exact_match", "--fail-under", "exact_match=0.5"]
+    )
     assert ok.exit_code == 0, ok.output
-    failed = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match", "--fail-under", "exact_match=0.6"])
+    failed = runner.invoke(
+        app, ["evaluate", str(data), "-m", "exact_match", "--fail-under", "exact_match=0.6"]
+    )
     assert failed.exit_code == 1
     assert "exact_match: mean 0.5000 < 0.6" in failed.output
 
@@ -71,7 +77,9 @@ def test_csv_and_parquet_outputs(env):
 
     data = _write(env / "d.jsonl", [{"id": "x", "response": "a", "expected": "a"}])
     for name in ("o.csv", "o.parquet"):
-        result = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match", "-o", str(env / name)])
+        result = runner.invoke(
+            app, ["evaluate", str(data), "-m", "exact_match", "-o", str(env / name)]
+        )
         assert result.exit_code == 0, result.output
         frame = pd.read_csv(env / name) if name.endswith("csv") else pd.read_parquet(env / name)
         assert frame.to_dict(orient="records") == [{"id": "x", "exact_match": 1.0}]
@@ -85,7 +93,10 @@ def test_group_by_prints_a_table_per_tag_value(env):
             {"response": "b", "expected": "c", "method": "basic_search"},
         ],
     )
-    result = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match", "--group-by", "method", "--format", "json"])
+    result = runner.invoke(
+        app,
+        ["evaluate", str(data), "-m", "exact_match", "--group-by", "method", "--format", "json"],
+    )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout[result.stdout.index("{") :])
     means = {g["group"]["method"]: g["metrics"][0]["mean"] for g in payload["groups"]}

@@ -22,7 +22,9 @@ def test_seed_aliases_map_to_canonical_fields():
 
 
 def test_unknown_keys_are_kept_in_metadata_and_tag_shorthands_become_tags():
-    s = Sample.model_validate({"id": 7, "answer": "a", "source_file": "x.pdf", "method": "local_search"})
+    s = Sample.model_validate(
+        {"id": 7, "answer": "a", "source_file": "x.pdf", "method": "local_search"}
+    )
     assert s.id == "7"
     assert s.metadata == {"source_file": "x.pdf"}
     assert s.tags == {"method": "local_search"}
@@ -53,7 +55,9 @@ def test_jsonl_bad_lines_are_reported_with_line_and_field_and_others_kept(tmp_pa
     assert [s.id for s in samples] == ["a", "e"]
     messages = [str(e) for e in errors]
     assert messages[0].startswith(f"{path} line 2: not valid JSON")
-    assert messages[1].startswith(f"{path} line 3, field 'response': Input should be a valid string")
+    assert messages[1].startswith(
+        f"{path} line 3, field 'response': Input should be a valid string"
+    )
     assert "also accepted as 'answer'" in messages[1]
     assert messages[2] == f"{path} line 4: expected a JSON object, got list"
 

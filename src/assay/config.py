@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -38,7 +38,10 @@ class AssayConfig(BaseSettings):
 
     # thresholds named by seed 000
     semantic_similarity_threshold: float = Field(
-        0.7, ge=0, le=1, validation_alias=_env("SEMANTIC_SIMILARITY_THRESHOLD", "semantic_similarity_threshold")
+        0.7,
+        ge=0,
+        le=1,
+        validation_alias=_env("SEMANTIC_SIMILARITY_THRESHOLD", "semantic_similarity_threshold"),
     )
     arabic_semantic_similarity_threshold: float = Field(
         0.5,
@@ -79,7 +82,9 @@ class AssayConfig(BaseSettings):
         0.5,
         ge=0,
         le=1,
-        validation_alias=_env("ASSAY_RETRIEVAL_RELEVANCE_THRESHOLD", "retrieval_relevance_threshold"),
+        validation_alias=_env(
+            "ASSAY_RETRIEVAL_RELEVANCE_THRESHOLD", "retrieval_relevance_threshold"
+        ),
     )
     context_usage_threshold: float = Field(
         0.4,
@@ -92,6 +97,23 @@ class AssayConfig(BaseSettings):
         gt=0,
         le=1,
         validation_alias=_env("ASSAY_TOP_K_THRESHOLD", "top_k_similarity_threshold"),
+    )
+    # safety and security metrics
+    toxicity_method: Literal["auto", "model", "keywords"] = Field(
+        "auto",
+        validation_alias=_env("ASSAY_TOXICITY_METHOD", "toxicity_method"),
+        description=(
+            "toxicity_score: auto (the alt-profanity-check model when installed, else the "
+            "keyword fallback), model (the model; fail if missing) or keywords."
+        ),
+    )
+    extra_patterns_file: str | None = Field(
+        None,
+        validation_alias=_env("ASSAY_EXTRA_PATTERNS_FILE", "extra_patterns_file"),
+        description=(
+            "YAML file whose 'safety:' / 'security:' sections extend the shipped pattern "
+            "lists (same structure as assay/data/*_patterns.yaml; entries are appended)."
+        ),
     )
     # per-metric pass thresholds (override each metric's default)
     thresholds: dict[str, float] = Field(default_factory=dict)

@@ -130,8 +130,9 @@ def _jsonl_records(path: Path, errors: list[InputError], strict: bool) -> Iterat
             try:
                 yield number, json.loads(raw)
             except json.JSONDecodeError as exc:
-                problem = InputError(str(path), number, None, f"not valid JSON: {exc.msg} "
-                                     f"at column {exc.colno}")
+                problem = InputError(
+                    str(path), number, None, f"not valid JSON: {exc.msg} at column {exc.colno}"
+                )
                 if strict:
                     raise InputErrors([problem]) from exc
                 errors.append(problem)
@@ -196,7 +197,9 @@ def read_samples(path: str | Path, strict: bool = False) -> tuple[list[Sample], 
     suffix = path.suffix.lower()
     errors: list[InputError] = []
     if suffix in {".jsonl", ".ndjson"}:
-        samples, more = samples_from_records(_jsonl_records(path, errors, strict), str(path), strict)
+        samples, more = samples_from_records(
+            _jsonl_records(path, errors, strict), str(path), strict
+        )
     elif suffix == ".csv":
         samples, more = samples_from_records(_csv_records(path, errors, strict), str(path), strict)
     elif suffix == ".json":

@@ -111,9 +111,7 @@ class Metric:
         for i, sample in enumerate(samples):
             missing = self.missing_inputs(sample)
             if missing:
-                results[i] = self.na(
-                    "missing input: " + ", ".join(missing), missing=list(missing)
-                )
+                results[i] = self.na("missing input: " + ", ".join(missing), missing=list(missing))
             else:
                 todo.append(i)
         if todo:

@@ -46,7 +46,12 @@ def register(cls: type[Metric]) -> type[Metric]:
     """Class decorator adding a metric to the registry."""
     if not cls.name:
         raise TypeError(f"{cls.__name__} has no name")
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+    known = _REGISTRY.get(cls.name)
+    reloaded = known is not None and (known.__module__, known.__qualname__) == (
+        cls.__module__,
+        cls.__qualname__,
+    )
+    if known is not None and known is not cls and not reloaded:
         raise ValueError(
             f"metric name {cls.name!r} is used by both "
             f"{_REGISTRY[cls.name].__qualname__} and {cls.__qualname__}"

@@ -47,7 +47,13 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
         "expected_answer",
         "best_answer",
     ),
-    "contexts": ("contexts", "retrieved_docs", "retrieval_context", "retrieved_contexts", "context"),
+    "contexts": (
+        "contexts",
+        "retrieved_docs",
+        "retrieval_context",
+        "retrieved_contexts",
+        "context",
+    ),
     "expected_sources": ("expected_sources", "relevant_docs", "expected_docs"),
     "gold_context": ("gold_context", "reference_context"),
     "known_facts": ("known_facts", "facts"),
@@ -82,12 +88,8 @@ class Sample(BaseModel):
     id: str | None = Field(default=None, validation_alias=_alias(*FIELD_ALIASES["id"]))
     # conversation
     query: str | None = Field(default=None, validation_alias=_alias(*FIELD_ALIASES["query"]))
-    response: str | None = Field(
-        default=None, validation_alias=_alias(*FIELD_ALIASES["response"])
-    )
-    expected: str | None = Field(
-        default=None, validation_alias=_alias(*FIELD_ALIASES["expected"])
-    )
+    response: str | None = Field(default=None, validation_alias=_alias(*FIELD_ALIASES["response"]))
+    expected: str | None = Field(default=None, validation_alias=_alias(*FIELD_ALIASES["expected"]))
     # retrieval
     contexts: list[str] | None = Field(
         default=None, validation_alias=_alias(*FIELD_ALIASES["contexts"])
@@ -113,9 +115,7 @@ class Sample(BaseModel):
         validation_alias=_alias(*FIELD_ALIASES["parallel_response"]),
         description="The application's answer to the same query in another language.",
     )
-    language: str | None = Field(
-        default=None, validation_alias=_alias(*FIELD_ALIASES["language"])
-    )
+    language: str | None = Field(default=None, validation_alias=_alias(*FIELD_ALIASES["language"]))
     # reasoning
     reasoning_steps: list[str] | None = Field(
         default=None, validation_alias=_alias(*FIELD_ALIASES["reasoning_steps"])
@@ -124,7 +124,9 @@ class Sample(BaseModel):
         default=None, validation_alias=_alias(*FIELD_ALIASES["reference_steps"])
     )
     # structured output
-    expected_json: Any = Field(default=None, validation_alias=_alias(*FIELD_ALIASES["expected_json"]))
+    expected_json: Any = Field(
+        default=None, validation_alias=_alias(*FIELD_ALIASES["expected_json"])
+    )
     output_json: Any = Field(default=None, validation_alias=_alias(*FIELD_ALIASES["output_json"]))
     json_schema: dict[str, Any] | None = Field(
         default=None, validation_alias=_alias(*FIELD_ALIASES["json_schema"])

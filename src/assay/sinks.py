@@ -10,18 +10,18 @@ from typing import Any
 from assay.result import MetricResult
 from assay.sample import Sample
 
-__all__ = ["JsonlSink", "evidence_of", "write_table"]
+__all__ = ["JsonlSink", "evidence_of", "to_jsonable", "write_table"]
 
 
-def _jsonable(value: Any) -> Any:
+def to_jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set):
-        return [_jsonable(v) for v in value]
+        return [to_jsonable(v) for v in value]
     if hasattr(value, "item") and callable(value.item):  # numpy scalars
-        return _jsonable(value.item())
+        return to_jsonable(value.item())
     if isinstance(value, str | int | float | bool) or value is None:
         return value
     return str(value)
@@ -30,7 +30,7 @@ def _jsonable(value: Any) -> Any:
 def evidence_of(results: dict[str, MetricResult]) -> dict[str, Any]:
     """Per-metric method, reason, error and details, for JSON outputs."""
     return {
-        name: _jsonable(
+        name: to_jsonable(
             {
                 "method": r.method,
                 "reason": r.reason,
@@ -54,7 +54,7 @@ class JsonlSink:
     def write(self, row: dict[str, Any], sample: Sample, results: dict[str, MetricResult]) -> None:
         record = dict(row)
         record["evidence"] = evidence_of(results)
-        self._handle.write(json.dumps(_jsonable(record), ensure_ascii=False) + "\n")
+        self._handle.write(json.dumps(to_jsonable(record), ensure_ascii=False) + "\n")
         self._handle.flush()
 
     def close(self) -> None:
@@ -67,7 +67,7 @@ def write_table(rows: list[dict[str, Any]], path: str | Path) -> None:
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    frame = pd.DataFrame([_jsonable(r) for r in rows])
+    frame = pd.DataFrame([to_jsonable(r) for r in rows])
     if path.suffix.lower() == ".csv":
         frame.to_csv(path, index=False)
     elif path.suffix.lower() == ".parquet":

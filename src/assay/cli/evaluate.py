@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,6 +22,8 @@ from assay.registry import metric_class, resolve_metrics, suite_names
 from assay.resources import Resources
 from assay.runner import Evaluation, MetricSummary, evaluate, flat_row
 from assay.sinks import JsonlSink, write_table
+from assay.store.db import Store, StoreError
+from assay.store.recorder import RunRecorder
 
 EXIT_GATE_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -78,9 +81,7 @@ def summary_table(summaries: list[MetricSummary], title: str | None = None) -> T
     return table
 
 
-def _gates(
-    evaluation: Evaluation, under: dict[str, float], over: dict[str, float]
-) -> list[str]:
+def _gates(evaluation: Evaluation, under: dict[str, float], over: dict[str, float]) -> list[str]:
     by_name = {s.name: s for s in evaluation.summary()}
     failures = []
     for name, bound in under.items():
@@ -150,6 +151,26 @@ def evaluate_command(
     batch_size: Annotated[
         int | None, typer.Option("--batch-size", min=1, help="Samples per metric batch.")
     ] = None,
+    store: Annotated[
+        bool,
+        typer.Option(
+            "--store", help="Write results to the results store, sample by sample, as a run."
+        ),
+    ] = False,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            help="Store URL or SQLite path (default: ASSAY_DATABASE_URL, else ./assay.db).",
+        ),
+    ] = None,
+    resume: Annotated[
+        str | None,
+        typer.Option("--resume", help="Continue a stored run: score only samples not yet stored."),
+    ] = None,
+    run_name: Annotated[
+        str | None, typer.Option("--run-name", help="Name of the stored run.")
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Score a dataset with a suite or chosen metrics and print mean, median, 95% CI and pass rate.
@@ -195,11 +216,30 @@ def evaluate_command(
         err.print(f"[red]error:[/red] {escape(str(data))}: no usable samples")
         raise typer.Exit(EXIT_BAD_INPUT)
 
+    recorder = None
+    index_map = list(range(len(samples)))
+    if store or resume or db:
+        try:
+            recorder, index_map = _open_run(
+                db, resume, run_name, data, metrics, config, len(samples)
+            )
+        except StoreError as exc:
+            err.print(f"[red]error:[/red] {escape(str(exc))}")
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+        if resume:
+            skipped = len(samples) - len(index_map)
+            err.print(
+                f"resuming run {resume}: {skipped} samples already stored, {len(index_map)} to go"
+            )
+        samples = [samples[i] for i in index_map]
+
     resources = Resources(config)
     rows: list[dict[str, Any]] = []
     sink = JsonlSink(out) if out is not None and out.suffix.lower() == ".jsonl" else None
     if out is not None and out.suffix.lower() not in {".jsonl", ".csv", ".parquet"}:
-        err.print(f"[red]error:[/red] {escape(str(out))}: --out must end in .jsonl, .csv or .parquet")
+        err.print(
+            f"[red]error:[/red] {escape(str(out))}: --out must end in .jsonl, .csv or .parquet"
+        )
         raise typer.Exit(EXIT_BAD_INPUT)
 
     def keep(index: int, sample: Any, results: dict[str, Any]) -> None:
@@ -207,6 +247,8 @@ def evaluate_command(
         rows.append(row)
         if sink is not None:
             sink.write(row, sample, results)
+        if recorder is not None:
+            recorder(index, sample, results)
 
     show_progress = not quiet and sys.stderr.isatty()
     interrupted = False
@@ -229,6 +271,8 @@ def evaluate_command(
                 on_sample=keep,
                 progress=lambda n: bar.advance(task, n),
             )
+            if recorder is not None:
+                evaluation.run_id = recorder.run_id
     except ModelUnavailable as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(EXIT_BAD_INPUT) from None
@@ -237,11 +281,18 @@ def evaluate_command(
     finally:
         if sink is not None:
             sink.close()
+        if recorder is not None:
+            status = "finished" if evaluation is not None else "interrupted"
+            usage = evaluation.judge_usage if evaluation is not None else None
+            recorder.store.finish_run(recorder.run_id, status=status, judge_usage=usage)
+            recorder.store.close()
         if out is not None and out.suffix.lower() in {".csv", ".parquet"} and rows:
             write_table(rows, out)
         resources.close()
     if interrupted or evaluation is None:
         where = f"; {len(rows)} finished samples are in {out}" if out is not None else ""
+        if recorder is not None:
+            where += f"; resume with --resume {recorder.run_id}"
         err.print(f"[yellow]interrupted[/yellow]{escape(where)}")
         raise typer.Exit(130)
     evaluation.input_errors = input_errors
@@ -253,7 +304,40 @@ def evaluate_command(
         raise typer.Exit(EXIT_GATE_FAILED)
 
 
-def _report(evaluation: Evaluation, group_by: str | None, output_format: str, out: Path | None) -> None:
+def _open_run(
+    db: str | None,
+    resume: str | None,
+    run_name: str | None,
+    data: Path,
+    metrics: list[Any],
+    config: Any,
+    n_samples: int,
+) -> tuple[RunRecorder, list[int]]:
+    store = Store(db)
+    if resume:
+        if not store.run_exists(resume):
+            store.close()
+            raise StoreError(f"no run {resume!r} in {store.safe_url} to resume")
+        run_id = resume
+        done = store.done_indices(run_id)
+    else:
+        run_id = uuid.uuid4().hex[:12]
+        done = set()
+    store.start_run(
+        run_id,
+        name=run_name,
+        source="cli",
+        dataset=str(data),
+        metrics=[m.name for m in metrics],
+        config=config.model_dump(mode="json", exclude={"embedding_api_key"}),
+    )
+    todo = [i for i in range(n_samples) if i not in done]
+    return RunRecorder(store, run_id, metrics, config, index_map=todo), todo
+
+
+def _report(
+    evaluation: Evaluation, group_by: str | None, output_format: str, out: Path | None
+) -> None:
     stdout = Console()
     keys = [k.strip() for k in group_by.split(",") if k.strip()] if group_by else []
     summaries = evaluation.summary()
@@ -269,7 +353,10 @@ def _report(evaluation: Evaluation, group_by: str | None, output_format: str, ou
         }
         if keys:
             payload["groups"] = [
-                {"group": dict(zip(keys, g, strict=True)), "metrics": [s.to_dict() for s in evaluation.summary(ix)]}
+                {
+                    "group": dict(zip(keys, g, strict=True)),
+                    "metrics": [s.to_dict() for s in evaluation.summary(ix)],
+                }
                 for g, ix in evaluation.groups(keys).items()
             ]
         typer.echo(json.dumps(payload, indent=2, default=str))
@@ -283,7 +370,9 @@ def _report(evaluation: Evaluation, group_by: str | None, output_format: str, ou
     )
     for group, indices in evaluation.groups(keys).items() if keys else []:
         label = ", ".join(f"{k}={v}" for k, v in zip(keys, group, strict=True))
-        stdout.print(summary_table(evaluation.summary(indices), title=f"{label} ({len(indices)} samples)"))
+        stdout.print(
+            summary_table(evaluation.summary(indices), title=f"{label} ({len(indices)} samples)")
+        )
     for name, counts in evaluation.label_counts().items():
         stdout.print(f"{name} labels: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     methods = sorted({m for s in summaries for m in s.methods})

@@ -22,14 +22,15 @@ def metrics_command(
         str | None, typer.Option("--suite", "-s", help="Only the metrics of this suite.")
     ] = None,
     suites: Annotated[bool, typer.Option("--suites", help="List the suites instead.")] = False,
-    output_format: Annotated[
-        str, typer.Option("--format", help="table or json.")
-    ] = "table",
+    output_format: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
 ) -> None:
     """List every metric with its description, inputs, range and polarity."""
     console = Console()
     if suites:
-        rows = [{"suite": s, "description": d, "metrics": suite(s)} for s, d in SUITE_DESCRIPTIONS.items()]
+        rows = [
+            {"suite": s, "description": d, "metrics": suite(s)}
+            for s, d in SUITE_DESCRIPTIONS.items()
+        ]
         if output_format == "json":
             typer.echo(json.dumps(rows, indent=2))
             return

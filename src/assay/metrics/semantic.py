@@ -1,15 +1,70 @@
-"""Semantic metrics: embedding similarity (seed 000 test layer, seed 003)."""
+"""Semantic metrics: embedding similarity (seed 000 base model and test layer, seed 003).
+
+Every metric here embeds all texts of a batch in one call to ``res.embedder`` (rows are
+L2-normalised, so a dot product is the cosine) and reads the cosines it needs from that
+table. Several of seed 000's "base model" metrics are the same similarity under another
+name; they are implemented as the seed defines them and documented as proxies, with a
+pointer to the better method.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
 
 from assay.metric import Metric, clamp01
+from assay.models.embedders import Embedder
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample
 from assay.text.lang import is_arabic
+from assay.text.tokenize import words
+
+__all__ = ["TextVectors", "normalised_answer", "with_settings"]
+
+
+class TextVectors:
+    """Embeddings of a batch's texts, from one ``embed`` call; ``cos(a, b)`` reads them."""
+
+    def __init__(self, embedder: Embedder, texts: Iterable[str]) -> None:
+        unique = list(dict.fromkeys(texts))
+        matrix = embedder.embed(unique) if unique else np.zeros((0, 1), dtype=np.float32)
+        self._rows = {text: matrix[i] for i, text in enumerate(unique)}
+
+    def cos(self, a: str, b: str) -> float:
+        """Cosine of two texts of the batch (0 when either is blank: it embeds as zeros)."""
+        return float(np.dot(self._rows[a], self._rows[b]))
+
+
+def with_settings(result: MetricResult, settings: dict[str, Any], **details: Any) -> MetricResult:
+    """``result`` with the configuration values that produced it added to its signature.
+
+    Thresholds and ``k`` read from ``res.config`` change the value, so they belong in
+    the signature next to ``params()``. ``details`` are added to the result's details
+    (used for keys that ``Metric.result`` reserves, such as ``method``).
+    """
+    extra = [f"{k}={v}" for k, v in sorted(settings.items()) if f"|{k}=" not in result.signature]
+    signature = "|".join([result.signature, *extra])
+    return dataclasses.replace(result, signature=signature, details={**result.details, **details})
+
+
+def normalised_answer(text: str | None) -> str:
+    """Lower-cased word tokens joined by one space: punctuation and spacing do not count."""
+    return " ".join(words(text))
+
+
+def _check_k(metric: str, k: int | None) -> int | None:
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ValueError(f"The 'k' parameter of {metric} must be an integer >= 1. Got {k!r}.")
+    return k
+
+
+def _blank_free(texts: Sequence[str] | None) -> list[str]:
+    return [t for t in texts or [] if isinstance(t, str) and t.strip()]
 
 
 @register
@@ -47,4 +102,459 @@ class SemanticSimilarity(Metric):
             if arabic:
                 details["threshold"] = res.config.arabic_semantic_similarity_threshold
             out.append(self.result(clamp01(float(sim)), model=res.embedder.name, **details))
+        return out
+
+
+@register
+class SemanticSimilarityPercentage(Metric):
+    """Seed 003's semantic similarity: max(0, cosine) of answer and ground truth, rounded.
+
+    Formula (seed 003 section 7): ``round(max(0, cos(embed(answer), embed(ground_truth)))
+    * 100, 2)`` percent; Assay stores the ratio, ``percentage / 100`` (so 4 decimals), and
+    puts the percentage in ``details``. Inputs: response (answer) and expected
+    (ground_truth). Range 0..1, higher is better; 1 = same meaning.
+    Empty input: the seed returns 0.0 for an empty or blank answer or ground truth;
+    Assay returns None with a reason instead (missing is not zero), so an unanswered
+    question does not look like a maximally wrong answer in averages.
+    Weakness: like ``semantic_similarity`` it measures closeness of topic, not
+    correctness; short answers naming different entities can still score above 0.5.
+    """
+
+    name = "semantic_similarity_percentage"
+    family = "semantic"
+    requires = ("response", "expected")
+    suites = ("semantic",)
+    seed = "003"
+    needs = frozenset({"embedder"})
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        sims = res.embedder.pair_similarity(
+            [s.response for s in samples],  # type: ignore[misc]
+            [s.expected for s in samples],  # type: ignore[misc]
+        )
+        out = []
+        for sim in sims:
+            cosine = float(sim)
+            percentage = round(min(1.0, max(0.0, cosine)) * 100.0, 2)
+            out.append(
+                self.result(
+                    round(percentage / 100.0, 4),
+                    model=res.embedder.name,
+                    cosine=cosine,
+                    percentage=percentage,
+                )
+            )
+        return out
+
+
+class _ResponseExpectedSimilarity(Metric):
+    """Shared body: clamped cosine of response and expected answer (seed 000's similarity)."""
+
+    family = "semantic"
+    requires = ("response", "expected")
+    suites = ("base", "semantic")
+    seed = "000"
+    needs = frozenset({"embedder"})
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        sims = res.embedder.pair_similarity(
+            [s.response for s in samples],  # type: ignore[misc]
+            [s.expected for s in samples],  # type: ignore[misc]
+        )
+        out = []
+        for sample, sim in zip(samples, sims, strict=True):
+            arabic = is_arabic(sample.response) or is_arabic(sample.expected)
+            details: dict[str, Any] = {"cosine": float(sim), "arabic": arabic}
+            if arabic and self.threshold_setting == "semantic_similarity_threshold":
+                details["threshold"] = res.config.arabic_semantic_similarity_threshold
+            out.append(self.result(clamp01(float(sim)), model=res.embedder.name, **details))
+        return out
+
+
+@register
+class Accuracy(_ResponseExpectedSimilarity):
+    """Seed 000's accuracy: the semantic similarity of response and expected answer.
+
+    Formula (seed 000 base model): ``accuracy = similarity_score`` =
+    ``max(0, min(1, cos(embed(response), embed(expected))))``. Range 0..1, higher is
+    better; pass threshold ``SEMANTIC_SIMILARITY_THRESHOLD`` (0.7; the Arabic threshold
+    is reported in details when either text is Arabic). Requires response and expected.
+    Weakness: it is not accuracy in the classification sense but closeness of meaning;
+    a fluent answer on the right topic with a wrong fact can pass. For a graded
+    correctness verdict use the judged metrics (``answer_correctness``,
+    ``factual_accuracy_percentage``) or ``exact_match`` for short answers.
+    """
+
+    name = "accuracy"
+    default_threshold = 0.7
+    threshold_env = "SEMANTIC_SIMILARITY_THRESHOLD"
+    threshold_setting = "semantic_similarity_threshold"
+
+
+@register
+class FactualConsistency(_ResponseExpectedSimilarity):
+    """Seed 000's factual consistency proxy: response-expected similarity (not fact checking).
+
+    Formula (seed 000 base model): ``factual_consistency = similarity_score`` (the seed
+    stores ×100; Assay keeps 0..1) = clamped cosine of response and expected answer.
+    Requires response and expected. Range 0..1, higher is better. Weakness: a PROXY, as
+    the seed itself notes: it checks no fact; "the bridge opened in 1932" and "... in
+    1923" are nearly identical to it. Better methods: ``anchor_hallucination`` (seed
+    004: numbers, dates and subject-verb-object claims checked against the context) and
+    the judged ``faithfulness`` / ``ragas_faithfulness`` (claims verified by an LLM).
+    """
+
+    name = "factual_consistency"
+
+
+@register
+class Truthfulness(_ResponseExpectedSimilarity):
+    """Seed 000's truthfulness proxy: response-expected similarity (not a truth check).
+
+    Formula (seed 000 base model): ``truthfulness = similarity_score`` (seed ×100; Assay
+    0..1) = clamped cosine of response and expected answer. Requires response and
+    expected. Range 0..1, higher is better. Weakness: a PROXY, as the seed notes (real
+    truthfulness needs a benchmark such as TruthfulQA or verified claims): a confident
+    falsehood phrased like the reference scores high. Better methods: the judged
+    ``faithfulness`` / ``ragas_faithfulness`` and ``anchor_hallucination`` (seed 004).
+    """
+
+    name = "truthfulness"
+
+
+@register
+class SourceGrounding(Metric):
+    """Seed 000's source grounding proxy: similarity of the response to the query.
+
+    Formula (seed 000 base model): ``source_grounding = validate_relevance(query,
+    response)``, or ``validate_relevance(expected, response)`` when there is no query;
+    i.e. ``max(0, min(1, cos(embed(query or expected), embed(response))))``. Seed ×100,
+    Assay 0..1. ``details["against"]`` says which text was used. Requires response and
+    one of query / expected (None with a reason when both are missing). Range 0..1,
+    higher is better. Weakness: a PROXY, as the seed notes: it never looks at a source,
+    so an on-topic answer with no citation scores high. Better methods:
+    ``citation_accuracy`` (citations present), ``anchor_hallucination`` (seed 004,
+    claims checked against the contexts) and the judged ``faithfulness`` /
+    ``ragas_faithfulness``.
+    """
+
+    name = "source_grounding"
+    family = "semantic"
+    requires = ("response",)
+    suites = ("base", "semantic")
+    seed = "000"
+    needs = frozenset({"embedder"})
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        pairs: list[tuple[str, str, str] | None] = []
+        for s in samples:
+            if s.has("query"):
+                pairs.append(("query", s.query, s.response))  # type: ignore[arg-type]
+            elif s.has("expected"):
+                pairs.append(("expected", s.expected, s.response))  # type: ignore[arg-type]
+            else:
+                pairs.append(None)
+        texts = [t for p in pairs if p for t in p[1:]]
+        vectors = TextVectors(res.embedder, texts)
+        out = []
+        for pair in pairs:
+            if pair is None:
+                out.append(self.na("missing input: query (or expected)", missing=["query"]))
+                continue
+            against, reference, response = pair
+            cosine = vectors.cos(reference, response)
+            out.append(
+                self.result(
+                    clamp01(cosine), model=res.embedder.name, cosine=cosine, against=against
+                )
+            )
+        return out
+
+
+@register
+class TopKAccuracy(Metric):
+    """Top-k accuracy: true top-k over ``candidates``, else seed 000's single-answer proxy.
+
+    True top-k (when the sample has ``candidates``, the application's ranked answers):
+    1.0 when any of the first k candidates matches the expected answer, else 0.0. A
+    candidate matches when it equals the expected answer after lower-casing and dropping
+    punctuation, or when ``cos(candidate, expected) >= top_k_similarity_threshold``
+    (0.8). k = the ``k`` parameter, else ``config.retrieval_k`` (5).
+    Proxy (seed 000, no candidates): ``s = clamp(cos(response, expected))``;
+    ``1.0 if s >= 0.8 else s / 0.8`` (0.8 = ``top_k_similarity_threshold``).
+    ``details["method"]`` is ``"true_top_k"`` or ``"proxy"``. Requires expected, plus
+    candidates or a response (None with a reason otherwise). Range 0..1, higher better.
+    Weakness: the proxy is weak, as the seed says: with one candidate there is no
+    "top k"; it is a rescaled similarity that gives full marks to anything 80% similar.
+    Give ``candidates`` for a real top-k.
+    """
+
+    name = "top_k_accuracy"
+    family = "semantic"
+    requires = ("expected",)
+    suites = ("base", "semantic")
+    seed = "000"
+    needs = frozenset({"embedder"})
+
+    def __init__(self, k: int | None = None) -> None:
+        self.k = _check_k("TopKAccuracy", k)
+
+    def params(self) -> dict[str, Any]:
+        return {} if self.k is None else {"k": self.k}
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        k = self.k if self.k is not None else res.config.retrieval_k
+        threshold = res.config.top_k_similarity_threshold
+        settings = {"k": k, "top_k_similarity_threshold": threshold}
+        texts: list[str] = []
+        for s in samples:
+            texts.append(s.expected)  # type: ignore[arg-type]
+            if s.candidates is not None:
+                texts.extend(_blank_free(s.candidates)[:k])
+            elif s.has("response"):
+                texts.append(s.response)  # type: ignore[arg-type]
+        vectors = TextVectors(res.embedder, texts)
+        out = []
+        for s in samples:
+            expected: str = s.expected  # type: ignore[assignment]
+            if s.candidates is not None:
+                if not _blank_free(s.candidates):
+                    out.append(self.na("candidates holds no non-blank answer"))
+                    continue
+                out.append(self._true_top_k(s, expected, k, threshold, vectors, res, settings))
+            elif s.has("response"):
+                cosine = vectors.cos(s.response, expected)  # type: ignore[arg-type]
+                sim = clamp01(cosine)
+                value = 1.0 if sim >= threshold else sim / threshold
+                result = self.result(
+                    value, model=res.embedder.name, similarity=sim, k_threshold=threshold
+                )
+                out.append(with_settings(result, settings, method="proxy"))
+            else:
+                out.append(
+                    self.na("missing input: candidates (or response)", missing=["candidates"])
+                )
+        return out
+
+    def _true_top_k(
+        self,
+        sample: Sample,
+        expected: str,
+        k: int,
+        threshold: float,
+        vectors: TextVectors,
+        res: Resources,
+        settings: dict[str, Any],
+    ) -> MetricResult:
+        target = normalised_answer(expected)
+        ranked = []
+        matched_rank = None
+        for rank, candidate in enumerate(_blank_free(sample.candidates)[:k], start=1):
+            exact = normalised_answer(candidate) == target
+            similarity = vectors.cos(candidate, expected)
+            match = exact or similarity >= threshold
+            ranked.append(
+                {
+                    "rank": rank,
+                    "candidate": candidate,
+                    "exact": exact,
+                    "similarity": similarity,
+                    "match": match,
+                }
+            )
+            if match and matched_rank is None:
+                matched_rank = rank
+        result = self.result(
+            1.0 if matched_rank is not None else 0.0,
+            model=res.embedder.name,
+            k=k,
+            matched_rank=matched_rank,
+            candidates=ranked,
+            k_threshold=threshold,
+        )
+        return with_settings(result, settings, method="true_top_k")
+
+
+class _KnownFactsCheck(Metric):
+    """Shared body: cosine of the response with each known fact (seed 000 test layer)."""
+
+    family = "semantic"
+    requires = ("response", "known_facts")
+    higher_is_better = False
+    suites = ("semantic",)
+    seed = "000"
+    needs = frozenset({"embedder"})
+
+    def _value(self, conflicting: int, total: int) -> float:
+        raise NotImplementedError
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        threshold = res.config.hallucination_detection_threshold
+        facts_of = [_blank_free(s.known_facts) for s in samples]
+        texts = [
+            t for s, facts in zip(samples, facts_of, strict=True) for t in [s.response, *facts]
+        ]
+        vectors = TextVectors(res.embedder, texts)  # type: ignore[arg-type]
+        out = []
+        for sample, facts in zip(samples, facts_of, strict=True):
+            if not facts:
+                out.append(self.na("known_facts holds only blank entries", missing=["known_facts"]))
+                continue
+            per_fact = [
+                {"fact": f, "similarity": vectors.cos(sample.response, f)}  # type: ignore[arg-type]
+                for f in facts
+            ]
+            conflicting = [p for p in per_fact if p["similarity"] < threshold]
+            result = self.result(
+                self._value(len(conflicting), len(facts)),
+                model=res.embedder.name,
+                conflicting_facts=conflicting,
+                n_conflicting=len(conflicting),
+                n_facts=len(facts),
+                facts=per_fact,
+                detection_threshold=threshold,
+            )
+            out.append(with_settings(result, {"hallucination_detection_threshold": threshold}))
+        return out
+
+
+@register
+class HallucinationRate(_KnownFactsCheck):
+    """Seed 000's hallucination rate: share of known facts the response conflicts with.
+
+    Formula (seed 000 base model: ``hallucination_rate = detection_confidence * 100``
+    from the semantic hallucination detector; Assay keeps 0..1). Assay defines the
+    detector's confidence concretely as ``conflicting / len(known_facts)``, where a fact
+    conflicts when ``cos(embed(response), embed(fact)) < HALLUCINATION_DETECTION_THRESHOLD``
+    (0.3). Blank facts are ignored. Requires response and known_facts. Range 0..1, LOWER
+    is better; pass threshold 0.5 (the seed's). ``details`` lists the conflicting facts
+    with their similarities. Weakness: low similarity means "not talked about", not
+    "contradicted": a correct answer that simply does not mention a fact counts it as
+    conflicting, and a contradiction of a fact ("opened in 1923" vs "1932") is similar
+    and passes. Better methods: ``anchor_hallucination`` (seed 004) and the judged
+    ``hallucination`` / ``faithfulness``.
+    """
+
+    name = "hallucination_rate"
+    default_threshold = 0.5
+    suites = ("base", "semantic")
+
+    def _value(self, conflicting: int, total: int) -> float:
+        return conflicting / total
+
+
+@register
+class KnownFactsHallucination(_KnownFactsCheck):
+    """Seed 000's test-layer hallucination check: 1 when any known fact conflicts, else 0.
+
+    Formula (seed 000 test layer): for each known fact ``s = cos(embed(response),
+    embed(fact))``; the fact conflicts when ``s < HALLUCINATION_DETECTION_THRESHOLD``
+    (0.3); ``has_hallucination = any conflicting`` -> value 1.0 or 0.0. Blank facts are
+    ignored. Requires response and known_facts. Range {0, 1}, LOWER is better; passes
+    when 0. ``details``: the conflicting facts with their similarities, and all facts.
+    Weakness: as ``hallucination_rate``: it detects facts the response does not talk
+    about rather than contradictions. Better: ``anchor_hallucination`` (seed 004) or
+    the judged ``hallucination``.
+    """
+
+    name = "known_facts_hallucination"
+    unit = "bool"
+    default_threshold = 0.5
+
+    def _value(self, conflicting: int, total: int) -> float:
+        return 1.0 if conflicting else 0.0
+
+
+@register
+class Consistency(Metric):
+    """Mean pairwise similarity of several responses to the same query, clamped to [0, 1].
+
+    Formula (seed 000 test layer): responses = [response] + previous_responses (blank
+    ones dropped); ``max(0, min(1, mean(cos(e_i, e_j) for i < j)))``. Requires response
+    and previous_responses; needs at least 2 responses, else None with a reason.
+    Range 0..1, higher is better; pass threshold ``consistency_threshold`` (0.7).
+    ``details``: every pair's similarity and the lowest. Weakness: consistent is not
+    correct (the same wrong answer every time scores 1); the mean hides one outlier
+    among many responses (see ``details["min_similarity"]``).
+    """
+
+    name = "consistency"
+    family = "semantic"
+    requires = ("response", "previous_responses")
+    default_threshold = 0.7
+    threshold_env = "CONSISTENCY_THRESHOLD"
+    threshold_setting = "consistency_threshold"
+    suites = ("semantic",)
+    seed = "000"
+    needs = frozenset({"embedder"})
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        groups = [_blank_free([s.response or "", *(s.previous_responses or [])]) for s in samples]
+        vectors = TextVectors(res.embedder, [t for g in groups for t in g])
+        out = []
+        for group in groups:
+            if len(group) < 2:
+                out.append(self.na("consistency needs at least 2 non-blank responses"))
+                continue
+            pairs = [
+                {"i": i, "j": j, "similarity": vectors.cos(group[i], group[j])}
+                for i in range(len(group))
+                for j in range(i + 1, len(group))
+            ]
+            sims = [p["similarity"] for p in pairs]
+            mean = sum(sims) / len(sims)
+            out.append(
+                self.result(
+                    clamp01(mean),
+                    model=res.embedder.name,
+                    n_responses=len(group),
+                    mean_similarity=mean,
+                    min_similarity=min(sims),
+                    pairs=pairs,
+                )
+            )
+        return out
+
+
+@register
+class CrossLanguageConsistency(Metric):
+    """Similarity of the answers given to one query in two languages (multilingual space).
+
+    Formula (seed 000 test layer, "direct semantic comparison" method): ``max(0, min(1,
+    cos(embed(response), embed(parallel_response))))`` with the multilingual embedder
+    (USE multilingual v3 puts Arabic and English in one space). The seed's preferred
+    method translates first; Assay uses no translation service (offline), so this is the
+    seed's fallback method. Requires response and parallel_response. Range 0..1, higher
+    is better; pass threshold ``CROSS_LANGUAGE_CONSISTENCY_THRESHOLD`` (0.7).
+    Weakness: cross-language cosines run lower than same-language ones for the same
+    meaning, and it is meaningless with an English-only embedder (``minilm``); like all
+    similarities it compares topic, not facts.
+    """
+
+    name = "cross_language_consistency"
+    family = "semantic"
+    requires = ("response", "parallel_response")
+    default_threshold = 0.7
+    threshold_env = "CROSS_LANGUAGE_CONSISTENCY_THRESHOLD"
+    threshold_setting = "cross_language_consistency_threshold"
+    suites = ("semantic",)
+    seed = "000"
+    needs = frozenset({"embedder"})
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        sims = res.embedder.pair_similarity(
+            [s.response for s in samples],  # type: ignore[misc]
+            [s.parallel_response for s in samples],  # type: ignore[misc]
+        )
+        out = []
+        for sample, sim in zip(samples, sims, strict=True):
+            out.append(
+                self.result(
+                    clamp01(float(sim)),
+                    model=res.embedder.name,
+                    cosine=float(sim),
+                    response_arabic=is_arabic(sample.response),
+                    parallel_arabic=is_arabic(sample.parallel_response),
+                )
+            )
         return out

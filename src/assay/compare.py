@@ -1,0 +1,156 @@
+"""Comparing two runs (or two tag values, e.g. method=local_search vs basic_search).
+
+Per metric: the two means and their difference (B − A). Where samples pair up (the same
+sample id in both selections) the difference is paired: a percentile-bootstrap 95% CI of
+the mean paired difference and a two-sided sign-flip randomisation p-value (under the
+null hypothesis each paired difference is as likely to have the opposite sign). Without
+pairs, the CI is a bootstrap of the difference of independent means and no p-value is
+given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from assay.store.models import ScoringDetail, TestResult
+
+__all__ = ["Comparison", "Selection", "compare", "paired_difference", "unpaired_difference"]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which stored results one side of a comparison takes: a run and/or a tag value."""
+
+    run_id: str | None = None
+    tag: str | None = None
+    value: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Selection:
+        """``RUN_ID``, ``key=value`` or ``RUN_ID:key=value``."""
+        run, _, tag = text.partition(":") if ":" in text else ("", "", text)
+        if "=" in tag:
+            key, _, value = tag.partition("=")
+            return cls(run_id=run or None, tag=key, value=value)
+        return cls(run_id=text)
+
+    def label(self) -> str:
+        parts = [self.run_id] if self.run_id else []
+        if self.tag:
+            parts.append(f"{self.tag}={self.value}")
+        return ":".join(parts) or "all"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    metric: str
+    n_a: int
+    n_b: int
+    mean_a: float | None
+    mean_b: float | None
+    diff: float | None
+    n_pairs: int
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    paired: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def paired_difference(
+    a: Sequence[float], b: Sequence[float], *, n_resamples: int = 2000, seed: int = 0
+) -> tuple[float, float, float, float]:
+    """Mean of b−a, its bootstrap 95% CI, and the sign-flip p-value: (mean, low, high, p)."""
+    d = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
+    if d.size == 0:
+        raise ValueError("paired_difference needs at least one pair")
+    rng = np.random.default_rng(seed)
+    observed = float(d.mean())
+    idx = rng.integers(0, d.size, size=(n_resamples, d.size))
+    means = d[idx].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    signs = rng.choice([-1.0, 1.0], size=(n_resamples, d.size))
+    flipped = np.abs((signs * d).mean(axis=1))
+    # +1 in numerator and denominator: the observed arrangement is one of the permutations
+    p = (1 + int(np.sum(flipped >= abs(observed) - 1e-12))) / (n_resamples + 1)
+    return observed, float(low), float(high), float(p)
+
+
+def unpaired_difference(
+    a: Sequence[float], b: Sequence[float], *, n_resamples: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
+    """mean(b) − mean(a) and a bootstrap 95% CI resampling each side independently."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    rng = np.random.default_rng(seed)
+    dx = x[rng.integers(0, x.size, size=(n_resamples, x.size))].mean(axis=1)
+    dy = y[rng.integers(0, y.size, size=(n_resamples, y.size))].mean(axis=1)
+    low, high = np.percentile(dy - dx, [2.5, 97.5])
+    return float(y.mean() - x.mean()), float(low), float(high)
+
+
+def _values(session: Session, selection: Selection) -> dict[str, dict[str, float]]:
+    """metric -> {pairing key -> value} for one selection (None values skipped)."""
+    stmt = select(
+        ScoringDetail.metric_name,
+        ScoringDetail.metric_value,
+        TestResult.sample_id,
+        TestResult.test_name,
+        TestResult.tags,
+    ).join(TestResult, TestResult.id == ScoringDetail.test_result_id)
+    stmt = stmt.where(ScoringDetail.metric_value.is_not(None))
+    if selection.run_id:
+        stmt = stmt.where(ScoringDetail.run_id == selection.run_id)
+    out: dict[str, dict[str, float]] = {}
+    for metric, value, sample_id, test_name, tags in session.execute(stmt):
+        if selection.tag and (tags or {}).get(selection.tag) != selection.value:
+            continue
+        out.setdefault(metric, {})[sample_id or test_name] = float(value)
+    return out
+
+
+def compare(
+    session: Session, a: Selection, b: Selection, *, seed: int = 0, n_resamples: int = 2000
+) -> list[Comparison]:
+    """Per-metric comparison of selection B against selection A."""
+    left, right = _values(session, a), _values(session, b)
+    out = []
+    for metric in sorted(set(left) | set(right)):
+        va, vb = left.get(metric, {}), right.get(metric, {})
+        mean_a = float(np.mean(list(va.values()))) if va else None
+        mean_b = float(np.mean(list(vb.values()))) if vb else None
+        keys = sorted(set(va) & set(vb))
+        low = high = p = None
+        diff = None if mean_a is None or mean_b is None else mean_b - mean_a
+        paired = len(keys) >= 2
+        if paired:
+            diff, low, high, p = paired_difference(
+                [va[k] for k in keys], [vb[k] for k in keys], n_resamples=n_resamples, seed=seed
+            )
+        elif len(va) >= 2 and len(vb) >= 2:
+            diff, low, high = unpaired_difference(
+                list(va.values()), list(vb.values()), n_resamples=n_resamples, seed=seed
+            )
+        out.append(
+            Comparison(
+                metric=metric,
+                n_a=len(va),
+                n_b=len(vb),
+                mean_a=mean_a,
+                mean_b=mean_b,
+                diff=diff,
+                n_pairs=len(keys),
+                ci_low=low,
+                ci_high=high,
+                p_value=p,
+                paired=paired,
+            )
+        )
+    return out

@@ -1,0 +1,512 @@
+"""RAG metrics of seed 000: retrieval recall/precision at k and the context metrics.
+
+``contexts`` are the retrieved documents in rank order (seed 000's ``retrieved_docs``).
+Embedding metrics embed every text of a batch in one call and clamp each cosine to
+[0, 1] as the seed's ``similarity`` does. Seed 000 reports these ×100; Assay keeps 0..1.
+
+Which expected source counts as "found" in a retrieved document (``match_source``):
+sources may be ids, titles, URLs or passages, documents are text, so a source matches a
+document when, comparing lower-cased word tokens (punctuation ignored), (1) they are
+equal, (2) the source's tokens occur as a contiguous run inside the document (an id,
+title or URL quoted in the chunk, or the passage whole), (3) the document's tokens occur
+as a run inside the source and the document has at least ``MIN_CHUNK_WORDS`` words (the
+chunk is part of the expected passage), or else (4) ``cos(source, document) >=
+match_threshold`` (0.8; a paraphrased or re-chunked passage).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from assay.metric import Metric, clamp01
+from assay.registry import register
+from assay.resources import Resources
+from assay.result import MetricResult
+from assay.sample import Sample
+from assay.text.tokenize import content_words, words
+
+from .semantic import TextVectors, with_settings
+
+__all__ = ["MIN_CHUNK_WORDS", "SOURCE_MATCH_THRESHOLD", "intrusion_score", "match_source"]
+
+#: cosine at or above which a document counts as the expected source (rule 4)
+SOURCE_MATCH_THRESHOLD = 0.8
+#: a document shorter than this is not matched by being contained in a source (rule 3)
+MIN_CHUNK_WORDS = 5
+
+
+def _token_run_in(needle: list[str], haystack: list[str]) -> bool:
+    return bool(needle) and f" {' '.join(needle)} " in f" {' '.join(haystack)} "
+
+
+def match_source(
+    source: str, document: str, similarity: float, threshold: float = SOURCE_MATCH_THRESHOLD
+) -> str | None:
+    """How ``source`` matches ``document``, or None (the rules are in the module docstring).
+
+    Returns ``"exact"``, ``"source_in_doc"``, ``"doc_in_source"`` or ``"similarity"``;
+    ``similarity`` is the cosine of the two texts.
+    """
+    source_tokens, doc_tokens = words(source), words(document)
+    if source_tokens and source_tokens == doc_tokens:
+        return "exact"
+    if _token_run_in(source_tokens, doc_tokens):
+        return "source_in_doc"
+    if len(doc_tokens) >= MIN_CHUNK_WORDS and _token_run_in(doc_tokens, source_tokens):
+        return "doc_in_source"
+    if similarity >= threshold:
+        return "similarity"
+    return None
+
+
+def intrusion_score(overlap_ratio: float) -> float:
+    """Seed 000's piecewise context-intrusion curve, divided by 100 (0..1, lower better).
+
+    ``r <= 0.15``: 0; ``r <= 0.30``: ``(r - 0.15) / 0.15 * 20``; ``r <= 0.50``:
+    ``20 + (r - 0.30) / 0.20 * 40``; ``r <= 0.70``: ``60 + (r - 0.50) / 0.20 * 30``; else
+    ``90 + min(10, (r - 0.70) / 0.30 * 10)``; all /100. Continuous; 1.0 at r = 1.
+    """
+    r = overlap_ratio
+    if r <= 0.15:
+        score = 0.0
+    elif r <= 0.30:
+        score = (r - 0.15) / 0.15 * 20
+    elif r <= 0.50:
+        score = 20 + (r - 0.30) / 0.20 * 40
+    elif r <= 0.70:
+        score = 60 + (r - 0.50) / 0.20 * 30
+    else:
+        score = 90 + min(10.0, (r - 0.70) / 0.30 * 10)
+    return score / 100.0
+
+
+def _non_blank(texts: Sequence[str] | None) -> list[str]:
+    return [t for t in texts or [] if isinstance(t, str) and t.strip()]
+
+
+class _RetrievalAtK(Metric):
+    """Shared body of the ranked retrieval metrics: per-document relevance in the top k.
+
+    A document in the top k is relevant when it matches an expected source
+    (``match_source``) if the sample has expected_sources, else when
+    ``clamp(cos(query, document)) >= retrieval_relevance_threshold`` (0.5).
+    """
+
+    family = "rag"
+    requires: tuple[str, ...] = ("contexts",)
+    suites = ("rag",)
+    seed = "000"
+    needs = frozenset({"embedder"})
+
+    def __init__(self, k: int | None = None, match_threshold: float = SOURCE_MATCH_THRESHOLD):
+        name = type(self).__name__
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise ValueError(f"The 'k' parameter of {name} must be an integer >= 1. Got {k!r}.")
+        if isinstance(match_threshold, bool) or not 0.0 <= match_threshold <= 1.0:
+            raise ValueError(
+                f"The 'match_threshold' parameter of {name} must be in [0, 1]. "
+                f"Got {match_threshold!r}."
+            )
+        self.k = k
+        self.match_threshold = float(match_threshold)
+
+    def params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"match_threshold": self.match_threshold}
+        if self.k is not None:
+            params["k"] = self.k
+        return params
+
+    def _settings(self, res: Resources) -> dict[str, Any]:
+        k = self.k if self.k is not None else res.config.retrieval_k
+        return {"k": k, "retrieval_relevance_threshold": res.config.retrieval_relevance_threshold}
+
+    def _vectors(self, samples: Sequence[Sample], res: Resources, k: int) -> TextVectors:
+        texts: list[str] = []
+        for s in samples:
+            texts.extend((s.contexts or [])[:k])
+            texts.extend(_non_blank(s.expected_sources))
+            if s.has("query"):
+                texts.append(s.query)  # type: ignore[arg-type]
+        return TextVectors(res.embedder, texts)
+
+    def _source_matches(
+        self, docs: list[str], sources: list[str], vectors: TextVectors
+    ) -> list[list[dict[str, Any] | None]]:
+        """matches[i][j]: how document i matched source j, with the cosine; None if not."""
+        table: list[list[dict[str, Any] | None]] = []
+        for doc in docs:
+            row: list[dict[str, Any] | None] = []
+            for source in sources:
+                cosine = vectors.cos(source, doc)
+                how = match_source(source, doc, cosine, self.match_threshold)
+                row.append(None if how is None else {"how": how, "similarity": cosine})
+            table.append(row)
+        return table
+
+    def _relevance(
+        self, sample: Sample, docs: list[str], vectors: TextVectors, threshold: float
+    ) -> tuple[str, list[dict[str, Any]]] | None:
+        """Per top-k document: relevant or not, and why. None when undefined."""
+        sources = _non_blank(sample.expected_sources)
+        if sources:
+            table = self._source_matches(docs, sources, vectors)
+            per_doc = []
+            for rank, (doc, row) in enumerate(zip(docs, table, strict=True), start=1):
+                hit = next(((j, m) for j, m in enumerate(row) if m is not None), None)
+                per_doc.append(
+                    {
+                        "rank": rank,
+                        "relevant": hit is not None,
+                        "matched_source": None if hit is None else sources[hit[0]],
+                        "how": None if hit is None else hit[1]["how"],
+                        "doc": doc,
+                    }
+                )
+            return "expected_sources", per_doc
+        if not sample.has("query"):
+            return None
+        per_doc = []
+        for rank, doc in enumerate(docs, start=1):
+            similarity = clamp01(vectors.cos(sample.query, doc))  # type: ignore[arg-type]
+            per_doc.append(
+                {
+                    "rank": rank,
+                    "relevant": similarity >= threshold,
+                    "similarity": similarity,
+                    "doc": doc,
+                }
+            )
+        return "query_similarity", per_doc
+
+
+@register
+class RetrievalRecallAt5(_RetrievalAtK):
+    """Share of the expected sources found among the top-k retrieved documents.
+
+    Formula (seed 000): ``found / len(expected_sources)`` where a source is found when
+    it matches any of ``contexts[:k]`` (rules in ``assay.metrics.rag.match_source``:
+    token equality, the source contained in a document, a document of at least 5 words
+    contained in the source, else cosine >= 0.8). k = the ``k`` parameter, else
+    ``config.retrieval_k`` (5, the seed's); it is in details and the signature. Blank
+    expected sources are ignored; duplicates count twice, as in the seed. Requires
+    contexts and expected_sources. Range 0..1, higher is better. ``details["sources"]``
+    says where (rank) and how each source was found. Weakness: rank-blind within the
+    top k, and the embedding rule can accept a near-duplicate document on the same
+    topic as the expected one.
+    """
+
+    name = "retrieval_recall_5"
+    requires = ("contexts", "expected_sources")
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        settings = self._settings(res)
+        settings.pop("retrieval_relevance_threshold")
+        k = settings["k"]
+        vectors = self._vectors(samples, res, k)
+        out = []
+        for sample in samples:
+            sources = _non_blank(sample.expected_sources)
+            if not sources:
+                out.append(self.na("expected_sources holds only blank entries"))
+                continue
+            docs = (sample.contexts or [])[:k]
+            table = self._source_matches(docs, sources, vectors)
+            per_source = []
+            for j, source in enumerate(sources):
+                hit = next(((i, row[j]) for i, row in enumerate(table) if row[j] is not None), None)
+                per_source.append(
+                    {
+                        "source": source,
+                        "found": hit is not None,
+                        "rank": None if hit is None else hit[0] + 1,
+                        "how": None if hit is None else hit[1]["how"],  # type: ignore[index]
+                        "best_similarity": max(
+                            (vectors.cos(source, doc) for doc in docs), default=None
+                        ),
+                    }
+                )
+            found = sum(1 for p in per_source if p["found"])
+            result = self.result(
+                found / len(sources),
+                model=res.embedder.name,
+                k=k,
+                found=found,
+                expected=len(sources),
+                sources=per_source,
+            )
+            out.append(with_settings(result, settings))
+        return out
+
+
+@register
+class RetrievalPrecisionAt5(_RetrievalAtK):
+    """Share of the top-k retrieved documents that are relevant.
+
+    Formula (seed 000): ``relevant / min(len(contexts), k)``. Relevance (seed): a
+    document is relevant when ``clamp(cos(query, document)) >= retrieval_relevance_threshold``
+    (0.5). When the sample has expected_sources Assay uses them instead: a document is
+    relevant when it matches an expected source (``match_source``). That is the better
+    judgement (ground truth rather than topical closeness to the question) and
+    ``details["relevance"]`` says which was used. k = the ``k`` parameter, else
+    ``config.retrieval_k`` (5). Requires contexts and query or expected_sources (None
+    with a reason otherwise). Range 0..1, higher is better. Weakness: rank-blind (see
+    ``context_precision_at_k``); the query-similarity rule rewards documents that
+    restate the question without answering it.
+    """
+
+    name = "retrieval_precision_5"
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        settings = self._settings(res)
+        k = settings["k"]
+        threshold = settings["retrieval_relevance_threshold"]
+        vectors = self._vectors(samples, res, k)
+        out = []
+        for sample in samples:
+            docs = (sample.contexts or [])[:k]
+            judged = self._relevance(sample, docs, vectors, threshold)
+            if judged is None:
+                out.append(self.na("missing input: query (or expected_sources)", missing=["query"]))
+                continue
+            how, per_doc = judged
+            relevant = sum(1 for d in per_doc if d["relevant"])
+            result = self.result(
+                relevant / len(docs),
+                model=res.embedder.name,
+                k=k,
+                relevant=relevant,
+                considered=len(docs),
+                relevance=how,
+                documents=per_doc,
+            )
+            out.append(with_settings(result, settings))
+        return out
+
+
+@register
+class ContextPrecisionAtK(_RetrievalAtK):
+    """Rank-aware precision of the top-k documents (average precision at k).
+
+    Formula: ``sum(precision@i * rel_i for i in 1..k) / (relevant docs in the top k)``,
+    with ``precision@i`` = relevant among the first i / i and the same relevance rule
+    as ``retrieval_precision_5`` (expected sources when given, else query similarity
+    >= 0.5). 0.0 when no top-k document is relevant. A relevant document at rank 1
+    counts more than one at rank 5, which ``retrieval_precision_5`` cannot see.
+    Requires contexts and query or expected_sources. Range 0..1, higher is better.
+    Not in seed 000 (Assay's addition beside the seed's precision; the judged
+    ``ragas_context_precision`` of seed 003 uses the same averaging with an LLM verdict).
+    Weakness: relevant documents missing from the top k do not lower it (that is
+    recall's job).
+    """
+
+    name = "context_precision_at_k"
+    seed = ""
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        settings = self._settings(res)
+        k = settings["k"]
+        threshold = settings["retrieval_relevance_threshold"]
+        vectors = self._vectors(samples, res, k)
+        out = []
+        for sample in samples:
+            docs = (sample.contexts or [])[:k]
+            judged = self._relevance(sample, docs, vectors, threshold)
+            if judged is None:
+                out.append(self.na("missing input: query (or expected_sources)", missing=["query"]))
+                continue
+            how, per_doc = judged
+            hits, total = 0, 0.0
+            for i, doc in enumerate(per_doc, start=1):
+                if doc["relevant"]:
+                    hits += 1
+                    total += hits / i
+            result = self.result(
+                total / hits if hits else 0.0,
+                model=res.embedder.name,
+                k=k,
+                relevant=hits,
+                considered=len(docs),
+                relevance=how,
+                relevant_ranks=[d["rank"] for d in per_doc if d["relevant"]],
+                documents=per_doc,
+            )
+            out.append(with_settings(result, settings))
+        return out
+
+
+class _ContextsVsText(Metric):
+    """Shared body: clamped cosine of each non-blank context with the response or query."""
+
+    family = "rag"
+    suites = ("rag",)
+    seed = "000"
+    needs = frozenset({"embedder"})
+    #: the Sample field each context is compared with
+    other: str = "response"
+
+    def _value(self, sims: list[float], res: Resources) -> tuple[float, dict[str, Any]]:
+        raise NotImplementedError
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        docs_of = [_non_blank(s.contexts) for s in samples]
+        texts = [
+            t
+            for s, docs in zip(samples, docs_of, strict=True)
+            for t in [*docs, getattr(s, self.other)]
+        ]
+        vectors = TextVectors(res.embedder, texts)
+        out = []
+        for sample, docs in zip(samples, docs_of, strict=True):
+            if not docs:
+                out.append(self.na("contexts holds only blank documents"))
+                continue
+            other = getattr(sample, self.other)
+            sims = [clamp01(vectors.cos(doc, other)) for doc in docs]
+            value, details = self._value(sims, res)
+            out.append(self.result(value, model=res.embedder.name, similarities=sims, **details))
+        return out
+
+
+@register
+class ContextRelevance(_ContextsVsText):
+    """Mean similarity of the retrieved documents to the RESPONSE (seed 000's definition).
+
+    Formula (seed 000): ``mean(clamp(cos(document, response)) for document in contexts)``
+    (seed ×100; Assay 0..1). Note: the seed compares each document with the response,
+    not with the question, so this measures how close the retrieved material is to what
+    was said (closer to "context utilisation"); query-document closeness is
+    ``reranker_score``. Blank documents are dropped. Requires contexts and response.
+    Range 0..1, higher is better. Weakness: topical similarity only; a long document
+    relevant in one sentence scores low; see the judged ``contextual_relevance``.
+    """
+
+    name = "context_relevance"
+    requires = ("contexts", "response")
+
+    def _value(self, sims: list[float], res: Resources) -> tuple[float, dict[str, Any]]:
+        return sum(sims) / len(sims), {"n_documents": len(sims)}
+
+
+@register
+class ContextCoverage(_ContextsVsText):
+    """Share of retrieved documents the response appears to use (similarity >= 0.4).
+
+    Formula (seed 000): ``used / len(contexts)`` where a document is used when
+    ``clamp(cos(document, response)) >= context_usage_threshold`` (0.4). Blank
+    documents are dropped. Requires contexts and response. Range 0..1, higher is better.
+    Weakness: similarity is not use: a document on the same topic counts as used even
+    when the response took nothing from it.
+    """
+
+    name = "context_coverage"
+    requires = ("contexts", "response")
+
+    def _value(self, sims: list[float], res: Resources) -> tuple[float, dict[str, Any]]:
+        threshold = res.config.context_usage_threshold
+        used = sum(1 for s in sims if s >= threshold)
+        return used / len(sims), {
+            "used": used,
+            "n_documents": len(sims),
+            "usage_threshold": threshold,
+        }
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        settings = {"context_usage_threshold": res.config.context_usage_threshold}
+        return [with_settings(r, settings) for r in super().compute_batch(samples, res)]
+
+
+@register
+class RerankerScore(_ContextsVsText):
+    """Mean similarity of the query to each retrieved document.
+
+    Formula (seed 000): ``mean(clamp(cos(query, document)) for document in contexts)``.
+    Blank documents are dropped. Requires contexts and query. Range 0..1, higher is
+    better. Weakness: despite the name no reranker runs; it is the bi-encoder
+    similarity, which a cross-encoder reranker would improve on; rank-blind.
+    """
+
+    name = "reranker_score"
+    requires = ("contexts", "query")
+    other = "query"
+
+    def _value(self, sims: list[float], res: Resources) -> tuple[float, dict[str, Any]]:
+        return sum(sims) / len(sims), {"n_documents": len(sims)}
+
+
+@register
+class GoldContextMatch(Metric):
+    """Similarity of the response to the gold (reference) context.
+
+    Formula (seed 000): ``clamp(cos(embed(gold_context), embed(response)))`` (seed ×100;
+    Assay 0..1). Requires gold_context and response. Range 0..1, higher is better.
+    Weakness: a long gold context and a short answer have a modest cosine even when the
+    answer is fully supported; it measures closeness of topic, not support.
+    """
+
+    name = "gold_context_match"
+    family = "rag"
+    requires = ("gold_context", "response")
+    suites = ("rag",)
+    seed = "000"
+    needs = frozenset({"embedder"})
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        sims = res.embedder.pair_similarity(
+            [s.gold_context for s in samples],  # type: ignore[misc]
+            [s.response for s in samples],  # type: ignore[misc]
+        )
+        return [
+            self.result(clamp01(float(sim)), model=res.embedder.name, cosine=float(sim))
+            for sim in sims
+        ]
+
+
+@register
+class ContextIntrusion(Metric):
+    """How much of the response is copied from the retrieved context (lower is better).
+
+    Formula (seed 000): ``overlap_ratio = |R & C| / |R|`` where R is the set of content
+    words of the response and C the set of content words of all contexts
+    (``assay.text.tokenize.content_words``: lower-cased, stop words and one-letter
+    tokens dropped, digits kept); then the seed's piecewise curve (``intrusion_score``):
+    0 up to 15% overlap, 20 at 30%, 60 at 50%, 90 at 70%, 100 at 100% (linear between),
+    divided by 100. The seed deems 15-30% overlap optimal (grounded without verbatim
+    copying). Requires response and contexts; None when the response has no content
+    word or the contexts are blank. Range 0..1, LOWER is better. ``details``: the
+    overlapping words and counts. No model (method ``pattern``).
+    Weakness: lexical: a response that ignores the context entirely (overlap < 15%)
+    gets the best score, and an extractive answer that rightly reuses the context's
+    terms is penalised; pair it with ``context_coverage`` or the judged
+    ``faithfulness``.
+    """
+
+    name = "context_intrusion"
+    family = "rag"
+    requires = ("response", "contexts")
+    higher_is_better = False
+    suites = ("rag",)
+    seed = "000"
+
+    def compute(self, sample: Sample, res: Resources) -> MetricResult:
+        response_words = set(content_words(sample.response))
+        docs = _non_blank(sample.contexts)
+        if not docs:
+            return self.na("contexts holds only blank documents")
+        if not response_words:
+            return self.na("the response has no content words")
+        context_words: set[str] = set()
+        for doc in docs:
+            context_words.update(content_words(doc))
+        overlap = response_words & context_words
+        ratio = len(overlap) / len(response_words)
+        value = intrusion_score(ratio)
+        return self.result(
+            value,
+            method="pattern",
+            overlap_ratio=ratio,
+            n_overlap=len(overlap),
+            n_response_words=len(response_words),
+            overlap_words=sorted(overlap),
+            intrusion_percent=value * 100.0,
+        )

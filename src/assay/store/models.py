@@ -1,0 +1,178 @@
+"""SQLAlchemy models of the results store: runs plus seed 000's five tables.
+
+Seed 000 stores ``test_results``, ``validation_details``, ``scoring_details``,
+``quality_checks`` and ``metrics_snapshots``; Assay adds ``runs`` (every row belongs to a
+run) and ``field_strategy_configs`` (seed 002's configuration page). Metric values are
+stored on the canonical scale (ratios 0..1, performance in its unit); the 0–100 view is
+computed when read. Durations are seconds.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+__all__ = [
+    "Base",
+    "FieldStrategyConfig",
+    "MetricSnapshot",
+    "QualityCheck",
+    "Run",
+    "ScoringDetail",
+    "TestResult",
+    "ValidationDetail",
+    "utcnow",
+]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Run(Base):
+    """One evaluation run: a CLI invocation, a pytest session or an API call."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str | None] = mapped_column(String(256))
+    source: Mapped[str] = mapped_column(String(16), default="cli")
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    started_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, index=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+    dataset: Mapped[str | None] = mapped_column(String(1024))
+    metrics: Mapped[list[Any]] = mapped_column(default=list)
+    tags: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    config: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    judge_usage: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+    results: Mapped[list[TestResult]] = relationship(back_populates="run")
+
+
+class TestResult(Base):
+    """One test (pytest) or one sample (CLI/API) with its outcome and duration (seconds)."""
+
+    __tablename__ = "test_results"
+    __table_args__ = (
+        UniqueConstraint("run_id", "sample_index", name="uq_test_results_run_sample"),
+        Index("ix_test_results_timestamp_status", "timestamp", "status"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    sample_index: Mapped[int] = mapped_column(Integer)
+    test_name: Mapped[str] = mapped_column(String(512))
+    sample_id: Mapped[str | None] = mapped_column(String(256))
+    status: Mapped[str] = mapped_column(String(16))
+    duration: Mapped[float | None] = mapped_column(Float)
+    timestamp: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    query: Mapped[str | None] = mapped_column(Text)
+    response: Mapped[str | None] = mapped_column(Text)
+    expected: Mapped[str | None] = mapped_column(Text)
+    tags: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    error: Mapped[str | None] = mapped_column(Text)
+
+    __test__ = False  # not a pytest test class
+
+    run: Mapped[Run] = relationship(back_populates="results")
+    scores: Mapped[list[ScoringDetail]] = relationship(back_populates="test_result")
+
+
+class ValidationDetail(Base):
+    """A validated query/response pair with its similarity (seed 000 test layer)."""
+
+    __tablename__ = "validation_details"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    test_result_id: Mapped[int] = mapped_column(
+        ForeignKey("test_results.id", ondelete="CASCADE"), index=True
+    )
+    query: Mapped[str | None] = mapped_column(Text)
+    response: Mapped[str | None] = mapped_column(Text)
+    expected: Mapped[str | None] = mapped_column(Text)
+    similarity_score: Mapped[float | None] = mapped_column(Float)
+    threshold: Mapped[float | None] = mapped_column(Float)
+    is_relevant: Mapped[bool | None] = mapped_column(Boolean)
+    timestamp: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class ScoringDetail(Base):
+    """One metric value of one test/sample, with its method and evidence."""
+
+    __tablename__ = "scoring_details"
+    __table_args__ = (
+        Index("ix_scoring_metric_time", "metric_name", "timestamp", "metric_value"),
+        Index("ix_scoring_run_metric", "run_id", "metric_name", "metric_value"),
+        Index("ix_scoring_time", "timestamp"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    test_result_id: Mapped[int] = mapped_column(
+        ForeignKey("test_results.id", ondelete="CASCADE"), index=True
+    )
+    run_id: Mapped[str] = mapped_column(String(64))
+    metric_name: Mapped[str] = mapped_column(String(128))
+    metric_value: Mapped[float | None] = mapped_column(Float)
+    method: Mapped[str | None] = mapped_column(String(32))
+    reason: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    details: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    timestamp: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+    test_result: Mapped[TestResult] = relationship(back_populates="scores")
+
+
+class QualityCheck(Base):
+    """One boolean response-quality check of one test (seed 000 test layer)."""
+
+    __tablename__ = "quality_checks"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    test_result_id: Mapped[int] = mapped_column(
+        ForeignKey("test_results.id", ondelete="CASCADE"), index=True
+    )
+    check_name: Mapped[str] = mapped_column(String(64))
+    passed: Mapped[bool] = mapped_column(Boolean)
+    timestamp: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class MetricSnapshot(Base):
+    """A time-series point: a metric's average over a run, written when a run finishes."""
+
+    __tablename__ = "metrics_snapshots"
+    __table_args__ = (Index("ix_snapshots_type_time", "metric_type", "timestamp"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    timestamp: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    metric_type: Mapped[str] = mapped_column(String(32))
+    metric_name: Mapped[str] = mapped_column(String(128))
+    metric_value: Mapped[float] = mapped_column(Float)
+    labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class FieldStrategyConfig(Base):
+    """A named JSON field-strategy configuration (seed 002's configuration page)."""
+
+    __tablename__ = "field_strategy_configs"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    strategies: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)

@@ -1,0 +1,93 @@
+"""`RunRecorder`: writes each finished sample of a run into the store as it is produced.
+
+Used as the runner's ``on_sample`` callback by ``assay evaluate --store`` and by the
+pytest plugin, so an interrupted run keeps everything computed so far and
+``--resume RUN_ID`` continues it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from assay.config import AssayConfig
+from assay.metric import Metric
+from assay.result import MetricResult
+from assay.runner import passes
+from assay.sample import Sample
+from assay.store.db import Store
+from assay.text.quality import quality_checks
+
+__all__ = ["RunRecorder", "sample_status"]
+
+
+def sample_status(
+    metrics: Sequence[Metric], results: dict[str, MetricResult], config: AssayConfig
+) -> str:
+    """``error`` if a metric failed to compute, ``failed`` if a value misses its threshold,
+    else ``passed``. Metrics without a threshold, and None values, do not decide."""
+    if any(r.error for r in results.values()):
+        return "error"
+    for metric in metrics:
+        result = results.get(metric.name)
+        if result is None or result.value is None:
+            continue
+        threshold = result.details.get("threshold", config.threshold_for(metric))
+        if threshold is not None and not passes(metric, result.value, float(threshold)):
+            return "failed"
+    return "passed"
+
+
+class RunRecorder:
+    """Callable ``(index, sample, results)`` that stores one sample of a run."""
+
+    def __init__(
+        self,
+        store: Store,
+        run_id: str,
+        metrics: Sequence[Metric],
+        config: AssayConfig,
+        index_map: Sequence[int] | None = None,
+    ) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.metrics = list(metrics)
+        self.config = config
+        self.index_map = list(index_map) if index_map is not None else None
+        self.written = 0
+
+    def __call__(self, index: int, sample: Sample, results: dict[str, MetricResult]) -> None:
+        original = self.index_map[index] if self.index_map is not None else index
+        self.store.record(
+            self.run_id,
+            original,
+            sample,
+            results,
+            status=sample_status(self.metrics, results, self.config),
+            quality=self.quality_of(sample),
+            validation=self.validation_of(sample, results),
+        )
+        self.written += 1
+
+    def quality_of(self, sample: Sample) -> dict[str, bool] | None:
+        if sample.response is None:
+            return None
+        return quality_checks(
+            sample.response, self.config.min_response_length, self.config.max_response_length
+        )
+
+    def validation_of(
+        self, sample: Sample, results: dict[str, MetricResult]
+    ) -> dict[str, Any] | None:
+        similarity = results.get("semantic_similarity")
+        if similarity is None or similarity.value is None:
+            return None
+        threshold = similarity.details.get("threshold", self.config.semantic_similarity_threshold)
+        return {
+            "query": sample.query,
+            "response": sample.response,
+            "expected": sample.expected,
+            "similarity_score": similarity.value,
+            "threshold": threshold,
+            "is_relevant": similarity.value >= threshold,
+        }

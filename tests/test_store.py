@@ -1,0 +1,189 @@
+"""The results store on a real SQLite file and on the real PostgreSQL server."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from assay.result import MetricResult
+from assay.sample import Sample
+from assay.store.db import Store
+from assay.store.models import utcnow
+
+PG_ADMIN_URL = os.environ.get("ASSAY_TEST_POSTGRES_URL", "postgresql://root@127.0.0.1:5432/test")
+
+
+def _postgres_store():
+    import psycopg
+
+    name = f"assay_test_{uuid.uuid4().hex[:8]}"
+    try:
+        admin = psycopg.connect(PG_ADMIN_URL.replace("postgresql://", "postgresql://", 1), autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"PostgreSQL at {PG_ADMIN_URL} is not reachable: {exc}")
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    store = Store(url)
+
+    def drop():
+        store.close()
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    return store, drop
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store(request, tmp_path):
+    if request.param == "sqlite":
+        s = Store(str(tmp_path / "assay.db"))
+        yield s
+        s.close()
+    else:
+        s, drop = _postgres_store()
+        yield s
+        drop()
+
+
+def r(name, value, **details):
+    return MetricResult(name=name, value=value, details=details)
+
+
+def _seed_four(store, run_id="run1", when=None):
+    store.start_run(run_id, metrics=["output_stability", "output_validity", "e2e_latency"])
+    rows = [
+        ("passed", 1.0, {"output_stability": 0.8, "output_validity": 1.0, "e2e_latency": 1000.0}),
+        ("passed", 2.0, {"output_stability": 0.6, "output_validity": 0.5, "e2e_latency": 1400.0}),
+        ("failed", 40.0, {"output_stability": None, "schema_compliance": None}),
+        ("skipped", None, {}),
+    ]
+    for i, (status, duration, values) in enumerate(rows):
+        store.record(
+            run_id,
+            i,
+            Sample(id=f"s{i}", query="q", response=f"answer {i}"),
+            {k: r(k, v) for k, v in values.items()},
+            status=status,
+            duration=duration,
+            timestamp=when,
+        )
+
+
+def test_statistics_follow_the_seed_formulas(store):
+    _seed_four(store)
+    stats = store.statistics()
+    assert (stats["total"], stats["passed"], stats["failed"], stats["skipped"]) == (4, 2, 1, 1)
+    assert stats["pass_rate"] == pytest.approx(50.0)  # 2 / 4
+    assert stats["avg_duration"] == pytest.approx(43.0 / 3)  # AVG skips the NULL duration
+    assert stats["timeout_rate"] == pytest.approx(50.0)  # 40 s > 30 s, and one skipped
+    metrics = stats["metrics"]
+    assert metrics["output_stability"]["avg"] == pytest.approx(0.7)
+    assert metrics["output_stability"]["count"] == 2  # the None value is skipped, not 0
+    assert metrics["output_stability"]["display"] == pytest.approx(70.0)
+    assert metrics["e2e_latency"]["display"] == pytest.approx(1200.0)  # ms kept, not x100
+    assert "schema_compliance" not in metrics  # only None values: HAVING count > 0
+    # reliability = (0.7 + 0.75) / 2 = 0.725; health = (50 + 72.5) / 2
+    assert stats["health"] == pytest.approx(61.25)
+
+
+def test_trends_compare_the_last_24_hours_with_the_24_before(store):
+    now = utcnow()
+    store.start_run("r")
+    sample = Sample(response="x")
+    store.record("r", 0, sample, {}, status="passed", duration=2.0, timestamp=now - timedelta(hours=1))
+    store.record("r", 1, sample, {}, status="passed", duration=1.0, timestamp=now - timedelta(hours=30))
+    store.record("r", 2, sample, {}, status="failed", duration=1.0, timestamp=now - timedelta(hours=31))
+    trends = store.statistics()["trends"]
+    assert trends["satisfaction"] == pytest.approx(100.0)  # pass rate 100 % vs 50 %
+    assert trends["duration"] == pytest.approx(100.0)  # 2 s vs 1 s
+    assert trends["health"] == pytest.approx(100.0)  # health = pass rate without reliability
+
+
+def test_history_buckets_by_hour(store):
+    base = utcnow().replace(minute=10, second=0, microsecond=0) - timedelta(hours=3)
+    store.start_run("h")
+    s = Sample(response="x")
+    store.record("h", 0, s, {"output_validity": r("output_validity", 1.0)}, status="passed", duration=1.0, timestamp=base)
+    store.record("h", 1, s, {"output_validity": r("output_validity", 0.5)}, status="failed", duration=3.0, timestamp=base + timedelta(minutes=20))
+    store.record("h", 2, s, {}, status="passed", duration=5.0, timestamp=base + timedelta(hours=1))
+    hist = store.history(hours=6)
+    assert [(b["total"], b["passed"], b["avg_duration"]) for b in hist["tests"]] == [(2, 1, 2.0), (1, 1, 5.0)]
+    assert hist["tests"][0]["bucket"] == base.strftime("%Y-%m-%d %H:00:00")
+    assert [p["avg"] for p in hist["metrics"]["output_validity"]] == [pytest.approx(0.75)]
+
+
+def test_untrusted_text_is_stored_verbatim(store):
+    nasty = "'); DROP TABLE runs; -- <script>alert(1)</script>"
+    store.start_run("x")
+    store.record("x", 0, Sample(id=nasty, response=nasty), {"m": r("m", 0.5, note=nasty)}, status="passed")
+    detail = store.run_detail("x")
+    (sample,) = detail["samples"]
+    assert sample["response"] == nasty and sample["id"] == nasty
+    assert sample["scores"]["m"]["details"] == {"note": nasty}
+    assert [run["id"] for run in store.runs()] == ["x"]
+
+
+def test_resume_knows_what_is_stored_and_snapshots_on_finish(store):
+    _seed_four(store, "run9")
+    assert store.done_indices("run9") == {0, 1, 2, 3}
+    store.finish_run("run9")
+    (run,) = store.runs()
+    assert run["status"] == "finished" and run["samples"] == 4 and run["pass_rate"] == 50.0
+    from assay.store.models import MetricSnapshot
+
+    with store.session() as session:
+        snaps = {s.metric_name: s.metric_value for s in session.query(MetricSnapshot)}
+    assert snaps == {"output_stability": pytest.approx(0.7), "output_validity": pytest.approx(0.75), "e2e_latency": pytest.approx(1200.0)}
+
+
+def test_compare_pairs_samples_by_id(store):
+    for run_id, values in (("a", [0.5, 0.6, 0.7, 0.8, 0.9]), ("b", [0.6, 0.7, 0.8, 0.9, 1.0])):
+        store.start_run(run_id)
+        for i, v in enumerate(values):
+            store.record(run_id, i, Sample(id=f"q{i}"), {"m": r("m", v)}, status="passed")
+    (row,) = store.compare("a", "b")
+    assert row["paired"] and row["n_pairs"] == 5
+    assert row["diff"] == pytest.approx(0.1)
+    assert row["ci_low"] == pytest.approx(0.1) and row["ci_high"] == pytest.approx(0.1)
+    # every paired difference is +0.1: only the 2 all-same-sign flips of 2^5 reach |mean|
+    assert row["p_value"] == pytest.approx(2 / 32, abs=0.02)
+
+
+def test_field_strategy_configs_round_trip(store):
+    store.put_strategy_config("invoices", {"name": "FUZZY", "notes": "IGNORE"})
+    store.put_strategy_config("invoices", {"name": "EXACT"})
+    assert store.get_strategy_config("invoices") == {"name": "EXACT"}
+    assert [c["name"] for c in store.list_strategy_configs()] == ["invoices"]
+    assert store.delete_strategy_config("invoices") and store.get_strategy_config("invoices") is None
+
+
+def test_sqlite_writes_wait_for_a_lock_instead_of_failing(tmp_path):
+    path = tmp_path / "locked.db"
+    store = Store(str(path))
+    store.start_run("r")
+    blocker = sqlite3.connect(str(path), isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    done = []
+
+    def write():
+        store.record("r", 0, Sample(response="x"), {}, status="passed")
+        done.append(time.monotonic())
+
+    started = time.monotonic()
+    thread = threading.Thread(target=write)
+    thread.start()
+    time.sleep(0.5)
+    assert not done  # still waiting on the lock
+    blocker.execute("COMMIT")
+    blocker.close()
+    thread.join(timeout=30)
+    assert done and done[0] - started >= 0.5
+    assert store.done_indices("r") == {0}
+    store.close()
