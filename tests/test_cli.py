@@ -110,3 +110,39 @@ def test_metrics_catalogue_lists_every_metric_as_json():
     assert result.exit_code == 0
     listed = {m["name"] for m in json.loads(result.stdout)}
     assert listed == {c.name for c in list_metrics()}
+
+
+def test_store_writes_each_sample_and_resume_scores_only_the_rest(env):
+    import sqlite3
+
+    from assay.result import MetricResult
+    from assay.sample import Sample
+    from assay.store.db import Store
+
+    rows = [{"id": f"s{i}", "response": "a", "expected": "a" if i % 2 else "b"} for i in range(4)]
+    data = _write(env / "d.jsonl", rows)
+    db = env / "runs.db"
+    first = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match", "--store", "--db", str(db)])
+    assert first.exit_code == 0, first.output
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT status FROM runs").fetchone() == ("finished",)
+    statuses = conn.execute("SELECT sample_id, status FROM test_results ORDER BY sample_index").fetchall()
+    # exact_match threshold 1.0: s1 and s3 match, s0 and s2 do not
+    assert statuses == [("s0", "failed"), ("s1", "passed"), ("s2", "failed"), ("s3", "passed")]
+
+    # an interrupted run: two samples stored, then resumed
+    store = Store(str(db))
+    store.start_run("halfway", metrics=["exact_match"])
+    for i in (0, 1):
+        store.record("halfway", i, Sample(id=f"s{i}"), {"exact_match": MetricResult("exact_match", 0.5)}, status="passed")
+    store.close()
+    resumed = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match", "--db", str(db), "--resume", "halfway"])
+    assert resumed.exit_code == 0, resumed.output
+    assert "2 samples already stored, 2 to go" in resumed.output
+    values = conn.execute(
+        "SELECT t.sample_index, s.metric_value FROM test_results t JOIN scoring_details s "
+        "ON s.test_result_id = t.id WHERE t.run_id = 'halfway' ORDER BY t.sample_index"
+    ).fetchall()
+    assert values == [(0, 0.5), (1, 0.5), (2, 0.0), (3, 1.0)]  # stored rows kept, the rest scored
+    missing = runner.invoke(app, ["evaluate", str(data), "--db", str(db), "--resume", "nope"])
+    assert missing.exit_code == 2 and "no run 'nope'" in missing.output
