@@ -89,9 +89,7 @@ def clean(items: list[tuple[str, str]], min_words: int) -> list[tuple[str, str]]
     return out
 
 
-def random_pairs(
-    corpora: list[list[tuple[str, str]]], n: int, seed: int
-) -> list[tuple[str, str]]:
+def random_pairs(corpora: list[list[tuple[str, str]]], n: int, seed: int) -> list[tuple[str, str]]:
     """n pairs of unrelated texts: corpus uniform per side, text uniform within it."""
     rng = np.random.default_rng(seed)
     pairs: list[tuple[str, str]] = []

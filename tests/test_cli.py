@@ -122,11 +122,15 @@ def test_store_writes_each_sample_and_resume_scores_only_the_rest(env):
     rows = [{"id": f"s{i}", "response": "a", "expected": "a" if i % 2 else "b"} for i in range(4)]
     data = _write(env / "d.jsonl", rows)
     db = env / "runs.db"
-    first = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match", "--store", "--db", str(db)])
+    first = runner.invoke(
+        app, ["evaluate", str(data), "-m", "exact_match", "--store", "--db", str(db)]
+    )
     assert first.exit_code == 0, first.output
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT status FROM runs").fetchone() == ("finished",)
-    statuses = conn.execute("SELECT sample_id, status FROM test_results ORDER BY sample_index").fetchall()
+    statuses = conn.execute(
+        "SELECT sample_id, status FROM test_results ORDER BY sample_index"
+    ).fetchall()
     # exact_match threshold 1.0: s1 and s3 match, s0 and s2 do not
     assert statuses == [("s0", "failed"), ("s1", "passed"), ("s2", "failed"), ("s3", "passed")]
 
@@ -134,9 +138,17 @@ def test_store_writes_each_sample_and_resume_scores_only_the_rest(env):
     store = Store(str(db))
     store.start_run("halfway", metrics=["exact_match"])
     for i in (0, 1):
-        store.record("halfway", i, Sample(id=f"s{i}"), {"exact_match": MetricResult("exact_match", 0.5)}, status="passed")
+        store.record(
+            "halfway",
+            i,
+            Sample(id=f"s{i}"),
+            {"exact_match": MetricResult("exact_match", 0.5)},
+            status="passed",
+        )
     store.close()
-    resumed = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match", "--db", str(db), "--resume", "halfway"])
+    resumed = runner.invoke(
+        app, ["evaluate", str(data), "-m", "exact_match", "--db", str(db), "--resume", "halfway"]
+    )
     assert resumed.exit_code == 0, resumed.output
     assert "2 samples already stored, 2 to go" in resumed.output
     values = conn.execute(

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-INNER_TESTS = '''
+INNER_TESTS = """
 import pytest
 
 def test_exact_pass(assay):
@@ -18,7 +18,9 @@ def test_exact_fail(assay):
     assay.check(response="Lyon", expected="Paris", metrics=["exact_match"])
 
 def test_custom_threshold(assay):
-    assay.check(response="a b c d", expected="a b c x", metrics=["rouge"], thresholds={"rouge": 0.9})
+    assay.check(
+        response="a b c d", expected="a b c x", metrics=["rouge"], thresholds={"rouge": 0.9}
+    )
 
 def test_plain():
     assert 1 + 1 == 2
@@ -26,7 +28,7 @@ def test_plain():
 @pytest.mark.skip(reason="not today")
 def test_skipped():
     pass
-'''
+"""
 
 
 @pytest.fixture()
@@ -46,7 +48,9 @@ def test_check_fails_with_score_threshold_and_evidence(inner):
         ]
     )
     # rouge of "a b c d" vs "a b c x": 3 of 4 unigrams -> rougeL F1 = 0.75 < 0.9
-    result.stdout.re_match_lines([re.escape("  rouge = 0.7500 (needs >= 0.9) missed its threshold")])
+    result.stdout.re_match_lines(
+        [re.escape("  rouge = 0.7500 (needs >= 0.9) missed its threshold")]
+    )
 
 
 def test_nothing_is_written_without_the_option(inner):
@@ -56,11 +60,16 @@ def test_nothing_is_written_without_the_option(inner):
 
 def test_store_option_writes_one_run_with_every_test(inner):
     db = inner.path / "results.db"
-    inner.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:playwright", f"--assay-store={db}", "--assay-run-name=nightly")
+    inner.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:playwright",
+        f"--assay-store={db}",
+        "--assay-run-name=nightly",
+    )
     conn = sqlite3.connect(db)
-    (run_id, name, source, status) = conn.execute(
-        "SELECT id, name, source, status FROM runs"
-    ).fetchone()
+    (name, source, status) = conn.execute("SELECT name, source, status FROM runs").fetchone()
     assert (name, source, status) == ("nightly", "pytest", "finished")
     rows = conn.execute(
         "SELECT test_name, status, response FROM test_results ORDER BY sample_index"

@@ -24,7 +24,11 @@ def _postgres_store():
 
     name = f"assay_test_{uuid.uuid4().hex[:8]}"
     try:
-        admin = psycopg.connect(PG_ADMIN_URL.replace("postgresql://", "postgresql://", 1), autocommit=True, connect_timeout=3)
+        admin = psycopg.connect(
+            PG_ADMIN_URL.replace("postgresql://", "postgresql://", 1),
+            autocommit=True,
+            connect_timeout=3,
+        )
     except psycopg.OperationalError as exc:
         pytest.skip(f"PostgreSQL at {PG_ADMIN_URL} is not reachable: {exc}")
     with admin:
@@ -97,9 +101,15 @@ def test_trends_compare_the_last_24_hours_with_the_24_before(store):
     now = utcnow()
     store.start_run("r")
     sample = Sample(response="x")
-    store.record("r", 0, sample, {}, status="passed", duration=2.0, timestamp=now - timedelta(hours=1))
-    store.record("r", 1, sample, {}, status="passed", duration=1.0, timestamp=now - timedelta(hours=30))
-    store.record("r", 2, sample, {}, status="failed", duration=1.0, timestamp=now - timedelta(hours=31))
+    store.record(
+        "r", 0, sample, {}, status="passed", duration=2.0, timestamp=now - timedelta(hours=1)
+    )
+    store.record(
+        "r", 1, sample, {}, status="passed", duration=1.0, timestamp=now - timedelta(hours=30)
+    )
+    store.record(
+        "r", 2, sample, {}, status="failed", duration=1.0, timestamp=now - timedelta(hours=31)
+    )
     trends = store.statistics()["trends"]
     assert trends["satisfaction"] == pytest.approx(100.0)  # pass rate 100 % vs 50 %
     assert trends["duration"] == pytest.approx(100.0)  # 2 s vs 1 s
@@ -110,24 +120,62 @@ def test_history_buckets_by_hour(store):
     base = utcnow().replace(minute=10, second=0, microsecond=0) - timedelta(hours=3)
     store.start_run("h")
     s = Sample(response="x")
-    store.record("h", 0, s, {"output_validity": r("output_validity", 1.0)}, status="passed", duration=1.0, timestamp=base)
-    store.record("h", 1, s, {"output_validity": r("output_validity", 0.5)}, status="failed", duration=3.0, timestamp=base + timedelta(minutes=20))
+    store.record(
+        "h",
+        0,
+        s,
+        {"output_validity": r("output_validity", 1.0)},
+        status="passed",
+        duration=1.0,
+        timestamp=base,
+    )
+    store.record(
+        "h",
+        1,
+        s,
+        {"output_validity": r("output_validity", 0.5)},
+        status="failed",
+        duration=3.0,
+        timestamp=base + timedelta(minutes=20),
+    )
     store.record("h", 2, s, {}, status="passed", duration=5.0, timestamp=base + timedelta(hours=1))
+    store.finish_run("h")  # metric history comes from the run's snapshots (seed 000)
     hist = store.history(hours=6)
-    assert [(b["total"], b["passed"], b["avg_duration"]) for b in hist["tests"]] == [(2, 1, 2.0), (1, 1, 5.0)]
+    assert [(b["total"], b["passed"], b["avg_duration"]) for b in hist["tests"]] == [
+        (2, 1, 2.0),
+        (1, 1, 5.0),
+    ]
     assert hist["tests"][0]["bucket"] == base.strftime("%Y-%m-%d %H:00:00")
-    assert [p["avg"] for p in hist["metrics"]["output_validity"]] == [pytest.approx(0.75)]
+    (point,) = hist["metrics"]["output_validity"]
+    assert point["avg"] == pytest.approx(0.75) and point["display"] == pytest.approx(75.0)
+    assert store.history(hours=6, metric_type="agent")["metrics"] == {}
 
 
 def test_untrusted_text_is_stored_verbatim(store):
     nasty = "'); DROP TABLE runs; -- <script>alert(1)</script>"
     store.start_run("x")
-    store.record("x", 0, Sample(id=nasty, response=nasty), {"m": r("m", 0.5, note=nasty)}, status="passed")
+    store.record(
+        "x", 0, Sample(id=nasty, response=nasty), {"m": r("m", 0.5, note=nasty)}, status="passed"
+    )
     detail = store.run_detail("x")
     (sample,) = detail["samples"]
     assert sample["response"] == nasty and sample["id"] == nasty
     assert sample["scores"]["m"]["details"] == {"note": nasty}
     assert [run["id"] for run in store.runs()] == ["x"]
+
+
+def test_all_time_averages_combine_finished_totals_and_live_runs(store):
+    _seed_four(store, "done")
+    store.finish_run("done")
+    store.start_run("live")
+    store.record(
+        "live", 0, Sample(id="x"), {"output_stability": r("output_stability", 0.1)}, status="passed"
+    )
+    # (0.8 + 0.6 + 0.1) / 3 over the finished run's totals and the live run's rows
+    assert store.statistics()["metrics"]["output_stability"]["avg"] == pytest.approx(0.5)
+    assert store.statistics()["metrics"]["output_stability"]["count"] == 3
+    store.start_run("done")  # resumed: its totals are dropped, its rows are read live
+    assert store.statistics()["metrics"]["output_stability"]["avg"] == pytest.approx(0.5)
 
 
 def test_resume_knows_what_is_stored_and_snapshots_on_finish(store):
@@ -140,7 +188,11 @@ def test_resume_knows_what_is_stored_and_snapshots_on_finish(store):
 
     with store.session() as session:
         snaps = {s.metric_name: s.metric_value for s in session.query(MetricSnapshot)}
-    assert snaps == {"output_stability": pytest.approx(0.7), "output_validity": pytest.approx(0.75), "e2e_latency": pytest.approx(1200.0)}
+    assert snaps == {
+        "output_stability": pytest.approx(0.7),
+        "output_validity": pytest.approx(0.75),
+        "e2e_latency": pytest.approx(1200.0),
+    }
 
 
 def test_compare_pairs_samples_by_id(store):
@@ -161,7 +213,9 @@ def test_field_strategy_configs_round_trip(store):
     store.put_strategy_config("invoices", {"name": "EXACT"})
     assert store.get_strategy_config("invoices") == {"name": "EXACT"}
     assert [c["name"] for c in store.list_strategy_configs()] == ["invoices"]
-    assert store.delete_strategy_config("invoices") and store.get_strategy_config("invoices") is None
+    assert (
+        store.delete_strategy_config("invoices") and store.get_strategy_config("invoices") is None
+    )
 
 
 def test_sqlite_writes_wait_for_a_lock_instead_of_failing(tmp_path):

@@ -11,6 +11,8 @@ from assay.resources import Resources
 from assay.result import MetricResult
 from assay.runner import Evaluation, MetricSummary, evaluate
 from assay.sample import Sample, ToolCall
+from assay.tracing import Trace, traced
+from assay.tracing import assay_trace as trace
 
 __version__ = "0.1.0"
 
@@ -26,6 +28,7 @@ __all__ = [
     "Resources",
     "Sample",
     "ToolCall",
+    "Trace",
     "__version__",
     "evaluate",
     "get_metric",
@@ -35,4 +38,6 @@ __all__ = [
     "register",
     "resolve_metrics",
     "samples_from_dataframe",
+    "trace",
+    "traced",
 ]

@@ -65,22 +65,44 @@ class Comparison:
         return asdict(self)
 
 
+class _Resampler:
+    """Seeded bootstrap indices and sign flips, made once per sample size and reused
+    across the metrics of one comparison (the same pairs get the same resamples)."""
+
+    def __init__(self, n_resamples: int, seed: int) -> None:
+        self.n_resamples = n_resamples
+        self.seed = seed
+        self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def matrices(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        if n not in self._cache:
+            rng = np.random.default_rng(self.seed)
+            idx = rng.integers(0, n, size=(self.n_resamples, n))
+            signs = rng.integers(0, 2, size=(self.n_resamples, n)).astype(np.float64) * 2 - 1
+            self._cache[n] = (idx, signs)
+        return self._cache[n]
+
+
 def paired_difference(
-    a: Sequence[float], b: Sequence[float], *, n_resamples: int = 2000, seed: int = 0
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    resampler: _Resampler | None = None,
 ) -> tuple[float, float, float, float]:
     """Mean of b−a, its bootstrap 95% CI, and the sign-flip p-value: (mean, low, high, p)."""
     d = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
     if d.size == 0:
         raise ValueError("paired_difference needs at least one pair")
-    rng = np.random.default_rng(seed)
+    resampler = resampler or _Resampler(n_resamples, seed)
+    idx, signs = resampler.matrices(d.size)
     observed = float(d.mean())
-    idx = rng.integers(0, d.size, size=(n_resamples, d.size))
     means = d[idx].mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
-    signs = rng.choice([-1.0, 1.0], size=(n_resamples, d.size))
-    flipped = np.abs((signs * d).mean(axis=1))
+    flipped = np.abs(signs @ d) / d.size
     # +1 in numerator and denominator: the observed arrangement is one of the permutations
-    p = (1 + int(np.sum(flipped >= abs(observed) - 1e-12))) / (n_resamples + 1)
+    p = (1 + int(np.sum(flipped >= abs(observed) - 1e-12))) / (resampler.n_resamples + 1)
     return observed, float(low), float(high), float(p)
 
 
@@ -121,6 +143,7 @@ def compare(
 ) -> list[Comparison]:
     """Per-metric comparison of selection B against selection A."""
     left, right = _values(session, a), _values(session, b)
+    resampler = _Resampler(n_resamples, seed)
     out = []
     for metric in sorted(set(left) | set(right)):
         va, vb = left.get(metric, {}), right.get(metric, {})
@@ -132,7 +155,7 @@ def compare(
         paired = len(keys) >= 2
         if paired:
             diff, low, high, p = paired_difference(
-                [va[k] for k in keys], [vb[k] for k in keys], n_resamples=n_resamples, seed=seed
+                [va[k] for k in keys], [vb[k] for k in keys], resampler=resampler
             )
         elif len(va) >= 2 and len(vb) >= 2:
             diff, low, high = unpaired_difference(

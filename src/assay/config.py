@@ -158,6 +158,56 @@ class AssayConfig(BaseSettings):
     use_cache: bool = Field(True, validation_alias=_env("ASSAY_USE_CACHE", "use_cache"))
     batch_size: int = Field(64, ge=1, validation_alias=_env("ASSAY_BATCH_SIZE", "batch_size"))
     seed: int = Field(0, validation_alias=_env("ASSAY_SEED", "seed"))
+    # LLM judge (issue 3); configured when judge_model and judge_base_url are set, or
+    # judge_model and judge_api_key (OpenAI at its default URL)
+    judge_base_url: str | None = Field(
+        None,
+        validation_alias=_env("ASSAY_JUDGE_BASE_URL", "OPENAI_BASE_URL", "judge_base_url"),
+        description="OpenAI-compatible /v1 URL (OpenAI, Groq, vLLM, Ollama, llama.cpp).",
+    )
+    judge_model: str | None = Field(None, validation_alias=_env("ASSAY_JUDGE_MODEL", "judge_model"))
+    judge_api_key: str | None = Field(
+        None,
+        validation_alias=_env("ASSAY_JUDGE_API_KEY", "OPENAI_API_KEY", "judge_api_key"),
+        repr=False,
+    )
+    judge_concurrency: int = Field(
+        16, ge=1, validation_alias=_env("ASSAY_JUDGE_CONCURRENCY", "judge_concurrency")
+    )
+    judge_timeout: float = Field(
+        60.0,
+        gt=0,
+        validation_alias=_env("ASSAY_JUDGE_TIMEOUT", "judge_timeout"),
+        description="Seconds one judge request may take.",
+    )
+    judge_max_retries: int = Field(
+        4,
+        ge=0,
+        validation_alias=_env("ASSAY_JUDGE_MAX_RETRIES", "judge_max_retries"),
+        description="Retries on 429, 5xx and timeouts (exponential backoff with jitter).",
+    )
+    judge_cache: bool = Field(
+        True,
+        validation_alias=_env("ASSAY_JUDGE_CACHE", "judge_cache"),
+        description="Keep judge replies in cache_dir/judge.sqlite (off with use_cache too).",
+    )
+    judge_price_prompt: float | None = Field(
+        None,
+        ge=0,
+        validation_alias=_env("ASSAY_JUDGE_PRICE_PROMPT", "judge_price_prompt"),
+        description="Price per 1M prompt tokens, for the run's judge cost.",
+    )
+    judge_price_completion: float | None = Field(
+        None,
+        ge=0,
+        validation_alias=_env("ASSAY_JUDGE_PRICE_COMPLETION", "judge_price_completion"),
+        description="Price per 1M completion tokens, for the run's judge cost.",
+    )
+    answer_correctness_weights: dict[str, float] = Field(
+        default_factory=lambda: {"relevance": 0.7, "faithfulness": 0.3},
+        validation_alias=_env("ASSAY_ANSWER_CORRECTNESS_WEIGHTS", "answer_correctness_weights"),
+        description="Weights of seed 001's answer_correctness (relevance, faithfulness).",
+    )
 
     @field_validator("thresholds")
     @classmethod
@@ -165,6 +215,20 @@ class AssayConfig(BaseSettings):
         for name, threshold in value.items():
             if threshold != threshold:
                 raise ValueError(f"threshold of {name} is NaN")
+        return value
+
+    @field_validator("answer_correctness_weights")
+    @classmethod
+    def _correctness_weights(cls, value: dict[str, float]) -> dict[str, float]:
+        if set(value) != {"relevance", "faithfulness"}:
+            raise ValueError(
+                "answer_correctness_weights needs exactly the keys 'relevance' and "
+                f"'faithfulness'. Got {sorted(value)}."
+            )
+        if any(w < 0 or w != w for w in value.values()) or sum(value.values()) <= 0:
+            raise ValueError(
+                f"answer_correctness_weights must be non-negative with a positive sum. Got {value}."
+            )
         return value
 
     def threshold_for(self, metric: type | object) -> float | None:

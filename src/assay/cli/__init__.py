@@ -21,7 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for _module in ("metrics_cmd", "evaluate", "json_eval"):
+for _module in ("metrics_cmd", "evaluate", "json_eval", "serve"):
     try:
         importlib.import_module(f"{__name__}.{_module}")
     except ModuleNotFoundError as exc:  # a command module not written yet

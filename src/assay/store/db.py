@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
-from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy import Engine, create_engine, delete, event, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -30,6 +30,7 @@ from assay.store.models import (
     FieldStrategyConfig,
     QualityCheck,
     Run,
+    RunMetricTotal,
     ScoringDetail,
     TestResult,
     ValidationDetail,
@@ -164,6 +165,7 @@ class Store:
             else:
                 run.status = "running"
                 run.metrics = sorted(set(run.metrics) | set(metrics))
+                session.execute(delete(RunMetricTotal).where(RunMetricTotal.run_id == run_id))
             return run_id
 
         return self._write(action)
@@ -171,7 +173,7 @@ class Store:
     def finish_run(
         self, run_id: str, status: str = "finished", judge_usage: dict[str, Any] | None = None
     ) -> None:
-        """Close the run and write its metric averages as time-series snapshots."""
+        """Close the run: its metric totals, its averages as time-series snapshots."""
         from assay.store.queries import snapshot_run
 
         def action(session: Session) -> None:
@@ -185,6 +187,11 @@ class Store:
             snapshot_run(session, run)
 
         self._write(action)
+        if self.dialect == "sqlite":
+            # keep the planner's statistics current; the limit keeps ANALYZE cheap
+            with self.engine.begin() as connection:
+                connection.exec_driver_sql("PRAGMA analysis_limit=400")
+                connection.exec_driver_sql("ANALYZE")
 
     def done_indices(self, run_id: str) -> set[int]:
         """Sample indices already stored for a run (what a resumed run skips)."""
@@ -267,11 +274,11 @@ class Store:
         with self.session() as session:
             return statistics(session, run_id=run_id, hours=hours)
 
-    def history(self, hours: float = 24) -> dict[str, Any]:
+    def history(self, hours: float = 24, metric_type: str | None = None) -> dict[str, Any]:
         from assay.store.queries import history
 
         with self.session() as session:
-            return history(session, hours=hours)
+            return history(session, hours=hours, metric_type=metric_type)
 
     def runs(self, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
         from assay.store.queries import runs

@@ -32,6 +32,7 @@ __all__ = [
     "MetricSnapshot",
     "QualityCheck",
     "Run",
+    "RunMetricTotal",
     "ScoringDetail",
     "TestResult",
     "ValidationDetail",
@@ -166,6 +167,21 @@ class MetricSnapshot(Base):
     metric_name: Mapped[str] = mapped_column(String(128))
     metric_value: Mapped[float] = mapped_column(Float)
     labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class RunMetricTotal(Base):
+    """Count and sum of one metric's non-null values in one finished run.
+
+    Written when a run finishes, so all-time averages read a few rows per run instead of
+    scanning every scoring row (AVG = SUM(total) / SUM(n) over runs).
+    """
+
+    __tablename__ = "run_metric_totals"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    metric_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    n: Mapped[int] = mapped_column(Integer)
+    total: Mapped[float] = mapped_column(Float)
 
 
 class FieldStrategyConfig(Base):

@@ -19,10 +19,17 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, and_, case, func, or_, select
+from sqlalchemy import Select, case, delete, func, or_, select
 from sqlalchemy.orm import Session
 
-from assay.store.models import MetricSnapshot, Run, ScoringDetail, TestResult, utcnow
+from assay.store.models import (
+    MetricSnapshot,
+    Run,
+    RunMetricTotal,
+    ScoringDetail,
+    TestResult,
+    utcnow,
+)
 
 __all__ = [
     "RELIABILITY_METRICS",
@@ -85,7 +92,13 @@ def metric_averages(
     until: datetime | None = None,
     names: Sequence[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """AVG(metric_value), COUNT per metric (non-null values only), with display values."""
+    """AVG(metric_value), COUNT per metric (non-null values only), with display values.
+
+    Over all time (no run, no window) the finished runs are read from their stored totals
+    and only the runs still running from the scoring rows.
+    """
+    if run_id is None and since is None and until is None:
+        return _all_time_averages(session, names)
     stmt = select(
         ScoringDetail.metric_name,
         func.avg(ScoringDetail.metric_value),
@@ -97,18 +110,49 @@ def metric_averages(
         stmt = stmt.where(ScoringDetail.metric_name.in_(list(names)))
     stmt = _window(stmt, ScoringDetail.timestamp, since, until)
     stmt = stmt.having(func.count(ScoringDetail.metric_value) > 0)
-    out = {}
-    for name, avg, count in session.execute(stmt):
-        unit, higher, family = _metric_meta(name)
-        out[name] = {
-            "avg": float(avg),
-            "count": int(count),
-            "display": display_value(name, float(avg)),
-            "unit": unit,
-            "higher_is_better": higher,
-            "family": family,
-        }
-    return out
+    return {
+        name: _average_entry(name, float(avg), int(count))
+        for name, avg, count in session.execute(stmt)
+    }
+
+
+def _average_entry(name: str, avg: float, count: int) -> dict[str, Any]:
+    unit, higher, family = _metric_meta(name)
+    return {
+        "avg": avg,
+        "count": count,
+        "display": display_value(name, avg),
+        "unit": unit,
+        "higher_is_better": higher,
+        "family": family,
+    }
+
+
+def _all_time_averages(session: Session, names: Sequence[str] | None) -> dict[str, dict[str, Any]]:
+    sums: dict[str, list[float]] = {}
+    totals = select(
+        RunMetricTotal.metric_name, func.sum(RunMetricTotal.total), func.sum(RunMetricTotal.n)
+    ).group_by(RunMetricTotal.metric_name)
+    live_runs = [r for (r,) in session.execute(select(Run.id).where(Run.status == "running"))]
+    live = (
+        select(
+            ScoringDetail.metric_name,
+            func.sum(ScoringDetail.metric_value),
+            func.count(ScoringDetail.metric_value),
+        )
+        .where(ScoringDetail.run_id.in_(live_runs))
+        .group_by(ScoringDetail.metric_name)
+    )
+    if names:
+        totals = totals.where(RunMetricTotal.metric_name.in_(list(names)))
+        live = live.where(ScoringDetail.metric_name.in_(list(names)))
+    for stmt in (totals, live) if live_runs else (totals,):
+        for name, total, n in session.execute(stmt):
+            if n:
+                entry = sums.setdefault(name, [0.0, 0])
+                entry[0] += float(total)
+                entry[1] += int(n)
+    return {name: _average_entry(name, t / n, int(n)) for name, (t, n) in sums.items()}
 
 
 def _test_counts(
@@ -202,8 +246,19 @@ def statistics(
     return stats
 
 
-def history(session: Session, *, hours: float = 24, now: datetime | None = None) -> dict[str, Any]:
-    """Hourly buckets over the last ``hours``: tests (total, passed, avg duration) and metrics."""
+def history(
+    session: Session,
+    *,
+    hours: float = 24,
+    metric_type: str | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Hourly buckets over the last ``hours``.
+
+    Tests: total, passed, pass rate and average duration from ``test_results``. Metrics:
+    as seed 000's ``get_metrics_history``, the hourly average of ``metrics_snapshots``
+    (one point per metric per finished run), optionally of one ``metric_type`` (family).
+    """
     now = now or utcnow()
     since = now - timedelta(hours=hours)
     dialect = session.get_bind().dialect.name
@@ -219,13 +274,16 @@ def history(session: Session, *, hours: float = 24, now: datetime | None = None)
         .group_by(bucket)
         .order_by(bucket)
     )
-    metric_bucket = _bucket(ScoringDetail.timestamp, dialect).label("bucket")
-    metrics = session.execute(
-        select(metric_bucket, ScoringDetail.metric_name, func.avg(ScoringDetail.metric_value))
-        .where(and_(ScoringDetail.timestamp >= since, ScoringDetail.metric_value.is_not(None)))
-        .group_by(metric_bucket, ScoringDetail.metric_name)
+    metric_bucket = _bucket(MetricSnapshot.timestamp, dialect).label("bucket")
+    stmt = (
+        select(metric_bucket, MetricSnapshot.metric_name, func.avg(MetricSnapshot.metric_value))
+        .where(MetricSnapshot.timestamp >= since)
+        .group_by(metric_bucket, MetricSnapshot.metric_name)
         .order_by(metric_bucket)
     )
+    if metric_type is not None:
+        stmt = stmt.where(MetricSnapshot.metric_type == metric_type)
+    metrics = session.execute(stmt)
     series: dict[str, list[dict[str, Any]]] = {}
     for b, name, avg in metrics:
         series.setdefault(name, []).append(
@@ -248,9 +306,17 @@ def history(session: Session, *, hours: float = 24, now: datetime | None = None)
 
 
 def snapshot_run(session: Session, run: Run) -> None:
-    """Write one `MetricSnapshot` per metric average of a run (metric_type = family)."""
+    """Write the run's metric totals and one `MetricSnapshot` per metric average."""
     when = utcnow()
-    for name, avg in metric_averages(session, run_id=run.id).items():
+    session.execute(delete(RunMetricTotal).where(RunMetricTotal.run_id == run.id))
+    averages = metric_averages(session, run_id=run.id)
+    for name, avg in averages.items():
+        session.add(
+            RunMetricTotal(
+                run_id=run.id, metric_name=name, n=avg["count"], total=avg["avg"] * avg["count"]
+            )
+        )
+    for name, avg in averages.items():
         session.add(
             MetricSnapshot(
                 timestamp=when,

@@ -1,0 +1,184 @@
+"""Results-store benchmark: write throughput and dashboard query latency.
+
+1. Write throughput: samples/s through `Store.record` (one transaction per sample, 10
+   metric values each: the way `assay evaluate --store` writes) into SQLite and PostgreSQL.
+2. Query latency at 10k and 1M scoring rows (100k samples x 10 metrics spread over the
+   last 30 days): every query the dashboard makes, median of 5 runs after one warm-up.
+   Goal: each under 200 ms on SQLite at 1M rows.
+
+    python benchmarks/store_bench.py [--sizes 10000,1000000] [--postgres URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+from sqlalchemy import insert
+
+from assay.result import MetricResult
+from assay.sample import Sample
+from assay.store.db import Store
+from assay.store.models import Run, ScoringDetail, TestResult, utcnow
+
+METRICS = [
+    "semantic_similarity",
+    "rouge",
+    "bleu",
+    "exact_match",
+    "output_validity",
+    "output_stability",
+    "toxicity_score",
+    "compliance_score",
+    "harmfulness_score",
+    "e2e_latency",
+]
+
+
+def write_throughput(store: Store, n: int = 1000) -> float:
+    run_id = uuid.uuid4().hex[:12]
+    store.start_run(run_id, metrics=METRICS)
+    rng = random.Random(0)
+    start = time.perf_counter()
+    for i in range(n):
+        results = {m: MetricResult(m, rng.random()) for m in METRICS}
+        store.record(
+            run_id,
+            i,
+            Sample(id=f"s{i}", query="q", response="an answer."),
+            results,
+            status="passed",
+            duration=rng.random(),
+        )
+    return n / (time.perf_counter() - start)
+
+
+def bulk_fill(store: Store, scoring_rows: int) -> str:
+    """Insert scoring_rows / 10 samples with 10 metric values each, over 30 days, 100 runs."""
+    rng = random.Random(1)
+    n_samples = scoring_rows // len(METRICS)
+    now = utcnow()
+    runs = [uuid.uuid4().hex[:12] for _ in range(100)]
+    with store.engine.begin() as conn:
+        conn.execute(
+            insert(Run),
+            [
+                {
+                    "id": r,
+                    "source": "bench",
+                    "status": "finished",
+                    "started_at": now - timedelta(days=30 - i * 0.3),
+                    "metrics": METRICS,
+                    "tags": {},
+                    "config": {},
+                }
+                for i, r in enumerate(runs)
+            ],
+        )
+    chunk = 5000
+    next_id = 1
+    for start in range(0, n_samples, chunk):
+        tests, scores = [], []
+        for i in range(start, min(n_samples, start + chunk)):
+            when = now - timedelta(seconds=rng.uniform(0, 30 * 86400))
+            run = runs[i * len(runs) // n_samples]
+            tests.append(
+                {
+                    "id": next_id,
+                    "run_id": run,
+                    "sample_index": i,
+                    "test_name": f"t{i}",
+                    "sample_id": f"s{i % 1000}",
+                    "status": rng.choice(["passed", "passed", "failed", "skipped"]),
+                    "duration": rng.uniform(0.1, 40),
+                    "timestamp": when,
+                    "tags": {"method": rng.choice(["a", "b"])},
+                }
+            )
+            for m in METRICS:
+                scores.append(
+                    {
+                        "test_result_id": next_id,
+                        "run_id": run,
+                        "metric_name": m,
+                        "metric_value": rng.random(),
+                        "method": "local",
+                        "details": {},
+                        "timestamp": when,
+                    }
+                )
+            next_id += 1
+        with store.engine.begin() as conn:
+            conn.execute(insert(TestResult), tests)
+            conn.execute(insert(ScoringDetail), scores)
+    for run in runs:  # close every run the way a real run ends (totals, snapshots, ANALYZE)
+        store.finish_run(run)
+    return runs[-1]
+
+
+def timed(fn, repeat: int = 5) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1000
+
+
+def query_latencies(store: Store, last_run: str, first_run: str) -> dict[str, float]:
+    return {
+        "statistics (all time)": timed(lambda: store.statistics()),
+        "statistics (24 h)": timed(lambda: store.statistics(hours=24)),
+        "statistics (one run)": timed(lambda: store.statistics(run_id=last_run)),
+        "history (24 h)": timed(lambda: store.history(24)),
+        "history (7 days)": timed(lambda: store.history(24 * 7)),
+        "runs list": timed(lambda: store.runs()),
+        "run detail (200 samples)": timed(lambda: store.run_detail(last_run)),
+        "compare two runs": timed(lambda: store.compare(first_run, last_run)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,1000000")
+    parser.add_argument("--postgres", default="postgresql://root@127.0.0.1:5432/test")
+    parser.add_argument("--no-postgres", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        backends = [("sqlite", str(Path(tmp) / "w.db"))]
+        if not args.no_postgres:
+            backends.append(("postgresql", args.postgres))
+        print("write throughput (Store.record, 10 metrics per sample, one transaction each)")
+        for name, url in backends:
+            try:
+                store = Store(url)
+            except Exception as exc:
+                print(f"  {name}: unavailable ({exc})")
+                continue
+            print(f"  {name}: {write_throughput(store):,.0f} samples/s")
+            store.close()
+        for size in (int(s) for s in args.sizes.split(",")):
+            store = Store(str(Path(tmp) / f"q{size}.db"))
+            t = time.perf_counter()
+            last = bulk_fill(store, size)
+            with store.session() as s:
+                first = s.query(Run.id).order_by(Run.started_at).first()[0]
+            print(
+                f"\nSQLite, {size:,} scoring rows "
+                f"(filled in {time.perf_counter() - t:.0f}s): median ms"
+            )
+            for label, ms in query_latencies(store, last, first).items():
+                flag = "" if ms < 200 else "  > 200 ms goal"
+                print(f"  {label:<28}{ms:>9.1f}{flag}")
+            store.close()
+
+
+if __name__ == "__main__":
+    main()

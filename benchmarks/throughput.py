@@ -1,0 +1,139 @@
+"""Samples/s and peak memory of the offline suites on 1,000 generated short-answer samples.
+
+Each configuration runs in its own process (so peak RSS is its own) with a fresh, empty
+embedding cache: embeddings are really computed. "After warm-up" = models loaded and one
+small batch scored first; the timed run then scores 1,000 samples whose texts were not
+seen during warm-up.
+
+    python benchmarks/throughput.py            # all configurations
+    python benchmarks/throughput.py lexical    # one configuration (names: see CONFIGS)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+CONFIGS = {
+    "lexical": {"suites": ["lexical"]},
+    "embedding": {"suites": ["semantic"], "exclude_needs": "bertscore"},
+    "lexical+embedding": {"suites": ["lexical", "semantic"], "exclude_needs": "bertscore"},
+    "bertscore": {"metrics": ["bertscore"]},
+    "base": {"suites": ["base"]},
+}
+
+SUBJECTS = [
+    "the invoice",
+    "your order",
+    "the premium plan",
+    "a refund",
+    "the password",
+    "delivery",
+    "the warranty",
+    "our support team",
+    "the mobile app",
+    "your account",
+]
+VERBS = [
+    "is processed within",
+    "can be changed in",
+    "costs",
+    "takes",
+    "is available for",
+    "requires",
+    "expires after",
+    "is sent to",
+]
+OBJECTS = [
+    "3 business days",
+    "the settings page",
+    "25 dollars a month",
+    "two weeks",
+    "all customers",
+    "a valid email address",
+    "30 days",
+    "the billing address",
+    "every region",
+    "one hour",
+]
+
+
+def make_samples(n: int, seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        s, v, o = rng.choice(SUBJECTS), rng.choice(VERBS), rng.choice(OBJECTS)
+        o2 = rng.choice(OBJECTS)
+        rows.append(
+            {
+                "id": f"{seed}-{i}",
+                "query": f"Question {i}: how does {s} work?",
+                "response": f"{s.capitalize()} {v} {o} (case {seed}-{i}).",
+                "expected": f"{s.capitalize()} {v} {o2}, reference {i}.",
+                "previous_responses": [f"{s.capitalize()} {v} {o}."],
+            }
+        )
+    return rows
+
+
+def run_one(name: str, n: int = 1000) -> dict:
+    from assay.config import AssayConfig
+    from assay.registry import resolve_metrics
+    from assay.resources import Resources
+    from assay.runner import evaluate
+
+    spec = CONFIGS[name]
+    metrics = resolve_metrics(spec.get("metrics"), spec.get("suites"))
+    if spec.get("exclude_needs"):
+        metrics = [m for m in metrics if spec["exclude_needs"] not in m.needs]
+    with tempfile.TemporaryDirectory() as cache:
+        res = Resources(AssayConfig(cache_dir=cache))
+        evaluate(make_samples(32, seed=1), metrics=metrics, resources=res)  # warm-up
+        samples = make_samples(n, seed=2)
+        start = time.perf_counter()
+        run = evaluate(samples, metrics=metrics, resources=res)
+        seconds = time.perf_counter() - start
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        "config": name,
+        "metrics": len(metrics),
+        "samples": n,
+        "seconds": round(seconds, 2),
+        "samples_per_s": round(n / seconds, 1),
+        "peak_rss_mb": round(rss_mb),
+        "slowest": sorted(run.seconds_by_metric.items(), key=lambda kv: -kv[1])[:3],
+    }
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) >= 2 and argv[0] == "--one":
+        print(json.dumps(run_one(argv[1])))
+        return
+    names = argv or list(CONFIGS)
+    print(
+        f"{'config':<20}{'metrics':>8}{'samples/s':>12}{'seconds':>9}{'peak RSS MB':>13}  slowest"
+    )
+    for name in names:
+        out = subprocess.run(
+            [sys.executable, __file__, "--one", name],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
+        row = json.loads(out.stdout.strip().splitlines()[-1])
+        slow = ", ".join(f"{k} {v:.2f}s" for k, v in row["slowest"])
+        print(
+            f"{row['config']:<20}{row['metrics']:>8}{row['samples_per_s']:>12}{row['seconds']:>9}"
+            f"{row['peak_rss_mb']:>13}  {slow}"
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,1 @@
+"""Package data: versioned pattern files of the safety and security metrics."""

@@ -1,0 +1,148 @@
+"""BERTScore metrics (seed 000 test layer and base model, seed 003 section 8).
+
+All three read one shared `assay.models.bertscore.BERTScorer` (default: the shipped
+all-MiniLM-L6-v2, layer 6, with the baseline computed for it; see that module for the
+baseline procedure) and score the whole batch in one model pass. The scorer memoises pair
+scores, so running ``bertscore``, ``f1`` and ``bert_score_f1`` together costs one pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from assay.metric import Metric, clamp01
+from assay.models.bertscore import BERTScorer
+from assay.registry import register
+from assay.resources import Resources
+from assay.result import MetricResult
+from assay.sample import Sample
+
+__all__ = ["BERTScore", "BERTScoreF1", "BERTScoreF1Raw"]
+
+_PARTS = ("precision", "recall", "f1")
+
+
+def _triple(row: np.ndarray) -> dict[str, float]:
+    return {name: float(v) for name, v in zip(_PARTS, row, strict=True)}
+
+
+class _BERTScoreMetric(Metric):
+    """Shared body: score response (candidate) against expected (reference)."""
+
+    family = "semantic"
+    requires = ("response", "expected")
+    needs = frozenset({"bertscore"})
+    components = _PARTS
+    #: use the rescaling baseline when the scorer has one
+    rescaled: ClassVar[bool] = True
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        scorer: BERTScorer = res.bertscorer
+        raw = scorer.raw_scores(
+            [s.response for s in samples],  # type: ignore[misc]
+            [s.expected for s in samples],  # type: ignore[misc]
+        )
+        rescale = self.rescaled and scorer.rescale
+        values = scorer.apply_baseline(raw) if rescale else raw
+        model = scorer.signature if rescale else f"{scorer.name}+raw"
+        out = []
+        for raw_row, row in zip(raw, values, strict=True):
+            clamped = {name: clamp01(v) for name, v in _triple(row).items()}
+            details: dict[str, Any] = {
+                "raw": _triple(raw_row),
+                "rescaled": rescale,
+                "clamped": any(clamped[k] != float(v) for k, v in _triple(row).items()),
+            }
+            if rescale:
+                details["unclamped"] = _triple(row)
+                details["baseline"] = _triple(scorer.baseline)  # type: ignore[arg-type]
+            elif self.rescaled and scorer.rescale_note:
+                details["rescale_note"] = scorer.rescale_note
+            out.append(self.result(clamped["f1"], components=clamped, model=model, **details))
+        return out
+
+
+@register
+class BERTScore(_BERTScoreMetric):
+    """BERTScore F1 of the response against the expected answer, rescaled with a baseline.
+
+    Seed 000 test layer: ``bert_score.score([response], [expected],
+    rescale_with_baseline=True)``; value = F1, components precision, recall and f1.
+    Token-level: each token of the response is embedded in context and matched to its most
+    similar token of the expected answer (cosine), and vice versa; P = mean best match of
+    the response's tokens (how much of the response is supported by the expected answer),
+    R = the same for the expected answer's tokens (how much of it the response covers),
+    F1 = 2PR/(P+R). Rescaled per component with ``(raw - b) / (1 - b)``, where b is the mean
+    score of random unrelated sentence pairs for the model and layer (the shipped
+    all-MiniLM-L6-v2 uses a baseline computed from TruthfulQA and BEGIN sentences; see
+    ``assay.models.bertscore``).
+
+    Inputs: response, expected. Range 0..1, higher is better. Rescaled scores of unrelated
+    text fall slightly below 0 (about -0.1) and those of identical text reach 1; every
+    component is clamped to 0..1, and ``details`` keeps the unclamped rescaled values
+    (``unclamped``), the raw scores (``raw``), the baseline and whether clamping happened.
+    Missing or blank response or expected answer: None with a reason (the seed returned 0
+    with an error). A user-chosen model without a baseline file is scored raw and
+    ``details.rescale_note`` says so (the signature then ends in ``+raw``).
+
+    Weaknesses: rewards shared wording and topic more than truth (a negation or a wrong
+    number changes few tokens); the seed used bert-score's model for the text's language
+    (roberta-large for English, multilingual BERT otherwise), we use MiniLM, so absolute
+    values differ from the seed's; MiniLM is an English model, so for Arabic set
+    ``bertscore_model`` to a local multilingual model (with its own baseline); texts are
+    truncated at the model's 512 tokens.
+    """
+
+    name = "bertscore"
+    suites = ("base", "semantic")
+    seed = "000"
+
+
+@register
+class BERTScoreF1(BERTScore):
+    """Seed 000's base-model "F1 Score": the F1 of ``bertscore`` under the seed's own name.
+
+    Formula (seed 000): ``f1_score = bertscore["f1"]``, i.e. the baseline-rescaled BERTScore
+    F1 of the response against the expected answer, clamped to 0..1 (identical to the
+    ``bertscore`` value, computed in the same model pass; see ``bertscore`` for the
+    formula, the baseline, the clamping and the evidence in ``details``). It is not a
+    token-overlap F1 despite the name. Inputs: response, expected. Range 0..1, higher is
+    better; missing input gives None with a reason. Kept as a separate name only because
+    the seed lists it; it is in the ``semantic`` suite only, so suites do not count the
+    same number twice.
+    """
+
+    name = "f1"
+    suites = ("semantic",)
+    seed = "000"
+
+
+@register
+class BERTScoreF1Raw(_BERTScoreMetric):
+    """Raw BERTScore F1 (no baseline rescaling) of the response against the expected answer.
+
+    Seed 003 section 8: ``P, R, F1 = bert_score.score([answer], [ground_truth])`` without
+    rescaling, F1 = 2PR/(P+R) over greedy token matches by cosine of contextual embeddings.
+    The seed reports it as a percentage (0-100); the canonical value here is 0..1 (clamped:
+    float error can put identical texts a hair above 1; ``details.raw`` keeps the exact
+    value). Components: raw precision, recall and f1. Inputs: response (answer), expected
+    (ground truth). Higher is better. Missing or blank input: None with a reason (the seed
+    returned 0.0).
+
+    Model: the seed used microsoft/deberta-xlarge-mnli (layer 40); we use the shipped
+    all-MiniLM-L6-v2 at layer 6 (or the configured ``bertscore_model``), so absolute values
+    differ from the seed's. Raw scores do not start at 0 for unrelated text: with MiniLM
+    layer 6 unrelated sentence pairs average F1 = 0.13 (the baseline), with
+    deberta-xlarge-mnli about 0.52, so compare raw values only within one model. (The
+    seed's examples of 6.62% for two different diary entries are well below that model's
+    raw floor, so they were probably rescaled; we follow the seed's code.)
+    Use ``bertscore`` for the rescaled score.
+    """
+
+    name = "bert_score_f1"
+    suites = ("semantic",)
+    seed = "003"
+    rescaled = False

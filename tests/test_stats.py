@@ -1,0 +1,93 @@
+"""`assay.stats`: percentiles, mean and the bootstrap CI, with hand-worked values."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from assay.stats import bootstrap_ci, mean, percentile, percentiles, summarize
+
+
+def test_percentiles_use_linear_interpolation():
+    values = [4, 1, 3, 2]  # sorted: 1 2 3 4, n - 1 = 3
+    # p50: h = 1.5 -> 2 + 0.5 * (3 - 2) = 2.5
+    # p90: h = 2.7 -> 3 + 0.7 * (4 - 3) = 3.7
+    # p99: h = 2.97 -> 3 + 0.97 * 1 = 3.97
+    assert percentiles(values) == pytest.approx({"p50": 2.5, "p90": 3.7, "p99": 3.97})
+    assert percentile(values, 0) == 1.0
+    assert percentile(values, 100) == 4.0
+
+
+def test_latency_tail_shows_in_p99_not_in_the_median():
+    # 99 requests of 100 ms and one of 5,000 ms: sorted position of p99 is h = 99 * 0.99
+    # = 98.01 -> 100 + 0.01 * (5000 - 100) = 149; the median stays 100
+    values = [100.0] * 99 + [5000.0]
+    assert percentile(values, 50) == pytest.approx(100.0)
+    assert percentile(values, 99) == pytest.approx(149.0)
+    assert mean(values) == pytest.approx(149.0)  # (99 * 100 + 5000) / 100
+
+
+def test_missing_values_are_skipped_not_zero():
+    values = [None, 2.0, float("nan"), 4.0, np.float32("nan")]
+    assert mean(values) == 3.0
+    assert percentile(values, 50) == 3.0
+    assert mean([]) is None
+    assert percentile([None], 50) is None
+    assert percentiles([]) == {"p50": None, "p90": None, "p99": None}
+    assert bootstrap_ci([]) == (None, None)
+
+
+def test_bad_arguments_are_rejected():
+    with pytest.raises(ValueError, match="q must be in"):
+        percentile([1.0], 101)
+    with pytest.raises(ValueError, match="confidence"):
+        bootstrap_ci([1.0, 2.0], confidence=95)
+    with pytest.raises(ValueError, match="infinite"):
+        mean([1.0, math.inf])
+
+
+def test_bootstrap_ci_of_a_two_point_sample():
+    # resample means of [0, 1] are 0, 0.5, 1 with probabilities 1/4, 1/2, 1/4; the 2.5th
+    # and 97.5th percentiles of 10,000 of them fall inside the 0 and 1 masses
+    assert bootstrap_ci([0.0, 1.0], n_resamples=10_000) == (0.0, 1.0)
+
+
+def test_bootstrap_ci_of_a_skewed_sample():
+    # [0, 0, 0, 1]: a resample mean is k/4 with k ~ Binomial(4, 1/4):
+    # P(0) = .316, P(.25) = .422, P(.5) = .211, P(.75) = .047, P(1) = .004
+    # cumulative: .316 .738 .949 .996 1 -> 2.5th percentile 0, 97.5th percentile 0.75
+    low, high = bootstrap_ci([0, 0, 0, 1])
+    assert (low, high) == (0.0, 0.75)
+
+
+def test_bootstrap_ci_is_seeded_and_brackets_the_mean():
+    rng = np.random.default_rng(7)
+    values = rng.normal(10.0, 2.0, size=200).tolist()
+    first = bootstrap_ci(values, seed=3)
+    assert bootstrap_ci(values, seed=3) == first
+    assert bootstrap_ci(values, seed=4) != first
+    low, high = first
+    assert low < float(np.mean(values)) < high
+    # standard error 2 / sqrt(200) = 0.141; a 95% interval is about 2 * 1.96 * 0.141 = 0.55
+    assert high - low == pytest.approx(0.55, abs=0.1)
+    narrower = bootstrap_ci(values, confidence=0.5, seed=3)
+    assert narrower[1] - narrower[0] < high - low
+
+
+def test_bootstrap_ci_of_constant_or_single_values():
+    assert bootstrap_ci([3.0, 3.0, 3.0]) == (3.0, 3.0)
+    assert bootstrap_ci([5.0]) == (5.0, 5.0)
+
+
+def test_summarize():
+    s = summarize([1, 2, 3, 4, None])
+    assert (s.n, s.n_missing, s.mean, s.min, s.max) == (4, 1, 2.5, 1.0, 4.0)
+    # sample std: squared deviations 2.25 + .25 + .25 + 2.25 = 5, / 3 -> sqrt(5/3) = 1.2910
+    assert s.std == pytest.approx(math.sqrt(5 / 3))
+    assert (s.p50, s.p90, s.p99) == pytest.approx((2.5, 3.7, 3.97))
+    assert s.ci_low is not None and s.ci_low < 2.5 < s.ci_high
+    one = summarize([7.0])
+    assert (one.mean, one.std, one.ci_low, one.p99) == (7.0, None, None, 7.0)
+    assert summarize([None]).to_dict()["n_missing"] == 1
