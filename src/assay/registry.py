@@ -26,6 +26,7 @@ _REGISTRY: dict[str, type[Metric]] = {}
 
 SUITE_DESCRIPTIONS: dict[str, str] = {
     "base": "The chatbot default: answer vs expected answer, lexical and semantic.",
+    "base-model": "Seed 000's base-model metrics, similarity proxies included.",
     "lexical": "String-overlap metrics against the expected answer (no model).",
     "semantic": "Embedding and BERTScore similarity metrics.",
     "rag": "Retrieval and grounding metrics over the retrieved contexts.",

@@ -57,7 +57,11 @@ def _fmt(value: float | None, unit: str) -> str:
 def summary_table(summaries: list[MetricSummary], title: str | None = None) -> Table:
     table = Table(title=title, title_justify="left")
     for column in ("metric", "n", "N/A", "mean", "median", "95% CI", "pass rate", "method", "time"):
-        table.add_column(column, justify="left" if column in {"metric", "method"} else "right")
+        table.add_column(
+            column,
+            justify="left" if column in {"metric", "method"} else "right",
+            no_wrap=column in {"metric", "95% CI", "pass rate", "method"},
+        )
     for s in summaries:
         ci = "N/A" if s.ci_low is None else f"{_fmt(s.ci_low, s.unit)}–{_fmt(s.ci_high, s.unit)}"
         if s.pass_rate is None:
@@ -338,7 +342,8 @@ def _open_run(
 def _report(
     evaluation: Evaluation, group_by: str | None, output_format: str, out: Path | None
 ) -> None:
-    stdout = Console()
+    # a pipe or CI log is not 80 columns wide: do not squeeze the table into one
+    stdout = Console(width=None if sys.stdout.isatty() else 160)
     keys = [k.strip() for k in group_by.split(",") if k.strip()] if group_by else []
     summaries = evaluation.summary()
     if output_format == "json":

@@ -116,7 +116,7 @@ class BERTScoreF1(BERTScore):
     """
 
     name = "f1"
-    suites = ("semantic",)
+    suites = ("semantic", "base-model")
     seed = "000"
 
 

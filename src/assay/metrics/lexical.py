@@ -48,7 +48,7 @@ class ExactMatch(Metric):
     requires = ("response", "expected")
     unit = "bool"
     default_threshold = 1.0
-    suites = ("base", "lexical")
+    suites = ("base", "lexical", "base-model")
     seed = "000"
 
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
@@ -127,7 +127,7 @@ class Bleu(Metric):
     name = "bleu"
     family = "lexical"
     requires = ("response", "expected")
-    suites = ("base", "lexical")
+    suites = ("base", "lexical", "base-model")
     seed = "000"
 
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
@@ -442,7 +442,7 @@ class CitationAccuracy(Metric):
     name = "citation_accuracy"
     family = "lexical"
     requires = ("response",)
-    suites = ("rag",)
+    suites = ("rag", "base-model")
     seed = "000"
 
     def compute(self, sample: Sample, res: Resources) -> MetricResult:

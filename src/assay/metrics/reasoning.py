@@ -135,7 +135,7 @@ class CotValidity(Metric):
 
     name = "cot_validity"
     family = "reasoning"
-    suites = ("reasoning",)
+    suites = ("reasoning", "base-model")
     seed = "000"
     components = ("length_ratio", "connector_ratio", "conclusion")
 
@@ -223,7 +223,7 @@ class StepCorrectness(Metric):
 
     name = "step_correctness"
     family = "reasoning"
-    suites = ("reasoning",)
+    suites = ("reasoning", "base-model")
     seed = "000"
     needs = frozenset({"embedder"})
     components = ("avg_step_similarity", "overall_similarity")
@@ -411,7 +411,7 @@ class LogicConsistency(Metric):
 
     name = "logic_consistency"
     family = "reasoning"
-    suites = ("reasoning",)
+    suites = ("reasoning", "base-model")
     seed = "000"
 
     def compute(self, sample: Sample, res: Resources) -> MetricResult:

@@ -67,8 +67,32 @@ def _blank_free(texts: Sequence[str] | None) -> list[str]:
     return [t for t in texts or [] if isinstance(t, str) and t.strip()]
 
 
+class _ResponseExpectedSimilarity(Metric):
+    """Shared body: clamped cosine of response and expected answer (seed 000's similarity)."""
+
+    family = "semantic"
+    requires = ("response", "expected")
+    suites = ("base-model", "semantic")
+    seed = "000"
+    needs = frozenset({"embedder"})
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        sims = res.embedder.pair_similarity(
+            [s.response for s in samples],  # type: ignore[misc]
+            [s.expected for s in samples],  # type: ignore[misc]
+        )
+        out = []
+        for sample, sim in zip(samples, sims, strict=True):
+            arabic = is_arabic(sample.response) or is_arabic(sample.expected)
+            details: dict[str, Any] = {"cosine": float(sim), "arabic": arabic}
+            if arabic and self.threshold_setting == "semantic_similarity_threshold":
+                details["threshold"] = res.config.arabic_semantic_similarity_threshold
+            out.append(self.result(clamp01(float(sim)), model=res.embedder.name, **details))
+        return out
+
+
 @register
-class SemanticSimilarity(Metric):
+class SemanticSimilarity(_ResponseExpectedSimilarity):
     """Cosine similarity of response and expected-answer embeddings, clamped to [0, 1].
 
     Formula (seed 000 test layer): ``max(0, min(1, cos(embed(response), embed(expected))))``
@@ -81,28 +105,10 @@ class SemanticSimilarity(Metric):
     """
 
     name = "semantic_similarity"
-    family = "semantic"
-    requires = ("response", "expected")
     default_threshold = 0.7
     threshold_env = "SEMANTIC_SIMILARITY_THRESHOLD"
     threshold_setting = "semantic_similarity_threshold"
     suites = ("base", "semantic")
-    seed = "000"
-    needs = frozenset({"embedder"})
-
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        sims = res.embedder.pair_similarity(
-            [s.response for s in samples],  # type: ignore[misc]
-            [s.expected for s in samples],  # type: ignore[misc]
-        )
-        out = []
-        for sample, sim in zip(samples, sims, strict=True):
-            arabic = is_arabic(sample.response) or is_arabic(sample.expected)
-            details = {"cosine": float(sim), "arabic": arabic}
-            if arabic:
-                details["threshold"] = res.config.arabic_semantic_similarity_threshold
-            out.append(self.result(clamp01(float(sim)), model=res.embedder.name, **details))
-        return out
 
 
 @register
@@ -144,30 +150,6 @@ class SemanticSimilarityPercentage(Metric):
                     percentage=percentage,
                 )
             )
-        return out
-
-
-class _ResponseExpectedSimilarity(Metric):
-    """Shared body: clamped cosine of response and expected answer (seed 000's similarity)."""
-
-    family = "semantic"
-    requires = ("response", "expected")
-    suites = ("base", "semantic")
-    seed = "000"
-    needs = frozenset({"embedder"})
-
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        sims = res.embedder.pair_similarity(
-            [s.response for s in samples],  # type: ignore[misc]
-            [s.expected for s in samples],  # type: ignore[misc]
-        )
-        out = []
-        for sample, sim in zip(samples, sims, strict=True):
-            arabic = is_arabic(sample.response) or is_arabic(sample.expected)
-            details: dict[str, Any] = {"cosine": float(sim), "arabic": arabic}
-            if arabic and self.threshold_setting == "semantic_similarity_threshold":
-                details["threshold"] = res.config.arabic_semantic_similarity_threshold
-            out.append(self.result(clamp01(float(sim)), model=res.embedder.name, **details))
         return out
 
 
@@ -241,7 +223,7 @@ class SourceGrounding(Metric):
     name = "source_grounding"
     family = "semantic"
     requires = ("response",)
-    suites = ("base", "semantic")
+    suites = ("semantic", "base-model")
     seed = "000"
     needs = frozenset({"embedder"})
 
@@ -292,7 +274,7 @@ class TopKAccuracy(Metric):
     name = "top_k_accuracy"
     family = "semantic"
     requires = ("expected",)
-    suites = ("base", "semantic")
+    suites = ("semantic", "base-model")
     seed = "000"
     needs = frozenset({"embedder"})
 
@@ -437,7 +419,7 @@ class HallucinationRate(_KnownFactsCheck):
 
     name = "hallucination_rate"
     default_threshold = 0.5
-    suites = ("base", "semantic")
+    suites = ("semantic", "base-model")
 
     def _value(self, conflicting: int, total: int) -> float:
         return conflicting / total
