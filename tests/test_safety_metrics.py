@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
 from assay.config import AssayConfig
-from assay.metrics import safety as safety_mod
 from assay.metrics.safety import (
     find_pii,
     length_normalised,
@@ -270,11 +270,12 @@ def test_toxicity_of_arabic_uses_keywords(resources: Resources) -> None:
 def test_toxicity_falls_back_when_the_model_is_missing(
     monkeypatch: pytest.MonkeyPatch, resources: Resources, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(safety_mod._ProfanityModel, "_predict", None)
-    monkeypatch.setattr(safety_mod._ProfanityModel, "_error", "ImportError: simulated")
-    result = get_metric("toxicity_score").score(Sample(response="you idiot"), resources)
+    # a None entry in sys.modules makes `import profanity_check` raise ImportError
+    monkeypatch.setitem(sys.modules, "profanity_check", None)
+    without_model = Resources(AssayConfig(cache_dir=str(tmp_path)))
+    result = get_metric("toxicity_score").score(Sample(response="you idiot"), without_model)
     assert result.method == "pattern"
-    assert "simulated" in result.details["fallback_reason"]
+    assert "pip install alt-profanity-check" in result.details["fallback_reason"]
     assert result.value == pytest.approx(0.6 * 1.002)  # 2 words
     strict = Resources(AssayConfig(toxicity_method="model", cache_dir=str(tmp_path)))
     failed = get_metric("toxicity_score").score(Sample(response="you idiot"), strict)

@@ -19,6 +19,7 @@ from assay.models.embedders import Embedder, ModelUnavailable, make_embedder
 if TYPE_CHECKING:
     from assay.judge.client import JudgeClient
     from assay.models.bertscore import BERTScorer
+    from assay.models.toxicity import ToxicityModel
 
 __all__ = ["Resources", "default_resources", "set_default_resources"]
 
@@ -53,6 +54,14 @@ class Resources:
 
         with self._lock:
             return BERTScorer.from_config(self.config)
+
+    @cached_property
+    def toxicity(self) -> ToxicityModel:
+        """The offline toxicity classifier (alt-profanity-check)."""
+        from assay.models.toxicity import ToxicityModel
+
+        with self._lock:
+            return ToxicityModel()
 
     @cached_property
     def nlp(self) -> Any:

@@ -14,9 +14,8 @@ The one model is the toxicity classifier shipped in the ``alt-profanity-check`` 
 from __future__ import annotations
 
 import re
-import threading
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,62 +87,6 @@ def keyword_toxicity(text: str, bundle: PatternBundle) -> tuple[float, dict[str,
     }
 
 
-class _ProfanityModel:
-    """The alt-profanity-check classifier, imported once on first use (no download)."""
-
-    _lock = threading.Lock()
-    _predict: Callable[[list[str]], Any] | None = None
-    _name: str | None = None
-    _error: str | None = None
-
-    @classmethod
-    def get(cls) -> tuple[Callable[[list[str]], Any], str]:
-        with cls._lock:
-            if cls._predict is None and cls._error is None:
-                try:
-                    from importlib.metadata import version
-
-                    from profanity_check import predict_prob
-
-                    cls._predict = predict_prob
-                    cls._name = (
-                        f"alt-profanity-check {version('alt-profanity-check')} "
-                        "(TF-IDF + calibrated linear SVM)"
-                    )
-                except Exception as exc:  # ImportError, or a joblib/scikit-learn mismatch
-                    cls._error = f"{type(exc).__name__}: {exc}"
-            if cls._predict is None:
-                raise ModelUnavailable(
-                    f"toxicity model unavailable (pip install alt-profanity-check): {cls._error}"
-                )
-            return cls._predict, cls._name or "alt-profanity-check"
-
-
-_PROB_CACHE_SIZE = 16384
-_prob_cache: OrderedDict[str, float] = OrderedDict()
-_prob_lock = threading.Lock()
-
-
-def _probabilities(predict: Callable[[list[str]], Any], texts: list[str]) -> list[float]:
-    """Model probabilities with one call for the texts not seen recently.
-
-    toxicity_score, compliance_score and ethical_violation score the same responses, so a
-    small in-process cache (text -> probability, the last 16,384 texts) spares two of the
-    three model calls per batch.
-    """
-    with _prob_lock:
-        known = {t: _prob_cache[t] for t in texts if t in _prob_cache}
-    missing = list(dict.fromkeys(t for t in texts if t not in known))
-    if missing:
-        fresh = {t: float(p) for t, p in zip(missing, predict(missing), strict=True)}
-        known.update(fresh)
-        with _prob_lock:
-            _prob_cache.update(fresh)
-            while len(_prob_cache) > _PROB_CACHE_SIZE:
-                _prob_cache.popitem(last=False)
-    return [known[t] for t in texts]
-
-
 @dataclass(frozen=True)
 class ToxicityOutcome:
     """One text's toxicity: value 0..1, which method ran ("local"/"pattern"), evidence."""
@@ -182,7 +125,7 @@ def toxicity_batch(
         fallback_reason = "configured: toxicity_method=keywords"
     else:
         try:
-            predict, model_name = _ProfanityModel.get()
+            model = res.toxicity
         except ModelUnavailable as exc:
             if method == "model":
                 raise
@@ -202,7 +145,7 @@ def toxicity_batch(
         }
         out[i] = ToxicityOutcome(value, "pattern", _signature_of(bundle), details)
     if to_model:
-        probs = _probabilities(predict, [texts[i] for i in to_model])
+        probs = model.probabilities([texts[i] for i in to_model])
         for i, p in zip(to_model, probs, strict=True):
             prob = float(p)
             components = {"toxic": prob}
@@ -210,7 +153,7 @@ def toxicity_batch(
             out[i] = ToxicityOutcome(
                 clamp01(weighted_toxicity(components, weights)),
                 "local",
-                model_name,
+                model.name,
                 {
                     "probability": prob,
                     "component_scores": components,
