@@ -148,7 +148,7 @@ def query_latencies(store: Store, last_run: str, first_run: str) -> dict[str, fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,1000000")
-    parser.add_argument("--postgres", default="postgresql://root@127.0.0.1:5432/test")
+    parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--no-postgres", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -16,7 +16,7 @@ from assay.sample import Sample
 from assay.store.db import Store
 from assay.store.models import utcnow
 
-PG_ADMIN_URL = os.environ.get("ASSAY_TEST_POSTGRES_URL", "postgresql://root@127.0.0.1:5432/test")
+PG_ADMIN_URL = os.environ.get("ASSAY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 def _postgres_store():
