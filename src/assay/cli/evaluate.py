@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from assay.cli import app
+from assay.cli import app, consoles
 from assay.config import ConfigError, load_config
 from assay.io import InputErrors, read_samples
 from assay.models.embedders import ModelUnavailable
@@ -64,10 +63,12 @@ def summary_table(summaries: list[MetricSummary], title: str | None = None) -> T
         )
     for s in summaries:
         ci = "N/A" if s.ci_low is None else f"{_fmt(s.ci_low, s.unit)}–{_fmt(s.ci_high, s.unit)}"
+        sign = "≥" if s.higher_is_better else "≤"
         if s.pass_rate is None:
             pass_text = "-"
+        elif s.threshold is None:  # thresholds came with each sample's result
+            pass_text = f"{s.pass_rate:.0%} (per sample)"
         else:
-            sign = "≥" if s.higher_is_better else "≤"
             pass_text = f"{s.pass_rate:.0%} ({sign}{s.threshold:g})"
         arrow = "↑" if s.higher_is_better else "↓"
         na = str(s.n_na) + (f" +{s.n_error} err" if s.n_error else "")
@@ -181,8 +182,8 @@ def evaluate_command(
 
     Exit codes: 0 done, 1 a --fail-under/--fail-over gate failed, 2 unusable input.
     """
-    console = Console(stderr=True)
-    err = Console(stderr=True, soft_wrap=True)
+    console = consoles.messages()
+    err = consoles.messages()
     try:
         overrides: dict[str, Any] = {
             "embedder": embedder,
@@ -342,8 +343,7 @@ def _open_run(
 def _report(
     evaluation: Evaluation, group_by: str | None, output_format: str, out: Path | None
 ) -> None:
-    # a pipe or CI log is not 80 columns wide: do not squeeze the table into one
-    stdout = Console(width=None if sys.stdout.isatty() else 160)
+    stdout = consoles.results()
     keys = [k.strip() for k in group_by.split(",") if k.strip()] if group_by else []
     summaries = evaluation.summary()
     if output_format == "json":

@@ -15,11 +15,10 @@ from statistics import fmean
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from assay.cli import app
+from assay.cli import app, consoles
 from assay.models.embedders import ModelUnavailable
 from assay.resources import default_resources
 from assay.structured import (
@@ -48,7 +47,7 @@ app.add_typer(strategies_app, name="json-strategies")
 
 
 def _fail(message: str) -> typer.Exit:
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    consoles.messages().print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     return typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -227,7 +226,7 @@ def json_eval_command(
     except ModelUnavailable as exc:
         raise _fail(str(exc)) from None
 
-    errors = Console(stderr=True)
+    errors = consoles.messages()
     for doc in results:
         if doc.error:
             errors.print(
@@ -255,7 +254,7 @@ def json_eval_command(
             )
         )
         return
-    console = Console()
+    console = consoles.results()
     console.print(_documents_table(results, summary, max_rows))
     fields = _fields_table(aggregates, top)
     if fields is not None:

@@ -6,10 +6,9 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from assay.cli import app
+from assay.cli import app, consoles
 from assay.registry import SUITE_DESCRIPTIONS, list_metrics, suite
 
 
@@ -25,7 +24,7 @@ def metrics_command(
     output_format: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
 ) -> None:
     """List every metric with its description, inputs, range and polarity."""
-    console = Console()
+    console = consoles.results()
     if suites:
         rows = [
             {"suite": s, "description": d, "metrics": suite(s)}
