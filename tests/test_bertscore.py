@@ -184,7 +184,7 @@ def test_user_model_without_baseline_is_raw_and_says_so(
 
 def test_metrics_are_registered_with_their_suites() -> None:
     assert metric_class("bertscore").suites == ("base", "semantic")
-    assert metric_class("f1").suites == ("semantic",)
+    assert metric_class("f1").suites == ("semantic", "base-model")  # seed 000 base model
     assert metric_class("bert_score_f1").suites == ("semantic",)
     for name in ("bertscore", "f1", "bert_score_f1"):
         cls = metric_class(name)

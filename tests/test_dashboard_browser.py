@@ -239,6 +239,7 @@ def test_field_strategy_page_import_edit_export(
     assert dash_page.inner_text("#config-status") == "Imported 3 field(s) into 'customers'."
     assert dash_page.input_value("#config-name") == "customers"
     assert api(live_url, "/api/field-strategies/customers")["strategies"] == seed_config
+    # the status is written once the saved list is refreshed
     assert dash_page.locator("#config-list a[data-config='customers']").count() == 1
 
     # add a field, remove one, save: the API returns the edited config
@@ -268,6 +269,19 @@ def test_field_strategy_page_import_edit_export(
         "phone_number": "EXACT",
     }
     dash_page.screenshot(path=str(shots / "field_strategies.png"), full_page=True)
+
+    # load it again from the list, then delete it (after the confirm dialog)
+    dash_page.click("#new-config")
+    assert dash_page.input_value("#config-name") == ""
+    dash_page.click("#config-list a[data-config='customers']")
+    dash_page.wait_for_selector("#config-status.ok >> text=Loaded")
+    assert dash_page.locator("tr.field-row").count() == 3
+    dash_page.once("dialog", lambda dialog: dialog.accept())
+    dash_page.click("#delete-config")
+    dash_page.wait_for_selector("#config-status.ok >> text=Deleted")
+    response = httpx.get(live_url + "/api/field-strategies/customers", timeout=10)
+    assert response.status_code == 404
+    assert dash_page.locator("#config-list a[data-config='customers']").count() == 0
     no_xss(dash_page)
 
 
@@ -291,3 +305,17 @@ def test_field_strategy_page_shows_validation_errors(
     # the console shows the failed request (422); nothing else went wrong
     dash_page.errors[:] = [e for e in dash_page.errors if "422" not in e]
     no_xss(dash_page)
+
+
+def test_api_docs_render_from_local_files_only(dash_page: Any, live_url: str, shots: Path) -> None:
+    requested: list[str] = []
+    dash_page.on("request", lambda request: requested.append(request.url))
+    errors: list[str] = []
+    dash_page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    dash_page.goto(f"{live_url}/docs")
+    dash_page.wait_for_selector(".opblock-summary-path", timeout=15_000)
+    paths = dash_page.locator(".opblock-summary-path").all_inner_texts()
+    assert "/api/statistics" in paths and "/api/evaluate" in paths
+    assert requested and all(url.startswith(live_url) for url in requested), requested
+    assert not [e for e in errors if "Content Security Policy" in e]
+    dash_page.screenshot(path=str(shots / "api_docs.png"))

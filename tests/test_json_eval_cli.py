@@ -9,24 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from assay.cli import app
+from json_walkthrough import AIO, CONFIG, GT
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "json"
-
-GT = {
-    "name": "John Smith",
-    "email": "john@example.com",
-    "bio": "Senior engineer with 10 years of experience...",
-    "internal_id": None,
-    "status": "active",
-}
-AIO = {
-    "name": "John Smyth",
-    "email": "john@example.com",
-    "bio": "Experienced senior engineer, 10+ years...",
-    "internal_id": "abc123",
-    "extra_field": "surprise",
-}
-CONFIG = {"name": "FUZZY", "bio": "SEMANTIC"}
 
 
 @pytest.fixture

@@ -7,13 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from assay.config import AssayConfig
 from assay.metrics.rag import intrusion_score, match_source
-from assay.models.embedders import Embedder
 from assay.registry import get_metric
 from assay.resources import Resources
 from assay.sample import Sample
 from assay.text.tokenize import content_words
+from fakes import fake_resources
 
 # Exact cosines: cos(E1, B) = 0.8, cos(E1, A) = 0.6, cos(A, B) = 0.96, cos(E1, E2) = 0,
 # cos(E1, NEG_A) = -0.6, cos(E1, NEAR) = 0.9.
@@ -23,40 +22,6 @@ A = (0.6, 0.8, 0.0)
 B = (0.8, 0.6, 0.0)
 NEG_A = (-0.6, 0.8, 0.0)
 NEAR = (0.9, float(np.sqrt(0.19)), 0.0)
-
-
-class FakeEmbedder(Embedder):
-    """Fixed vectors for known texts; any other text gets its own unused axis (cosine 0)."""
-
-    name = "fake"
-    dim = 64
-
-    def __init__(self, table: dict[str, tuple[float, ...]]) -> None:
-        super().__init__()
-        self.table = {
-            k: np.pad(np.asarray(v, dtype=np.float32), (0, self.dim - len(v)))
-            for k, v in table.items()
-        }
-        self.next_axis = 8
-        self.batches: list[list[str]] = []
-
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        self.batches.append(list(texts))
-        rows = []
-        for text in texts:
-            if text not in self.table:
-                vec = np.zeros(self.dim, dtype=np.float32)
-                vec[self.next_axis] = 1.0
-                self.next_axis += 1
-                self.table[text] = vec
-            rows.append(self.table[text])
-        return np.stack(rows)
-
-
-def fake_resources(table: dict[str, tuple[float, ...]], **config: object) -> Resources:
-    res = Resources(AssayConfig(use_cache=False, **config))
-    res.embedder = FakeEmbedder(table)  # type: ignore[misc]
-    return res
 
 
 # ---------------------------------------------------------------- source matching rules

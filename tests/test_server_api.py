@@ -7,6 +7,9 @@ out by hand there (EXPECTED) or in the comment beside the assertion.
 from __future__ import annotations
 
 import json
+import os
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,7 +22,7 @@ from assay.store.db import Store
 pytest_plugins = ["browser_conftest"]
 pytest.register_assert_rewrite("browser_conftest")
 
-from browser_conftest import EXPECTED, XSS_IMG, XSS_SCRIPT  # noqa: E402
+from browser_conftest import EXPECTED, XSS_IMG, XSS_SCRIPT, populate  # noqa: E402
 
 TOKEN = "s3cret-token"
 SEED_GT = {
@@ -537,6 +540,15 @@ def test_pages_render_and_escape_stored_text(client: TestClient, path: str) -> N
     assert "<img src=x" not in html
 
 
+@pytest.mark.parametrize(
+    "path", ["/", "/history", "/runs", "/compare", "/compare?a=x&b=y", "/config/field-strategies"]
+)
+def test_pages_on_an_empty_store(fresh_client: TestClient, path: str) -> None:
+    response = fresh_client.get(path)
+    assert response.status_code == 200
+    assert "N/A" in response.text or "No " in response.text or "none yet" in response.text
+
+
 def test_run_page_shows_payloads_as_text(client: TestClient) -> None:
     html = client.get("/runs/run-a").text
     assert "Paris. &lt;script&gt;window.__xss=1&lt;/script&gt;" in html
@@ -630,3 +642,48 @@ def test_serve_binds_with_token_or_on_loopback(
     assert public.exit_code == 0, public.output
     assert calls[-1][1]["host"] == "0.0.0.0"
     assert calls[-1][0].state.api_token == "t0k"
+
+
+# ---- the same reads on PostgreSQL ----------------------------------------------------------
+PG_ADMIN_URL = os.environ.get(
+    "ASSAY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+
+
+@pytest.fixture(scope="module")
+def pg_client() -> Iterator[TestClient]:
+    psycopg = pytest.importorskip("psycopg")
+    name = f"assay_server_{uuid.uuid4().hex[:8]}"
+    try:
+        admin = psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"PostgreSQL at {PG_ADMIN_URL} is not reachable: {exc}")
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    store = Store(PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}")
+    try:
+        populate(store)
+        yield TestClient(create_app(store, token=""))
+    finally:
+        store.close()
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.postgres
+def test_reads_on_postgresql(pg_client: TestClient) -> None:
+    stats = pg_client.get("/api/statistics").json()
+    assert stats["pass_rate"] == pytest.approx(EXPECTED["pass_rate"])
+    assert stats["avg_duration"] == pytest.approx(EXPECTED["avg_duration"])
+    assert stats["metrics"]["exact_match"]["display"] == EXPECTED["exact_match"]
+    assert stats["trends"]["duration"] == pytest.approx(EXPECTED["duration_trend"])
+    groups = pg_client.get("/api/runs/run-a/groups", params={"tag": "method"}).json()
+    local = next(g for g in groups["groups"] if g["value"] == "local_search")
+    assert local["metrics"]["semantic_similarity"]["display"] == 80.0
+    assert local["labels"] == {"semantic_similarity": {"CORRECT": 2}}  # JSON ->> on PG
+    rows = pg_client.get("/api/compare", params={"a": "run-a", "b": "run-b"}).json()["rows"]
+    assert {r["metric"]: r for r in rows}["semantic_similarity"]["diff"] == pytest.approx(0.1)
+    history = pg_client.get("/api/history", params={"hours": 48}).json()
+    assert [t["total"] for t in history["tests"]] == [4, 4]
+    for path in ("/", "/runs/run-a", "/compare?a=run-a&b=run-b", "/history"):
+        assert pg_client.get(path).status_code == 200, path

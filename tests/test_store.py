@@ -16,7 +16,9 @@ from assay.sample import Sample
 from assay.store.db import Store
 from assay.store.models import utcnow
 
-PG_ADMIN_URL = os.environ.get("ASSAY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+PG_ADMIN_URL = os.environ.get(
+    "ASSAY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
 
 
 def _postgres_store():
@@ -241,3 +243,23 @@ def test_sqlite_writes_wait_for_a_lock_instead_of_failing(tmp_path):
     assert done and done[0] - started >= 0.5
     assert store.done_indices("r") == {0}
     store.close()
+
+
+def test_tag_comparison_across_runs_keeps_every_runs_values(store):
+    # the same sample ids in two runs; method=a in both: 4 values, none overwritten
+    for run_id, (va, vb) in (("r1", (0.2, 0.4)), ("r2", (0.6, 0.8))):
+        store.start_run(run_id)
+        for i, (method, v) in enumerate((("a", va), ("a", vb), ("b", va + 0.1))):
+            store.record(
+                run_id,
+                i,
+                Sample(id=f"q{i}", tags={"method": method}),
+                {"m": r("m", v)},
+                status="passed",
+            )
+    (row,) = store.compare("method=a", "method=b")
+    assert row["n_a"] == 4 and row["n_b"] == 2
+    assert row["mean_a"] == pytest.approx((0.2 + 0.4 + 0.6 + 0.8) / 4)
+    assert row["mean_b"] == pytest.approx((0.3 + 0.7) / 2)
+    assert not row["paired"]  # different samples: no pairs, no p-value
+    assert row["p_value"] is None

@@ -38,23 +38,9 @@ from assay.structured import (
     rqs_score,
 )
 from assay.structured.batch import pairs_from_jsonl
+from json_walkthrough import AIO, CONFIG, GT
 
-# ---- the seed's walkthrough ---------------------------------------------------------------
-GT = {
-    "name": "John Smith",
-    "email": "john@example.com",
-    "bio": "Senior engineer with 10 years of experience...",
-    "internal_id": None,
-    "status": "active",
-}
-AIO = {
-    "name": "John Smyth",
-    "email": "john@example.com",
-    "bio": "Experienced senior engineer, 10+ years...",
-    "internal_id": "abc123",
-    "extra_field": "surprise",
-}
-CONFIG = {"name": "FUZZY", "bio": "SEMANTIC"}
+# ---- the seed's walkthrough (documents in json_walkthrough.py) -----------------------------
 
 
 class SeedScorer:

@@ -119,22 +119,31 @@ def unpaired_difference(
 
 
 def _values(session: Session, selection: Selection) -> dict[str, dict[str, float]]:
-    """metric -> {pairing key -> value} for one selection (None values skipped)."""
+    """metric -> {pairing key -> value} for one selection (None values skipped).
+
+    The pairing key is the sample id (else the test name); a selection spanning several
+    runs (a tag without a run) keys by (run, sample) so no run's value overwrites
+    another's, and such keys pair only with the same run and sample on the other side.
+    """
     stmt = select(
         ScoringDetail.metric_name,
         ScoringDetail.metric_value,
         TestResult.sample_id,
         TestResult.test_name,
         TestResult.tags,
+        ScoringDetail.run_id,
     ).join(TestResult, TestResult.id == ScoringDetail.test_result_id)
     stmt = stmt.where(ScoringDetail.metric_value.is_not(None))
     if selection.run_id:
         stmt = stmt.where(ScoringDetail.run_id == selection.run_id)
     out: dict[str, dict[str, float]] = {}
-    for metric, value, sample_id, test_name, tags in session.execute(stmt):
+    for metric, value, sample_id, test_name, tags, run_id in session.execute(stmt):
         if selection.tag and (tags or {}).get(selection.tag) != selection.value:
             continue
-        out.setdefault(metric, {})[sample_id or test_name] = float(value)
+        key = sample_id or test_name
+        if not selection.run_id:
+            key = f"{run_id}/{key}"
+        out.setdefault(metric, {})[key] = float(value)
     return out
 
 

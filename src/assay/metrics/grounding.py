@@ -18,7 +18,7 @@ from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample
 from assay.text.anchors import ALL_KINDS, SEED_KINDS, analyse, topic_overlap
-from assay.text.tokenize import STOP_WORDS, words
+from assay.text.tokenize import STOP_WORDS, non_blank, words
 
 __all__ = [
     "AnchorHallucination",
@@ -221,7 +221,7 @@ class AnchorHallucination(Metric):
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         nlp = res.nlp
         model = f"spacy:{res.config.spacy_model}"
-        contexts = [[c for c in (s.contexts or []) if c and c.strip()] for s in samples]
+        contexts = [non_blank(s.contexts) for s in samples]
         analysed = analyse(
             nlp,
             [s.response or "" for s in samples],

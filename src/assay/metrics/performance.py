@@ -47,11 +47,39 @@ class _PerformanceMetric(Metric):
     seed = "000"
 
 
-def _token_details(counter: str | None, note: str | None) -> dict[str, Any]:
-    details: dict[str, Any] = {"token_counter": counter}
-    if note:
-        details["token_counter_note"] = note
-    return details
+class _PerTokenTiming(_PerformanceMetric):
+    """Shared body: response tokens (given or counted) against ``duration``."""
+
+    requires = ("duration",)
+
+    def _undefined(self, tokens: float, seconds: float) -> MetricResult | None:
+        """None when the value is defined, else the result that says why not."""
+        raise NotImplementedError
+
+    def _value(self, tokens: float, seconds: float) -> float:
+        raise NotImplementedError
+
+    def compute(self, sample: Sample, res: Resources) -> MetricResult:
+        tokens, counter, note = response_token_count(sample)
+        if tokens is None:
+            return self.na(
+                "missing input: response_tokens or response",
+                missing=["response_tokens", "response"],
+            )
+        duration = float(sample.duration)  # type: ignore[arg-type]
+        undefined = self._undefined(tokens, duration)
+        if undefined is not None:
+            return undefined
+        details: dict[str, Any] = {"token_counter": counter}
+        if note:
+            details["token_counter_note"] = note
+        return self.result(
+            self._value(tokens, duration),
+            method="measurement",
+            tokens=tokens,
+            seconds=duration,
+            **details,
+        )
 
 
 @register
@@ -96,7 +124,7 @@ class TTFT(_PerformanceMetric):
 
 
 @register
-class TokenLatency(_PerformanceMetric):
+class TokenLatency(_PerTokenTiming):
     """Mean time per response token, in milliseconds per token.
 
     Formula (seed 000): ``(duration / response_tokens) * 1000``. Tokens are
@@ -111,30 +139,19 @@ class TokenLatency(_PerformanceMetric):
     """
 
     name = "token_latency"
-    requires = ("duration",)
     unit = "ms/token"
 
-    def compute(self, sample: Sample, res: Resources) -> MetricResult:
-        tokens, counter, note = response_token_count(sample)
-        if tokens is None:
-            return self.na(
-                "missing input: response_tokens or response",
-                missing=["response_tokens", "response"],
-            )
+    def _undefined(self, tokens: float, seconds: float) -> MetricResult | None:
         if tokens == 0:
             return self.na("response_tokens is 0: time per token is undefined", tokens=0)
-        duration = float(sample.duration)  # type: ignore[arg-type]
-        return self.result(
-            duration / tokens * 1000.0,
-            method="measurement",
-            tokens=tokens,
-            seconds=duration,
-            **_token_details(counter, note),
-        )
+        return None
+
+    def _value(self, tokens: float, seconds: float) -> float:
+        return seconds / tokens * 1000.0
 
 
 @register
-class Throughput(_PerformanceMetric):
+class Throughput(_PerTokenTiming):
     """Response tokens per second of end-to-end time.
 
     Formula (seed 000): ``response_tokens / duration``, tokens counted as for
@@ -146,27 +163,16 @@ class Throughput(_PerformanceMetric):
     """
 
     name = "throughput"
-    requires = ("duration",)
     higher_is_better = True
     unit = "tokens/s"
 
-    def compute(self, sample: Sample, res: Resources) -> MetricResult:
-        tokens, counter, note = response_token_count(sample)
-        if tokens is None:
-            return self.na(
-                "missing input: response_tokens or response",
-                missing=["response_tokens", "response"],
-            )
-        duration = float(sample.duration)  # type: ignore[arg-type]
-        if duration == 0:
+    def _undefined(self, tokens: float, seconds: float) -> MetricResult | None:
+        if seconds == 0:
             return self.na("duration is 0: throughput is undefined", tokens=tokens)
-        return self.result(
-            tokens / duration,
-            method="measurement",
-            tokens=tokens,
-            seconds=duration,
-            **_token_details(counter, note),
-        )
+        return None
+
+    def _value(self, tokens: float, seconds: float) -> float:
+        return tokens / seconds
 
 
 class _CategoryLatency(_PerformanceMetric):

@@ -24,9 +24,9 @@ from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample
-from assay.text.tokenize import content_words, words
+from assay.text.tokenize import content_words, non_blank, words
 
-from .semantic import TextVectors, with_settings
+from .semantic import TextVectors, check_k, field_cosines, with_settings
 
 __all__ = ["MIN_CHUNK_WORDS", "SOURCE_MATCH_THRESHOLD", "intrusion_score", "match_source"]
 
@@ -81,10 +81,6 @@ def intrusion_score(overlap_ratio: float) -> float:
     return score / 100.0
 
 
-def _non_blank(texts: Sequence[str] | None) -> list[str]:
-    return [t for t in texts or [] if isinstance(t, str) and t.strip()]
-
-
 class _RetrievalAtK(Metric):
     """Shared body of the ranked retrieval metrics: per-document relevance in the top k.
 
@@ -101,14 +97,12 @@ class _RetrievalAtK(Metric):
 
     def __init__(self, k: int | None = None, match_threshold: float = SOURCE_MATCH_THRESHOLD):
         name = type(self).__name__
-        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-            raise ValueError(f"The 'k' parameter of {name} must be an integer >= 1. Got {k!r}.")
+        self.k = check_k(name, k)
         if isinstance(match_threshold, bool) or not 0.0 <= match_threshold <= 1.0:
             raise ValueError(
                 f"The 'match_threshold' parameter of {name} must be in [0, 1]. "
                 f"Got {match_threshold!r}."
             )
-        self.k = k
         self.match_threshold = float(match_threshold)
 
     def params(self) -> dict[str, Any]:
@@ -125,7 +119,7 @@ class _RetrievalAtK(Metric):
         texts: list[str] = []
         for s in samples:
             texts.extend((s.contexts or [])[:k])
-            texts.extend(_non_blank(s.expected_sources))
+            texts.extend(non_blank(s.expected_sources))
             if s.has("query"):
                 texts.append(s.query)  # type: ignore[arg-type]
         return TextVectors(res.embedder, texts)
@@ -148,7 +142,7 @@ class _RetrievalAtK(Metric):
         self, sample: Sample, docs: list[str], vectors: TextVectors, threshold: float
     ) -> tuple[str, list[dict[str, Any]]] | None:
         """Per top-k document: relevant or not, and why. None when undefined."""
-        sources = _non_blank(sample.expected_sources)
+        sources = non_blank(sample.expected_sources)
         if sources:
             table = self._source_matches(docs, sources, vectors)
             per_doc = []
@@ -206,7 +200,7 @@ class RetrievalRecallAt5(_RetrievalAtK):
         vectors = self._vectors(samples, res, k)
         out = []
         for sample in samples:
-            sources = _non_blank(sample.expected_sources)
+            sources = non_blank(sample.expected_sources)
             if not sources:
                 out.append(self.na("expected_sources holds only blank entries"))
                 continue
@@ -239,8 +233,44 @@ class RetrievalRecallAt5(_RetrievalAtK):
         return out
 
 
+class _RelevanceAtK(_RetrievalAtK):
+    """Shared body of the metrics over per-document relevance in the top k (``_relevance``)."""
+
+    def _value(self, per_doc: list[dict[str, Any]], relevant: int) -> tuple[float, dict[str, Any]]:
+        """The value from the top-k relevance judgements, and details to add."""
+        raise NotImplementedError
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        settings = self._settings(res)
+        k = settings["k"]
+        threshold = settings["retrieval_relevance_threshold"]
+        vectors = self._vectors(samples, res, k)
+        out = []
+        for sample in samples:
+            docs = (sample.contexts or [])[:k]
+            judged = self._relevance(sample, docs, vectors, threshold)
+            if judged is None:
+                out.append(self.na("missing input: query (or expected_sources)", missing=["query"]))
+                continue
+            how, per_doc = judged
+            relevant = sum(1 for d in per_doc if d["relevant"])
+            value, details = self._value(per_doc, relevant)
+            result = self.result(
+                value,
+                model=res.embedder.name,
+                k=k,
+                relevant=relevant,
+                considered=len(docs),
+                relevance=how,
+                **details,
+                documents=per_doc,
+            )
+            out.append(with_settings(result, settings))
+        return out
+
+
 @register
-class RetrievalPrecisionAt5(_RetrievalAtK):
+class RetrievalPrecisionAt5(_RelevanceAtK):
     """Share of the top-k retrieved documents that are relevant.
 
     Formula (seed 000): ``relevant / min(len(contexts), k)``. Relevance (seed): a
@@ -257,35 +287,12 @@ class RetrievalPrecisionAt5(_RetrievalAtK):
 
     name = "retrieval_precision_5"
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        settings = self._settings(res)
-        k = settings["k"]
-        threshold = settings["retrieval_relevance_threshold"]
-        vectors = self._vectors(samples, res, k)
-        out = []
-        for sample in samples:
-            docs = (sample.contexts or [])[:k]
-            judged = self._relevance(sample, docs, vectors, threshold)
-            if judged is None:
-                out.append(self.na("missing input: query (or expected_sources)", missing=["query"]))
-                continue
-            how, per_doc = judged
-            relevant = sum(1 for d in per_doc if d["relevant"])
-            result = self.result(
-                relevant / len(docs),
-                model=res.embedder.name,
-                k=k,
-                relevant=relevant,
-                considered=len(docs),
-                relevance=how,
-                documents=per_doc,
-            )
-            out.append(with_settings(result, settings))
-        return out
+    def _value(self, per_doc: list[dict[str, Any]], relevant: int) -> tuple[float, dict[str, Any]]:
+        return relevant / len(per_doc), {}
 
 
 @register
-class ContextPrecisionAtK(_RetrievalAtK):
+class ContextPrecisionAtK(_RelevanceAtK):
     """Rank-aware precision of the top-k documents (average precision at k).
 
     Formula: ``sum(precision@i * rel_i for i in 1..k) / (relevant docs in the top k)``,
@@ -303,36 +310,14 @@ class ContextPrecisionAtK(_RetrievalAtK):
     name = "context_precision_at_k"
     seed = ""
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        settings = self._settings(res)
-        k = settings["k"]
-        threshold = settings["retrieval_relevance_threshold"]
-        vectors = self._vectors(samples, res, k)
-        out = []
-        for sample in samples:
-            docs = (sample.contexts or [])[:k]
-            judged = self._relevance(sample, docs, vectors, threshold)
-            if judged is None:
-                out.append(self.na("missing input: query (or expected_sources)", missing=["query"]))
-                continue
-            how, per_doc = judged
-            hits, total = 0, 0.0
-            for i, doc in enumerate(per_doc, start=1):
-                if doc["relevant"]:
-                    hits += 1
-                    total += hits / i
-            result = self.result(
-                total / hits if hits else 0.0,
-                model=res.embedder.name,
-                k=k,
-                relevant=hits,
-                considered=len(docs),
-                relevance=how,
-                relevant_ranks=[d["rank"] for d in per_doc if d["relevant"]],
-                documents=per_doc,
-            )
-            out.append(with_settings(result, settings))
-        return out
+    def _value(self, per_doc: list[dict[str, Any]], relevant: int) -> tuple[float, dict[str, Any]]:
+        hits, total = 0, 0.0
+        for i, doc in enumerate(per_doc, start=1):
+            if doc["relevant"]:
+                hits += 1
+                total += hits / i
+        ranks = [d["rank"] for d in per_doc if d["relevant"]]
+        return (total / hits if hits else 0.0), {"relevant_ranks": ranks}
 
 
 class _ContextsVsText(Metric):
@@ -346,10 +331,12 @@ class _ContextsVsText(Metric):
     other: str = "response"
 
     def _value(self, sims: list[float], res: Resources) -> tuple[float, dict[str, Any]]:
-        raise NotImplementedError
+        """The value from the per-document similarities, and details to add; by default
+        their mean."""
+        return sum(sims) / len(sims), {"n_documents": len(sims)}
 
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        docs_of = [_non_blank(s.contexts) for s in samples]
+        docs_of = [non_blank(s.contexts) for s in samples]
         texts = [
             t
             for s, docs in zip(samples, docs_of, strict=True)
@@ -383,9 +370,6 @@ class ContextRelevance(_ContextsVsText):
 
     name = "context_relevance"
     requires = ("contexts", "response")
-
-    def _value(self, sims: list[float], res: Resources) -> tuple[float, dict[str, Any]]:
-        return sum(sims) / len(sims), {"n_documents": len(sims)}
 
 
 @register
@@ -430,9 +414,6 @@ class RerankerScore(_ContextsVsText):
     requires = ("contexts", "query")
     other = "query"
 
-    def _value(self, sims: list[float], res: Resources) -> tuple[float, dict[str, Any]]:
-        return sum(sims) / len(sims), {"n_documents": len(sims)}
-
 
 @register
 class GoldContextMatch(Metric):
@@ -452,13 +433,9 @@ class GoldContextMatch(Metric):
     needs = frozenset({"embedder"})
 
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        sims = res.embedder.pair_similarity(
-            [s.gold_context for s in samples],  # type: ignore[misc]
-            [s.response for s in samples],  # type: ignore[misc]
-        )
         return [
-            self.result(clamp01(float(sim)), model=res.embedder.name, cosine=float(sim))
-            for sim in sims
+            self.result(clamp01(cosine), model=res.embedder.name, cosine=cosine)
+            for cosine in field_cosines(samples, res, "gold_context", "response")
         ]
 
 
@@ -490,7 +467,7 @@ class ContextIntrusion(Metric):
 
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
         response_words = set(content_words(sample.response))
-        docs = _non_blank(sample.contexts)
+        docs = non_blank(sample.contexts)
         if not docs:
             return self.na("contexts holds only blank documents")
         if not response_words:

@@ -22,9 +22,9 @@ from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample
 from assay.text.lang import is_arabic
-from assay.text.tokenize import words
+from assay.text.tokenize import non_blank, words
 
-__all__ = ["TextVectors", "normalised_answer", "with_settings"]
+__all__ = ["TextVectors", "check_k", "field_cosines", "normalised_answer", "with_settings"]
 
 
 class TextVectors:
@@ -57,14 +57,19 @@ def normalised_answer(text: str | None) -> str:
     return " ".join(words(text))
 
 
-def _check_k(metric: str, k: int | None) -> int | None:
+def field_cosines(samples: Sequence[Sample], res: Resources, left: str, right: str) -> list[float]:
+    """Cosine of each sample's ``left`` and ``right`` fields, from one ``pair_similarity`` call."""
+    sims = res.embedder.pair_similarity(
+        [getattr(s, left) for s in samples], [getattr(s, right) for s in samples]
+    )
+    return [float(sim) for sim in sims]
+
+
+def check_k(metric: str, k: int | None) -> int | None:
+    """``k`` unchanged when it is None or an integer >= 1; else a ValueError naming ``metric``."""
     if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
         raise ValueError(f"The 'k' parameter of {metric} must be an integer >= 1. Got {k!r}.")
     return k
-
-
-def _blank_free(texts: Sequence[str] | None) -> list[str]:
-    return [t for t in texts or [] if isinstance(t, str) and t.strip()]
 
 
 class _ResponseExpectedSimilarity(Metric):
@@ -77,17 +82,14 @@ class _ResponseExpectedSimilarity(Metric):
     needs = frozenset({"embedder"})
 
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        sims = res.embedder.pair_similarity(
-            [s.response for s in samples],  # type: ignore[misc]
-            [s.expected for s in samples],  # type: ignore[misc]
-        )
+        cosines = field_cosines(samples, res, "response", "expected")
         out = []
-        for sample, sim in zip(samples, sims, strict=True):
+        for sample, cosine in zip(samples, cosines, strict=True):
             arabic = is_arabic(sample.response) or is_arabic(sample.expected)
-            details: dict[str, Any] = {"cosine": float(sim), "arabic": arabic}
+            details: dict[str, Any] = {"cosine": cosine, "arabic": arabic}
             if arabic and self.threshold_setting == "semantic_similarity_threshold":
                 details["threshold"] = res.config.arabic_semantic_similarity_threshold
-            out.append(self.result(clamp01(float(sim)), model=res.embedder.name, **details))
+            out.append(self.result(clamp01(cosine), model=res.embedder.name, **details))
         return out
 
 
@@ -134,13 +136,8 @@ class SemanticSimilarityPercentage(Metric):
     needs = frozenset({"embedder"})
 
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        sims = res.embedder.pair_similarity(
-            [s.response for s in samples],  # type: ignore[misc]
-            [s.expected for s in samples],  # type: ignore[misc]
-        )
         out = []
-        for sim in sims:
-            cosine = float(sim)
+        for cosine in field_cosines(samples, res, "response", "expected"):
             percentage = round(min(1.0, max(0.0, cosine)) * 100.0, 2)
             out.append(
                 self.result(
@@ -279,7 +276,7 @@ class TopKAccuracy(Metric):
     needs = frozenset({"embedder"})
 
     def __init__(self, k: int | None = None) -> None:
-        self.k = _check_k("TopKAccuracy", k)
+        self.k = check_k("TopKAccuracy", k)
 
     def params(self) -> dict[str, Any]:
         return {} if self.k is None else {"k": self.k}
@@ -292,7 +289,7 @@ class TopKAccuracy(Metric):
         for s in samples:
             texts.append(s.expected)  # type: ignore[arg-type]
             if s.candidates is not None:
-                texts.extend(_blank_free(s.candidates)[:k])
+                texts.extend(non_blank(s.candidates)[:k])
             elif s.has("response"):
                 texts.append(s.response)  # type: ignore[arg-type]
         vectors = TextVectors(res.embedder, texts)
@@ -300,7 +297,7 @@ class TopKAccuracy(Metric):
         for s in samples:
             expected: str = s.expected  # type: ignore[assignment]
             if s.candidates is not None:
-                if not _blank_free(s.candidates):
+                if not non_blank(s.candidates):
                     out.append(self.na("candidates holds no non-blank answer"))
                     continue
                 out.append(self._true_top_k(s, expected, k, threshold, vectors, res, settings))
@@ -331,7 +328,7 @@ class TopKAccuracy(Metric):
         target = normalised_answer(expected)
         ranked = []
         matched_rank = None
-        for rank, candidate in enumerate(_blank_free(sample.candidates)[:k], start=1):
+        for rank, candidate in enumerate(non_blank(sample.candidates)[:k], start=1):
             exact = normalised_answer(candidate) == target
             similarity = vectors.cos(candidate, expected)
             match = exact or similarity >= threshold
@@ -372,7 +369,7 @@ class _KnownFactsCheck(Metric):
 
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         threshold = res.config.hallucination_detection_threshold
-        facts_of = [_blank_free(s.known_facts) for s in samples]
+        facts_of = [non_blank(s.known_facts) for s in samples]
         texts = [
             t for s, facts in zip(samples, facts_of, strict=True) for t in [s.response, *facts]
         ]
@@ -471,7 +468,7 @@ class Consistency(Metric):
     needs = frozenset({"embedder"})
 
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        groups = [_blank_free([s.response or "", *(s.previous_responses or [])]) for s in samples]
+        groups = [non_blank([s.response or "", *(s.previous_responses or [])]) for s in samples]
         vectors = TextVectors(res.embedder, [t for g in groups for t in g])
         out = []
         for group in groups:
@@ -524,17 +521,14 @@ class CrossLanguageConsistency(Metric):
     needs = frozenset({"embedder"})
 
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        sims = res.embedder.pair_similarity(
-            [s.response for s in samples],  # type: ignore[misc]
-            [s.parallel_response for s in samples],  # type: ignore[misc]
-        )
+        cosines = field_cosines(samples, res, "response", "parallel_response")
         out = []
-        for sample, sim in zip(samples, sims, strict=True):
+        for sample, cosine in zip(samples, cosines, strict=True):
             out.append(
                 self.result(
-                    clamp01(float(sim)),
+                    clamp01(cosine),
                     model=res.embedder.name,
-                    cosine=float(sim),
+                    cosine=cosine,
                     response_arabic=is_arabic(sample.response),
                     parallel_arabic=is_arabic(sample.parallel_response),
                 )

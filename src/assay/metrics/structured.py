@@ -179,8 +179,40 @@ class _StructuredMetric(Metric):
         return compare_json(gt, output, config, flatten=self.options.flatten)
 
 
+class _ComparedMetric(_StructuredMetric):
+    """Shared body of the phase 1-2 metrics: one sample compared (no scorer), one score read."""
+
+    def _score(self, comp: JsonComparison) -> tuple[float, dict[str, Any]]:
+        """The value from the comparison, and its evidence for the details."""
+        raise NotImplementedError
+
+    def compute(self, sample: Sample, res: Resources) -> MetricResult:
+        comp = self._compare(sample)
+        if isinstance(comp, str):
+            return self.na(comp, method="pattern")
+        value, details = self._score(comp)
+        return self.result(value, method="pattern", **details)
+
+
+class _EvaluatedMetric(_StructuredMetric):
+    """Shared body of the phase 3-4 metrics: the batch evaluated by ``_evaluate`` (samples
+    sharing a config in one scorer call per strategy), one result built per document."""
+
+    needs = frozenset({"embedder"})
+    scored = True
+
+    def _from_evaluation(self, item: JsonEvalResult) -> MetricResult:
+        raise NotImplementedError
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        return [
+            self.na(item) if isinstance(item, str) else self._from_evaluation(item)
+            for item in self._evaluate(samples, res)
+        ]
+
+
 @register
-class JsonCompleteness(_StructuredMetric):
+class JsonCompleteness(_ComparedMetric):
     """Share of the ground truth's non-null fields that the output also fills (seed 002 phase 1).
 
     Seed 002 calls it *completeness*; it is ``json_completeness`` here because
@@ -196,23 +228,18 @@ class JsonCompleteness(_StructuredMetric):
 
     name = "json_completeness"
 
-    def compute(self, sample: Sample, res: Resources) -> MetricResult:
-        comp = self._compare(sample)
-        if isinstance(comp, str):
-            return self.na(comp, method="pattern")
+    def _score(self, comp: JsonComparison) -> tuple[float, dict[str, Any]]:
         cls = comp.classification
-        return self.result(
-            comp.completeness,
-            method="pattern",
-            matched=len(cls.both_non_null),
-            expected=len(cls.gt_non_null),
-            missing=list(cls.aio_missing_or_null),
-            buckets=cls.buckets(),
-        )
+        return comp.completeness, {
+            "matched": len(cls.both_non_null),
+            "expected": len(cls.gt_non_null),
+            "missing": list(cls.aio_missing_or_null),
+            "buckets": cls.buckets(),
+        }
 
 
 @register
-class JsonHallucination(_StructuredMetric):
+class JsonHallucination(_ComparedMetric):
     """Share of all fields that the output invents: keys absent from the ground truth, or
     null there but filled in the output (seed 002 phase 2). Lower is better.
 
@@ -230,23 +257,18 @@ class JsonHallucination(_StructuredMetric):
     name = "json_hallucination"
     higher_is_better = False
 
-    def compute(self, sample: Sample, res: Resources) -> MetricResult:
-        comp = self._compare(sample)
-        if isinstance(comp, str):
-            return self.na(comp, method="pattern")
+    def _score(self, comp: JsonComparison) -> tuple[float, dict[str, Any]]:
         cls = comp.classification
-        return self.result(
-            comp.hallucination,
-            method="pattern",
-            hallucination_count=cls.hallucination_count,
-            total_distinct=cls.total_distinct,
-            extra_keys=list(cls.extra_keys),
-            gt_null_aio_has_value=list(cls.gt_null_aio_has_value),
-        )
+        return comp.hallucination, {
+            "hallucination_count": cls.hallucination_count,
+            "total_distinct": cls.total_distinct,
+            "extra_keys": list(cls.extra_keys),
+            "gt_null_aio_has_value": list(cls.gt_null_aio_has_value),
+        }
 
 
 @register
-class JsonAccuracy(_StructuredMetric):
+class JsonAccuracy(_EvaluatedMetric):
     """Share of the fields both sides fill whose values match under the field's strategy
     (seed 002 phase 3).
 
@@ -268,31 +290,21 @@ class JsonAccuracy(_StructuredMetric):
     """
 
     name = "json_accuracy"
-    needs = frozenset({"embedder"})
-    scored = True
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        out = []
-        for item in self._evaluate(samples, res):
-            if isinstance(item, str):
-                out.append(self.na(item))
-                continue
-            out.append(
-                self.result(
-                    item.accuracy,
-                    method=item.method,
-                    correct=item.correct,
-                    scorable=item.scorable,
-                    ignored=list(item.ignored),
-                    wrong=list(item.wrong),
-                    fields=[f.to_dict() for f in item.fields],
-                )
-            )
-        return out
+    def _from_evaluation(self, item: JsonEvalResult) -> MetricResult:
+        return self.result(
+            item.accuracy,
+            method=item.method,
+            correct=item.correct,
+            scorable=item.scorable,
+            ignored=list(item.ignored),
+            wrong=list(item.wrong),
+            fields=[f.to_dict() for f in item.fields],
+        )
 
 
 @register
-class ResponseQualityScore(_StructuredMetric):
+class ResponseQualityScore(_EvaluatedMetric):
     """Response Quality Score: seed 002's weighted composite of JSON accuracy, completeness,
     safety and hallucination.
 
@@ -311,9 +323,7 @@ class ResponseQualityScore(_StructuredMetric):
     """
 
     name = "rqs"
-    needs = frozenset({"embedder"})
     components = ("accuracy", "completeness", "hallucination", "safety")
-    scored = True
 
     def params(self) -> dict[str, Any]:
         params = super().params()
@@ -324,32 +334,23 @@ class ResponseQualityScore(_StructuredMetric):
     def _value(self, item: JsonEvalResult) -> float | None:
         return item.rqs
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        out = []
-        for item in self._evaluate(samples, res):
-            if isinstance(item, str):
-                out.append(self.na(item))
-                continue
-            value = self._value(item)
-            if value is None:
-                out.append(self.na("the RQS ceiling (sum of positive weights) is 0"))
-                continue
-            breakdown = item.to_dict()
-            breakdown.pop("method")
-            out.append(
-                self.result(
-                    value,
-                    components={
-                        "accuracy": item.accuracy,
-                        "completeness": item.completeness,
-                        "hallucination": item.hallucination,
-                        "safety": item.safety_score,
-                    },
-                    method=item.method,
-                    **breakdown,
-                )
-            )
-        return out
+    def _from_evaluation(self, item: JsonEvalResult) -> MetricResult:
+        value = self._value(item)
+        if value is None:
+            return self.na("the RQS ceiling (sum of positive weights) is 0")
+        breakdown = item.to_dict()
+        breakdown.pop("method")
+        return self.result(
+            value,
+            components={
+                "accuracy": item.accuracy,
+                "completeness": item.completeness,
+                "hallucination": item.hallucination,
+                "safety": item.safety_score,
+            },
+            method=item.method,
+            **breakdown,
+        )
 
 
 @register

@@ -239,6 +239,7 @@ def statistics(
     stats["trends"] = {
         "health": _trend(current["health"], previous["health"]),
         "duration": _trend(current["avg_duration"], previous["avg_duration"]),
+        "timeout_rate": _trend(current["timeout_rate"], previous["timeout_rate"]),
         "safety": _trend(current["safety"], previous["safety"]),
         "safety_index": _trend(current["safety_index"], previous["safety_index"]),
         "satisfaction": _trend(current["pass_rate"], previous["pass_rate"]),

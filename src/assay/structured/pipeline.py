@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from assay.structured.paths import ROOT, WILDCARD, join
@@ -92,8 +92,13 @@ class RQSWeights:
     hallucination: float = 0.15
     safety: float = 0.15
 
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The weights' names, in declaration order."""
+        return tuple(f.name for f in fields(cls))
+
     def __post_init__(self) -> None:
-        for name in ("accuracy", "completeness", "hallucination", "safety"):
+        for name in self.names():
             value = getattr(self, name)
             if (
                 isinstance(value, bool)
@@ -111,21 +116,15 @@ class RQSWeights:
             return cls()
         if isinstance(value, RQSWeights):
             return value
-        unknown = set(value) - {"accuracy", "completeness", "hallucination", "safety"}
+        unknown = set(value) - set(cls.names())
         if unknown:
             raise ValueError(
-                f"unknown RQS weight(s) {sorted(unknown)}; "
-                "valid: accuracy, completeness, hallucination, safety"
+                f"unknown RQS weight(s) {sorted(unknown)}; valid: {', '.join(cls.names())}"
             )
         return cls(**{k: float(v) for k, v in value.items()})
 
     def to_dict(self) -> dict[str, float]:
-        return {
-            "accuracy": self.accuracy,
-            "completeness": self.completeness,
-            "hallucination": self.hallucination,
-            "safety": self.safety,
-        }
+        return {name: getattr(self, name) for name in self.names()}
 
 
 @dataclass(frozen=True, slots=True)

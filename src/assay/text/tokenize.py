@@ -8,10 +8,11 @@ English list plus a short Arabic list.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-__all__ = ["STOP_WORDS", "content_words", "sentences", "words"]
+__all__ = ["STOP_WORDS", "content_words", "non_blank", "sentences", "words"]
 
 _WORD = re.compile(r"\d+(?:[.,:/]\d+)*%?|[^\W_]+(?:['’\-][^\W_]+)*", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?؟。])\s+|\n+")
@@ -36,3 +37,8 @@ def content_words(text: str | None) -> list[str]:
 def sentences(text: str | None) -> list[str]:
     """Sentences split on ., !, ?, Arabic question mark and newlines; blanks dropped."""
     return [s.strip() for s in _SENTENCE_END.split(text or "") if s.strip()]
+
+
+def non_blank(texts: Sequence[str] | None) -> list[str]:
+    """The strings of ``texts`` that are not empty or whitespace, in order (None: none)."""
+    return [t for t in texts or [] if isinstance(t, str) and t.strip()]

@@ -1,0 +1,77 @@
+"""``assay serve``: the API and dashboard over the results store (uvicorn).
+
+Binds 127.0.0.1:8000 by default. A non-loopback address is refused unless
+``ASSAY_API_TOKEN`` is set: with a token every write request needs
+``Authorization: Bearer <token>``; without one, anyone who can reach the port could write.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from typing import Annotated
+
+import typer
+
+from assay.cli import app
+from assay.cli.consoles import messages
+
+EXIT_USAGE = 2
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback IP addresses (127.0.0.0/8, ::1)."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False  # any other host name may resolve to a public address
+
+
+@app.command("serve")
+def serve_command(
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8000,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            help="Results store URL or SQLite path (default: ASSAY_DATABASE_URL, else ./assay.db).",
+        ),
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+) -> None:
+    """Serve the JSON API (/api, docs at /docs) and the dashboard."""
+    from assay.server.app import TOKEN_ENV, create_app
+    from assay.store.db import Store, StoreError, default_url
+
+    err = messages()
+    token = os.environ.get(TOKEN_ENV) or None
+    if not is_loopback(host) and token is None:
+        err.print(
+            f"[bold red]error:[/] refusing to bind {host}: it is reachable from other machines "
+            f"and the API's write endpoints would be open. Set {TOKEN_ENV} (every POST, PUT "
+            "and DELETE then needs 'Authorization: Bearer <token>'), or bind 127.0.0.1.",
+            highlight=False,
+        )
+        raise typer.Exit(EXIT_USAGE)
+    try:
+        store = Store(db or default_url())
+    except StoreError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(EXIT_USAGE) from None
+
+    import uvicorn
+
+    where = f"[{host}]" if ":" in host else host
+    err.print(
+        f"Assay dashboard on http://{where}:{port}/ (API docs /docs) over {store.safe_url}"
+        + (" — writes need the bearer token" if token else ""),
+        highlight=False,
+    )
+    try:
+        uvicorn.run(create_app(store, token=token), host=host, port=port, log_level=log_level)
+    finally:
+        store.close()

@@ -1,0 +1,407 @@
+"""The JSON API (``/api``): statistics, runs, history, comparison, catalogue, scoring,
+JSON evaluation and the field-strategy configurations of seed 002.
+
+Every response is plain JSON. Metric values are on the canonical scale (``avg``,
+``value``); ``display`` is the dashboard's view (ratio ×100, units kept otherwise).
+Errors are ``{"detail": message}`` with 404 (no such run/config), 413 (too large) or
+422 (invalid input: the message names the field and the valid values).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi.responses import Response
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from assay.result import MetricResult
+from assay.sample import Sample
+from assay.server.views import compare_view, tag_groups
+from assay.sinks import to_jsonable
+from assay.store.db import Store
+
+__all__ = ["CONFIG_NAME_PATTERN", "MAX_IMPORT_BYTES", "router"]
+
+router = APIRouter(prefix="/api")
+
+CONFIG_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
+MAX_IMPORT_BYTES = 1_000_000
+ConfigName = Annotated[
+    str,
+    Path(
+        pattern=CONFIG_NAME_PATTERN,
+        description="Letters, digits, '_', '.', '-'; up to 128 characters.",
+    ),
+]
+
+
+def _store(request: Request) -> Store:
+    return request.app.state.store
+
+
+# ---- reads of the results store ---------------------------------------------------------
+@router.get("/statistics", tags=["results"])
+def statistics(
+    request: Request,
+    hours: Annotated[float | None, Query(gt=0, description="Only the last N hours.")] = None,
+    run_id: Annotated[str | None, Query(description="Only this run.")] = None,
+) -> dict[str, Any]:
+    """Seed 000's overview: pass rate, average duration (s), timeout rate, health, safety
+    (seed formula) and safety index, metric averages, and the 24 h trends (%)."""
+    return _store(request).statistics(run_id=run_id, hours=hours)
+
+
+@router.get("/runs", tags=["results"])
+def list_runs(
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> list[dict[str, Any]]:
+    """Runs, newest first, with sample counts, pass rates and average durations."""
+    return _store(request).runs(limit=limit, offset=offset)
+
+
+@router.get("/runs/{run_id}", tags=["results"])
+def get_run(
+    request: Request,
+    run_id: str,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> dict[str, Any]:
+    """One run: its summary, statistics, and per-sample results with evidence (paginated
+    by ``limit``/``offset`` over sample indices)."""
+    detail = _store(request).run_detail(run_id, limit=limit, offset=offset)
+    if detail is None:
+        raise HTTPException(404, f"no run {run_id!r}")
+    detail["page"] = {"limit": limit, "offset": offset, "total": detail["run"]["samples"]}
+    return detail
+
+
+@router.get("/runs/{run_id}/groups", tags=["results"])
+def run_groups(
+    request: Request,
+    run_id: str,
+    tag: Annotated[
+        str, Query(min_length=1, max_length=128, description="Tag to group by.")
+    ] = "method",
+) -> dict[str, Any]:
+    """Seed 003's tables: metric means of a run per value of a tag (``method``,
+    ``question_type``, ...), with sample counts, pass rates and label counts."""
+    groups = tag_groups(_store(request), run_id, tag)
+    if groups is None:
+        raise HTTPException(404, f"no run {run_id!r}")
+    return groups
+
+
+@router.get("/history", tags=["results"])
+def history(
+    request: Request,
+    hours: Annotated[float, Query(gt=0, le=24 * 366)] = 24,
+) -> dict[str, Any]:
+    """Hourly buckets over the last ``hours``: tests (total, passed, pass rate, average
+    duration) and each metric's average."""
+    return _store(request).history(hours)
+
+
+@router.get("/compare", tags=["results"])
+def compare(
+    request: Request,
+    a: Annotated[str, Query(min_length=1, description="RUN_ID, key=value or RUN_ID:key=value")],
+    b: Annotated[str, Query(min_length=1, description="RUN_ID, key=value or RUN_ID:key=value")],
+) -> dict[str, Any]:
+    """Selection B against selection A per metric: means, difference (B − A), a 95%
+    bootstrap CI, and a sign-flip p-value where samples pair up by id."""
+    from assay.compare import Selection
+
+    return {
+        "a": Selection.parse(a).label(),
+        "b": Selection.parse(b).label(),
+        "rows": compare_view(_store(request), a, b),
+    }
+
+
+@router.get("/metrics", tags=["catalogue"])
+def metrics(
+    family: Annotated[str | None, Query(description="Only this family.")] = None,
+) -> list[dict[str, Any]]:
+    """The metric catalogue: name, family, description, inputs, range, unit, polarity."""
+    from assay.registry import list_metrics
+
+    return [cls.info() for cls in list_metrics(family)]
+
+
+# ---- scoring -----------------------------------------------------------------------------
+class EvaluateRequest(BaseModel):
+    """Samples to score and what to score them with."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    samples: list[dict[str, Any]] = Field(
+        min_length=1,
+        description="Sample objects (seed field names accepted: question/answer/...).",
+    )
+    metrics: list[str] = Field(default_factory=list, description="Metric names.")
+    suites: list[str] = Field(
+        default_factory=list,
+        validation_alias=AliasChoices("suites", "suite"),
+        description="Suite names (a single string is accepted too).",
+    )
+    store: bool = Field(False, description="Also store the results as a run (source 'api').")
+    run_name: str | None = Field(None, max_length=256)
+    tags: dict[str, str] = Field(default_factory=dict, description="Tags of the stored run.")
+
+    @field_validator("suites", mode="before")
+    @classmethod
+    def _one_suite(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+def _sample_errors(exc: ValidationError, index: int) -> list[str]:
+    out = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err.get("loc", ()))
+        out.append(f"samples[{index}]{'.' + where if where else ''}: {err.get('msg')}")
+    return out
+
+
+def _result_json(result: MetricResult) -> dict[str, Any]:
+    return to_jsonable(result.to_dict())
+
+
+@router.post("/evaluate", tags=["scoring"])
+def evaluate(request: Request, req: EvaluateRequest) -> dict[str, Any]:
+    """Score posted samples: per-sample results (value, method, reason, evidence) and a
+    per-metric summary; with ``store: true`` the run is stored (source ``api``).
+
+    Body: ``{"samples": [...], "metrics": [...], "suites": [...] | "suite": "...",
+    "store": false, "run_name": null, "tags": {}}``. Default metrics: the ``base`` suite.
+    """
+    from assay.registry import resolve_metrics
+    from assay.runner import evaluate as run_evaluate
+    from assay.server.app import app_resources
+    from assay.store.recorder import RunRecorder, sample_status
+
+    limit = request.app.state.max_samples
+    if len(req.samples) > limit:
+        raise HTTPException(
+            413, f"{len(req.samples)} samples posted; this server scores at most {limit} per call"
+        )
+    samples: list[Sample] = []
+    errors: list[str] = []
+    for i, raw in enumerate(req.samples):
+        try:
+            samples.append(Sample.model_validate(raw))
+        except ValidationError as exc:
+            errors.extend(_sample_errors(exc, i))
+    if errors:
+        raise HTTPException(422, errors)
+    try:
+        chosen = resolve_metrics(req.metrics or None, req.suites or None)
+    except KeyError as exc:
+        raise HTTPException(422, str(exc.args[0]) if exc.args else str(exc)) from None
+
+    resources = app_resources(request.app)
+    store: Store = request.app.state.store
+    run_id = uuid.uuid4().hex[:12]
+    recorder = None
+    if req.store:
+        store.start_run(
+            run_id,
+            name=req.run_name,
+            source="api",
+            metrics=[m.name for m in chosen],
+            tags=req.tags,
+        )
+        recorder = RunRecorder(store, run_id, chosen, resources.config)
+    with request.app.state.evaluate_lock:
+        try:
+            evaluation = run_evaluate(
+                samples, metrics=chosen, resources=resources, on_sample=recorder
+            )
+        except Exception:
+            if recorder is not None:
+                store.finish_run(run_id, status="error")
+            raise
+    if recorder is not None:
+        store.finish_run(run_id, status="finished", judge_usage=evaluation.judge_usage)
+    results = []
+    for i, (sample, row) in enumerate(zip(evaluation.samples, evaluation.results, strict=True)):
+        results.append(
+            {
+                "index": i,
+                "id": sample.id,
+                "status": sample_status(evaluation.metrics, row, evaluation.config),
+                "scores": {name: _result_json(r) for name, r in row.items()},
+            }
+        )
+    return {
+        "run_id": run_id if req.store else None,
+        "stored": req.store,
+        "metrics": [m.name for m in evaluation.metrics],
+        "summary": [to_jsonable(s.to_dict()) for s in evaluation.summary()],
+        "results": results,
+    }
+
+
+class JsonEvalRequest(BaseModel):
+    """A ground-truth JSON and an output JSON, compared field by field (seed 002)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    expected: Any = Field(
+        validation_alias=AliasChoices("gt", "expected", "ground_truth", "expected_json"),
+        description="The ground-truth JSON (alias: gt).",
+    )
+    output: Any = Field(
+        validation_alias=AliasChoices("output", "aio", "output_json", "aio_json"),
+        description="The model's JSON output (alias: aio).",
+    )
+    strategies: dict[str, Any] | None = Field(
+        None, description="Field -> EXACT | FUZZY | SEMANTIC | IGNORE (wins over `config`)."
+    )
+    config: str | None = Field(None, description="Name of a stored field-strategy config.")
+    fuzzy_threshold: float = 0.85
+    semantic_threshold: float = 0.80
+    safety_score: float = 1.0
+    weights: dict[str, float] | None = Field(
+        None, description="RQS weights: accuracy, completeness, hallucination, safety."
+    )
+    flatten: bool = Field(True, description="Compare nested objects field by field.")
+
+
+@router.post("/json-eval", tags=["scoring"])
+def json_eval(request: Request, body: JsonEvalRequest) -> dict[str, Any]:
+    """Completeness, hallucination, accuracy and RQS of one JSON output with the per-field
+    breakdown (strategy, source, similarity, threshold, score, reason) and key buckets."""
+    from assay.models.embedders import ModelUnavailable
+    from assay.server.app import app_resources
+    from assay.structured import (
+        EvalOptions,
+        LocalFieldScorer,
+        RQSWeights,
+        StrategyConfig,
+        StrategyConfigError,
+        evaluate_json,
+    )
+
+    mapping: dict[str, Any] = {}
+    if body.config is not None:
+        stored = _store(request).get_strategy_config(body.config)
+        if stored is None:
+            raise HTTPException(404, f"no field-strategy config {body.config!r}")
+        mapping.update(stored)
+    mapping.update(body.strategies or {})
+    try:
+        config = StrategyConfig.from_data(mapping)
+        options = EvalOptions(
+            fuzzy_threshold=body.fuzzy_threshold,
+            semantic_threshold=body.semantic_threshold,
+            weights=RQSWeights.coerce(body.weights),
+            flatten=body.flatten,
+        )
+        scorer = LocalFieldScorer(app_resources(request.app))
+        result = evaluate_json(
+            body.expected,
+            body.output,
+            config,
+            options=options,
+            scorer=scorer,
+            safety_score=body.safety_score,
+        )
+    except StrategyConfigError as exc:
+        raise HTTPException(422, str(exc)) from None
+    except ModelUnavailable as exc:
+        raise HTTPException(503, str(exc)) from None
+    except (TypeError, ValueError) as exc:
+        raise HTTPException(422, str(exc)) from None
+    return to_jsonable(result.to_dict())
+
+
+# ---- field-strategy configurations (seed 002) -----------------------------------------------
+class StrategiesBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    strategies: dict[str, Any] = Field(
+        description="Field path -> EXACT | FUZZY | SEMANTIC | IGNORE (case-insensitive)."
+    )
+
+
+def _validated(data: Any, source: str | None = None) -> dict[str, str]:
+    from assay.structured import StrategyConfig, StrategyConfigError
+
+    try:
+        return StrategyConfig.from_data(data, source=source).to_dict()
+    except StrategyConfigError as exc:
+        raise HTTPException(422, str(exc)) from None
+
+
+@router.get("/field-strategies", tags=["field strategies"])
+def list_field_strategies(request: Request) -> list[dict[str, Any]]:
+    """Stored configurations with their strategies and last update."""
+    return _store(request).list_strategy_configs()
+
+
+@router.get("/field-strategies/{name}", tags=["field strategies"])
+def get_field_strategies(request: Request, name: ConfigName) -> dict[str, Any]:
+    """One stored configuration."""
+    found = _store(request).get_strategy_config(name)
+    if found is None:
+        raise HTTPException(404, f"no field-strategy config {name!r}")
+    return {"name": name, "strategies": found}
+
+
+@router.put("/field-strategies/{name}", tags=["field strategies"])
+def put_field_strategies(
+    request: Request, name: ConfigName, body: StrategiesBody
+) -> dict[str, Any]:
+    """Create or replace a configuration (validated; strategies are stored upper-case)."""
+    strategies = _validated(body.strategies)
+    _store(request).put_strategy_config(name, strategies)
+    return {"name": name, "strategies": strategies}
+
+
+@router.delete("/field-strategies/{name}", status_code=204, tags=["field strategies"])
+def delete_field_strategies(request: Request, name: ConfigName) -> Response:
+    """Delete a configuration."""
+    if not _store(request).delete_strategy_config(name):
+        raise HTTPException(404, f"no field-strategy config {name!r}")
+    return Response(status_code=204)
+
+
+@router.post("/field-strategies/{name}/import", tags=["field strategies"])
+async def import_field_strategies(request: Request, name: ConfigName) -> dict[str, Any]:
+    """Import a config file: the request body is the file's JSON (an object field ->
+    strategy, or ``{"field_strategies": {...}}``). Validated before it is saved; an
+    unknown strategy is a 422 naming the field and the valid values."""
+    raw = await request.body()
+    if len(raw) > MAX_IMPORT_BYTES:
+        raise HTTPException(413, f"config file larger than {MAX_IMPORT_BYTES} bytes")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise HTTPException(422, "config file is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise HTTPException(
+            422, f"config file is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    strategies = _validated(data)
+    _store(request).put_strategy_config(name, strategies)
+    return {"name": name, "strategies": strategies, "fields": len(strategies)}
+
+
+@router.get("/field-strategies/{name}/export", tags=["field strategies"])
+def export_field_strategies(request: Request, name: ConfigName) -> Response:
+    """Download a configuration as the JSON file ``assay json-eval --strategies`` reads."""
+    found = _store(request).get_strategy_config(name)
+    if found is None:
+        raise HTTPException(404, f"no field-strategy config {name!r}")
+    filename = re.sub(r"[^A-Za-z0-9_.\-]", "_", name) + ".json"
+    return Response(
+        json.dumps(found, indent=2) + "\n",
+        media_type="application/json",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )

@@ -1,0 +1,174 @@
+"""The FastAPI application: JSON API under ``/api``, the dashboard pages, static assets.
+
+``create_app(store, token)`` builds one app over one results store. Reads are open; when a
+token is configured (``token=`` or the ``ASSAY_API_TOKEN`` environment variable) every
+write request (POST, PUT, PATCH, DELETE) must carry ``Authorization: Bearer <token>``,
+compared in constant time, or it is answered 401. plotly.js is served from the installed
+``plotly`` package at ``/static/vendor/plotly.min.js``: no CDN, no build step.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from assay.store.db import Store, default_url
+
+if TYPE_CHECKING:
+    from starlette.middleware.base import RequestResponseEndpoint
+
+    from assay.resources import Resources
+
+__all__ = ["TOKEN_ENV", "WRITE_METHODS", "create_app", "plotly_js_path"]
+
+TOKEN_ENV = "ASSAY_API_TOKEN"
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+HERE = Path(__file__).parent
+
+#: Content-Security-Policy of the dashboard pages: scripts only from this server (no inline
+#: script runs, even if some text escaped escaping); Plotly writes inline styles.
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "
+    "form-action 'self'"
+)
+
+
+def plotly_js_path() -> Path:
+    """The minified plotly.js bundled inside the installed ``plotly`` Python package."""
+    import plotly
+
+    return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+def swagger_ui_path() -> Path:
+    """Swagger UI 5's files (OpenAPI 3.1), shipped by the ``fastapi-offline`` package."""
+    import fastapi_offline
+
+    return Path(fastapi_offline.__file__).parent / "static"
+
+
+#: the interactive API docs page: Swagger UI from local files, started by a local script
+#: (no inline script, so the pages' Content-Security-Policy holds here too)
+API_DOCS_HTML = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Assay API</title>
+<link rel="stylesheet" href="/static/swagger/swagger-ui.css">
+<link rel="icon" href="/static/swagger/favicon.png"></head>
+<body><div id="swagger-ui"></div>
+<script src="/static/swagger/swagger-ui-bundle.js"></script>
+<script src="/static/api_docs.js"></script></body></html>
+"""
+
+
+def _token_ok(header: str | None, token: str) -> bool:
+    scheme, _, given = (header or "").partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return secrets.compare_digest(given.strip().encode("utf-8"), token.encode("utf-8"))
+
+
+def create_app(
+    store: Store | None = None,
+    token: str | None = None,
+    *,
+    resources: Resources | None = None,
+    max_samples: int = 1000,
+) -> FastAPI:
+    """The Assay API and dashboard over ``store`` (default: `assay.store.db.default_url`).
+
+    Args:
+        store: the results store; opened from ``ASSAY_DATABASE_URL`` / ``./assay.db``
+            when not given.
+        token: bearer token required on every write request; default ``ASSAY_API_TOKEN``.
+            Empty means no token (writes open: bind to loopback only).
+        resources: shared models for ``/api/evaluate`` and ``/api/json-eval``
+            (default: the process-wide `assay.resources.default_resources`).
+        max_samples: most samples one ``POST /api/evaluate`` may carry.
+    """
+    from assay.server import api, pages
+
+    token = token if token is not None else os.environ.get(TOKEN_ENV)
+    app = FastAPI(
+        title="Assay",
+        summary="Quality metrics of LLM answers: results store, comparisons and scoring.",
+        description=(
+            "Read endpoints are open. When the server has a token (`ASSAY_API_TOKEN`), "
+            "every POST, PUT and DELETE needs `Authorization: Bearer <token>`. Ratio "
+            "metrics are stored 0..1; `display` values are the 0–100 view; performance "
+            "metrics keep their unit (ms, tokens/s)."
+        ),
+        version=_version(),
+        docs_url=None,  # served below from the local swagger-ui-bundle package
+        redoc_url=None,
+        openapi_url="/openapi.json",
+    )
+    app.state.store = store if store is not None else Store(default_url())
+    app.state.api_token = token or None
+    app.state.resources = resources
+    app.state.max_samples = max_samples
+    app.state.evaluate_lock = threading.Lock()
+
+    @app.middleware("http")
+    async def _guard(request: Request, call_next: RequestResponseEndpoint) -> Response:
+        expected = request.app.state.api_token
+        if (
+            expected
+            and request.method in WRITE_METHODS
+            and not _token_ok(request.headers.get("authorization"), expected)
+        ):
+            return JSONResponse(
+                {"detail": "this server requires 'Authorization: Bearer <token>' for writes"},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        response = await call_next(request)
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        if response.headers.get("content-type", "").startswith("text/html"):
+            response.headers.setdefault("Content-Security-Policy", PAGE_CSP)
+            response.headers.setdefault("Referrer-Policy", "no-referrer")
+        return response
+
+    plotly_file = plotly_js_path()
+
+    @app.get("/static/vendor/plotly.min.js", include_in_schema=False)
+    def plotly_js() -> FileResponse:
+        return FileResponse(
+            plotly_file,
+            media_type="text/javascript",
+            headers={"Cache-Control": "public, max-age=86400"},
+        )
+
+    @app.get("/docs", include_in_schema=False)
+    def api_docs() -> HTMLResponse:
+        return HTMLResponse(API_DOCS_HTML)
+
+    app.mount("/static/swagger", StaticFiles(directory=swagger_ui_path()), name="swagger")
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    app.include_router(api.router)
+    app.include_router(pages.router)
+    return app
+
+
+def _version() -> str:
+    try:
+        from assay import __version__
+
+        return __version__
+    except ImportError:  # pragma: no cover - partial install
+        return "0"
+
+
+def app_resources(app: Any) -> Resources:
+    """The app's shared models (created on first use)."""
+    if app.state.resources is None:
+        from assay.resources import default_resources
+
+        app.state.resources = default_resources()
+    return app.state.resources

@@ -1,0 +1,305 @@
+"""The dashboard pages, rendered on the server with Jinja2 (autoescape on).
+
+Stored text (queries, responses, evidence, tag values, run names) is untrusted: the
+templates only ever print it through autoescaping, and data handed to the charts goes
+through a ``<script type="application/json">`` block written with ``|tojson``, which the
+page's scripts parse; nothing is concatenated into HTML or JavaScript.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup, escape
+
+from assay.server.views import (
+    SEED003_TAGS,
+    compare_view,
+    metric_families,
+    metric_meta,
+    tag_groups,
+)
+from assay.store.db import Store
+
+__all__ = ["environment", "router"]
+
+router = APIRouter(include_in_schema=False)
+
+RUNS_PER_PAGE = 50
+SAMPLES_PER_PAGE = 50
+HISTORY_WINDOWS = (("24 h", 24), ("3 days", 72), ("7 days", 168), ("30 days", 720))
+NA = "N/A"
+
+
+# ---- formatting (Jinja filters) -----------------------------------------------------------
+def fmt_number(value: float | None, digits: int = 2) -> str:
+    """``N/A`` for None; otherwise fixed decimals."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return NA
+    return f"{value:.{digits}f}"
+
+
+def fmt_percent(value: float | None, digits: int = 1) -> str:
+    """A value already on the 0–100 scale, with a % sign."""
+    text = fmt_number(value, digits)
+    return text if text == NA else f"{text}%"
+
+
+def fmt_seconds(value: float | None) -> str:
+    if value is None:
+        return NA
+    return f"{value:.2f} s"
+
+
+UNIT_SUFFIX = {"ms": " ms", "tokens/s": " tok/s", "ms/token": " ms/tok", "count": "", "score": ""}
+
+
+def fmt_metric(display: float | None, unit: str) -> str:
+    """A metric's display value: ratio/bool as a percentage, other units with their unit."""
+    if display is None:
+        return NA
+    if unit in {"ratio", "bool"}:
+        return f"{display:.2f}%"
+    return f"{display:.2f}{UNIT_SUFFIX.get(unit, ' ' + unit)}"
+
+
+def fmt_signed(display: float | None, unit: str) -> str:
+    if display is None:
+        return NA
+    sign = "+" if display > 0 else ""
+    if unit in {"ratio", "bool"}:
+        return f"{sign}{display:.2f} pts"
+    return f"{sign}{display:.2f}{UNIT_SUFFIX.get(unit, ' ' + unit)}"
+
+
+def fmt_p(value: float | None) -> str:
+    if value is None:
+        return NA
+    return "< 0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def breakable(text: Any) -> Markup:
+    """Escaped text with a line-break opportunity after each ``_`` (long metric names)."""
+    return Markup("_<wbr>").join(escape(part) for part in str(text).split("_"))
+
+
+def pretty_json(value: Any) -> str:
+    """Indented JSON as plain text (autoescaped when printed, unlike ``tojson``)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def trend_info(value: float | None, higher_is_better: bool = True) -> dict[str, str]:
+    """Arrow, text and good/bad class of a 24 h trend (percent change)."""
+    if value is None:
+        return {
+            "arrow": "–",
+            "text": "no trend",
+            "cls": "flat",
+            "title": "no data in one of the two 24 h periods (or the earlier value was 0)",
+        }
+    if abs(value) < 0.05:
+        return {"arrow": "→", "text": "0.0%", "cls": "flat", "title": "unchanged vs 24–48 h ago"}
+    up = value > 0
+    good = up == higher_is_better
+    return {
+        "arrow": "↑" if up else "↓",
+        "text": f"{'+' if up else ''}{value:.1f}%",
+        "cls": "good" if good else "bad",
+        "title": "change of the last 24 h vs the 24 h before",
+    }
+
+
+def environment() -> Environment:
+    """The template environment: autoescape on for every template, strict undefined."""
+    env = Environment(
+        loader=FileSystemLoader(str(Path(__file__).parent / "templates")),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        number=fmt_number,
+        percent=fmt_percent,
+        seconds=fmt_seconds,
+        metric=fmt_metric,
+        signed=fmt_signed,
+        pvalue=fmt_p,
+        pretty=pretty_json,
+        breakable=breakable,
+    )
+    env.globals.update(trend=trend_info, NA=NA, urlencode=urlencode)
+    return env
+
+
+_ENV = environment()
+
+
+def render(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    context.setdefault("active", "")
+    page = _ENV.get_template(template).render(
+        request_path=request.url.path,
+        auth_required=bool(request.app.state.api_token),
+        **context,
+    )
+    return HTMLResponse(page, status_code=status_code)
+
+
+def _store(request: Request) -> Store:
+    return request.app.state.store
+
+
+# ---- pages ----------------------------------------------------------------------------------
+@router.get("/", response_class=HTMLResponse)
+def overview(
+    request: Request,
+    hours: Annotated[float | None, Query(gt=0)] = None,
+) -> HTMLResponse:
+    stats = _store(request).statistics(hours=hours)
+    return render(
+        request,
+        "overview.html",
+        active="overview",
+        stats=stats,
+        families=metric_families(stats["metrics"]),
+        hours=hours,
+        windows=HISTORY_WINDOWS,
+    )
+
+
+@router.get("/history", response_class=HTMLResponse)
+def history_page(
+    request: Request,
+    hours: Annotated[float, Query(gt=0, le=24 * 366)] = 24,
+) -> HTMLResponse:
+    data = _store(request).history(hours)
+    units = {name: metric_meta(name)[0] for name in data["metrics"]}
+    return render(
+        request,
+        "history.html",
+        active="history",
+        history=data,
+        chart={"history": data, "units": units},
+        hours=hours,
+        windows=HISTORY_WINDOWS,
+    )
+
+
+@router.get("/runs", response_class=HTMLResponse)
+def runs_page(request: Request, page: Annotated[int, Query(ge=1)] = 1) -> HTMLResponse:
+    rows = _store(request).runs(limit=RUNS_PER_PAGE + 1, offset=(page - 1) * RUNS_PER_PAGE)
+    return render(
+        request,
+        "runs.html",
+        active="runs",
+        runs=rows[:RUNS_PER_PAGE],
+        page=page,
+        has_next=len(rows) > RUNS_PER_PAGE,
+    )
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+def run_page(request: Request, run_id: str, page: Annotated[int, Query(ge=1)] = 1) -> HTMLResponse:
+    store = _store(request)
+    detail = store.run_detail(run_id, limit=SAMPLES_PER_PAGE, offset=(page - 1) * SAMPLES_PER_PAGE)
+    if detail is None:
+        return render(
+            request, "not_found.html", status_code=404, what="run", name=run_id, active="runs"
+        )
+    total = detail["run"]["samples"]
+    pages = max(1, math.ceil(total / SAMPLES_PER_PAGE))
+    metric_rows = sorted(detail["statistics"]["metrics"].items())
+    names = {n for s in detail["samples"] for n in s["scores"]} | {n for n, _ in metric_rows}
+    metric_units = {n: metric_meta(n)[0] for n in names}
+    return render(
+        request,
+        "run_detail.html",
+        active="runs",
+        detail=detail,
+        run=detail["run"],
+        stats=detail["statistics"],
+        metric_rows=metric_rows,
+        metric_units=metric_units,
+        page=page,
+        pages=pages,
+        tables=[tag_groups(store, run_id, tag) for tag in SEED003_TAGS],
+    )
+
+
+@router.get("/compare", response_class=HTMLResponse)
+def compare_page(
+    request: Request,
+    a: Annotated[str | None, Query()] = None,
+    b: Annotated[str | None, Query()] = None,
+    run: Annotated[str | None, Query(description="Run of the method/question tables.")] = None,
+) -> HTMLResponse:
+    from assay.compare import Selection
+
+    store = _store(request)
+    recent = store.runs(limit=50)
+    rows: list[dict[str, Any]] | None = None
+    labels = None
+    a = (a or "").strip() or None
+    b = (b or "").strip() or None
+    if a and b:
+        rows = compare_view(store, a, b)
+        labels = (Selection.parse(a).label(), Selection.parse(b).label())
+    table_run = run
+    if table_run is None:
+        for text in (b, a):
+            if text and Selection.parse(text).run_id:
+                table_run = Selection.parse(text).run_id
+                break
+    if table_run is None and recent:
+        table_run = recent[0]["id"]
+    tables = []
+    if table_run is not None:
+        tables = [t for t in (tag_groups(store, table_run, tag) for tag in SEED003_TAGS) if t]
+    chart_rows = [
+        {
+            "metric": r["metric"],
+            "a": r["display"]["mean_a"],
+            "b": r["display"]["mean_b"],
+            "unit": r["unit"],
+        }
+        for r in rows or []
+        if r["unit"] in {"ratio", "bool"}
+    ]
+    return render(
+        request,
+        "compare.html",
+        active="compare",
+        a=a or "",
+        b=b or "",
+        rows=rows,
+        labels=labels,
+        recent=recent,
+        table_run=table_run,
+        tables=tables,
+        chart={"rows": chart_rows, "labels": list(labels) if labels else ["A", "B"]},
+    )
+
+
+@router.get("/config/field-strategies", response_class=HTMLResponse)
+def field_strategies_page(request: Request) -> HTMLResponse:
+    from assay.structured import Strategy
+
+    configs = _store(request).list_strategy_configs()
+    return render(
+        request,
+        "field_strategies.html",
+        active="config",
+        configs=configs,
+        page_data={
+            "configs": configs,
+            "strategies": [s.value for s in Strategy],
+            "auth_required": bool(request.app.state.api_token),
+        },
+    )

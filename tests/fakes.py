@@ -1,0 +1,45 @@
+"""Test doubles shared by several test modules (imported as ``from fakes import ...``;
+pytest puts this folder on ``sys.path``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from assay.config import AssayConfig
+from assay.models.embedders import Embedder
+from assay.resources import Resources
+
+
+class FakeEmbedder(Embedder):
+    """Fixed vectors for known texts; any other text gets its own unused axis (cosine 0)."""
+
+    name = "fake"
+    dim = 64
+
+    def __init__(self, table: dict[str, tuple[float, ...]]) -> None:
+        super().__init__()
+        self.table = {
+            k: np.pad(np.asarray(v, dtype=np.float32), (0, self.dim - len(v)))
+            for k, v in table.items()
+        }
+        self.next_axis = 8
+        self.batches: list[list[str]] = []
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        self.batches.append(list(texts))
+        rows = []
+        for text in texts:
+            if text not in self.table:
+                vec = np.zeros(self.dim, dtype=np.float32)
+                vec[self.next_axis] = 1.0
+                self.next_axis += 1
+                self.table[text] = vec
+            rows.append(self.table[text])
+        return np.stack(rows)
+
+
+def fake_resources(table: dict[str, tuple[float, ...]], **config: object) -> Resources:
+    """Resources with no cache whose embedder is a `FakeEmbedder` over ``table``."""
+    res = Resources(AssayConfig(use_cache=False, **config))
+    res.embedder = FakeEmbedder(table)  # type: ignore[misc]
+    return res
