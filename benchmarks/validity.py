@@ -115,6 +115,43 @@ def stsb_pairs(data: Path) -> tuple[list[str], list[str], np.ndarray]:
     return left, right, np.asarray(gold, dtype=np.float64)
 
 
+@functools.cache
+def begin_rows(data: Path) -> tuple[list[Sample], np.ndarray]:
+    """BEGIN (Wizard of Wikipedia dev): knowledge as the context, response as the answer,
+    label 1 for "Fully attributable", 0 otherwise."""
+    samples: list[Sample] = []
+    labels: list[int] = []
+    with (data / "begin-wow-dev.tsv").open(encoding="utf-8", newline="") as handle:
+        for row in csv.DictReader(handle, delimiter="\t"):
+            samples.append(Sample(response=row["response"], contexts=[row["knowledge"]]))
+            labels.append(int(row["begin_label"] == "Fully attributable"))
+    return samples, np.asarray(labels)
+
+
+@functools.cache
+def truthfulqa_items(data: Path) -> tuple[list[Sample], np.ndarray, np.ndarray]:
+    """TruthfulQA (first 400 questions): every correct and every incorrect answer as a
+    sample against the best answer; labels 1/0 and the question index of each."""
+    samples: list[Sample] = []
+    labels: list[int] = []
+    groups: list[int] = []
+    with (data / "truthfulqa-dev.csv").open(encoding="utf-8", newline="") as handle:
+        for index, row in enumerate(csv.DictReader(handle)):
+            for column, label in (("Correct Answers", 1), ("Incorrect Answers", 0)):
+                for answer in row[column].split("; "):
+                    if answer.strip():
+                        samples.append(
+                            Sample(
+                                query=row["Question"],
+                                response=answer.strip(),
+                                expected=row["Best Answer"],
+                            )
+                        )
+                        labels.append(label)
+                        groups.append(index)
+    return samples, np.asarray(labels), np.asarray(groups)
+
+
 # ---- scoring and statistics ----------------------------------------------------------------
 
 
@@ -185,6 +222,71 @@ def spearman_row(
     ]
 
 
+def auroc_rows(
+    check_: str,
+    dataset: str,
+    metric: str,
+    model: str,
+    scores: np.ndarray,
+    labels: np.ndarray,
+    seconds: float,
+    seed: int,
+    groups: np.ndarray | None = None,
+    note: str = "",
+) -> list[Row]:
+    """AUROC of scores for label 1 vs 0 (95% bootstrap interval); with ``groups``, also the
+    share of (positive, negative) pairs of the same group (e.g. one question) that the
+    scores order correctly, ties counting half."""
+    from sklearn.metrics import roc_auc_score
+
+    ok = ~np.isnan(scores)
+    x, y = scores[ok], labels[ok]
+    common = {
+        "check": check_,
+        "dataset": dataset,
+        "metric": metric,
+        "model": model,
+        "n": int(ok.sum()),
+        "na": int((~ok).sum()),
+        "seconds": seconds,
+        "note": note,
+    }
+
+    def auc(a: np.ndarray, b: np.ndarray) -> float:
+        return float(roc_auc_score(b, a)) if len(set(b.tolist())) == 2 else 0.5
+
+    rows = [Row(statistic="auroc", value=auc(x, y), ci95=_bootstrap_ci(x, y, auc, seed), **common)]
+    if groups is not None:  # each positive vs each negative of the same group
+        g = groups[ok]
+        pairs, wins = 0, 0.0
+        for k in np.unique(g):
+            xk, yk = x[g == k], y[g == k]
+            n_pairs = int(yk.sum()) * int((1 - yk).sum())
+            if n_pairs:
+                pairs += n_pairs
+                wins += auc(xk, yk) * n_pairs
+        rows.append(Row(statistic="auroc_within_group", value=wins / pairs, **common))
+    return rows
+
+
+def _scores(
+    name: str, samples: Sequence[Sample], res: Resources, component: str | None = None
+) -> tuple[np.ndarray, str, float, list[object]]:
+    """Values (or one component) of a metric, NaN where None; its estimator; seconds."""
+    started = time.perf_counter()
+    results = get_metric(name).score_batch(samples, res)
+    seconds = time.perf_counter() - started
+    errors = [r.error for r in results if r.error]
+    if errors:
+        raise RuntimeError(f"{name}: {len(errors)} samples failed, first: {errors[0]}")
+    values = [r.components.get(component) if component else r.value for r in results]
+    scores = np.array([np.nan if v is None else v for v in values], dtype=float)
+    estimator = next(
+        (str(r.details["estimator"]) for r in results if "estimator" in r.details), "-"
+    )
+    return scores, estimator, seconds, list(results)
+
+
 def _stsb_check(
     ctx: Context, name: str, metric: str, note: str = "", **config: object
 ) -> list[Row]:
@@ -226,6 +328,92 @@ def check_stsb_bertscore(ctx: Context) -> list[Row]:
         "(memo), so its seconds are near 0"
     )
     return _stsb_check(ctx, "stsb_bertscore", "bertscore", note=note)
+
+
+@check
+def check_begin_faithfulness_local(ctx: Context) -> list[Row]:
+    """Local faithfulness estimators (no LLM) vs BEGIN attributable/not: AUROC."""
+    samples, labels = begin_rows(ctx.data)
+    res = ctx.res(judge_model=None)
+    rows: list[Row] = []
+    for name in ("faithfulness", "ragas_faithfulness"):
+        scores, estimator, seconds, _ = _scores(name, samples, res)
+        rows += auroc_rows(
+            "begin_faithfulness_local",
+            "begin-wow-dev",
+            name,
+            estimator,
+            scores,
+            labels,
+            seconds,
+            ctx.seed,
+            note="positive = Fully attributable; knowledge = context, response = answer",
+        )
+    return rows
+
+
+@check
+def check_truthfulqa_correctness_local(ctx: Context) -> list[Row]:
+    """Local correctness estimators (no LLM) vs TruthfulQA correct/incorrect answers: AUROC."""
+    samples, labels, groups = truthfulqa_items(ctx.data)
+    res = ctx.res(judge_model=None)
+    rows: list[Row] = []
+    # the classification's continuous score; DON'T KNOW answers score 0 like the metric
+    scores, estimator, seconds, results = _scores(
+        "answer_classification", samples, res, "agreement"
+    )
+    dont_know = np.array([r.details.get("label") == "DON'T KNOW" for r in results])  # type: ignore[attr-defined]
+    scores[dont_know] = 0.0
+    rows += auroc_rows(
+        "truthfulqa_correctness_local",
+        "truthfulqa-dev",
+        "answer_classification.agreement",
+        estimator,
+        scores,
+        labels,
+        seconds,
+        ctx.seed,
+        groups,
+        note=f"against the best answer; {int(dont_know.sum())} DON'T KNOW answers "
+        f"({int(labels[dont_know].sum())} of them labelled correct, e.g. 'I have no comment') "
+        "score 0",
+    )
+    keep = ~dont_know
+    rows += auroc_rows(
+        "truthfulqa_correctness_local",
+        "truthfulqa-dev",
+        "agreement (without DON'T KNOW)",
+        estimator,
+        scores[keep],
+        labels[keep],
+        0.0,
+        ctx.seed,
+        groups[keep],
+    )
+    labelled = np.array([r.value for r in results], dtype=float)  # type: ignore[attr-defined]
+    rows += auroc_rows(
+        "truthfulqa_correctness_local",
+        "truthfulqa-dev",
+        "answer_classification (label)",
+        estimator,
+        labelled,
+        labels,
+        0.0,
+        ctx.seed,
+    )
+    scores, estimator, seconds, _ = _scores("factual_accuracy", samples, res)
+    rows += auroc_rows(
+        "truthfulqa_correctness_local",
+        "truthfulqa-dev",
+        "factual_accuracy",
+        estimator,
+        scores,
+        labels,
+        seconds,
+        ctx.seed,
+        groups,
+    )
+    return rows
 
 
 # ---- report ------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """`assay evaluate` and `assay metrics` through typer's runner (the real command code)."""
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -158,3 +159,34 @@ def test_store_writes_each_sample_and_resume_scores_only_the_rest(env):
     assert values == [(0, 0.5), (1, 0.5), (2, 0.0), (3, 1.0)]  # stored rows kept, the rest scored
     missing = runner.invoke(app, ["evaluate", str(data), "--db", str(db), "--resume", "nope"])
     assert missing.exit_code == 2 and "no run 'nope'" in missing.output
+
+
+def test_judged_suite_through_the_cli_uses_the_judge_then_its_cache(env, monkeypatch):
+    from judge_server import JudgeServer
+
+    monkeypatch.setenv("ASSAY_JUDGE_API_KEY", "test-key")
+    rag = Path(__file__).resolve().parent.parent / "examples" / "rag.jsonl"
+    with JudgeServer() as server:
+        args = ["evaluate", str(rag), "--suite", "judged", "--format", "json"]
+        args += ["--group-by", "method", "--judge-url", server.url, "--judge-model", "scripted"]
+        first = runner.invoke(app, args)
+        assert first.exit_code == 0, first.output
+        payload = json.loads(first.stdout[first.stdout.index("{") :])
+        calls = server.calls
+        assert calls > 0 and payload["judge_usage"]["calls"] == calls
+        methods = {m["name"]: m["methods"] for m in payload["metrics"]}
+        assert methods["ragas_faithfulness"] == {"llm": 8}
+        # the "I don't know." answer is classified by the uncertainty phrases, no judge
+        assert payload["labels"]["answer_classification"]["DON'T KNOW"] == 1
+        assert (
+            sum(sum(g["labels"]["answer_classification"].values()) for g in payload["groups"]) == 8
+        )
+        again = runner.invoke(app, args)
+        assert again.exit_code == 0, again.output
+        assert server.calls == calls  # the re-run is answered from the cache
+        offline = runner.invoke(app, [*args, "--no-judge"])
+        payload = json.loads(offline.stdout[offline.stdout.index("{") :])
+        assert {m["name"]: m["methods"] for m in payload["metrics"]}["ragas_faithfulness"] == {
+            "local": 8
+        }
+        assert server.calls == calls

@@ -76,7 +76,7 @@ def test_accuracy_threshold_setting_and_arabic_detail() -> None:
     res = fake_resources({"باريس": B, "Paris": E1})
     r = metric.score(Sample(response="باريس", expected="Paris"), res)
     assert r.details["arabic"] is True
-    assert r.details["threshold"] == 0.5
+    assert r.details["pass_threshold"] == 0.5
 
 
 def test_source_grounding_prefers_query_then_expected() -> None:

@@ -231,6 +231,12 @@ class AssayConfig(BaseSettings):
             )
         return value
 
+    @property
+    def judge_configured(self) -> bool:
+        """A judge is configured: a model plus a base URL (any OpenAI-compatible server) or
+        plus an API key (OpenAI itself at its default URL)."""
+        return bool(self.judge_model and (self.judge_base_url or self.judge_api_key))
+
     def threshold_for(self, metric: type | object) -> float | None:
         """The pass threshold of a metric: per-metric value, else its setting, else default."""
         name = metric.name  # type: ignore[attr-defined]

@@ -19,7 +19,11 @@ from assay.sample import Sample
 if TYPE_CHECKING:
     from assay.resources import Resources
 
-__all__ = ["Metric", "clamp01"]
+__all__ = ["PASS_THRESHOLD", "Metric", "clamp01"]
+
+#: key of ``MetricResult.details`` where a metric puts a per-sample pass threshold that
+#: replaces the configured one for that sample (e.g. the Arabic similarity threshold)
+PASS_THRESHOLD = "pass_threshold"
 
 
 def clamp01(value: float) -> float:

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from assay.config import AssayConfig, load_config
-from assay.metric import Metric
+from assay.metric import PASS_THRESHOLD, Metric
 from assay.registry import resolve_metrics
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -106,7 +106,7 @@ class AssayChecker:
             result = results[metric.name]
             threshold = explicit.get(metric.name)
             if threshold is None:
-                threshold = result.details.get("threshold", self.config.threshold_for(metric))
+                threshold = result.details.get(PASS_THRESHOLD, self.config.threshold_for(metric))
             used[metric.name] = threshold
             if result.error:
                 failures.append(_describe(metric, result, threshold, "could not be computed"))
@@ -140,7 +140,7 @@ def _describe(metric: Metric, result: MetricResult, threshold: float | None, wha
         lines.append(f"    reason: {result.reason}")
     if result.error:
         lines.append(f"    error: {result.error}")
-    evidence = {k: v for k, v in result.details.items() if k != "threshold"}
+    evidence = {k: v for k, v in result.details.items() if k != PASS_THRESHOLD}
     if evidence:
         text = repr(evidence)
         lines.append(f"    evidence: {text[:400]}{'...' if len(text) > 400 else ''}")

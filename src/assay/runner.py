@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from assay.config import AssayConfig
-from assay.metric import Metric
+from assay.metric import PASS_THRESHOLD, Metric
+from assay.metrics.judged import prefetch
 from assay.registry import resolve_metrics
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -90,7 +91,7 @@ class Evaluation:
             for r in results:
                 if r.value is None:
                     continue
-                t = r.details.get("threshold", threshold) if isinstance(r.details, dict) else None
+                t = r.details.get(PASS_THRESHOLD, threshold)
                 if t is not None:
                     passed.append(passes(metric, r.value, float(t)))
             low, high = (
@@ -125,10 +126,11 @@ class Evaluation:
             grouped[tuple(sample.tags.get(k, "-") for k in keys)].append(i)
         return dict(sorted(grouped.items()))
 
-    def label_counts(self) -> dict[str, dict[str, int]]:
-        """Counts of categorical labels (``details['label']``) per metric, e.g. CORRECT/WRONG."""
+    def label_counts(self, indices: Sequence[int] | None = None) -> dict[str, dict[str, int]]:
+        """Counts of categorical labels (``details['label']``) per metric, e.g. CORRECT/WRONG,
+        over all samples or the given ones."""
         counts: dict[str, Counter[str]] = defaultdict(Counter)
-        for row in self.results:
+        for row in self.results if indices is None else [self.results[i] for i in indices]:
             for name, result in row.items():
                 label = result.details.get("label") if isinstance(result.details, dict) else None
                 if isinstance(label, str):
@@ -190,6 +192,12 @@ def evaluate(
     for start in range(0, len(samples), chunk_size):
         chunk = samples[start : start + chunk_size]
         rows: list[dict[str, MetricResult]] = [{} for _ in chunk]
+        if res.config.judge_configured:
+            # every judge question of the chunk, all metrics at once, in one concurrent
+            # round; the metrics below then read the answers from the run's memo
+            t0 = time.perf_counter()
+            prefetch(unique, chunk, res)
+            seconds["judge prefetch"] += time.perf_counter() - t0
         for metric in unique:
             t0 = time.perf_counter()
             try:

@@ -152,6 +152,21 @@ def evaluate_command(
             help="use-multilingual (default), minilm, sentence-transformers:PATH, openai:MODEL.",
         ),
     ] = None,
+    judge_url: Annotated[
+        str | None,
+        typer.Option(
+            "--judge-url",
+            help="OpenAI-compatible judge endpoint (else ASSAY_JUDGE_BASE_URL). The API key "
+            "is read from ASSAY_JUDGE_API_KEY or OPENAI_API_KEY only, never from a flag.",
+        ),
+    ] = None,
+    judge_model: Annotated[
+        str | None, typer.Option("--judge-model", help="Judge model (else ASSAY_JUDGE_MODEL).")
+    ] = None,
+    no_judge: Annotated[
+        bool,
+        typer.Option("--no-judge", help="Ignore any configured judge: local estimators only."),
+    ] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Bypass on-disk caches.")] = False,
     batch_size: Annotated[
         int | None, typer.Option("--batch-size", min=1, help="Samples per metric batch.")
@@ -192,7 +207,13 @@ def evaluate_command(
         }
         if no_cache:
             overrides["use_cache"] = False
+        if judge_url:
+            overrides["judge_base_url"] = judge_url
+        if judge_model:
+            overrides["judge_model"] = judge_model
         config = load_config(overrides)
+        if no_judge:
+            config = config.model_copy(update={"judge_model": None})
         under = _parse_pairs(fail_under or [], "--fail-under")
         over = _parse_pairs(fail_over or [], "--fail-over")
         for name in [*under, *over]:
@@ -361,6 +382,7 @@ def _report(
                 {
                     "group": dict(zip(keys, g, strict=True)),
                     "metrics": [s.to_dict() for s in evaluation.summary(ix)],
+                    "labels": evaluation.label_counts(ix),
                 }
                 for g, ix in evaluation.groups(keys).items()
             ]
@@ -375,6 +397,8 @@ def _report(
     )
     for group, indices in evaluation.groups(keys).items() if keys else []:
         label = ", ".join(f"{k}={v}" for k, v in zip(keys, group, strict=True))
+        for name, counts in evaluation.label_counts(indices).items():
+            label += f"; {name}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
         stdout.print(
             summary_table(evaluation.summary(indices), title=f"{label} ({len(indices)} samples)")
         )

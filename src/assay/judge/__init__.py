@@ -1,0 +1,32 @@
+"""The LLM judge: an OpenAI-compatible client with prompts as data, cache and usage.
+
+- `client.JudgeClient`: concurrent, retrying, cached requests to any OpenAI-compatible
+  chat endpoint; one per run (``Resources.judge``), with a memo so metrics share calls.
+- `prompts`: the seeds' judge prompts as versioned, hashable templates with typed
+  output models; untrusted text goes only into escaped, tagged data blocks.
+- `parsing`: JSON, json-repair and the seeds' score regex, in that order.
+- `cache.JudgeCache`: persistent replies by hash of (model, messages, parameters).
+- `usage.JudgeUsage`: calls, cache hits, tokens, latency and cost of a run.
+- `aio.run_sync`: run judge coroutines from sync code, even inside a running loop.
+- `estimators`: the offline estimators the judged metrics fall back to.
+"""
+
+from __future__ import annotations
+
+from assay.judge.aio import run_async, run_sync
+from assay.judge.cache import JudgeCache
+from assay.judge.client import JudgeClient, JudgeError, JudgeReply
+from assay.judge.prompts import PROMPTS, Prompt
+from assay.judge.usage import JudgeUsage
+
+__all__ = [
+    "PROMPTS",
+    "JudgeCache",
+    "JudgeClient",
+    "JudgeError",
+    "JudgeReply",
+    "JudgeUsage",
+    "Prompt",
+    "run_async",
+    "run_sync",
+]

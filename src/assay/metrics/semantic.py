@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from assay.metric import Metric, clamp01
+from assay.metric import PASS_THRESHOLD, Metric, clamp01
 from assay.models.embedders import Embedder
 from assay.registry import register
 from assay.resources import Resources
@@ -88,7 +88,7 @@ class _ResponseExpectedSimilarity(Metric):
             arabic = is_arabic(sample.response) or is_arabic(sample.expected)
             details: dict[str, Any] = {"cosine": cosine, "arabic": arabic}
             if arabic and self.threshold_setting == "semantic_similarity_threshold":
-                details["threshold"] = res.config.arabic_semantic_similarity_threshold
+                details[PASS_THRESHOLD] = res.config.arabic_semantic_similarity_threshold
             out.append(self.result(clamp01(cosine), model=res.embedder.name, **details))
         return out
 
@@ -101,7 +101,7 @@ class SemanticSimilarity(_ResponseExpectedSimilarity):
     with the configured embedder (default USE multilingual v3, which puts Arabic and
     English in one space). Range 0..1, higher is better. Pass threshold
     ``SEMANTIC_SIMILARITY_THRESHOLD`` (0.7), or ``ARABIC_SEMANTIC_SIMILARITY_THRESHOLD``
-    (0.5) when either text is Arabic; the applied threshold is in ``details``.
+    (0.5) when either text is Arabic; the applied threshold is ``details["pass_threshold"]``.
     Weakness: similarity of topic, not of truth: "Paris is the capital" and "Lyon is the
     capital" score high together.
     """

@@ -31,8 +31,7 @@ class ToxicityModel:
             ) from exc
         self._predict = predict_prob
         self.name = (
-            f"alt-profanity-check {version('alt-profanity-check')} "
-            "(TF-IDF + calibrated linear SVM)"
+            f"alt-profanity-check {version('alt-profanity-check')} (TF-IDF + calibrated linear SVM)"
         )
         self._cache: OrderedDict[str, float] = OrderedDict()
         self._cache_size = cache_size

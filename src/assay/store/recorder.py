@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from assay.config import AssayConfig
-from assay.metric import Metric
+from assay.metric import PASS_THRESHOLD, Metric
 from assay.result import MetricResult
 from assay.runner import passes
 from assay.sample import Sample
@@ -32,7 +32,7 @@ def sample_status(
         result = results.get(metric.name)
         if result is None or result.value is None:
             continue
-        threshold = result.details.get("threshold", config.threshold_for(metric))
+        threshold = result.details.get(PASS_THRESHOLD, config.threshold_for(metric))
         if threshold is not None and not passes(metric, result.value, float(threshold)):
             return "failed"
     return "passed"
@@ -82,7 +82,9 @@ class RunRecorder:
         similarity = results.get("semantic_similarity")
         if similarity is None or similarity.value is None:
             return None
-        threshold = similarity.details.get("threshold", self.config.semantic_similarity_threshold)
+        threshold = similarity.details.get(
+            PASS_THRESHOLD, self.config.semantic_similarity_threshold
+        )
         return {
             "query": sample.query,
             "response": sample.response,

@@ -1,0 +1,192 @@
+"""Judge calls per sample and judge-phase wall time on the 50 RAG samples.
+
+``python benchmarks/judge_speed.py`` starts the scripted OpenAI-compatible test server
+(``tests/judge_server.py``) in its own process with a fixed delay per call (default
+200 ms, like a hosted judge's latency), then scores ``rag-bench-50.jsonl`` with the
+judged metrics at the default concurrency (16):
+
+1. the four RAGAS-style metrics and ``ragas_score``, metric after metric (as the runner
+   calls them), then again from a clean state with `prefetch` (all questions of the
+   metrics asked in one concurrent round);
+2. seed 001's metrics (the same two ways), then ``factual_accuracy`` and
+   ``answer_classification``;
+3. everything again on a new run sharing the judge cache: it must make 0 calls.
+
+Start-up (loading the embedder, opening connections with one warm-up call) is not
+timed. Goal (issue 3): the four RAGAS metrics in <= 4 calls per sample and < 2 s for the
+50 samples; 0 calls on a re-run. For comparison, measured on the same work: RAGAS 0.4.3
+makes 8 calls per sample (9.4-29 s), DeepEval 4.3 makes 11 (23 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from assay.config import AssayConfig
+from assay.judge.prompts import RELEVANCE
+from assay.metric import Metric
+from assay.metrics.judged import prefetch
+from assay.registry import get_metric
+from assay.resources import Resources
+from assay.sample import Sample
+
+DATA = Path(os.environ.get("ASSAY_DEV_DATA", "/work/shared/data"))
+SERVER = Path(__file__).resolve().parent.parent / "tests" / "judge_server.py"
+
+RAGAS = [
+    "ragas_faithfulness",
+    "ragas_context_precision",
+    "ragas_context_recall",
+    "ragas_answer_relevance",
+    "ragas_score",
+]
+SEED001 = [
+    "judged_relevance",
+    "faithfulness",
+    "hallucination",
+    "contextual_relevance",
+    "answer_correctness",
+]
+REFERENCE = ["factual_accuracy", "answer_classification"]
+
+
+def start_server(delay: float) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "--delay", str(delay)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    url = proc.stdout.readline().strip()
+    if not url.startswith("http://127.0.0.1:"):
+        proc.kill()
+        raise RuntimeError(f"test server did not start: {url!r}")
+    return proc, url
+
+
+def make_resources(
+    url: str, cache_dir: str, embedder: object | None, concurrency: int
+) -> Resources:
+    res = Resources(
+        AssayConfig(
+            cache_dir=cache_dir,
+            judge_base_url=url,
+            judge_model="bench-judge",
+            judge_api_key=None,
+            judge_concurrency=concurrency,
+            judge_cache=True,
+        )
+    )
+    if embedder is not None:
+        res.__dict__["embedder"] = embedder  # loaded once: start-up is not measured
+    else:
+        # the first batches of a fresh model are slow: warm it on sentences not in the data
+        res.embedder.embed([f"Warm-up sentence number {i} for the encoder." for i in range(64)])
+    assert res.judge is not None
+    res.judge.ask_sync(RELEVANCE, query="warm-up", response="warm-up")  # open connections
+    return res
+
+
+def run_metrics(
+    names: Sequence[str], samples: Sequence[Sample], res: Resources, use_prefetch: bool
+) -> tuple[list[tuple[str, int, float]], float, int]:
+    """(per metric: name, judge calls, seconds), total seconds, total calls."""
+    judge = res.judge
+    assert judge is not None
+    metrics: list[Metric] = [get_metric(n) for n in names]
+    rows = []
+    started = time.perf_counter()
+    calls0 = judge.usage.calls
+    if use_prefetch:
+        t0, c0 = time.perf_counter(), judge.usage.calls
+        prefetch(metrics, samples, res)
+        rows.append(("(prefetch)", judge.usage.calls - c0, time.perf_counter() - t0))
+    for metric in metrics:
+        t0, c0 = time.perf_counter(), judge.usage.calls
+        results = metric.score_batch(samples, res)
+        errors = [r.error for r in results if r.error]
+        if errors:
+            raise RuntimeError(f"{metric.name}: {len(errors)} failed, first: {errors[0]}")
+        rows.append((metric.name, judge.usage.calls - c0, time.perf_counter() - t0))
+    return rows, time.perf_counter() - started, judge.usage.calls - calls0
+
+
+def report(
+    title: str, rows: list[tuple[str, int, float]], total: float, calls: int, n: int
+) -> None:
+    print(f"\n{title}")
+    print(f"  {'metric':26s} {'calls':>6s} {'calls/sample':>13s} {'seconds':>8s}")
+    for name, c, seconds in rows:
+        print(f"  {name:26s} {c:6d} {c / n:13.2f} {seconds:8.2f}")
+    print(f"  {'total':26s} {calls:6d} {calls / n:13.2f} {total:8.2f}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Judge calls and wall time, 50 RAG samples.")
+    parser.add_argument("--data", type=Path, default=DATA / "rag-bench-50.jsonl")
+    parser.add_argument("--delay", type=float, default=0.2, help="server seconds per call")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--json", type=Path, help="also write the numbers to this file")
+    args = parser.parse_args(argv)
+
+    samples = [
+        Sample.model_validate(json.loads(line))
+        for line in args.data.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
+    n = len(samples)
+    proc, url = start_server(args.delay)
+    summary: dict[str, object] = {"samples": n, "delay": args.delay}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(
+                f"{n} samples, server delay {args.delay * 1000:.0f} ms/call, "
+                f"concurrency {args.concurrency}, server {url}"
+            )
+            base = make_resources(url, f"{tmp}/a", None, args.concurrency)
+            embedder = base.embedder
+            for group, names in (("RAGAS-style", RAGAS), ("seed 001", SEED001)):
+                for use_prefetch in (False, True):
+                    label = "prefetched" if use_prefetch else "metric by metric"
+                    cache = f"{tmp}/{group}-{use_prefetch}"
+                    res = make_resources(url, cache, embedder, args.concurrency)
+                    rows, total, calls = run_metrics(names, samples, res, use_prefetch)
+                    report(f"{group}, {label}", rows, total, calls, n)
+                    summary[f"{group} {label}"] = {"seconds": total, "calls": calls}
+            res = make_resources(url, f"{tmp}/ref", embedder, args.concurrency)
+            rows, total, calls = run_metrics(REFERENCE, samples, res, False)
+            report("seed 003 reference-based", rows, total, calls, n)
+            # a re-run over everything, sharing the cache of a complete first run
+            everything = RAGAS + SEED001 + REFERENCE
+            first = make_resources(url, f"{tmp}/all", embedder, args.concurrency)
+            _, first_total, first_calls = run_metrics(everything, samples, first, True)
+            again = make_resources(url, f"{tmp}/all", embedder, args.concurrency)
+            rows, total, calls = run_metrics(everything, samples, again, False)
+            report("re-run of all judged metrics (same cache)", rows, total, calls, n)
+            print(
+                f"\nfirst run of all judged metrics: {first_calls} calls, {first_total:.2f} s;"
+                f" re-run: {calls} calls, {total:.2f} s"
+            )
+            summary["all first run"] = {"seconds": first_total, "calls": first_calls}
+            summary["all re-run"] = {"seconds": total, "calls": calls}
+            print("usage of the first run:", json.dumps(first.judge.usage.to_dict()))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

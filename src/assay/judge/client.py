@@ -1,0 +1,401 @@
+"""The judge client: one OpenAI-compatible chat endpoint, concurrent, cached and resilient.
+
+`JudgeClient` talks to any server that speaks the OpenAI chat-completions API (OpenAI,
+Groq, vLLM, Ollama, a llama.cpp server) through the ``openai`` package's ``AsyncOpenAI``
+with ``base_url``, ``api_key`` and ``model``. For each question (a `Prompt` and its block
+values) it:
+
+1. returns the answer already given in this run, when another metric asked the same
+   prompt (the per-run memo; concurrent identical questions share one request);
+2. else returns the persistent cache's reply (`JudgeCache`), when enabled;
+3. else sends the request at temperature 0, asking for JSON-schema structured output
+   and falling back to ``json_object`` and then plain text when the server rejects the
+   format (the mode that works is remembered), with at most ``concurrency`` requests in
+   flight, a per-request ``timeout``, and up to ``max_retries`` retries with exponential
+   backoff and jitter on 429, 5xx, timeouts and connection errors (``Retry-After`` is
+   honoured, capped);
+4. parses the reply (`parse_reply`: JSON, json-repair, the prompt's fallback); if that
+   fails, asks once more for "only the JSON", then gives up with `JudgeError`.
+
+Every request is counted in `usage` (calls, retries, tokens from the server's
+``usage``, latency, cost when prices are set). All requests run on one background event
+loop (`assay.judge.aio`), so sync code, async code and notebooks share one connection
+pool, semaphore and memo.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import email.utils
+import random
+import time
+from collections.abc import Awaitable, Coroutine, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from assay.judge.aio import in_background_loop, run_async, run_sync
+from assay.judge.cache import JudgeCache, cache_key
+from assay.judge.parsing import ParseError, parse_reply
+from assay.judge.prompts import Prompt
+from assay.judge.usage import JudgeUsage
+
+if TYPE_CHECKING:
+    from assay.config import AssayConfig
+
+__all__ = ["STRUCTURED_MODES", "JudgeClient", "JudgeError", "JudgeReply"]
+
+T = TypeVar("T", bound=BaseModel)
+R = TypeVar("R")
+
+#: structured-output modes, most to least strict; "auto" starts at the first
+STRUCTURED_MODES: tuple[str, ...] = ("json_schema", "json_object", "text")
+_RETRY_STATUS = frozenset({408, 409, 425, 429})
+
+
+class JudgeError(RuntimeError):
+    """A judge question failed for good (after retries, or unparsable twice)."""
+
+
+@dataclass(frozen=True)
+class JudgeReply(Generic[T]):
+    """A parsed judge answer.
+
+    Attributes:
+        output: the reply parsed into the prompt's output model.
+        content: the reply text as received.
+        source: ``call`` (requested now), ``cache`` (persistent cache) or ``memo``
+            (already asked in this run).
+        prompt: the prompt's signature (``name@version#hash``).
+        model: the judge model.
+    """
+
+    output: T
+    content: str
+    source: str
+    prompt: str
+    model: str
+
+
+class JudgeClient:
+    """An OpenAI-compatible judge with bounded concurrency, retries, cache and memo.
+
+    Args:
+        model: the judge model name as the server knows it.
+        base_url: the server's ``/v1`` URL; None means OpenAI's.
+        api_key: the key; servers that need none get a placeholder.
+        concurrency: most requests in flight at once (default 16).
+        timeout: seconds a request may take before it counts as timed out.
+        max_retries: retries after the first attempt on 429/5xx/timeouts.
+        cache: persistent reply cache (``JudgeCache(None)`` or None disables it).
+        price_prompt, price_completion: price per 1M prompt/completion tokens, for cost.
+        structured: ``auto`` (json_schema, then json_object, then text), or one mode.
+        backoff_base, backoff_max: backoff seconds: ``min(max, base * 2**attempt)``
+            with jitter (half fixed, half random).
+        max_tokens: completion token limit sent with each request (None: server default).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        concurrency: int = 16,
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        cache: JudgeCache | None = None,
+        price_prompt: float | None = None,
+        price_completion: float | None = None,
+        structured: str = "auto",
+        backoff_base: float = 0.5,
+        backoff_max: float = 20.0,
+        max_tokens: int | None = None,
+    ) -> None:
+        if not model:
+            raise ValueError("JudgeClient needs a model name (ASSAY_JUDGE_MODEL)")
+        if concurrency < 1:
+            raise ValueError(f"judge concurrency must be at least 1. Got {concurrency}.")
+        if timeout <= 0:
+            raise ValueError(f"judge timeout must be positive. Got {timeout}.")
+        if max_retries < 0:
+            raise ValueError(f"judge max_retries must be 0 or more. Got {max_retries}.")
+        if structured != "auto" and structured not in STRUCTURED_MODES:
+            raise ValueError(
+                f"structured must be 'auto' or one of {STRUCTURED_MODES}. Got {structured!r}."
+            )
+        self.model = model
+        self.base_url = base_url
+        self.api_key = api_key
+        self.concurrency = concurrency
+        self.timeout = float(timeout)
+        self.max_retries = max_retries
+        self.cache = cache if cache is not None else JudgeCache(None)
+        self.usage = JudgeUsage(price_prompt=price_prompt, price_completion=price_completion)
+        self.mode = STRUCTURED_MODES[0] if structured == "auto" else structured
+        self._fixed_mode = structured != "auto"
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.max_tokens = max_tokens
+        self._api: Any = None
+        self._semaphore: asyncio.Semaphore | None = None
+        self._memo: dict[str, asyncio.Future[JudgeReply[Any]]] = {}
+        self._rng = random.Random()
+
+    # ---- construction ------------------------------------------------------------------
+    @classmethod
+    def from_config(cls, config: AssayConfig) -> JudgeClient | None:
+        """The judge the configuration describes, or None when none is configured.
+
+        Configured means a model and a base URL (any OpenAI-compatible server), or a model
+        and an API key (OpenAI itself, at its default URL).
+        """
+        model = config.judge_model
+        if not model or not config.judge_configured:
+            return None
+        enabled = config.judge_cache and config.use_cache
+        cache = JudgeCache(Path(config.cache_dir) / "judge.sqlite" if enabled else None)
+        return cls(
+            model,
+            config.judge_base_url,
+            config.judge_api_key,
+            concurrency=config.judge_concurrency,
+            timeout=config.judge_timeout,
+            max_retries=config.judge_max_retries,
+            cache=cache,
+            price_prompt=config.judge_price_prompt,
+            price_completion=config.judge_price_completion,
+        )
+
+    def __repr__(self) -> str:
+        return f"JudgeClient(model={self.model!r}, base_url={self.base_url!r})"
+
+    # ---- running from sync code ----------------------------------------------------------
+    def run(self, coro: Coroutine[Any, Any, R]) -> R:
+        """Run a coroutine on the judge loop from sync code (works inside a running loop)."""
+        return run_sync(coro)
+
+    def gather(self, awaitables: Iterable[Awaitable[R]]) -> list[R]:
+        """Run many coroutines concurrently from sync code; results in order."""
+        items = list(awaitables)
+
+        async def _all() -> list[R]:
+            return list(await asyncio.gather(*items))
+
+        return run_sync(_all())
+
+    def ask_sync(self, prompt: Prompt[T], **values: Any) -> JudgeReply[T]:
+        return run_sync(self.ask(prompt, **values))
+
+    def reset_memo(self) -> None:
+        """Forget this run's answers (the persistent cache is kept)."""
+        self._memo = {}
+
+    def close(self) -> None:
+        """Close the HTTP connections and the cache."""
+        if self._api is not None:
+            api, self._api = self._api, None
+            with contextlib.suppress(Exception):  # closing is best effort
+                run_sync(api.close())
+        self.cache.close()
+
+    # ---- asking --------------------------------------------------------------------------
+    def params(self, prompt: Prompt[Any]) -> dict[str, Any]:
+        """The request parameters that change the answer (part of the cache key)."""
+        return {"temperature": 0, "max_tokens": self.max_tokens, "prompt": prompt.signature}
+
+    async def ask(self, prompt: Prompt[T], **values: Any) -> JudgeReply[T]:
+        """The judge's parsed answer to ``prompt`` with these block values.
+
+        Raises:
+            JudgeError: the request failed after retries, or the reply stayed unparsable.
+        """
+        if not in_background_loop():
+            return await run_async(self.ask(prompt, **values))
+        messages = prompt.render(**values)
+        key = cache_key(self.model, messages, self.params(prompt))
+        pending = self._memo.get(key)
+        if pending is not None:
+            self.usage.add("memo_hits")
+            reply = await asyncio.shield(pending)
+            return dataclasses.replace(reply, source="memo")
+        future: asyncio.Future[JudgeReply[Any]] = asyncio.get_running_loop().create_future()
+        self._memo[key] = future
+        try:
+            reply = await self._answer(prompt, messages, key, values)
+        except Exception as exc:
+            # kept in the memo: the same question fails the same way for the rest of
+            # the run instead of spending its retries again
+            self.usage.add("failures")
+            future.set_exception(exc)
+            future.exception()  # retrieved: no "never retrieved" warning without waiters
+            raise
+        except BaseException:
+            self._memo.pop(key, None)
+            future.cancel()
+            raise
+        future.set_result(reply)
+        return reply
+
+    async def _answer(
+        self,
+        prompt: Prompt[T],
+        messages: list[dict[str, str]],
+        key: str,
+        values: Mapping[str, Any],
+    ) -> JudgeReply[T]:
+        cached = self.cache.get(key)
+        if cached is not None:
+            try:
+                output = self._parse(prompt, cached.content, values)
+            except ParseError:
+                self.cache.delete(key)
+            else:
+                self.usage.add("cache_hits")
+                return JudgeReply(output, cached.content, "cache", prompt.signature, self.model)
+        content, p_tok, c_tok = await self._request(prompt, messages)
+        try:
+            output = self._parse(prompt, content, values)
+        except ParseError as exc:
+            retry = [
+                *messages,
+                {"role": "assistant", "content": content[:4000]},
+                {
+                    "role": "user",
+                    "content": (
+                        f"Your reply could not be used ({exc}). Answer again with ONLY the "
+                        f"JSON, nothing else, in exactly this form: {prompt.example}"
+                    ),
+                },
+            ]
+            self.usage.add("reparse_calls")
+            content, p2, c2 = await self._request(prompt, retry)
+            p_tok, c_tok = p_tok + p2, c_tok + c2
+            try:
+                output = self._parse(prompt, content, values)
+            except ParseError as exc2:
+                raise JudgeError(
+                    f"judge reply to {prompt.id} unparsable after a JSON-only retry: {exc2}"
+                ) from None
+        self.cache.put(
+            key,
+            model=self.model,
+            prompt=prompt.signature,
+            content=content,
+            prompt_tokens=p_tok,
+            completion_tokens=c_tok,
+        )
+        return JudgeReply(output, content, "call", prompt.signature, self.model)
+
+    @staticmethod
+    def _parse(prompt: Prompt[T], content: str, values: Mapping[str, Any]) -> T:
+        return parse_reply(content, prompt.output, prompt.fallback, prompt.check, values)
+
+    # ---- HTTP ----------------------------------------------------------------------------
+    def _client(self) -> Any:
+        if self._api is None:
+            from openai import AsyncOpenAI
+
+            self._api = AsyncOpenAI(
+                base_url=self.base_url,
+                api_key=self.api_key or "not-needed",
+                timeout=self.timeout,
+                max_retries=0,  # retries are ours: backoff with jitter, counted in usage
+            )
+        return self._api
+
+    def _sem(self) -> asyncio.Semaphore:
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.concurrency)
+        return self._semaphore
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        delay = min(self.backoff_max, self.backoff_base * (2 ** (attempt - 1)))
+        delay = delay / 2 + self._rng.uniform(0, delay / 2)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.backoff_max))
+        return delay
+
+    async def _request(
+        self, prompt: Prompt[Any], messages: list[dict[str, str]]
+    ) -> tuple[str, int, int]:
+        """One answered request: (content, prompt tokens, completion tokens)."""
+        import openai
+
+        attempt = 0
+        while True:
+            mode = self.mode
+            kwargs: dict[str, Any] = {
+                "model": self.model,
+                "messages": messages,
+                "temperature": 0,
+            }
+            response_format = prompt.response_format(mode)
+            if response_format is not None:
+                kwargs["response_format"] = response_format
+            if self.max_tokens is not None:
+                kwargs["max_tokens"] = self.max_tokens
+            error: BaseException | None = None
+            async with self._sem():
+                self.usage.add("calls")
+                started = time.perf_counter()
+                try:
+                    completion = await asyncio.wait_for(
+                        self._client().chat.completions.create(**kwargs), self.timeout
+                    )
+                except (TimeoutError, openai.APITimeoutError, openai.APIConnectionError) as exc:
+                    error = exc
+                except openai.APIStatusError as exc:
+                    error = exc
+                latency = time.perf_counter() - started
+            if error is None:
+                usage = getattr(completion, "usage", None)
+                p_tok = int(getattr(usage, "prompt_tokens", 0) or 0)
+                c_tok = int(getattr(usage, "completion_tokens", 0) or 0)
+                self.usage.record_call(prompt.name, latency, p_tok, c_tok)
+                choices = getattr(completion, "choices", None) or []
+                content = (choices[0].message.content if choices else None) or ""
+                return content, p_tok, c_tok
+            status = getattr(error, "status_code", None)
+            if status in (400, 422) and not self._fixed_mode and mode != STRUCTURED_MODES[-1]:
+                # the server does not take this response_format: try the next mode
+                if self.mode == mode:
+                    self.mode = STRUCTURED_MODES[STRUCTURED_MODES.index(mode) + 1]
+                continue
+            retryable = status is None or status in _RETRY_STATUS or status >= 500
+            if not retryable:
+                raise JudgeError(f"judge request failed: {_describe(error)}") from None
+            attempt += 1
+            if attempt > self.max_retries:
+                raise JudgeError(
+                    f"judge request failed after {self.max_retries} retries: {_describe(error)}"
+                ) from None
+            self.usage.add("retries")
+            await asyncio.sleep(self._backoff(attempt, _retry_after(error)))
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, TimeoutError):
+        return "timed out"
+    status = getattr(error, "status_code", None)
+    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return f"HTTP {status}: {text}" if status else f"{type(error).__name__}: {text}"
+
+
+def _retry_after(error: BaseException) -> float | None:
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None

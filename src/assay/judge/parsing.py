@@ -1,0 +1,110 @@
+"""Turning a judge's reply text into the prompt's output model, as leniently as is safe.
+
+Order: strict JSON (code fences and surrounding prose stripped) -> json-repair (trailing
+commas, single quotes, a missing brace) -> shape fixes (a bare JSON array becomes the
+model's one list field; a bare number becomes ``{"score": n}``) -> the prompt's
+last-resort text fallback (the seeds' score regex, a CORRECT/WRONG word) -> `ParseError`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import json_repair
+from pydantic import BaseModel, ValidationError
+
+__all__ = ["ParseError", "extract_json", "parse_reply"]
+
+T = TypeVar("T", bound=BaseModel)
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+
+
+class ParseError(ValueError):
+    """The reply could not be read as the prompt's output."""
+
+
+def extract_json(text: str) -> Any:
+    """The JSON value in ``text``: strict first, then the fenced or bracketed part, then
+    json-repair. Raises `ParseError` when nothing usable is found."""
+    text = (text or "").strip()
+    if not text:
+        raise ParseError("empty reply")
+    candidates = [text]
+    fenced = _FENCE.search(text)
+    if fenced:
+        candidates.append(fenced.group(1).strip())
+    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    if starts:
+        start = min(starts)
+        end = max(text.rfind("}"), text.rfind("]"))
+        if end > start:
+            candidates.append(text[start : end + 1])
+        candidates.append(text[start:])
+    for candidate in candidates:
+        try:
+            return json.loads(candidate)
+        except ValueError:
+            continue
+    for candidate in candidates[1:] or candidates:
+        try:
+            repaired = json_repair.loads(candidate)
+        except Exception:  # json-repair gives up on some inputs
+            continue
+        if isinstance(repaired, dict | list) and repaired:
+            return repaired
+    raise ParseError(f"no JSON found in reply: {text[:120]!r}")
+
+
+def _reshape(value: Any, model: type[BaseModel]) -> Any:
+    fields = model.model_fields
+    if isinstance(value, list):
+        list_fields = [
+            name for name, f in fields.items() if getattr(f.annotation, "__origin__", None) is list
+        ]
+        if len(list_fields) == 1:
+            return {list_fields[0]: value}
+        if len(value) == 1 and isinstance(value[0], dict):
+            return value[0]
+    if isinstance(value, int | float) and not isinstance(value, bool) and "score" in fields:
+        return {"score": value}
+    if isinstance(value, str) and "label" in fields:
+        return {"label": value}
+    return value
+
+
+def parse_reply(
+    text: str,
+    model: type[T],
+    fallback: Callable[[str], dict[str, Any] | None] | None = None,
+    check: Callable[[Any, Mapping[str, Any]], str | None] | None = None,
+    values: Mapping[str, Any] | None = None,
+) -> T:
+    """Parse ``text`` into ``model``; raise `ParseError` with the reason when impossible.
+
+    ``check`` (with the prompt's block ``values``) validates the parsed reply against the
+    inputs, e.g. one verdict per context.
+    """
+    problem = ""
+    try:
+        value = _reshape(extract_json(text), model)
+        parsed = model.model_validate(value)
+    except (ParseError, ValidationError) as exc:
+        problem = str(exc).splitlines()[0] if isinstance(exc, ValidationError) else str(exc)
+        if isinstance(exc, ValidationError):
+            problem = f"reply does not match {model.__name__}: {exc.errors()[0]['msg']}"
+        fields = fallback(text) if fallback is not None else None
+        if fields is None:
+            raise ParseError(problem) from None
+        try:
+            parsed = model.model_validate(fields)
+        except ValidationError:
+            raise ParseError(problem) from None
+    if check is not None:
+        issue = check(parsed, values or {})
+        if issue:
+            raise ParseError(issue)
+    return parsed

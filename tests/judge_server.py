@@ -1,0 +1,370 @@
+"""An OpenAI-compatible chat-completions server for tests and benchmarks (real HTTP).
+
+`JudgeServer` listens on 127.0.0.1 (a free port) in a background thread and answers
+``POST /v1/chat/completions`` like a judge model would, deterministically: it reads the
+task id from the system message (``Task: rag_verdicts@1``) and the tagged data blocks
+from the user message, and scores them by word overlap (`scripted_reply`). Tests steer
+it with attributes:
+
+- ``delay``: seconds to wait before each reply;
+- ``fail_429`` / ``fail_500``: the next N requests get HTTP 429 / 500;
+- ``broken_json``: the next N replies are JSON with defects json-repair can fix;
+- ``garbage``: the next N replies are not JSON at all (no number, no label either);
+- ``reject_formats``: ``response_format`` types answered with HTTP 400;
+- ``script``: a function ``(task, blocks, body) -> str | dict | None`` whose non-None
+  result replaces the default reply (a dict is sent as JSON).
+
+``calls`` counts every request received; ``requests`` keeps their JSON bodies;
+``prompt_tokens`` / ``completion_tokens`` total the usage it reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from assay.text.tokenize import content_words, sentences
+
+__all__ = ["JudgeServer", "parse_blocks", "scripted_reply"]
+
+Script = Callable[[str, dict[str, Any], dict[str, Any]], "str | dict[str, Any] | None"]
+
+_TASK = re.compile(r"Task: ([\w.-]+)@")
+_BLOCK = re.compile(r"<(question|answer|reference_answer|query|response)>\n(.*?)\n</\1>", re.S)
+_LIST = re.compile(r"<(contexts)>\n(.*?)\n</\1>", re.S)
+_ITEM = re.compile(r'<context index="\d+">\n(.*?)\n</context>', re.S)
+
+
+def parse_blocks(user: str) -> dict[str, Any]:
+    """The data blocks of a rendered prompt, unescaped (lists for ``contexts``)."""
+    blocks: dict[str, Any] = {name: html.unescape(text) for name, text in _BLOCK.findall(user)}
+    for name, inner in _LIST.findall(user):
+        blocks[name] = [html.unescape(t) for t in _ITEM.findall(inner)]
+    return blocks
+
+
+def _share(part: str, whole: str) -> float:
+    """Share of ``part``'s distinct content words that occur in ``whole`` (1.0 if none)."""
+    words = set(content_words(part))
+    if not words:
+        return 1.0
+    return len(words & set(content_words(whole))) / len(words)
+
+
+def _f1(a: str, b: str) -> float:
+    p, r = _share(a, b), _share(b, a)
+    return 0.0 if p + r == 0 else 2 * p * r / (p + r)
+
+
+def scripted_reply(task: str, blocks: dict[str, Any]) -> dict[str, Any]:
+    """A deterministic, plausible judge verdict computed by word overlap."""
+    question = blocks.get("question") or blocks.get("query") or ""
+    answer = blocks.get("answer") or blocks.get("response") or ""
+    reference = blocks.get("reference_answer") or ""
+    contexts: list[str] = blocks.get("contexts") or []
+    joined = " ".join(contexts)
+    if task == "seed001_relevance":
+        return {"score": round(_share(question, answer), 2), "reason": "word overlap"}
+    if task == "seed001_faithfulness":
+        return {"score": round(_share(answer, joined), 2), "reason": "support"}
+    if task == "seed001_hallucination":
+        return {"score": round(1 - _share(answer, joined), 2), "reason": "support"}
+    if task == "seed001_contextual_relevance":
+        return {"score": round(_share(question, joined), 2), "reason": "coverage"}
+    if task == "rag_verdicts":
+        claims = []
+        if answer:
+            for sentence in sentences(answer):
+                if content_words(sentence):
+                    ok = _share(sentence, joined) >= 0.6
+                    claims.append({"claim": sentence, "verdict": int(ok), "reason": "overlap"})
+        verdicts = []
+        if question:
+            for i, context in enumerate(contexts, 1):
+                share = _share(question + " " + reference, context)
+                verdicts.append(
+                    {
+                        "context_index": i,
+                        "is_relevant": share >= 0.3,
+                        "relevance_score": round(100 * share),
+                        "reasoning": "overlap",
+                    }
+                )
+        statements = []
+        if reference:
+            for sentence in sentences(reference):
+                ok = _share(sentence, joined) >= 0.6
+                hits = [i for i, c in enumerate(contexts, 1) if _share(sentence, c) >= 0.6]
+                supporting = f"Context {hits[0]}" if hits else None
+                statements.append(
+                    {"statement": sentence, "attributed": int(ok), "supporting_context": supporting}
+                )
+        return {"claims": claims, "contexts": verdicts, "statements": statements}
+    if task == "answer_questions":
+        topic = " ".join(content_words(answer)[:6]) or "this"
+        return {
+            "questions": [
+                f"What is known about {topic}?",
+                f"Can you tell me about {topic}?",
+                f"Which facts concern {topic}?",
+            ]
+        }
+    if task == "answer_relevance_direct":
+        return {"score": round(_share(question, answer), 2), "reasoning": "overlap"}
+    if task == "geval_factual_accuracy":
+        correct = round(100 * _share(answer, reference))
+        complete = round(100 * _share(reference, answer))
+        return {
+            "step1_correctness": {"score": correct, "reasoning": "overlap"},
+            "step2_completeness": {"score": complete, "reasoning": "coverage"},
+            "step3_consistency": {"score": 100, "reasoning": "no contradiction"},
+            "final_score": round(0.5 * correct + 0.3 * complete + 20, 2),
+            "overall_reasoning": "overlap",
+            "confidence": 80,
+        }
+    if task == "answer_classification":
+        label = "CORRECT" if _f1(answer, reference) >= 0.5 else "WRONG"
+        return {"label": label, "reason": "overlap"}
+    return {"score": 0.5, "reason": f"unknown task {task}"}
+
+
+def _break(text: str) -> str:
+    """JSON with defects json-repair fixes: prose around it, a trailing comma, no brace."""
+    body = text.rstrip()
+    if body.endswith("}"):
+        body = body[:-1].rstrip() + ","
+    return "Sure, here is my evaluation:\n```json\n" + body + "\n"
+
+
+class JudgeServer:
+    """A scripted OpenAI-compatible judge on 127.0.0.1 (use as a context manager)."""
+
+    def __init__(self, delay: float = 0.0, script: Script | None = None) -> None:
+        self.delay = delay
+        self.script = script
+        self.fail_429 = 0
+        self.fail_500 = 0
+        self.broken_json = 0
+        self.garbage = 0
+        self.reject_formats: set[str] = set()
+        self.calls = 0
+        self.requests: list[dict[str, Any]] = []
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.max_in_flight = 0
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    def start(self) -> JudgeServer:
+        server = _Server(("127.0.0.1", 0), _handler(self))
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> JudgeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "server not started"
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def reset(self) -> None:
+        with self._lock:
+            self.calls = 0
+            self.requests = []
+            self.prompt_tokens = 0
+            self.completion_tokens = 0
+            self.max_in_flight = 0
+            self.fail_429 = self.fail_500 = self.broken_json = self.garbage = 0
+            self.reject_formats = set()
+
+    def calls_by_task(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for body in self.requests:
+            task = _task_of(body)
+            out[task] = out.get(task, 0) + 1
+        return out
+
+    # ---- one request ---------------------------------------------------------------------
+    def handle(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """(status, JSON reply, extra headers) for one request body."""
+        with self._lock:
+            self.calls += 1
+            self.requests.append(body)
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            fail = None
+            if self.fail_429 > 0:
+                self.fail_429 -= 1
+                fail = 429
+            elif self.fail_500 > 0:
+                self.fail_500 -= 1
+                fail = 500
+            broken = garbage = False
+            if fail is None and self.garbage > 0:
+                self.garbage -= 1
+                garbage = True
+            elif fail is None and self.broken_json > 0:
+                self.broken_json -= 1
+                broken = True
+        try:
+            if self.delay:
+                time.sleep(self.delay)
+            if fail == 429:
+                error = {"error": {"message": "rate limited", "type": "rate_limit"}}
+                return 429, error, {"Retry-After": "0"}
+            if fail == 500:
+                return 500, {"error": {"message": "server error", "type": "server"}}, {}
+            fmt = (body.get("response_format") or {}).get("type")
+            if fmt in self.reject_formats:
+                message = f"response_format {fmt} is not supported"
+                return 400, {"error": {"message": message, "type": "invalid_request"}}, {}
+            messages = body.get("messages") or []
+            task = _task_of(body)
+            user = next((m["content"] for m in messages if m.get("role") == "user"), "")
+            blocks = parse_blocks(user)
+            reply: str | dict[str, Any] | None = None
+            if self.script is not None:
+                reply = self.script(task, blocks, body)
+            if reply is None:
+                reply = scripted_reply(task, blocks)
+            content = reply if isinstance(reply, str) else json.dumps(reply)
+            if garbage:
+                content = "I am unable to comply with the requested format today."
+            elif broken:
+                content = _break(content)
+            prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
+            p_tok, c_tok = prompt_chars // 4 + 1, len(content) // 4 + 1
+            with self._lock:
+                self.prompt_tokens += p_tok
+                self.completion_tokens += c_tok
+            return (
+                200,
+                {
+                    "id": f"chatcmpl-{self.calls}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", "test-judge"),
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": content},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": {
+                        "prompt_tokens": p_tok,
+                        "completion_tokens": c_tok,
+                        "total_tokens": p_tok + c_tok,
+                    },
+                },
+                {},
+            )
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # the default 5 drops concurrent connects
+
+
+def _task_of(body: dict[str, Any]) -> str:
+    for message in body.get("messages") or []:
+        if message.get("role") == "system":
+            match = _TASK.search(str(message.get("content", "")))
+            if match:
+                return match.group(1)
+    return "unknown"
+
+
+def _handler(owner: JudgeServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            pass
+
+        def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
+            data = json.dumps(payload).encode("utf-8")
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/").endswith("/stats"):
+                stats = {"calls": owner.calls, "calls_by_task": owner.calls_by_task()}
+                self._send(200, stats, {})
+            else:
+                self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
+                return
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                self._send(400, {"error": {"message": "body is not JSON"}}, {})
+                return
+            try:
+                status, payload, headers = owner.handle(body)
+            except Exception as exc:  # a bug in a test script: answer 500, keep serving
+                status, payload, headers = 500, {"error": {"message": repr(exc)}}, {}
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self._send(status, payload, headers)  # the client may have timed out
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve from the command line (a separate process, as a real judge would be):
+    ``python tests/judge_server.py --delay 0.2`` prints the base URL, then serves until
+    killed. ``GET /v1/stats`` returns the call counts."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds per reply")
+    args = parser.parse_args(argv)
+    server = JudgeServer(delay=args.delay).start()
+    print(server.url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
