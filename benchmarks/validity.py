@@ -353,6 +353,24 @@ def check_begin_faithfulness_local(ctx: Context) -> list[Row]:
 
 
 @check
+def check_begin_anchor_hallucination(ctx: Context) -> list[Row]:
+    """Seed 004's anchor_hallucination vs BEGIN attributable/not: AUROC of 1 - value."""
+    samples, labels = begin_rows(ctx.data)
+    scores, _, seconds, _ = _scores("anchor_hallucination", samples, ctx.res())
+    return auroc_rows(
+        "begin_anchor_hallucination",
+        "begin-wow-dev",
+        "1 - anchor_hallucination",
+        "spaCy en_core_web_sm",
+        1.0 - scores,
+        labels,
+        seconds,
+        ctx.seed,
+        note="seed 004 formula: max(claim error, 0.2 drift step); lower-is-better inverted",
+    )
+
+
+@check
 def check_truthfulqa_correctness_local(ctx: Context) -> list[Row]:
     """Local correctness estimators (no LLM) vs TruthfulQA correct/incorrect answers: AUROC."""
     samples, labels, groups = truthfulqa_items(ctx.data)
