@@ -128,3 +128,12 @@ def test_nan_never_leaves_a_metric(res):
     (result,) = evaluate([Sample()], metrics=[Undefined()], resources=res).results[0].values()
     assert result.value is None
     assert "non-finite" in result.reason
+
+
+def test_a_dataframe_is_evaluated_row_by_row(res):
+    import pandas as pd
+
+    frame = pd.DataFrame({"id": ["a", "b"], "answer": ["xx", "xxxx"]})
+    run = evaluate(frame, metrics=[LengthRatio()], resources=res)
+    assert [s.id for s in run.samples] == ["a", "b"]
+    assert run.values("length_ratio") == [pytest.approx(0.2), pytest.approx(0.4)]

@@ -154,7 +154,7 @@ def flat_row(sample: Sample, results: dict[str, MetricResult]) -> dict[str, Any]
 
 
 def evaluate(
-    data: Sequence[Sample] | Sequence[dict[str, Any]],
+    data: Sequence[Sample] | Sequence[dict[str, Any]] | Any,
     metrics: Sequence[str | Metric] | None = None,
     suites: Sequence[str] | None = None,
     config: AssayConfig | None = None,
@@ -165,7 +165,8 @@ def evaluate(
     """Score every sample with every selected metric.
 
     Args:
-        data: samples, or dicts with Sample fields (seed aliases accepted).
+        data: samples, dicts with Sample fields (seed aliases accepted), or a pandas
+            DataFrame with one sample per row (an invalid row raises `InputErrors`).
         metrics: metric names or instances; with ``suites``, their union. Default: the
             ``base`` suite.
         suites: suite names (see ``assay metrics --suites``).
@@ -174,6 +175,10 @@ def evaluate(
         on_sample: called with (index, sample, results) as soon as a sample is done.
         progress: called with the number of samples just finished.
     """
+    if hasattr(data, "columns") and hasattr(data, "to_dict"):  # a pandas DataFrame
+        from assay.io import samples_from_dataframe
+
+        data, _ = samples_from_dataframe(data, strict=True)
     samples = [s if isinstance(s, Sample) else Sample.model_validate(s) for s in data]
     res = resources or Resources(config)
     cfg = res.config
