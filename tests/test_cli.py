@@ -190,3 +190,10 @@ def test_judged_suite_through_the_cli_uses_the_judge_then_its_cache(env, monkeyp
             "local": 8
         }
         assert server.calls == calls
+
+
+def test_version_flag():
+    import assay
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.strip() == f"assay {assay.__version__}"

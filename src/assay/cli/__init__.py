@@ -5,7 +5,7 @@ Each command lives in its own module of this package and registers itself on ``a
 
 from __future__ import annotations
 
-import importlib
+from typing import Annotated
 
 import typer
 
@@ -21,11 +21,28 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for _module in ("metrics_cmd", "evaluate", "json_eval", "serve"):
-    try:
-        importlib.import_module(f"{__name__}.{_module}")
-    except ModuleNotFoundError as exc:  # a command module not written yet
-        if exc.name != f"{__name__}.{_module}":
-            raise
 
-__all__ = ["app"]
+def _print_version(value: bool) -> None:
+    if value:
+        from assay import __version__
+
+        typer.echo(f"assay {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version."
+        ),
+    ] = False,
+) -> None:
+    """Assay: offline-first quality metrics for LLM applications."""
+
+
+# the command modules register themselves on `app` when imported
+from assay.cli import evaluate, json_eval, metrics_cmd, serve  # noqa: E402
+
+__all__ = ["app", "evaluate", "json_eval", "metrics_cmd", "serve"]
