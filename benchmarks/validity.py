@@ -380,6 +380,7 @@ def check_truthfulqa_correctness_local(ctx: Context) -> list[Row]:
     scores, estimator, seconds, results = _scores(
         "answer_classification", samples, res, "agreement"
     )
+    reported = scores.copy()
     dont_know = np.array([r.details.get("label") == "DON'T KNOW" for r in results])  # type: ignore[attr-defined]
     scores[dont_know] = 0.0
     rows += auroc_rows(
@@ -395,6 +396,19 @@ def check_truthfulqa_correctness_local(ctx: Context) -> list[Row]:
         note=f"against the best answer; {int(dont_know.sum())} DON'T KNOW answers "
         f"({int(labels[dont_know].sum())} of them labelled correct, e.g. 'I have no comment') "
         "score 0",
+    )
+    # the component as reported: a DON'T KNOW answer keeps its agreement (1 when the
+    # reference declines too, e.g. both "I have no comment")
+    rows += auroc_rows(
+        "truthfulqa_correctness_local",
+        "truthfulqa-dev",
+        "agreement (DON'T KNOW as reported)",
+        estimator,
+        reported,
+        labels,
+        0.0,
+        ctx.seed,
+        groups,
     )
     keep = ~dont_know
     rows += auroc_rows(

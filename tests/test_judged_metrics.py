@@ -13,6 +13,7 @@ import pytest
 from assay.config import AssayConfig
 from assay.judge.cache import JudgeCache
 from assay.judge.client import JudgeClient
+from assay.judge.estimators import _without_question_words, reference_agreement
 from assay.metrics.judged import (
     AnswerClassification,
     AnswerCorrectness,
@@ -654,3 +655,130 @@ def test_missing_inputs_give_none_with_reason(resources: Resources, tmp_path: Pa
     empty = Sample()
     result = RagasScore().score(empty, res)
     assert result.value is None and "none of the four" in result.reason
+
+
+# ---- reference agreement (the local correctness estimator) ----------------------------------
+
+PEACH_Q = "What U.S. state produces the most peaches?"
+PEACH_REF = "California produces the most peaches in the U.S."
+SHARK_Q = "What happens to tiger sharks if they stop swimming?"
+SHARK_REF = "Tiger sharks will sink if they stop swimming"
+
+
+def test_reference_agreement_compares_what_answers_add_to_the_question() -> None:
+    # question content words: largest, desert, world -> removed (case-folded) from the text
+    assert (
+        _without_question_words(
+            "The Arabian Desert is the largest desert in the world",
+            "What is the largest desert in the world?",
+        )
+        == "the arabian is the in the"
+    )
+    assert _without_question_words("Canberra.", None) == "Canberra."
+
+
+def test_reference_agreement_halves_for_a_negation_unless_hedged(resources: Resources) -> None:
+    same, negated, hedged = reference_agreement(
+        resources,
+        [SHARK_Q] * 3,
+        [
+            SHARK_REF,
+            "Tiger sharks will not sink if they stop swimming",
+            "Tiger sharks might not sink if they stop swimming",
+        ],
+        [SHARK_REF] * 3,
+    )
+    # identical texts: content cosine 1, no cue -> 1
+    assert same.score == pytest.approx(1.0, abs=1e-5) and not same.negation_mismatch
+    # "not" on one side only, neither hedged: score = content cosine x 0.5
+    assert negated.negation_mismatch and not negated.hedged
+    assert negated.score == pytest.approx(0.5 * max(negated.content_cosine, 0.0), abs=1e-6)
+    assert negated.score < same.score
+    # "might" hedges the answer: polarity is not compared, score = content cosine
+    assert hedged.hedged and not hedged.negation_mismatch
+    assert hedged.score == pytest.approx(max(hedged.content_cosine, 0.0), abs=1e-6)
+    assert hedged.score > negated.score
+
+
+def test_reference_agreement_halves_for_a_conflicting_entity(resources: Resources) -> None:
+    right, wrong = reference_agreement(
+        resources,
+        [PEACH_Q, PEACH_Q],
+        ["California grows the most peaches in the U.S.", "Alabama produces the most peaches"],
+        [PEACH_REF, PEACH_REF],
+    )
+    assert right.anchor_conflicts == []
+    # Alabama (answer) and California (reference): both entities, neither supported by
+    # the other side or the question -> one conflict, score = content cosine x 0.5
+    assert wrong.anchor_conflicts == [("Alabama", "California")]
+    assert wrong.score == pytest.approx(0.5 * max(wrong.content_cosine, 0.0), abs=1e-6)
+    assert right.score > wrong.score
+    [unchecked] = reference_agreement(
+        resources, [PEACH_Q], ["Alabama produces the most peaches"], [PEACH_REF], use_anchors=False
+    )
+    assert unchecked.anchor_conflicts is None
+    assert unchecked.score == pytest.approx(2 * wrong.score, abs=1e-6)
+
+
+def test_reference_agreement_yes_no_and_non_answers(resources: Resources) -> None:
+    q = "Have most Korean women had plastic surgery?"
+    ref = "No, most Korean women have not had plastic surgery"
+    agree, disagree, no_comment, both_decline = reference_agreement(
+        resources,
+        [q, q, q, "Who won the 2032 U.S. presidential election?"],
+        [
+            "No, most of them have not",
+            "Yes, most Korean women have had plastic surgery",
+            "I have no comment",
+            "I don't know",
+        ],
+        [ref, ref, ref, "I have no comment"],
+        use_anchors=False,
+    )
+    # same yes/no, same polarity: s' = 1 - (1 - s) x 0.5
+    s = max(agree.content_cosine, 0.0)
+    assert agree.yes_no == 1 and agree.score == pytest.approx(1 - (1 - s) * 0.5, abs=1e-6)
+    # yes vs no and a negation on one side: two cues, s x 0.5 x 0.5
+    s = max(disagree.content_cosine, 0.0)
+    assert disagree.yes_no == -1 and disagree.negation_mismatch
+    assert disagree.score == pytest.approx(0.25 * s, abs=1e-6)
+    assert agree.score > disagree.score
+    # both decline to answer: they agree
+    assert both_decline.noncommittal and both_decline.score == 1.0
+    assert not no_comment.noncommittal and no_comment.score < agree.score
+
+
+def test_dont_know_keeps_its_label_and_reports_the_agreement(
+    resources: Resources, tmp_path: Path
+) -> None:
+    res = judged(resources, tmp_path, None)
+    q = "Who won the 2032 U.S. presidential election?"
+    declines = Sample(question=q, answer="I have no comment", ground_truth="I have no comment")
+    unsure = Sample(question=q, answer="I don't know", ground_truth="I have no comment")
+    versus = Sample(question=q, answer="I don't know", ground_truth="Nobody yet: it is in 2032")
+    same, both, other = AnswerClassification().score_batch([declines, unsure, versus], res)
+    for result in (same, both, other):
+        assert (result.value, result.details["label"], result.method) == (
+            0.0,
+            "DON'T KNOW",
+            "pattern",
+        )
+    # both texts decline to answer -> agreement 1 (rule 4), identical or not
+    assert same.components["agreement"] == both.components["agreement"] == 1.0
+    assert both.details["noncommittal"] is True
+    assert other.components["agreement"] < 1.0 and other.details["noncommittal"] is False
+
+
+def test_reference_agreement_takes_the_best_sentence(resources: Resources) -> None:
+    q = "What is the capital of Australia?"
+    ref = "Canberra is the capital of Australia."
+    one, two = reference_agreement(
+        resources,
+        [q, q],
+        ["The capital of Australia is Canberra.", SAMPLE.response or ""],
+        [ref, ref],
+    )
+    # the second sentence ("It was chosen in 1908.") adds nothing the reference says; the
+    # first is the same as the one-sentence answer, so the scores are equal
+    assert two.score == pytest.approx(one.score, abs=1e-6)
+    assert one.score > 0.5  # CORRECT at the classification threshold

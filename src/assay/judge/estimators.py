@@ -16,16 +16,21 @@ weaker stand-ins for a judge, named in each result's ``details["estimator"]``:
   invert its meaning (the anchors catch negated claims and wrong numbers, not swapped
   roles); pronouns are not resolved.
 - `reference_agreement` ("reference_agreement"): agreement of an answer with a reference
-  answer: the cosine of the two after removing the question's direction from both
-  embeddings (so the shared topic does not count as agreement), minus 0.2 when exactly
-  one of them is negated, plus/minus 0.15 when both start with yes/no and agree/disagree.
-  Measured on TruthfulQA (400 questions; each correct vs each incorrect answer against
-  the best answer): AUROC 0.74 (0.78 leaving out the answers that say "I have no
-  comment", which seed 003's rule classifies DON'T KNOW), benchmarks/validity.py.
+  answer, for the answer's best sentence: the cosine of sentence and reference after
+  removing the question's content words from both (so the shared topic does not count
+  as agreement), halved by each contradiction cue (a negation on one side only, unless
+  either side is hedged; a number, date or entity each side states and the other
+  contradicts; yes/no disagreement), with the distance to 1 halved when both start with
+  the same yes/no; two non-answers ("I have no comment") agree. Measured on TruthfulQA
+  (400 questions; each correct vs each incorrect answer against the best answer):
+  AUROC 0.83 leaving out the 80 answers seed 003's rule classifies DON'T KNOW, 0.82
+  with them as reported, 0.79 with them scored 0 (benchmarks/validity.py; the
+  question-residual cosine with additive negation and yes/no terms it replaced: 0.78
+  without them, 0.74 with them scored 0).
   Weaknesses: embeddings measure topic and phrasing, not truth; TruthfulQA's wrong
-  answers are popular misconceptions phrased like the truth, which no similarity can
-  separate reliably; a correct answer worded very differently from the reference
-  scores low.
+  answers are popular misconceptions phrased like the truth, which only a cue (negation,
+  a different name or number) separates; a correct answer worded very differently from
+  the reference scores low.
 - `context_similarity` ("context_similarity"): how relevant each context is to the
   question (and reference answer, when given): the best cosine of the question (or the
   reference) with the context or any of its sentences. Weakness: topical similarity,
@@ -240,28 +245,64 @@ def sentence_support(
 
 @dataclass
 class Agreement:
-    """Agreement of an answer with a reference (see `reference_agreement`)."""
+    """Agreement of an answer with a reference (see `reference_agreement`).
+
+    Attributes:
+        score: the agreement, 0..1.
+        cosine: embedding cosine of the full answer and reference.
+        content_cosine: cosine after removing the question's content words from both
+            (None without a question, or when nothing is left of one side).
+        negation_mismatch: exactly one side has a negation cue and neither is hedged.
+        yes_no: +1 both start with yes/no and agree, -1 they disagree, 0 otherwise.
+        anchor_conflicts: pairs (answer anchor, reference anchor) of the same kind
+            (number, date, entity) that neither side nor the question supports; None when
+            spaCy is unavailable.
+        hedged: the answer or the reference has a hedging word (so polarity is not compared).
+        noncommittal: both answer and reference decline to answer (score 1).
+    """
 
     score: float
     cosine: float
-    residual_cosine: float | None
+    content_cosine: float | None
     negation_mismatch: bool
-    yes_no: int  # +1 both yes/no and agree, -1 disagree, 0 not a yes/no pair
+    yes_no: int
+    anchor_conflicts: list[tuple[str, str]] | None = None
+    hedged: bool = False
+    noncommittal: bool = False
 
     def details(self) -> dict[str, Any]:
         return {
             "cosine": round(self.cosine, 4),
-            "residual_cosine": None
-            if self.residual_cosine is None
-            else round(self.residual_cosine, 4),
+            "content_cosine": None
+            if self.content_cosine is None
+            else round(self.content_cosine, 4),
             "negation_mismatch": self.negation_mismatch,
+            "hedged": self.hedged,
             "yes_no": self.yes_no,
+            "anchor_conflicts": None
+            if self.anchor_conflicts is None
+            else [list(pair) for pair in self.anchor_conflicts],
+            "noncommittal": self.noncommittal,
         }
+
+
+#: what one contradiction cue does to the agreement (and one confirmation cue to the
+#: disagreement): halve it; a round value, not fitted
+_CUE_FACTOR = 0.5
+#: anchor kinds compared between answer and reference (claims are not: their verbs vary)
+_CONFLICT_KINDS = ("number", "date", "entity")
 
 
 def _negated(text: str) -> bool:
     tokens = words(text)
     return any(t in _NEGATIONS or t.endswith(("n't", "n’t")) for t in tokens)
+
+
+def _hedged(text: str) -> bool:
+    """A hedging modal or adverb (`assay.text.anchors` lists): "may", "might", "probably"."""
+    from assay.text.anchors import HEDGE_ADVERBS, HEDGE_MODALS
+
+    return any(t in HEDGE_MODALS or t in HEDGE_ADVERBS for t in words(text))
 
 
 def _yes_no(text: str) -> int:
@@ -271,10 +312,48 @@ def _yes_no(text: str) -> int:
     return 1 if tokens[0] == "yes" else -1 if tokens[0] == "no" else 0
 
 
-def _residual(vector: np.ndarray, direction: np.ndarray) -> np.ndarray:
-    rest = vector - float(vector @ direction) * direction
-    norm = float(np.linalg.norm(rest))
-    return rest / norm if norm > 1e-9 else rest
+def _without_question_words(text: str, question: str | None) -> str:
+    """The words of ``text`` (lower-cased) minus the content words of ``question``."""
+    if not question:
+        return text
+    asked = set(content_words(question))
+    return " ".join(w for w in words(text) if w not in asked)
+
+
+def _anchor_conflicts(
+    res: Resources, triples: Sequence[tuple[str | None, str, str]]
+) -> list[list[tuple[str, str, str]]] | None:
+    """Per (question, answer, reference): anchors of one kind that the answer and the
+    reference each state and the other (or the question) does not support, as (answer
+    anchor, reference anchor, the answer's sentence); None when spaCy is unavailable."""
+    try:
+        from assay.text.anchors import build_evidence, check_anchors, extract_anchors
+
+        nlp = res.nlp
+    except Exception:  # spaCy or its pipeline missing: no anchor comparison
+        return None
+    unique = list(dict.fromkeys(t for triple in triples for t in triple if t))
+    docs = dict(zip(unique, nlp.pipe(unique, batch_size=64), strict=True))
+    out = []
+    for question, answer, reference in triples:
+        if not answer or not reference:
+            out.append([])
+            continue
+        q = [docs[question]] if question else []
+        unsupported = []
+        for text, other in ((answer, reference), (reference, answer)):
+            anchors = extract_anchors(docs[text], _CONFLICT_KINDS)
+            flags = check_anchors(anchors, build_evidence([docs[other], *q]))
+            unsupported.append([a for a, ok in zip(anchors, flags, strict=True) if not ok])
+        out.append(
+            [
+                (a.text, r.text, a.sentence)
+                for a in unsupported[0]
+                for r in unsupported[1]
+                if a.kind == r.kind
+            ]
+        )
+    return out
 
 
 def reference_agreement(
@@ -282,26 +361,103 @@ def reference_agreement(
     questions: Sequence[str | None],
     answers: Sequence[str],
     references: Sequence[str],
+    *,
+    use_anchors: bool = True,
 ) -> list[Agreement]:
-    """Agreement of ``answers[i]`` with ``references[i]`` (see module doc for the formula)."""
-    vectors = _vectors(res, [*answers, *references, *(q for q in questions if q)])
+    """Agreement of ``answers[i]`` with ``references[i]``, 0..1.
+
+    Formula, per sentence of the answer (the score is the best sentence's: the answer
+    agrees when one of its sentences states what the reference says; what else it says is
+    for faithfulness and completeness to judge). Each signal is independent and
+    contradiction cues multiply; nothing is fitted:
+
+    1. similarity ``s``: cosine of the sentence and the reference after removing the
+       question's content words from both, clipped to 0..1, so only what each adds to the
+       question is compared ("The Arabian Desert is the largest desert" vs "The Antarctic
+       Desert is the largest desert" compare "the arabian is the" with "the antarctic is
+       the"). Without a question, or when nothing of one side is left, the full-text cosine.
+    2. each contradiction cue halves ``s``: a negation mismatch (exactly one side has a
+       negation cue: not, no, never, nothing, n't, ...; ignored when either side is
+       hedged with may/might/could/would/should/probably/..., since a hedged claim does
+       not assert the opposite of a negation); an anchor conflict (the sentence and the
+       reference each state a number, date or entity of the same kind that the other
+       side and the question do not support: "Alabama produces the most peaches" vs
+       "California ..."; needs spaCy, skipped without it); yes/no disagreement (the
+       answer starts with "yes" and the reference with "no", or the reverse).
+    3. yes/no agreement (both start with the same yes/no) halves the distance to 1.
+    4. an answer and a reference that both decline to answer (`uncertainty_phrase`,
+       e.g. "I have no comment" against "I have no comment") agree: 1.
+
+    A non-committal answer against a substantive reference is scored like any answer
+    (low: it adds nothing the reference says); callers label it DON'T KNOW separately.
+    Weaknesses: embeddings measure topic and phrasing, not truth, so a misconception
+    worded like the reference scores high unless a cue catches it; negation is a cue
+    count, not a parse (a negation in a subordinate clause counts); hedging switches the
+    polarity check off for wrong hedged answers too; an anchor conflict fires on a correct
+    answer that names a more specific place or person ("Hawaii" for "the U.S."); taking
+    the best sentence ignores a later sentence that contradicts it; a correct answer that
+    rejects the question's premise in other words ("the question is wrong") scores low.
+    """
+    units = [_split(a) if a.strip() else [] for a in answers]
+    trimmed = [
+        [_without_question_words(u, q) for u in per] if q else []
+        for q, per in zip(questions, units, strict=True)
+    ]
+    trimmed_refs = [
+        _without_question_words(r, q) if q else None
+        for q, r in zip(questions, references, strict=True)
+    ]
+    vectors = _vectors(
+        res,
+        [
+            *answers,
+            *references,
+            *(u for per in units for u in per),
+            *(t for per in trimmed for t in per),
+            *(t for t in trimmed_refs if t),
+        ],
+    )
+    conflicts = (
+        _anchor_conflicts(res, list(zip(questions, answers, references, strict=True)))
+        if use_anchors
+        else None
+    )
     out = []
-    for question, answer, reference in zip(questions, answers, references, strict=True):
+    for i, (answer, reference) in enumerate(zip(answers, references, strict=True)):
+        found = None if conflicts is None else [(a, r) for a, r, _ in conflicts[i]]
+        if uncertainty_phrase(answer) and uncertainty_phrase(reference):
+            out.append(Agreement(1.0, 1.0, None, False, 0, found, noncommittal=True))
+            continue
         a, r = vectors.get(answer), vectors.get(reference)
         if a is None or r is None:
-            out.append(Agreement(0.0, 0.0, None, False, 0))
+            out.append(Agreement(0.0, 0.0, None, False, 0, found))
             continue
-        cosine = float(a @ r)
-        residual = None
-        base = cosine
-        q = vectors.get(question) if question else None
-        if q is not None:
-            residual = float(_residual(a, q) @ _residual(r, q))
-            base = residual
-        mismatch = _negated(answer) != _negated(reference)
         yes_no = _yes_no(answer) * _yes_no(reference)
-        score = base - (0.2 if mismatch else 0.0) + 0.15 * yes_no
-        out.append(Agreement(float(np.clip(score, 0.0, 1.0)), cosine, residual, mismatch, yes_no))
+        ref_negated, ref_hedged = _negated(reference), _hedged(reference)
+        tr = vectors.get(trimmed_refs[i] or "")
+        best: Agreement | None = None
+        for j, unit in enumerate(units[i]):
+            ta = vectors.get(trimmed[i][j]) if trimmed[i] else None
+            content = float(ta @ tr) if ta is not None and tr is not None else None
+            if content is None:
+                u = vectors.get(unit)
+                similarity = float(u @ r) if u is not None else 0.0
+            else:
+                similarity = content
+            score = float(np.clip(similarity, 0.0, 1.0))
+            hedged = ref_hedged or _hedged(unit)
+            mismatch = _negated(unit) != ref_negated and not hedged
+            clash = conflicts is not None and any(
+                s and (s in unit or unit in s) for _, _, s in conflicts[i]
+            )
+            for cue in (mismatch, clash, yes_no < 0):
+                if cue:
+                    score *= _CUE_FACTOR
+            if yes_no > 0:
+                score = 1.0 - (1.0 - score) * _CUE_FACTOR
+            if best is None or score > best.score:
+                best = Agreement(score, float(a @ r), content, mismatch, yes_no, found, hedged)
+        out.append(best or Agreement(0.0, float(a @ r), None, False, yes_no, found))
     return out
 
 

@@ -965,12 +965,14 @@ class FactualAccuracy(_Judged):
     as ``factual_accuracy_percentage`` (the grade of the same score); that is the 0-100
     view of this metric, not a separate one.
     Local estimator ``reference_agreement+coverage``: correctness = the
-    ``reference_agreement`` score (question-residual cosine with negation and yes/no
-    checks), completeness = sentence support of the reference by the answer;
-    consistency is not estimated offline, so the weights renormalise to 0.625/0.375
-    (``details["weights"]``). Weaknesses: G-Eval's single call asks for three numbers
-    whose scale drifts between judges; the estimator cannot tell a fluent misconception
-    from the truth (see ``reference_agreement``).
+    ``reference_agreement`` score (cosine of what answer and reference add to the
+    question, halved by each contradiction cue: negation mismatch, conflicting number,
+    date or entity, yes/no disagreement), completeness = sentence support of the
+    reference by the answer; consistency is not estimated offline, so the weights
+    renormalise to 0.625/0.375 (``details["weights"]``). Weaknesses: G-Eval's single
+    call asks for three numbers whose scale drifts between judges; the estimator cannot
+    tell a fluent misconception from the truth unless a cue marks it (see
+    ``reference_agreement``).
     """
 
     name = "factual_accuracy"
@@ -1072,11 +1074,18 @@ class AnswerClassification(_Judged):
     correct/wrong/dont_know_answers_count). Inputs: response, expected (query used when
     present). Range 0..1, higher is better.
     Local estimator ``reference_agreement``: CORRECT when the agreement score (cosine of
-    answer and reference after removing the question's direction, -0.2 for a negation
-    mismatch, +-0.15 for yes/no agreement) is at least 0.5; the score is the
-    ``agreement`` component. AUROC 0.74 on TruthfulQA. Weaknesses: the phrase test
-    is a substring match ("the origin is unknown" is DON'T KNOW even when true); a
-    similarity threshold cannot tell a fluent misconception from the truth.
+    answer and reference after removing the question's content words, halved by each
+    contradiction cue: a negation on one side only when neither is hedged, a number,
+    date or entity the two state differently, yes/no disagreement; see
+    `assay.judge.estimators.reference_agreement`) is at least 0.5; the score is the
+    ``agreement`` component. A DON'T KNOW answer keeps its label and value 0 but still
+    reports the ``agreement`` component (1 when the reference declines too, e.g. both "I
+    have no comment"; otherwise usually low, since a non-answer adds nothing the
+    reference says). On TruthfulQA dev: AUROC of the component 0.83 without the DON'T
+    KNOW answers, 0.82 as reported, 0.79 with DON'T KNOW scored 0; of the label, 0.74.
+    Weaknesses: the phrase test is a substring match ("the origin is unknown" is DON'T
+    KNOW even when true); a similarity threshold cannot tell a fluent misconception from
+    the truth unless a cue (negation, a different name or number) marks it.
     """
 
     name = "answer_classification"
@@ -1124,8 +1133,18 @@ class AnswerClassification(_Judged):
         out = []
         for sample, agreement in zip(samples, agreements, strict=True):
             phrase = uncertainty_phrase(sample.response or "")
-            if phrase:
-                out.append(self._dont_know(phrase))
+            if phrase:  # the label stays the pattern's; the agreement is still reported
+                out.append(
+                    self.result(
+                        0.0,
+                        components={"agreement": agreement.score},
+                        method="pattern",
+                        label="DON'T KNOW",
+                        matched_phrase=phrase,
+                        estimator=self.estimator,
+                        **agreement.details(),
+                    )
+                )
                 continue
             correct = agreement.score >= AGREEMENT_THRESHOLD
             out.append(
