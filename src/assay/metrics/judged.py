@@ -571,8 +571,81 @@ class _RagVerdictMetric(_Judged):
         raise NotImplementedError
 
 
+class _SupportedShare(_RagVerdictMetric):
+    """A share of items (the answer's claims, the reference's statements) that the contexts
+    support: read from the RAG_VERDICTS reply, or estimated by sentence support.
+
+    Subclasses name the reply list (``items``), each item's text and verdict attributes,
+    the sample field the estimator splits into sentences, and the evidence keys."""
+
+    items: ClassVar[str]  # RagVerdicts attribute: "claims" or "statements"
+    item_text: ClassVar[str]  # attribute of an item holding its text
+    item_ok: ClassVar[str]  # attribute of an item holding its verdict
+    source: ClassVar[str]  # Sample field the local estimator checks sentence by sentence
+    count_key: ClassVar[str]
+    ok_key: ClassVar[str]
+    missing_key: ClassVar[str]
+    none_reason: ClassVar[str]  # reason of the 1.0 given when there is no item (seed rule)
+
+    def from_verdicts(
+        self, sample: Sample, reply: JudgeReply[RagVerdicts], judge: JudgeClient
+    ) -> MetricResult:
+        items = getattr(reply.output, self.items)
+        verdicts = [item.model_dump() for item in items]
+        if not items:
+            return self.llm(
+                1.0,
+                judge,
+                [RAG_VERDICTS],
+                reason=f"{self.none_reason}: 1.0 by the seed's rule",
+                verdicts=verdicts,
+                **{self.count_key: 0, self.ok_key: 0},
+            )
+        ok = sum(bool(getattr(item, self.item_ok)) for item in items)
+        return self.llm(
+            ok / len(items),
+            judge,
+            [RAG_VERDICTS],
+            verdicts=verdicts,
+            **{
+                self.count_key: len(items),
+                self.ok_key: ok,
+                self.missing_key: [
+                    getattr(item, self.item_text)
+                    for item in items
+                    if not getattr(item, self.item_ok)
+                ],
+            },
+        )
+
+    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        supports = sentence_support(
+            res,
+            [getattr(s, self.source) or "" for s in samples],
+            [s.contexts or [] for s in samples],
+        )
+        out = []
+        for support in supports:
+            n = len(support.sentences)
+            ok = support.supported_sentences
+            if n == 0:
+                out.append(self.local(1.0, res, reason=self.none_reason, **{self.count_key: 0}))
+                continue
+            missing = [x["text"] for x in support.sentences if not x["supported"]]
+            out.append(
+                self.local(
+                    ok / n,
+                    res,
+                    threshold=SUPPORT_THRESHOLD,
+                    **{self.count_key: n, self.ok_key: ok, self.missing_key: missing},
+                    **support.details(),
+                )
+            )
+        return out
+
+
 @register
-class RagasFaithfulness(_RagVerdictMetric):
+class RagasFaithfulness(_SupportedShare):
     """Share of the answer's atomic claims that the retrieved contexts support (RAGAS-style, seed
     003).
 
@@ -592,56 +665,12 @@ class RagasFaithfulness(_RagVerdictMetric):
     name = "ragas_faithfulness"
     requires = ("response", "contexts")
     estimator = "sentence_support"
-
-    def from_verdicts(
-        self, sample: Sample, reply: JudgeReply[RagVerdicts], judge: JudgeClient
-    ) -> MetricResult:
-        claims = reply.output.claims
-        verdicts = [c.model_dump() for c in claims]
-        if not claims:
-            return self.llm(
-                1.0,
-                judge,
-                [RAG_VERDICTS],
-                reason="the answer makes no factual claim: 1.0 by the seed's rule",
-                claims=0,
-                supported=0,
-                verdicts=verdicts,
-            )
-        supported = sum(c.verdict for c in claims)
-        return self.llm(
-            supported / len(claims),
-            judge,
-            [RAG_VERDICTS],
-            claims=len(claims),
-            supported=supported,
-            unsupported=[c.claim for c in claims if not c.verdict],
-            verdicts=verdicts,
-        )
-
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        supports = sentence_support(
-            res, [s.response or "" for s in samples], [s.contexts or [] for s in samples]
-        )
-        out = []
-        for support in supports:
-            n = len(support.sentences)
-            ok = support.supported_sentences
-            if n == 0:
-                out.append(self.local(1.0, res, reason="no sentence to check", claims=0))
-                continue
-            out.append(
-                self.local(
-                    ok / n,
-                    res,
-                    claims=n,
-                    supported=ok,
-                    threshold=SUPPORT_THRESHOLD,
-                    unsupported=[s["text"] for s in support.sentences if not s["supported"]],
-                    **support.details(),
-                )
-            )
-        return out
+    items = "claims"
+    item_text = "claim"
+    item_ok = "verdict"
+    source = "response"
+    count_key, ok_key, missing_key = "claims", "supported", "unsupported"
+    none_reason = "the answer makes no factual claim"
 
 
 @register
@@ -707,7 +736,7 @@ class RagasContextPrecision(_RagVerdictMetric):
 
 
 @register
-class RagasContextRecall(_RagVerdictMetric):
+class RagasContextRecall(_SupportedShare):
     """Share of the reference answer's statements that the retrieved contexts support (RAGAS-style,
     seed 003).
 
@@ -726,56 +755,12 @@ class RagasContextRecall(_RagVerdictMetric):
     name = "ragas_context_recall"
     requires = ("expected", "contexts")
     estimator = "sentence_support"
-
-    def from_verdicts(
-        self, sample: Sample, reply: JudgeReply[RagVerdicts], judge: JudgeClient
-    ) -> MetricResult:
-        statements = reply.output.statements
-        verdicts = [s.model_dump() for s in statements]
-        if not statements:
-            return self.llm(
-                1.0,
-                judge,
-                [RAG_VERDICTS],
-                reason="no statements in the reference: 1.0 by the seed's rule",
-                statements=0,
-                attributed=0,
-                verdicts=verdicts,
-            )
-        attributed = sum(s.attributed for s in statements)
-        return self.llm(
-            attributed / len(statements),
-            judge,
-            [RAG_VERDICTS],
-            statements=len(statements),
-            attributed=attributed,
-            missing=[s.statement for s in statements if not s.attributed],
-            verdicts=verdicts,
-        )
-
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        supports = sentence_support(
-            res, [s.expected or "" for s in samples], [s.contexts or [] for s in samples]
-        )
-        out = []
-        for support in supports:
-            n = len(support.sentences)
-            ok = support.supported_sentences
-            if n == 0:
-                out.append(self.local(1.0, res, reason="no statement to recall", statements=0))
-                continue
-            out.append(
-                self.local(
-                    ok / n,
-                    res,
-                    statements=n,
-                    attributed=ok,
-                    threshold=SUPPORT_THRESHOLD,
-                    missing=[s["text"] for s in support.sentences if not s["supported"]],
-                    **support.details(),
-                )
-            )
-        return out
+    items = "statements"
+    item_text = "statement"
+    item_ok = "attributed"
+    source = "expected"
+    count_key, ok_key, missing_key = "statements", "attributed", "missing"
+    none_reason = "no statements in the reference"
 
 
 @register
