@@ -286,11 +286,30 @@ def prefetch(metrics: Iterable[Metric], samples: Sequence[Sample], res: Resource
     return len(asks)
 
 
+class _RubricScore(_Judged):
+    """Seed 001's metrics: one call with the metric's prompt; the judge's score is the value.
+
+    ``fields`` are the Sample fields the prompt's data blocks take, by the same names."""
+
+    prompt: ClassVar[Prompt[Any]]
+    fields: ClassVar[tuple[str, ...]]
+
+    def _values(self, sample: Sample) -> dict[str, Any]:
+        return {field: getattr(sample, field) for field in self.fields}
+
+    def requests(self, sample: Sample) -> list[Request]:
+        return [(self.prompt, self._values(sample))]
+
+    async def judge_one(self, sample: Sample, res: Resources, judge: JudgeClient) -> MetricResult:
+        value, details = await _score(judge, self.prompt, **self._values(sample))
+        return self.llm(value, judge, [self.prompt], **details)
+
+
 # ---- seed 001 ----------------------------------------------------------------------------
 
 
 @register
-class JudgedRelevance(_Judged):
+class JudgedRelevance(_RubricScore):
     """How relevant the response is to the query, rated 0..1 by an LLM judge (seed 001).
 
     Formula: the judge's score with seed 001's relevance prompt and rubric (1.0 = directly
@@ -309,15 +328,8 @@ class JudgedRelevance(_Judged):
     requires = ("query", "response")
     seed = "001"
     estimator = "question_answer_cosine"
-
-    def requests(self, sample: Sample) -> list[Request]:
-        return [(RELEVANCE, {"query": sample.query, "response": sample.response})]
-
-    async def judge_one(self, sample: Sample, res: Resources, judge: JudgeClient) -> MetricResult:
-        value, details = await _score(
-            judge, RELEVANCE, query=sample.query, response=sample.response
-        )
-        return self.llm(value, judge, [RELEVANCE], **details)
+    prompt = RELEVANCE
+    fields = ("query", "response")
 
     def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         return _relevance_estimates(self, samples, res)
@@ -337,7 +349,7 @@ def _relevance_estimates(
     return out
 
 
-class _SupportBased(_Judged):
+class _SupportBased(_RubricScore):
     """Faithfulness-style metrics whose local estimator is sentence support."""
 
     def _supports(self, samples: Sequence[Sample], res: Resources) -> list[Any]:
@@ -371,15 +383,8 @@ class Faithfulness(_SupportBased):
     suites = ("judged", "rag")
     seed = "001"
     estimator = "sentence_support"
-
-    def requests(self, sample: Sample) -> list[Request]:
-        return [(FAITHFULNESS, {"contexts": sample.contexts, "response": sample.response})]
-
-    async def judge_one(self, sample: Sample, res: Resources, judge: JudgeClient) -> MetricResult:
-        value, details = await _score(
-            judge, FAITHFULNESS, contexts=sample.contexts, response=sample.response
-        )
-        return self.llm(value, judge, [FAITHFULNESS], **details)
+    prompt = FAITHFULNESS
+    fields = ("contexts", "response")
 
     def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         return [self.local(s.score, res, **s.details()) for s in self._supports(samples, res)]
@@ -405,15 +410,8 @@ class Hallucination(_SupportBased):
     suites = ("judged", "rag")
     seed = "001"
     estimator = "unsupported_share"
-
-    def requests(self, sample: Sample) -> list[Request]:
-        return [(HALLUCINATION, {"contexts": sample.contexts, "response": sample.response})]
-
-    async def judge_one(self, sample: Sample, res: Resources, judge: JudgeClient) -> MetricResult:
-        value, details = await _score(
-            judge, HALLUCINATION, contexts=sample.contexts, response=sample.response
-        )
-        return self.llm(value, judge, [HALLUCINATION], **details)
+    prompt = HALLUCINATION
+    fields = ("contexts", "response")
 
     def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         return [
@@ -423,7 +421,7 @@ class Hallucination(_SupportBased):
 
 
 @register
-class ContextualRelevance(_Judged):
+class ContextualRelevance(_RubricScore):
     """Whether the retrieved context is relevant for answering the query, rated 0..1 by an LLM
     judge (seed 001).
 
@@ -441,15 +439,8 @@ class ContextualRelevance(_Judged):
     suites = ("judged", "rag")
     seed = "001"
     estimator = "context_similarity"
-
-    def requests(self, sample: Sample) -> list[Request]:
-        return [(CONTEXTUAL_RELEVANCE, {"query": sample.query, "contexts": sample.contexts})]
-
-    async def judge_one(self, sample: Sample, res: Resources, judge: JudgeClient) -> MetricResult:
-        value, details = await _score(
-            judge, CONTEXTUAL_RELEVANCE, query=sample.query, contexts=sample.contexts
-        )
-        return self.llm(value, judge, [CONTEXTUAL_RELEVANCE], **details)
+    prompt = CONTEXTUAL_RELEVANCE
+    fields = ("query", "contexts")
 
     def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         sims = context_similarity(
