@@ -10,6 +10,10 @@ it with attributes:
 - ``fail_429`` / ``fail_500``: the next N requests get HTTP 429 / 500;
 - ``broken_json``: the next N replies are JSON with defects json-repair can fix;
 - ``garbage``: the next N replies are not JSON at all (no number, no label either);
+- ``html``: the next N requests get an HTML page with status 200 (a wrong base URL);
+- ``retry_after``: the ``Retry-After`` header of the 429 replies (default ``"0"``);
+- ``max_prompt_chars``: longer prompts get HTTP 400 "maximum context length" in any
+  ``response_format`` (0: no limit);
 - ``reject_formats``: ``response_format`` types answered with HTTP 400;
 - ``script``: a function ``(task, blocks, body) -> str | dict | None`` whose non-None
   result replaces the default reply (a dict is sent as JSON).
@@ -153,6 +157,9 @@ class JudgeServer:
         self.fail_500 = 0
         self.broken_json = 0
         self.garbage = 0
+        self.html = 0
+        self.retry_after = "0"
+        self.max_prompt_chars = 0
         self.reject_formats: set[str] = set()
         self.calls = 0
         self.requests: list[dict[str, Any]] = []
@@ -196,7 +203,9 @@ class JudgeServer:
             self.prompt_tokens = 0
             self.completion_tokens = 0
             self.max_in_flight = 0
-            self.fail_429 = self.fail_500 = self.broken_json = self.garbage = 0
+            self.fail_429 = self.fail_500 = self.broken_json = self.garbage = self.html = 0
+            self.retry_after = "0"
+            self.max_prompt_chars = 0
             self.reject_formats = set()
 
     def calls_by_task(self) -> dict[str, int]:
@@ -207,8 +216,8 @@ class JudgeServer:
         return out
 
     # ---- one request ---------------------------------------------------------------------
-    def handle(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
-        """(status, JSON reply, extra headers) for one request body."""
+    def handle(self, body: dict[str, Any]) -> tuple[int, dict[str, Any] | str, dict[str, str]]:
+        """(status, JSON reply or HTML text, extra headers) for one request body."""
         with self._lock:
             self.calls += 1
             self.requests.append(body)
@@ -221,6 +230,9 @@ class JudgeServer:
             elif self.fail_500 > 0:
                 self.fail_500 -= 1
                 fail = 500
+            elif self.html > 0:
+                self.html -= 1
+                fail = 200
             broken = garbage = False
             if fail is None and self.garbage > 0:
                 self.garbage -= 1
@@ -233,14 +245,23 @@ class JudgeServer:
                 time.sleep(self.delay)
             if fail == 429:
                 error = {"error": {"message": "rate limited", "type": "rate_limit"}}
-                return 429, error, {"Retry-After": "0"}
+                return 429, error, {"Retry-After": self.retry_after}
             if fail == 500:
                 return 500, {"error": {"message": "server error", "type": "server"}}, {}
+            if fail == 200:
+                return 200, "<html><body><h1>Welcome to nginx!</h1></body></html>", {}
+            messages = body.get("messages") or []
+            prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
+            if self.max_prompt_chars and prompt_chars > self.max_prompt_chars:
+                message = (
+                    f"This model's maximum context length is {self.max_prompt_chars // 4} "
+                    f"tokens; your messages have about {prompt_chars // 4}"
+                )
+                return 400, {"error": {"message": message, "type": "invalid_request"}}, {}
             fmt = (body.get("response_format") or {}).get("type")
             if fmt in self.reject_formats:
                 message = f"response_format {fmt} is not supported"
                 return 400, {"error": {"message": message, "type": "invalid_request"}}, {}
-            messages = body.get("messages") or []
             task = _task_of(body)
             user = next((m["content"] for m in messages if m.get("role") == "user"), "")
             blocks = parse_blocks(user)
@@ -254,7 +275,6 @@ class JudgeServer:
                 content = "I am unable to comply with the requested format today."
             elif broken:
                 content = _break(content)
-            prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
             p_tok, c_tok = prompt_chars // 4 + 1, len(content) // 4 + 1
             with self._lock:
                 self.prompt_tokens += p_tok
@@ -307,10 +327,13 @@ def _handler(owner: JudgeServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             pass
 
-        def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
-            data = json.dumps(payload).encode("utf-8")
+        def _send(
+            self, status: int, payload: dict[str, Any] | str, headers: dict[str, str]
+        ) -> None:
+            is_text = isinstance(payload, str)
+            data = (payload if is_text else json.dumps(payload)).encode("utf-8")
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "text/html" if is_text else "application/json")
             self.send_header("Content-Length", str(len(data)))
             for key, value in headers.items():
                 self.send_header(key, value)

@@ -52,6 +52,12 @@ def checked(nlp, response: str, *contexts: str, kinds=ALL_KINDS):
         ("a million", [NumberMention(1e6)]),
         ("3 cats and 4 dogs", [NumberMention(3.0), NumberMention(4.0)]),
         ("a cat", []),
+        # superscript and circled digits are digits (str.isdigit) but not numbers: they
+        # are skipped, where they used to raise ValueError
+        ("5² = 25", [NumberMention(5.0), NumberMention(25.0)]),
+        ("step ① and step ②", []),
+        ("in 2020¹", [NumberMention(2020.0)]),
+        ("٣ تفاحات", [NumberMention(3.0)]),  # Arabic-Indic digits are decimal digits
     ],
 )
 def test_parse_numbers(text, expected):

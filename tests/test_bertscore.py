@@ -253,6 +253,21 @@ def test_missing_or_blank_input_is_none_with_reason(resources: Resources) -> Non
         assert blank.value is None and "response" in (blank.reason or "")
 
 
+def test_text_without_model_tokens_is_none_not_zero(resources: Resources) -> None:
+    # a zero-width space or byte-order mark is not blank to str.strip(), but the tokenizer
+    # drops it: bert-score marks the pair with P = R = F = 0 (and used to give value 0.0
+    # even for two identical such texts). Undefined: None with a reason.
+    for name in ("bertscore", "f1", "bert_score_f1"):
+        for response, expected in (("\u200b", "\u200b"), ("\ufeff", "Paris is big.")):
+            result = get_metric(name).score(Sample(response=response, expected=expected), resources)
+            assert result.value is None and "no token" in (result.reason or ""), name
+    # a real word next to the zero-width space is scored as usual (identical: 1)
+    result = get_metric("bertscore").score(
+        Sample(response="\u200bParis", expected="Paris"), resources
+    )
+    assert result.value == pytest.approx(1.0, abs=1e-4)
+
+
 def test_batch_is_scored_in_one_model_pass(resources: Resources, scorer: BERTScorer) -> None:
     samples = [
         Sample(response=f"batch answer number {i} about rivers", expected=f"rivers fact {i}")

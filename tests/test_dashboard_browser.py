@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import httpx
 import pytest
@@ -319,3 +320,128 @@ def test_api_docs_render_from_local_files_only(dash_page: Any, live_url: str, sh
     assert requested and all(url.startswith(live_url) for url in requested), requested
     assert not [e for e in errors if "Content Security Policy" in e]
     dash_page.screenshot(path=str(shots / "api_docs.png"))
+
+
+# ---- a stored payload in every untrusted field -------------------------------------------
+#: each payload would set window.__xss if it ran (inline scripts are also blocked by the
+#: page's CSP, whose violation would show in the console errors no_xss checks)
+EVIL = {
+    "id": '"><script>window.__xss="id"</script>',
+    "test": "<svg onload=\"window.__xss='test'\">",
+    "tag_key": "<img src=x onerror=\"window.__xss='tag key'\">",
+    "tag_value": "<script>window.__xss='tag value'</script>",
+    "metric": "m<img src=x onerror=\"window.__xss='metric'\">",
+    "label": "<script>window.__xss='label'</script>",
+    "reason": "<iframe srcdoc=\"<script>parent.__xss='reason'</script>\"></iframe>",
+    "error": "</pre><script>window.__xss='error'</script>",
+    "detail_key": "<b onmouseover=\"window.__xss='detail key'\">k</b>",
+    "run_name": "</title><script>window.__xss='run name'</script>",
+    "dataset": "javascript:window.__xss='dataset'",
+    "run_tag": "<img src=x onerror=\"window.__xss='run tag'\">",
+    "usage": "<script>window.__xss='usage'</script>",
+    "field": "<img src=x onerror=\"window.__xss='field'\">",
+}
+EVIL_RUN = 'evil"><img src=x onerror=window.__xss=7>'  # no "/" so it stays one path segment
+
+
+@pytest.fixture(scope="module")
+def evil_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from assay.result import MetricResult
+    from assay.sample import Sample
+
+    store = Store(str(tmp_path_factory.mktemp("evil") / "evil.db"))
+    store.start_run(
+        EVIL_RUN,
+        name=EVIL["run_name"],
+        dataset=EVIL["dataset"],
+        tags={EVIL["run_tag"]: EVIL["run_tag"]},
+    )
+    for i in range(3):
+        sample = Sample(
+            id=f"{EVIL['id']}{i}",
+            query=EVIL["id"],
+            response=EVIL["tag_value"],
+            tags={
+                "method": EVIL["tag_value"] if i else "plain",
+                "question_type": EVIL["tag_key"],
+                EVIL["tag_key"]: EVIL["tag_value"],
+            },
+        )
+        results = {
+            EVIL["metric"]: MetricResult(
+                EVIL["metric"],
+                0.5 + 0.1 * i,
+                details={"label": EVIL["label"], EVIL["detail_key"]: [EVIL["reason"]]},
+                reason=EVIL["reason"],
+                error=EVIL["error"] if i == 2 else None,
+            ),
+            "exact_match": MetricResult("exact_match", 1.0, method="pattern"),
+        }
+        store.record(
+            EVIL_RUN,
+            i,
+            sample,
+            results,
+            status="passed",
+            duration=1.0,
+            test_name=EVIL["test"],
+            error=EVIL["error"],
+        )
+    store.finish_run(EVIL_RUN, judge_usage={EVIL["usage"]: EVIL["usage"]})
+    store.put_strategy_config("evil", {EVIL["field"]: "EXACT"})
+    with running_server(create_app(store, token="")) as url:
+        yield url
+    store.close()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/",
+        "/history?hours=72",
+        "/runs",
+        "/runs/" + quote(EVIL_RUN, safe=""),
+        "/runs/" + quote(EVIL_RUN, safe="") + "?page=1",
+        "/compare?" + urlencode({"a": EVIL_RUN, "b": f"method={EVIL['tag_value']}"}),
+        "/compare?" + urlencode({"a": "method=plain", "b": EVIL_RUN, "run": EVIL_RUN}),
+        "/config/field-strategies",
+        "/runs/" + quote(EVIL["id"], safe=""),  # the 404 page names the unknown run
+    ],
+)
+def test_stored_payloads_in_every_field_never_run(dash_page: Any, evil_url: str, path: str) -> None:
+    dash_page.goto(evil_url + path)
+    dash_page.wait_for_load_state("load")
+    if "/config/" not in path and dash_page.locator(".chart").count():
+        dash_page.wait_for_selector("body[data-charts=ready]")
+    for details in dash_page.locator("details").all():
+        details.evaluate("d => d.open = true")  # render the evidence of every sample
+    dash_page.wait_for_timeout(200)  # let any <img onerror>/<svg onload> fire
+    if path.startswith("/runs/" + quote(EVIL["id"], safe="")):  # the page's own 404 status
+        dash_page.errors[:] = [e for e in dash_page.errors if "status of 404" not in e]
+    no_xss(dash_page)
+    # nothing untrusted became an element: the pages make no img/svg/iframe of their own
+    assert dash_page.locator("main img, main iframe, main > svg, main b[onmouseover]").count() == 0
+    assert dash_page.locator("main script:not([type='application/json'])").count() == 0
+
+
+def test_payloads_show_as_their_text(dash_page: Any, evil_url: str) -> None:
+    dash_page.goto(evil_url + "/runs/" + quote(EVIL_RUN, safe=""))
+    text = dash_page.inner_text("main")
+    for key in ("run_name", "dataset", "run_tag", "tag_key", "tag_value", "label", "metric"):
+        assert EVIL[key] in text, key
+    dash_page.click("#sample-2 > summary")
+    body = dash_page.inner_text("#sample-2")
+    for key in ("id", "reason", "error"):
+        assert EVIL[key] in body, key
+    assert json.dumps(EVIL["detail_key"]) in body  # the evidence JSON, as text
+    no_xss(dash_page)
+
+
+def test_config_field_names_are_text_in_the_editor(dash_page: Any, evil_url: str) -> None:
+    dash_page.goto(evil_url + "/config/field-strategies")
+    dash_page.wait_for_selector("body[data-ready=true]")
+    dash_page.click("#config-list a[data-config='evil']")
+    dash_page.wait_for_selector("#config-status.ok >> text=Loaded")
+    assert dash_page.locator("tr.field-row .field-name").input_value() == EVIL["field"]
+    dash_page.wait_for_timeout(200)
+    no_xss(dash_page)

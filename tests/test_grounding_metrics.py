@@ -81,6 +81,22 @@ def test_relevance_falls_back_to_jaccard_without_vocabulary(resources):
     assert result.details["fallback"]
 
 
+def test_relevance_vocalised_arabic_by_hand(resources):
+    # the diacritics of "عَاصِمَةُ" are removed before both halves tokenise, so it is the
+    # word "عاصمة" (it used to fall apart into letter fragments: relevance 0.279)
+    # Jaccard: {ما, هي, عاصمة, فرنسا} vs {عاصمة, فرنسا, هي, باريس}: 3 / 5 = 0.6
+    # TF-IDF (no English stop word here): ما and باريس have df 1 (idf c = ln 1.5 + 1),
+    # هي, عاصمة, فرنسا df 2 (idf 1); both rows have norm sqrt(c^2 + 3), dot = 3
+    # cosine = 3 / (c^2 + 3) = 3 / 4.975332 = 0.602975; relevance = 0.601487
+    cosine = 3 / (IDF_ONE_DOC**2 + 3)
+    result = Relevance().score(
+        Sample(query="ما هي عَاصِمَةُ فرنسا؟", response="عاصمة فرنسا هي باريس"), resources
+    )
+    assert result.components["jaccard"] == pytest.approx(0.6)
+    assert result.components["tfidf_cosine"] == pytest.approx(cosine)
+    assert result.value == pytest.approx(0.601487, abs=1e-6)
+
+
 def test_relevance_missing_input_is_none(resources):
     result = Relevance().score(Sample(response="Paris."), resources)
     assert result.value is None
@@ -111,6 +127,16 @@ def test_completeness_full_and_no_keywords(resources):
     none = Completeness().score(Sample(query="Is it?", response="No."), resources)
     assert none.value == 1.0
     assert none.details["query_keywords"] == []
+
+
+def test_completeness_vocalised_arabic(resources):
+    # query keywords: "ما" and "هي" are Arabic stop words -> {عاصمة, فرنسا} (the vocalised
+    # "عَاصِمَةُ" is "عاصمة"); the response has both: 2 / 2
+    result = Completeness().score(
+        Sample(query="ما هي عَاصِمَةُ فرنسا؟", response="عاصمة فرنسا هي باريس."), resources
+    )
+    assert result.details["query_keywords"] == ["عاصمة", "فرنسا"]
+    assert result.value == 1.0
 
 
 def test_completeness_is_exact_word_match(resources):
@@ -255,3 +281,25 @@ def test_batch_equals_one_by_one(resources):
     single = [metric.score(s, resources).value for s in samples]
     assert batch == single
     assert batch == [pytest.approx(1 / 3), 0.2, None, 1.0]
+
+
+def test_superscript_digits_do_not_break_anchor_hallucination(resources):
+    # the context's "5²" used to raise ValueError in the number parser (the sample errored)
+    context = "The side is 5 m, so the area is 5² = 25 square metres."
+    # anchors: claim (area, be, metre) and QUANTITY "25 square metres", both in the
+    # context; overlap {area, 25, square, metres} all in the context -> 0 / 2, no drift
+    good = AnchorHallucination().score(
+        Sample(response="The area is 25 square metres.", contexts=[context]), resources
+    )
+    assert good.error is None
+    assert [(a["kind"], a["supported"]) for a in good.details["anchors"]] == [
+        ("claim", True),
+        ("number", True),
+    ]
+    assert good.value == 0.0
+    # "30 square metres" is not in the context: claim_error 1 / 2; overlap 3 / 4 -> 0.5
+    wrong = AnchorHallucination().score(
+        Sample(response="The area is 30 square metres.", contexts=[context]), resources
+    )
+    assert wrong.error is None
+    assert wrong.value == pytest.approx(0.5)

@@ -387,6 +387,31 @@ def test_seed001_scores(
     assert server.calls_by_task() == {task: 1}
 
 
+@pytest.mark.parametrize(
+    ("metric", "task", "reply"),
+    [
+        (Hallucination(), "seed001_hallucination", "-0.3"),  # clamped by the seed: 0.0
+        (JudgedRelevance(), "seed001_relevance", "150"),  # the seed regex: 1.0
+        (JudgedRelevance(), "seed001_relevance", '{"score": NaN, "reason": "?"}'),  # was 0.0
+        (Faithfulness(), "seed001_faithfulness", '{"score": 8, "reason": "out of 10?"}'),
+        (ContextualRelevance(), "seed001_contextual_relevance", "I cannot rate this. 1. ..."),
+    ],
+)
+def test_off_scale_judge_scores_give_none_with_the_error(
+    resources: Resources,
+    tmp_path: Path,
+    server: JudgeServer,
+    metric: Any,
+    task: str,
+    reply: str,
+) -> None:
+    server.script = by_task({task: reply})  # the same off-scale reply to the JSON-only retry
+    result = metric.score(SAMPLE, judged(resources, tmp_path, server))
+    assert result.value is None and result.method == "llm"
+    assert "unparsable after a JSON-only retry" in result.error
+    assert server.calls_by_task() == {task: 2}
+
+
 def test_hallucination_is_lower_better() -> None:
     assert Hallucination.higher_is_better is False
     assert all(c.higher_is_better for c in list_metrics("judged") if c.name != "hallucination")

@@ -210,6 +210,25 @@ def test_rouge_arabic_uses_unicode_tokenizer(resources: Resources) -> None:
     assert r.value == pytest.approx(0.5)
 
 
+def test_rouge_vocalised_arabic_matches_plain_spelling(resources: Resources) -> None:
+    # "عَاصِمَةُ" used to split into the fragments ع / اص / م / ة; its diacritics are now
+    # ignored, so both texts are the same 4 words in the same order: every F1 is 1
+    r = score("rouge", resources, response="عاصمة فرنسا هي باريس", expected="عَاصِمَةُ فَرَنْسَا هِيَ بَارِيسُ")
+    assert r.components["rouge1_f1"] == pytest.approx(1.0)
+    assert r.components["rouge2_f1"] == pytest.approx(1.0)
+    assert r.value == pytest.approx(1.0)
+
+
+def test_rouge_without_any_token_is_none(resources: Resources) -> None:
+    # rouge-score returns 0 when neither text has a token; nothing was compared: None
+    r = score("rouge", resources, response="!!!", expected="???")
+    assert r.value is None and "token" in (r.reason or "")
+    assert score("rouge", resources, response="😀", expected="😀").value is None
+    # one side with tokens is a real comparison: R = 0 / 1 (or P = 0 / 1) -> F1 = 0
+    assert score("rouge", resources, response="...", expected="Paris.").value == 0.0
+    assert score("rouge", resources, response="Paris.", expected="—").value == 0.0
+
+
 def test_rouge_non_latin_script_uses_unicode_tokenizer(resources: Resources) -> None:
     r = score(
         "rouge", resources, response="Москва столица России", expected="столица России Москва"

@@ -98,3 +98,52 @@ def test_store_option_writes_one_run_with_every_test(inner):
         ("is_not_empty", 1),
     ]
     assert conn.execute("SELECT COUNT(*) FROM metrics_snapshots").fetchone()[0] == 2
+
+
+CUSTOM_METRIC_TESTS = """
+from assay.metric import Metric
+
+
+class Shout(Metric):
+    name = "shout_ratio"  # a user's own metric, never registered
+    requires = ("response",)
+
+    def compute(self, sample, res):
+        text = sample.response
+        return self.result(sum(c.isupper() for c in text) / len(text), method="pattern")
+
+
+def test_custom_metric(assay):
+    check = assay.check(response="ABcd", metrics=[Shout()])
+    assert check["shout_ratio"] == 0.5
+"""
+
+
+def test_an_unregistered_metric_is_stored_too(pytester, cache_dir, monkeypatch):
+    monkeypatch.setenv("ASSAY_CACHE_DIR", cache_dir)
+    pytester.makepyfile(test_custom=CUSTOM_METRIC_TESTS)
+    db = pytester.path / "custom.db"
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:playwright", f"--assay-store={db}"
+    )
+    result.assert_outcomes(passed=1)  # before: INTERNALERROR (KeyError: unknown metric)
+    assert "INTERNALERROR" not in result.stdout.str()
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT metric_name, metric_value FROM scoring_details").fetchall() == [
+        ("shout_ratio", 0.5)
+    ]
+
+
+def test_a_store_that_cannot_be_opened_is_a_usage_error(pytester, cache_dir, monkeypatch):
+    monkeypatch.setenv("ASSAY_CACHE_DIR", cache_dir)
+    pytester.makepyfile(test_inner=INNER_TESTS)
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:playwright",
+        "--assay-store=postgresql://nobody@127.0.0.1:1/nothing",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.re_match_lines([r".*--assay-store: cannot open the results store .*"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()

@@ -112,6 +112,86 @@ def test_retrieval_precision_prefers_expected_sources() -> None:
     assert get_metric("retrieval_precision_5").score(Sample(contexts=["d1"]), res).value is None
 
 
+@pytest.mark.parametrize(
+    "name", ["retrieval_recall_5", "retrieval_precision_5", "context_precision_at_k"]
+)
+def test_ranked_metrics_all_blank_contexts_is_none(name: str) -> None:
+    # every retrieved document is blank: undefined (None), as for the other context
+    # metrics; these used to score 0.0
+    res = fake_resources({"q": E1})
+    s = Sample(query="q", contexts=["", "  "], expected_sources=["src-a"])
+    r = get_metric(name).score(s, res)
+    assert r.value is None and "blank" in (r.reason or "")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "retrieval_recall_5",
+        "retrieval_precision_5",
+        "context_precision_at_k",
+        "context_relevance",
+        "context_coverage",
+        "reranker_score",
+        "context_intrusion",
+    ],
+)
+def test_empty_contexts_list_is_missing_input(name: str) -> None:
+    res = fake_resources({})
+    s = Sample(query="q", response="an answer", contexts=[], expected_sources=["src"])
+    r = get_metric(name).score(s, res)
+    assert r.value is None and r.reason == "missing input: contexts"
+
+
+def test_ranked_metrics_blank_document_keeps_its_rank() -> None:
+    res = fake_resources({"q": E1, "d1": B})
+    s = Sample(query="q", contexts=["  ", "d1"])
+    # rank 1 blank (not relevant), rank 2 relevant (0.8): precision 1 / 2, AP = (1/2) / 1
+    assert get_metric("retrieval_precision_5").score(s, res).value == pytest.approx(0.5)
+    assert get_metric("context_precision_at_k").score(s, res).value == pytest.approx(0.5)
+
+
+def test_ranked_metrics_k_larger_than_contexts() -> None:
+    res = fake_resources({})  # every text orthogonal: only the token rules can match
+    s = Sample(query="q", contexts=["d1", "x", "d3"], expected_sources=["d3", "src-z"])
+    # k = 10 > 3 documents: all 3 are considered; the denominator is min(3, 10) = 3
+    precision = get_metric("retrieval_precision_5", k=10).score(s, res)
+    # expected_sources given: only d3 (exact match) is relevant -> 1 / 3
+    assert precision.value == pytest.approx(1 / 3)
+    assert precision.details["considered"] == 3 and precision.details["k"] == 10
+    # recall: d3 found (rank 3), src-z nowhere -> 1 / 2
+    assert get_metric("retrieval_recall_5", k=10).score(s, res).value == 0.5
+    # AP: relevant only at rank 3 -> (1/3) / 1
+    ap = get_metric("context_precision_at_k", k=10).score(s, res)
+    assert ap.value == pytest.approx(1 / 3)
+
+
+def test_duplicate_contexts_by_hand() -> None:
+    res = fake_resources({"q": E1, "resp": E1, "d1": B, "d2": E2})
+    s = Sample(query="q", response="resp", contexts=["d1", "d1", "d2"], expected_sources=["d1"])
+    # precision: both copies of d1 match the source -> 2 / 3 (the seed counts documents)
+    assert get_metric("retrieval_precision_5").score(s, res).value == pytest.approx(2 / 3)
+    # recall: the one source is found (first at rank 1) -> 1 / 1, not 2
+    r = get_metric("retrieval_recall_5").score(s, res)
+    assert r.value == 1.0 and r.details["sources"][0]["rank"] == 1
+    # AP: relevant at ranks 1 and 2 -> (1/1 + 2/2) / 2 = 1
+    assert get_metric("context_precision_at_k").score(s, res).value == pytest.approx(1.0)
+    # context_relevance: (0.8 + 0.8 + 0) / 3; coverage: 2 of 3 are >= 0.4
+    rel = get_metric("context_relevance").score(s, res)
+    assert rel.value == pytest.approx(1.6 / 3, abs=1e-6)
+    assert get_metric("context_coverage").score(s, res).value == pytest.approx(2 / 3)
+    # intrusion uses the set of context words, so a duplicate adds nothing:
+    # response content {d1, tail, words} vs context {d1, d2}: r = 1 / 3 (in 0.30..0.50)
+    # -> (20 + (1/3 - 0.30) / 0.20 * 40) / 100 = 26.667 / 100
+    intr = get_metric("context_intrusion").score(
+        Sample(response="d1 tail words", contexts=["d1", "d1", "d2"]), None
+    )
+    one = get_metric("context_intrusion").score(
+        Sample(response="d1 tail words", contexts=["d1", "d2"]), None
+    )
+    assert intr.value == one.value == pytest.approx((20 + (1 / 3 - 0.30) / 0.20 * 40) / 100)
+
+
 def test_context_precision_at_k_average_precision() -> None:
     res = fake_resources({"q": E1, "rel": B})
     metric = get_metric("context_precision_at_k")
@@ -247,6 +327,24 @@ def test_context_intrusion_counts_content_words_only() -> None:
     assert metric.score(Sample(response="and the of", contexts=["alpha"]), None).value is None
     assert metric.score(Sample(response="alpha", contexts=["  "]), None).value is None
     assert metric.higher_is_better is False
+
+
+def test_context_intrusion_arabic_with_diacritics() -> None:
+    # response content words {عاصمة, فرنسا, باريس} ("هي" is a stop word); the context's
+    # vocalised "عَاصِمَةُ" is the word "عاصمة" (it used to split into fragments, giving
+    # 2 / 3 overlap): 3 / 3 = 1.0 -> 90 + min(10, 0.3 / 0.3 * 10) = 100 -> 1.0
+    r = get_metric("context_intrusion").score(
+        Sample(response="عاصمة فرنسا هي باريس.", contexts=["باريس هِيَ عَاصِمَةُ فرنسا."]), None
+    )
+    assert r.details["overlap_words"] == ["باريس", "عاصمة", "فرنسا"]
+    assert r.value == pytest.approx(1.0)
+    # half the content words copied: {عاصمة, فرنسا, باريس, جميلة} vs {باريس, فرنسا} ->
+    # 2 / 4 = 0.5 -> 60
+    r = get_metric("context_intrusion").score(
+        Sample(response="عاصمة فرنسا باريس الجميلة", contexts=["باريس في فَرَنْسَا"]), None
+    )
+    assert r.details["overlap_ratio"] == pytest.approx(0.5)
+    assert r.value == pytest.approx(0.60)
 
 
 # ---------------------------------------------------------------- real model orderings

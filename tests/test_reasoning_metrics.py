@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -253,6 +254,31 @@ def test_logic_consistency_arabic(resources: Resources) -> None:
     assert r.value == pytest.approx(0.8)  # marker هذا خطأ
 
 
+def test_logic_consistency_arabic_stop_words_with_hamza(resources: Resources) -> None:
+    # "على" and "إلى" are stop words; after the steps' normalisation they read "علي" and
+    # "الي", and the stop list is normalised the same way, so they are not "shared
+    # concepts" (the shared "علي" used to give overlap 1 / min(4, 7) = 0.25, no penalty).
+    # content {وضعت, الكتاب, الطاوله} vs {سافر, اخي, القاهره, متن, طائره}: overlap 0
+    # < 0.1 -> poor concept overlap, 1 - 0.2 = 0.8
+    r = logic(resources, ["وضعت الكتاب على الطاولة.", "سافر أخي إلى القاهرة على متن طائرة."])
+    assert r.details["consecutive_overlaps"] == [0.0]
+    assert r.value == pytest.approx(0.8)
+
+
 def test_logic_consistency_no_steps_is_none(resources: Resources) -> None:
     r = get_metric("logic_consistency").score(Sample(response="One sentence."), resources)
     assert r.value is None
+
+
+def test_logic_consistency_long_whitespace_is_linear(resources: Resources) -> None:
+    # the marker "wait, no" was matched with "\W*\s*" between words, which backtracks
+    # quadratically over a long run of spaces (100,000 spaces took about 8 s)
+    step = "wait," + " " * 100_000 + "the total is 14."
+    start = time.perf_counter()
+    r = logic(resources, [step, "Wait,   no: the total is 12."])
+    assert time.perf_counter() - start < 2.0
+    # one marker ("Wait,   no"; the first step's "wait," is followed by no "no"): 0.2.
+    # content {wait, total, 14} vs {wait, total, 12}: Jaccard 2/4 < 0.8, no flip;
+    # overlap 2/3 >= 0.1; 1 - 0.2 = 0.8
+    assert [p["type"] for p in r.details["penalties"]] == ["contradiction_marker"]
+    assert r.value == pytest.approx(0.8)

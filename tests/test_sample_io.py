@@ -43,7 +43,7 @@ def test_jsonl_bad_lines_are_reported_with_line_and_field_and_others_kept(tmp_pa
             [
                 json.dumps({"id": "a", "response": "fine", "expected": "fine"}),
                 "{not json",
-                json.dumps({"id": "c", "response": 42}),
+                json.dumps({"id": "c", "response": True}),
                 json.dumps(["a", "list"]),
                 "",
                 json.dumps({"id": "e", "answer": "ok"}),
@@ -86,7 +86,7 @@ def test_csv_list_columns_are_json(tmp_path):
 
 def test_json_array_and_dataframe_inputs(tmp_path):
     path = tmp_path / "data.json"
-    path.write_text(json.dumps([{"answer": "a"}, {"answer": 3}]), encoding="utf-8")
+    path.write_text(json.dumps([{"answer": "a"}, {"answer": False}]), encoding="utf-8")
     samples, errors = read_samples(path)
     assert len(samples) == 1
     assert str(errors[0]).startswith(f"{path} item 2, field 'answer': Input should be")

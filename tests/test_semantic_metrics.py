@@ -140,6 +140,16 @@ def test_true_top_k_by_similarity_and_default_k() -> None:
     assert get_metric("top_k_accuracy").score(s, res).value == 0.0
 
 
+def test_true_top_k_k_larger_than_candidates() -> None:
+    res = fake_resources({"exp": E1, "near": (0.96, 0.28, 0.0)})
+    # k = 10 but 2 candidates: both are looked at; "near" (cos 0.96) matches at rank 2
+    r = get_metric("top_k_accuracy", k=10).score(
+        Sample(expected="exp", candidates=["far away", "near"]), res
+    )
+    assert r.value == 1.0 and r.details["matched_rank"] == 2
+    assert len(r.details["candidates"]) == 2
+
+
 def test_top_k_needs_candidates_or_response() -> None:
     res = fake_resources({})
     assert score("top_k_accuracy", res, expected="x").value is None
@@ -200,6 +210,29 @@ def test_consistency_pairwise_mean() -> None:
     r = score("consistency", res, response="r0", previous_responses=["  "])
     assert r.value is None and "2" in r.reason
     assert score("consistency", res, response="r0").value is None
+
+
+def test_consistency_edge_cases() -> None:
+    res = fake_resources({"r0": E1, "r1": B})
+    # a single response: no pair to compare -> None (empty list or blank entries alike)
+    for previous in ([], [""], ["  ", "\n"]):
+        r = score("consistency", res, response="r0", previous_responses=previous)
+        assert r.value is None, previous
+    # the same answer three times: pairs (0,1) (0,2) (1,2) all cos 1 -> 1.0
+    r = score("consistency", res, response="r0", previous_responses=["r0", "r0"])
+    assert r.value == pytest.approx(1.0) and len(r.details["pairs"]) == 3
+    # duplicates are kept as separate responses: r0, r0, r1 -> (1 + 0.8 + 0.8) / 3
+    r = score("consistency", res, response="r0", previous_responses=["r0", "r1"])
+    assert r.value == pytest.approx(2.6 / 3, abs=1e-6)
+
+
+def test_blank_inputs_are_none_not_zero() -> None:
+    res = fake_resources({"a": E1})
+    for name in ("semantic_similarity", "accuracy", "cross_language_consistency"):
+        r = score(name, res, response="  ", expected="a", parallel_response="a")
+        assert r.value is None and "response" in (r.reason or ""), name
+    r = score("hallucination_rate", res, response="a", known_facts=[])
+    assert r.value is None and "known_facts" in (r.reason or "")
 
 
 def test_cross_language_consistency_formula() -> None:

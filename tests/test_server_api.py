@@ -187,6 +187,16 @@ def test_history_buckets(client: TestClient) -> None:
     assert [t["total"] for t in two_days["tests"]] == [4, 4]  # oldest first: run-b, run-a
 
 
+def test_history_of_one_metric_type(client: TestClient) -> None:
+    # seed 000's get_metrics_history(metric_type): the snapshots of one family only
+    performance = client.get("/api/history", params={"metric_type": "performance"}).json()
+    assert set(performance["metrics"]) == {"e2e_latency"}
+    # (2000 + 11500) / 2 ms: the two runs' averages, unit kept
+    assert performance["metrics"]["e2e_latency"][0]["display"] == pytest.approx(6750.0)
+    assert client.get("/api/history", params={"metric_type": "nope"}).json()["metrics"] == {}
+    assert client.get("/api/history", params={"metric_type": ""}).status_code == 422
+
+
 # ---- comparison ------------------------------------------------------------------------
 def test_compare_runs_paired(client: TestClient) -> None:
     data = client.get("/api/compare", params={"a": "run-a", "b": "run-b"}).json()
@@ -460,6 +470,114 @@ def test_field_strategy_import_rejects_bad_files(fresh_client: TestClient) -> No
     assert fresh_client.get("/api/field-strategies/c").status_code == 404
 
 
+# ---- malformed input: a clear 4xx JSON error, never a 500 ---------------------------------
+SQLISH = "' OR 1=1; DROP TABLE runs; --"
+BAD_READS = [
+    "/api/statistics?hours=1e308",  # was a 500: the window's start before year 1
+    "/api/statistics?hours=inf",
+    "/api/statistics?hours=nan",
+    "/api/statistics?hours=-1",
+    "/api/statistics?hours=abc",
+    "/api/runs?limit=abc",
+    "/api/runs?limit=0",
+    "/api/runs?limit=100000",
+    "/api/runs?offset=-1",
+    "/api/runs?offset=9223372036854775808",  # was a 500: past SQLite's integers
+    "/api/runs?offset=99999999999999999999999",
+    "/api/runs/run-a?offset=9223372036854775808",
+    "/api/runs/run-a?limit=-5",
+    f"/api/runs/{SQLISH}",
+    f"/api/runs/{SQLISH}/groups",
+    "/api/runs/run-a/groups?tag=",
+    "/api/runs/run-a/groups?tag=" + "t" * 200,
+    "/api/history?hours=0",
+    "/api/history?hours=inf",
+    "/api/history?hours=99999",
+    "/api/compare?a=run-a",
+    "/api/compare?b=run-a",
+    "/api/compare?a=&b=run-a",
+    f"/api/field-strategies/{SQLISH}",
+    "/api/field-strategies/a%00b",
+    "/api/field-strategies/nope/export",
+    "/?hours=1e308",  # was a 500 (the overview page)
+    "/?hours=-3",
+    "/runs?page=0",
+    "/runs?page=9223372036854775807",  # was a 500: page x 50 past SQLite's integers
+    "/runs/run-a?page=99999999999999999999",
+]
+
+
+@pytest.mark.parametrize("path", BAD_READS)
+def test_malformed_reads_get_a_clear_4xx_json_error(client: TestClient, path: str) -> None:
+    response = client.get(path)
+    assert 400 <= response.status_code < 500, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["detail"]
+
+
+BAD_WRITES = [
+    ("post", "/api/evaluate", b"not json"),
+    ("post", "/api/evaluate", b"[]"),
+    ("post", "/api/evaluate", b"{}"),
+    ("post", "/api/evaluate", b'{"samples": "x"}'),
+    ("post", "/api/evaluate", b'{"samples": [1, 2]}'),
+    ("post", "/api/evaluate", b'{"samples": [{}], "metrics": "exact_match"}'),
+    ("post", "/api/evaluate", b'{"samples": [{"id": {"x": 1}}], "metrics": ["exact_match"]}'),
+    ("post", "/api/evaluate", b'{"samples": [{"answer": "a"}], "metrics": ["x\' OR 1"]}'),
+    ("post", "/api/evaluate", b'{"samples": [{"answer": "a"}], "suite": 5}'),
+    ("post", "/api/evaluate", b'{"samples": [{"answer": "a"}], "store": "maybe"}'),
+    ("post", "/api/evaluate", b'{"samples": [{"answer": "a"}], "tags": {"a": 1}}'),
+    ("post", "/api/evaluate", b'{"samples": [{"answer": "a", "duration": NaN}]}'),
+    ("post", "/api/evaluate", b'{"samples": [{"answer": "a"}], "unknown_field": 1}'),
+    ("post", "/api/evaluate", b"[" * 50_000 + b"]" * 50_000),
+    ("post", "/api/json-eval", b"{}"),
+    ("post", "/api/json-eval", b'{"gt": {"a": 1}}'),
+    ("post", "/api/json-eval", b'{"gt": {"a": 1}, "aio": {"a": 1}, "fuzzy_threshold": "x"}'),
+    ("post", "/api/json-eval", b'{"gt": {"a": 1}, "aio": {"a": 1}, "safety_score": NaN}'),
+    ("post", "/api/json-eval", b'{"gt": {"a": 1}, "aio": {"a": 1}, "weights": {"x": 1}}'),
+    ("post", "/api/json-eval", b'{"gt": {"a": 1}, "aio": {"a": 1}, "strategies": {"a": 5}}'),
+    ("post", "/api/json-eval", b'{"gt": {"a": 1}, "aio": {"a": 1}, "config": "nope"}'),
+    ("put", "/api/field-strategies/a", b'{"strategies": []}'),
+    ("put", "/api/field-strategies/a", b'{"strategies": {"": "EXACT"}}'),
+    ("put", "/api/field-strategies/-a", b'{"strategies": {"x": "EXACT"}}'),
+    ("post", "/api/field-strategies/a/import", b""),
+    ("post", "/api/field-strategies/a/import", b"\xff\xfe"),
+    ("post", "/api/field-strategies/a/import", b"[" * 50_000 + b"]" * 50_000),  # was a 500
+    ("post", "/api/field-strategies/a/import", b" " * (1_000_001)),
+    ("delete", "/api/field-strategies/zzz", b""),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body"), BAD_WRITES)
+def test_malformed_writes_get_a_clear_4xx_json_error(
+    fresh_client: TestClient, method: str, path: str, body: bytes
+) -> None:
+    response = fresh_client.request(
+        method.upper(), path, content=body, headers={"Content-Type": "application/json"}
+    )
+    assert 400 <= response.status_code < 500, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["detail"]
+    assert fresh_client.get("/api/field-strategies").json() == []  # nothing was saved
+
+
+def test_evaluate_without_a_needed_model_is_a_503(
+    fresh_client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from assay.models.embedders import ModelUnavailable
+
+    def unavailable(*args: Any, **kwargs: Any) -> Any:
+        raise ModelUnavailable("the embedding model is not installed")
+
+    monkeypatch.setattr("assay.runner.evaluate", unavailable)
+    body = {"samples": [{"answer": "a"}], "metrics": ["exact_match"], "store": True}
+    response = fresh_client.post("/api/evaluate", json=body)
+    assert response.status_code == 503
+    assert response.json() == {"detail": "the embedding model is not installed"}
+    (run,) = fresh_client.get("/api/runs").json()
+    assert run["status"] == "error"  # the stored run is closed, not left running
+
+
 # ---- auth ------------------------------------------------------------------------------
 @pytest.fixture()
 def token_client(tmp_path: Any) -> TestClient:
@@ -488,6 +606,22 @@ def test_writes_need_the_token(
     assert basic.status_code == 401
     ok = send(path, headers={"Authorization": f"Bearer {TOKEN}"}, **kwargs)
     assert ok.status_code == 200, ok.text
+
+
+def test_every_write_route_is_covered_by_the_token_tests(client: TestClient) -> None:
+    import re
+
+    from assay.server.app import WRITE_METHODS
+
+    paths = client.get("/openapi.json").json()["paths"]
+    routes = {
+        (method, path)
+        for path, operations in paths.items()
+        for method in operations
+        if method.upper() in WRITE_METHODS
+    }
+    covered = {(m, re.sub(r"/a(?=/|$)", "/{name}", p)) for m, p, _ in WRITES}
+    assert routes == covered | {("delete", "/api/field-strategies/{name}")}
 
 
 def test_delete_needs_the_token_and_reads_stay_open(token_client: TestClient) -> None:
@@ -650,8 +784,7 @@ PG_ADMIN_URL = os.environ.get(
 )
 
 
-@pytest.fixture(scope="module")
-def pg_client() -> Iterator[TestClient]:
+def _pg_client(stocked: bool) -> Iterator[TestClient]:
     psycopg = pytest.importorskip("psycopg")
     name = f"assay_server_{uuid.uuid4().hex[:8]}"
     try:
@@ -662,12 +795,25 @@ def pg_client() -> Iterator[TestClient]:
         admin.execute(f'CREATE DATABASE "{name}"')
     store = Store(PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}")
     try:
-        populate(store)
+        if stocked:
+            populate(store)
         yield TestClient(create_app(store, token=""))
     finally:
         store.close()
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def pg_client() -> Iterator[TestClient]:
+    """The populated store on PostgreSQL (read-only tests)."""
+    yield from _pg_client(stocked=True)
+
+
+@pytest.fixture()
+def fresh_pg_client() -> Iterator[TestClient]:
+    """An empty PostgreSQL store of its own (for writes)."""
+    yield from _pg_client(stocked=False)
 
 
 @pytest.mark.postgres
@@ -687,3 +833,26 @@ def test_reads_on_postgresql(pg_client: TestClient) -> None:
     assert [t["total"] for t in history["tests"]] == [4, 4]
     for path in ("/", "/runs/run-a", "/compare?a=run-a&b=run-b", "/history"):
         assert pg_client.get(path).status_code == 200, path
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("path", [*BAD_READS, "/api/runs/a%00b", "/api/runs/a%00b/groups"])
+def test_malformed_reads_on_postgresql(pg_client: TestClient, path: str) -> None:
+    response = pg_client.get(path)  # before: a NUL in a run id was a 500 on PostgreSQL
+    assert 400 <= response.status_code < 500, response.text
+    assert response.json()["detail"]
+
+
+@pytest.mark.postgres
+def test_evaluate_stores_text_with_nul_on_postgresql(fresh_pg_client: TestClient) -> None:
+    body = {
+        "samples": [{"answer": "Paris\x00", "expected": "Paris", "id": "nul\x00id"}],
+        "metrics": ["exact_match"],
+        "store": True,
+        "run_name": "with \x00",
+    }
+    response = fresh_pg_client.post("/api/evaluate", json=body)
+    assert response.status_code == 200, response.text  # before: a 500 (psycopg DataError)
+    run_id = response.json()["run_id"]
+    (sample,) = fresh_pg_client.get(f"/api/runs/{run_id}").json()["samples"]
+    assert (sample["id"], sample["response"]) == ("nul\ufffdid", "Paris\ufffd")

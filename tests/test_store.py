@@ -263,3 +263,118 @@ def test_tag_comparison_across_runs_keeps_every_runs_values(store):
     assert row["mean_b"] == pytest.approx((0.3 + 0.7) / 2)
     assert not row["paired"]  # different samples: no pairs, no p-value
     assert row["p_value"] is None
+
+
+def _safety_run(store, run_id, when, values):
+    store.start_run(run_id)
+    for i, (compliance, toxicity, harm) in enumerate(values):
+        results = {
+            "compliance_score": r("compliance_score", compliance),
+            "toxicity_score": r("toxicity_score", toxicity),
+            "harmfulness_score": r("harmfulness_score", harm),
+        }
+        store.record(run_id, i, Sample(id=f"s{i}"), results, status="passed", timestamp=when)
+    store.finish_run(run_id)
+
+
+def test_safety_score_index_and_their_trends(store):
+    now = utcnow()
+    # last 24 h: averages compliance 0.9, toxicity 0.2 (None skipped), harmfulness 0.1
+    _safety_run(store, "now", now - timedelta(hours=2), [(1.0, 0.2, 0.0), (0.8, None, 0.2)])
+    # 24-48 h ago: compliance 0.6, toxicity 0.3, harmfulness 0.3
+    _safety_run(store, "before", now - timedelta(hours=30), [(0.6, 0.3, 0.3)])
+    current = store.statistics(hours=24)
+    # seed 000: AVG(compliance, toxicity, harmfulness) * 100 = (0.9 + 0.2 + 0.1) / 3 * 100
+    assert current["safety"] == pytest.approx(40.0)
+    # oriented: (0.9 + (1 - 0.2) + (1 - 0.1)) / 3 * 100 = 2.6 / 3 * 100
+    assert current["safety_index"] == pytest.approx(86.6667, abs=1e-3)
+    trends = store.statistics()["trends"]
+    # previous: seed (0.6 + 0.3 + 0.3) / 3 = 40 -> (40 - 40) / 40 = 0 %
+    assert trends["safety"] == pytest.approx(0.0)
+    # previous index: (0.6 + 0.7 + 0.7) / 3 = 66.67 -> (86.67 - 66.67) / 66.67 * 100 = 30 %
+    assert trends["safety_index"] == pytest.approx(30.0)
+    # all time: compliance (1.0 + 0.8 + 0.6) / 3 = 0.8, toxicity (0.2 + 0.3) / 2 = 0.25,
+    # harmfulness (0 + 0.2 + 0.3) / 3 = 0.1667: seed (0.8 + 0.25 + 0.1667) / 3 = 40.56
+    assert store.statistics()["safety"] == pytest.approx(40.5556, abs=1e-3)
+
+
+def test_an_off_scale_safety_value_does_not_break_the_overview(store):
+    store.start_run("r")
+    store.record(
+        "r", 0, Sample(id="a"), {"toxicity_score": r("toxicity_score", 5.0)}, status="passed"
+    )
+    stats = store.statistics()  # before: ValueError from the safety score
+    assert stats["safety"] is None and stats["safety_index"] is None
+    assert "toxicity_score must be on the 0..1 scale" in stats["safety_problem"]
+    assert stats["pass_rate"] == 100.0 and stats["metrics"]["toxicity_score"]["avg"] == 5.0
+
+
+def test_history_buckets_and_windows_match_across_backends(store):
+    # one test per hour at :59 for 5 hours (bucket = the hour, not a rolling 60 min)
+    top = utcnow().replace(minute=0, second=0, microsecond=0)
+    store.start_run("b")
+    for i in range(5):
+        when = top - timedelta(hours=i) - timedelta(minutes=1)  # hh:59 of the hour before
+        store.record(
+            "b",
+            i,
+            Sample(response="x"),
+            {},
+            status="passed" if i % 2 else "failed",
+            duration=float(i),
+            timestamp=when,
+        )
+    hist = store.history(hours=3)
+    # only the tests within the last 3 h: those at -0:01, -1:01, -2:01
+    assert [b["total"] for b in hist["tests"]] == [1, 1, 1]
+    assert [b["pass_rate"] for b in hist["tests"]] == [0.0, 100.0, 0.0]  # i = 2, 1, 0
+    assert hist["tests"][-1]["bucket"] == (top - timedelta(minutes=1)).strftime("%Y-%m-%d %H:00:00")
+    assert [b["avg_duration"] for b in hist["tests"]] == [2.0, 1.0, 0.0]
+
+
+def test_compare_keeps_every_check_of_a_test(store):
+    # pytest runs: two checks in one test share its name and have no sample id
+    for run_id, values in (("p1", [0.2, 0.4, 0.9]), ("p2", [0.3, 0.6, 0.9])):
+        store.start_run(run_id, source="pytest")
+        for i, v in enumerate(values):
+            test = "test_a.py::test_two_checks" if i < 2 else "test_a.py::test_one"
+            store.record(run_id, i, Sample(), {"m": r("m", v)}, status="passed", test_name=test)
+    (row,) = store.compare("p1", "p2")
+    assert (row["n_a"], row["n_b"], row["n_pairs"]) == (3, 3, 3)  # before: 2, 2, 2
+    assert row["mean_a"] == pytest.approx(0.5)  # (0.2 + 0.4 + 0.9) / 3
+    # pairs in order: +0.1, +0.2, 0.0 -> mean 0.1
+    assert row["diff"] == pytest.approx(0.1)
+
+
+def test_nul_characters_never_fail_a_write(store):
+    # model output can contain NUL; PostgreSQL text and JSON cannot (before: DataError)
+    nul = "a\x00b"
+    store.start_run(nul, name=nul, dataset=nul, tags={nul: nul}, config={"k": [nul]})
+    store.record(
+        nul,
+        0,
+        Sample(id=nul, query=nul, response=nul, expected=nul, tags={"method": nul}),
+        {"m": r("m", 0.5, label=nul, **{nul: nul})},
+        status="passed",
+        quality={"is_not_empty": True},
+        error=nul,
+    )
+    store.finish_run(nul, judge_usage={nul: 1})
+    store.put_strategy_config("cfg", {nul: "EXACT"})
+    shown = nul if store.dialect == "sqlite" else "a\ufffdb"  # SQLite keeps it verbatim
+    detail = store.run_detail(nul)  # found by the same id, NUL and all
+    (sample,) = detail["samples"]
+    assert detail["run"]["name"] == shown and detail["run"]["tags"] == {shown: shown}
+    assert (sample["id"], sample["response"], sample["error"]) == (shown, shown, shown)
+    assert sample["scores"]["m"]["details"] == {"label": shown, shown: shown}
+    assert store.done_indices(nul) == {0}
+    assert store.get_strategy_config("cfg") == {shown: "EXACT"}
+    assert store.statistics(run_id=nul)["metrics"]["m"]["avg"] == 0.5
+
+    from assay.server.views import tag_groups
+
+    groups = tag_groups(store, nul, "method")  # reads the JSON label with ->> on PostgreSQL
+    assert [g["value"] for g in groups["groups"]] == [shown]
+    # (SQLite's json_extract ends the extracted label at the NUL: a cosmetic quirk)
+    label = "a" if store.dialect == "sqlite" else shown
+    assert groups["groups"][0]["labels"] == {"m": {label: 1}}

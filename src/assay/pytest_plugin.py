@@ -190,9 +190,10 @@ class _StoreSession:
             )
             self.index += 1
             return
+        # the quality checks and validated pair of each check; metrics are not needed
+        # (the test's outcome is the status), so a user's unregistered metric is fine
+        recorder = RunRecorder(self.store, self.run_id, [], self.config)
         for check in checks:
-            metrics = resolve_metrics(list(check.results), None)
-            recorder = RunRecorder(self.store, self.run_id, metrics, self.config)
             self.store.record(
                 self.run_id,
                 self.index,
@@ -227,9 +228,14 @@ def pytest_configure(config: pytest.Config) -> None:
     global _store_session
     url = config.getoption("--assay-store") or config.getini("assay_store")
     if url and _store_session is None:
-        _store_session = _StoreSession(
-            url, config.getoption("--assay-run-name"), _session_resources().config
-        )
+        from assay.store.db import StoreError
+
+        try:
+            _store_session = _StoreSession(
+                url, config.getoption("--assay-run-name"), _session_resources().config
+            )
+        except StoreError as exc:
+            raise pytest.UsageError(f"--assay-store: {exc}") from None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -7,12 +7,14 @@ embedder, one BERTScore model and one spaCy pipeline serve every metric.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+import warnings
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from assay.config import AssayConfig, load_config
+from assay.config import AssayConfig, AssayWarning, load_config
 from assay.models.cache import EmbeddingCache
 from assay.models.embedders import Embedder, ModelUnavailable, make_embedder
 
@@ -87,7 +89,20 @@ class Resources:
         from assay.judge.client import JudgeClient
 
         with self._lock:
-            return JudgeClient.from_config(self.config)
+            try:
+                return JudgeClient.from_config(self.config)
+            except (OSError, sqlite3.Error) as exc:  # the judge cache cannot be opened
+                where = Path(self.config.cache_dir) / "judge.sqlite"
+                reason = getattr(exc, "strerror", None) or str(exc)
+                warnings.warn(
+                    f"the judge cache {where} cannot be opened: {reason}; judging without a "
+                    "cache for this run (set ASSAY_CACHE_DIR to a writable folder)",
+                    AssayWarning,
+                    stacklevel=2,
+                )
+                return JudgeClient.from_config(
+                    self.config.model_copy(update={"judge_cache": False})
+                )
 
     def judge_usage(self) -> dict[str, Any] | None:
         """The judge's usage so far (calls, tokens, cost), or None when no judge ran."""

@@ -153,6 +153,34 @@ def flat_row(sample: Sample, results: dict[str, MetricResult]) -> dict[str, Any]
     return row
 
 
+def _as_samples(data: Iterable[Any]) -> list[Sample]:
+    """Samples as given; dicts validated, an invalid one raising `InputErrors` that names
+    its position (item N, 1-based) and field."""
+    from assay.io import InputError, InputErrors, samples_from_records
+
+    if isinstance(data, Sample | dict | str | bytes):
+        raise InputErrors(
+            [InputError("<data>", None, None, "expected a list of samples or dicts, not one")]
+        )
+    samples: list[Sample] = []
+    for position, item in enumerate(data, start=1):
+        if isinstance(item, Sample):
+            samples.append(item)
+            continue
+        if not isinstance(item, dict):
+            kind = "null" if item is None else type(item).__name__
+            raise InputErrors(
+                [
+                    InputError(
+                        "<data>", position, None, f"expected a Sample or a dict, got {kind}", "item"
+                    )
+                ]
+            )
+        found, _ = samples_from_records([(position, item)], "<data>", strict=True, unit="item")
+        samples.extend(found)
+    return samples
+
+
 def evaluate(
     data: Sequence[Sample] | Sequence[dict[str, Any]] | Any,
     metrics: Sequence[str | Metric] | None = None,
@@ -179,7 +207,7 @@ def evaluate(
         from assay.io import samples_from_dataframe
 
         data, _ = samples_from_dataframe(data, strict=True)
-    samples = [s if isinstance(s, Sample) else Sample.model_validate(s) for s in data]
+    samples = _as_samples(data)
     res = resources or Resources(config)
     cfg = res.config
     names = [m for m in metrics or [] if isinstance(m, str)]

@@ -9,9 +9,20 @@ seconds); `*_ms` inputs are converted.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 __all__ = ["FIELD_ALIASES", "Sample", "ToolCall"]
 
@@ -29,8 +40,93 @@ class ToolCall(BaseModel):
     arguments: dict[str, Any] | None = None
     ok: bool = True
     error: str | None = None
-    latency: float | None = Field(default=None, ge=0)
+    latency: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     kind: str = Field(default="tool", description="tool, llm or api")
+
+
+_TEXT_FIELDS = ("id", "query", "response", "expected", "gold_context", "parallel_response")
+_TEXT_LIST_FIELDS = (
+    "contexts",
+    "expected_sources",
+    "known_facts",
+    "candidates",
+    "previous_responses",
+    "reasoning_steps",
+    "reference_steps",
+    "tools_used",
+    "tools_succeeded",
+)
+# fields where one string (or number) stands for a list of one
+_ONE_IS_A_LIST = frozenset({"contexts", "expected_sources", "known_facts", "candidates"})
+_TIMINGS = ("duration", "first_token_time", "llm_latency", "tool_latency", "api_latency")
+_MS_KEYS = {f"{name}_ms": name for name in _TIMINGS} | {"total_latency_ms": "duration"}
+_TAG_SHORTHANDS = frozenset({"method", "question_type", "model", "run"})
+
+
+def _key_form(key: str) -> str:
+    """A key as compared when it is not an exact field name: ``Expected Answer`` and
+    ``expected-answer`` both become ``expected_answer``."""
+    return "_".join(key.strip().lower().replace("-", " ").split())
+
+
+def _text_of_number(value: Any) -> Any:
+    """Finite numbers become text (a numeric answer such as ``42`` is an answer); a
+    boolean or anything else is left for validation to reject."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return str(value)
+    return value
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    return bool(a == b)
+
+
+def _input_error(key: str, kind: str, message: str, value: Any) -> ValidationError:
+    error = PydanticCustomError(kind, "{message}", {"message": message})
+    return ValidationError.from_exception_data(
+        "Sample", [InitErrorDetails(type=error, loc=(key,), input=value)]
+    )
+
+
+def _ms_to_seconds(key: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    number: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+    if number is None or not math.isfinite(number) or number < 0:
+        raise _input_error(
+            key,
+            "milliseconds",
+            "should be a non-negative, finite number of milliseconds",
+            value,
+        )
+    return number / 1000.0
+
+
+_LOOKUP: dict[type, dict[str, str]] = {}
+
+
+def _key_lookup(model: type[BaseModel]) -> dict[str, str]:
+    """Every accepted input key (names, aliases and their case-free forms) -> field."""
+    if model not in _LOOKUP:
+        lookup: dict[str, str] = {}
+        for name, field in model.model_fields.items():
+            lookup[name] = name
+            alias = field.validation_alias
+            if isinstance(alias, AliasChoices):
+                for choice in alias.choices:
+                    if isinstance(choice, str):
+                        lookup[choice] = name
+        _LOOKUP[model] = lookup
+    return _LOOKUP[model]
 
 
 # canonical name -> accepted aliases (the first alias is the canonical name itself)
@@ -80,7 +176,11 @@ class Sample(BaseModel):
 
     Every field is optional; a metric names the fields it requires and returns
     ``None`` with a reason when one is absent. Unknown input keys are kept in
-    ``metadata`` so nothing a user supplied is lost.
+    ``metadata`` so nothing a user supplied is lost. Keys match field names and aliases
+    regardless of case, spaces and hyphens (``Ground Truth``); a field given under two
+    names with different values (``answer`` and ``response``) is a validation error, never
+    a silent choice. Numbers in text fields become text (``42`` -> ``"42"``). See
+    ``docs/input.md``.
     """
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=False)
@@ -132,13 +232,21 @@ class Sample(BaseModel):
         default=None, validation_alias=_alias(*FIELD_ALIASES["json_schema"])
     )
     # timings, seconds
-    duration: float | None = Field(default=None, ge=0, description="End-to-end time, seconds.")
-    first_token_time: float | None = Field(
-        default=None, ge=0, description="Time to first token, seconds."
+    duration: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False, description="End-to-end time, seconds."
     )
-    llm_latency: float | None = Field(default=None, ge=0, description="Seconds in LLM calls.")
-    tool_latency: float | None = Field(default=None, ge=0, description="Seconds in tool calls.")
-    api_latency: float | None = Field(default=None, ge=0, description="Seconds in API calls.")
+    first_token_time: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False, description="Time to first token, seconds."
+    )
+    llm_latency: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False, description="Seconds in LLM calls."
+    )
+    tool_latency: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False, description="Seconds in tool calls."
+    )
+    api_latency: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False, description="Seconds in API calls."
+    )
     tool_call_count: int | None = Field(default=None, ge=0)
     response_tokens: int | None = Field(default=None, ge=0)
     # agent
@@ -156,52 +264,100 @@ class Sample(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _normalise_input(cls, data: Any) -> Any:
+        """Map aliases (and case/spacing variants such as ``Question``) to their field,
+        convert ``*_ms`` timings, move tag shorthands into ``tags`` and unknown keys into
+        ``metadata``. Two keys naming one field with different values are an error, never
+        a silent choice."""
         if not isinstance(data, dict):
             return data
-        data = dict(data)
-        for name in ("duration", "first_token_time", "llm_latency", "tool_latency", "api_latency"):
-            ms_key = f"{name}_ms"
-            if ms_key in data and data.get(name) is None:
-                value = data.pop(ms_key)
-                data[name] = None if value is None else float(value) / 1000.0
-        if "total_latency_ms" in data and data.get("duration") is None:
-            value = data.pop("total_latency_ms")
-            data["duration"] = None if value is None else float(value) / 1000.0
+        lookup = _key_lookup(cls)
+        entries: dict[str, list[tuple[str, Any]]] = {}
+        given_as: dict[str, Any] = {}  # what the user wrote, for messages
+        shorthands: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in data.items():
+            text_key = str(key)
+            field = lookup.get(text_key) or lookup.get(_key_form(text_key))
+            if field is not None:
+                used = text_key if text_key in lookup else _key_form(text_key)
+                entries.setdefault(field, []).append((used, value))
+                continue
+            form = _key_form(text_key)
+            if form in _MS_KEYS:
+                target = _MS_KEYS[form]
+                entries.setdefault(target, []).append((text_key, _ms_to_seconds(text_key, value)))
+                given_as[text_key] = value
+            elif form in _TAG_SHORTHANDS:
+                shorthands[form] = value
+            else:
+                extra[text_key] = value
+        out: dict[str, Any] = {}
+        for field, given in entries.items():
+            present = [(k, v) for k, v in given if v is not None]
+            if len(present) > 1 and any(not _same(present[0][1], v) for _, v in present[1:]):
+                names = " and ".join(repr(k) for k, _ in present)
+                raise _input_error(
+                    present[1][0],
+                    "conflicting_fields",
+                    f"{names} are both given, with different values; both name the field "
+                    f"{field!r}: keep one",
+                    given_as.get(present[1][0], present[1][1]),
+                )
+            key, value = (present or given)[0]
+            # keep the user's own key (or its alias form) so errors name what they wrote
+            out[key if lookup.get(key) == field else field] = value
         # tag shorthands used by seed 003's reports
-        tags = dict(data.get("tags") or {})
-        for key in ("method", "question_type", "model", "run"):
-            if key in data and key not in cls.model_fields:
-                value = data.pop(key)
-                if value is not None:
-                    tags.setdefault(key, str(value))
-        if tags:
-            data["tags"] = tags
+        tags = out.get("tags")
+        if tags is None:
+            tags = {}
+        if isinstance(tags, dict):
+            tags = dict(tags)
+            for key, value in shorthands.items():
+                if value is None:
+                    continue
+                if key in tags and tags[key] is not None and str(tags[key]) != str(value):
+                    raise _input_error(
+                        key,
+                        "conflicting_fields",
+                        f"{key!r} is given both as a key ({value!r}) and in tags "
+                        f"({tags[key]!r}): keep one",
+                        value,
+                    )
+                tags.setdefault(key, str(value))
+            out["tags"] = tags
         # unknown keys are kept, not rejected
-        known = set()
-        for name, field in cls.model_fields.items():
-            known.add(name)
-            alias = field.validation_alias
-            if isinstance(alias, AliasChoices):
-                known.update(a for a in alias.choices if isinstance(a, str))
-        extra = {k: data.pop(k) for k in list(data) if k not in known}
-        if extra:
-            metadata = dict(data.get("metadata") or {})
-            metadata.update(extra)
-            data["metadata"] = metadata
-        return data
+        metadata = out.get("metadata")
+        if metadata is None:
+            metadata = {}
+        if isinstance(metadata, dict):
+            metadata = dict(metadata)
+            for key, value in extra.items():
+                if key in metadata and not _same(metadata[key], value):
+                    raise _input_error(
+                        key,
+                        "conflicting_fields",
+                        f"{key!r} is given both as a key and in metadata with different "
+                        "values: keep one",
+                        value,
+                    )
+                metadata[key] = value
+            out["metadata"] = metadata
+        return out
 
-    @field_validator("contexts", "expected_sources", "known_facts", "candidates", mode="before")
+    @field_validator(*_TEXT_FIELDS, mode="before")
     @classmethod
-    def _one_string_is_a_list(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return [value]
-        return value
+    def _number_as_text(cls, value: Any) -> Any:
+        return _text_of_number(value)
 
-    @field_validator("id", mode="before")
+    @field_validator(*_TEXT_LIST_FIELDS, mode="before")
     @classmethod
-    def _id_as_text(cls, value: Any) -> Any:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return str(value)
+    def _list_items_as_text(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name in _ONE_IS_A_LIST and (
+            isinstance(value, str) or _text_of_number(value) is not value
+        ):
+            value = [value]
+        if isinstance(value, list):
+            return [_text_of_number(v) for v in value]
         return value
 
     @field_validator("tags", mode="before")

@@ -44,12 +44,22 @@ def evidence_of(results: dict[str, MetricResult]) -> dict[str, Any]:
 
 
 class JsonlSink:
-    """Appends one JSON line per finished sample and flushes, so an interrupt loses nothing."""
+    """Appends one JSON line per finished sample and flushes, so an interrupt loses nothing.
 
-    def __init__(self, path: str | Path) -> None:
+    ``append=True`` keeps the lines already in the file (a resumed run adds its samples).
+    """
+
+    def __init__(self, path: str | Path, append: bool = False) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle = self.path.open("w", encoding="utf-8")
+        if append and self.path.exists() and self.path.stat().st_size > 0:
+            with self.path.open("rb+") as handle:  # end an interrupted last line
+                handle.seek(-1, 2)
+                if handle.read(1) != b"\n":
+                    handle.write(b"\n")
+        self._handle = self.path.open(
+            "a" if append else "w", encoding="utf-8", errors="backslashreplace"
+        )
 
     def write(self, row: dict[str, Any], sample: Sample, results: dict[str, MetricResult]) -> None:
         record = dict(row)

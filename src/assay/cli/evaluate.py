@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 import uuid
+import warnings
+from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from sqlalchemy.exc import SQLAlchemyError
 
 from assay.cli import app, consoles
-from assay.config import ConfigError, load_config
+from assay.config import AssayWarning, ConfigError, load_config
 from assay.io import InputErrors, read_samples
 from assay.models.embedders import ModelUnavailable
 from assay.registry import metric_class, resolve_metrics, suite_names
@@ -35,11 +39,18 @@ def _parse_pairs(items: list[str], option: str) -> dict[str, float]:
         if not sep or not name.strip():
             raise typer.BadParameter(f"expected METRIC=VALUE, got {item!r}", param_hint=option)
         try:
-            pairs[name.strip()] = float(value)
+            number = float(value)
         except ValueError:
+            number = math.nan
+        if not math.isfinite(number):
             raise typer.BadParameter(
-                f"{value!r} is not a number in {item!r}", param_hint=option
+                f"{value!r} is not a finite number in {item!r}", param_hint=option
             ) from None
+        if name.strip() in pairs and pairs[name.strip()] != number:
+            raise typer.BadParameter(
+                f"{name.strip()} is given twice with different values", param_hint=option
+            )
+        pairs[name.strip()] = number
     return pairs
 
 
@@ -89,19 +100,27 @@ def summary_table(summaries: list[MetricSummary], title: str | None = None) -> T
 def _gates(evaluation: Evaluation, under: dict[str, float], over: dict[str, float]) -> list[str]:
     by_name = {s.name: s for s in evaluation.summary()}
     failures = []
-    for name, bound in under.items():
-        s = by_name.get(name)
-        if s is None or s.mean is None:
-            failures.append(f"{name}: no value to compare with --fail-under {bound:g}")
-        elif s.mean < bound:
-            failures.append(f"{name}: mean {s.mean:.4f} < {bound:g}")
-    for name, bound in over.items():
-        s = by_name.get(name)
-        if s is None or s.mean is None:
-            failures.append(f"{name}: no value to compare with --fail-over {bound:g}")
-        elif s.mean > bound:
-            failures.append(f"{name}: mean {s.mean:.4f} > {bound:g}")
+    for option, pairs in (("--fail-under", under), ("--fail-over", over)):
+        for name, bound in pairs.items():
+            s = by_name.get(name)
+            if s is None or s.mean is None:
+                why = _why_none(evaluation, name)
+                failures.append(f"{name}: no value to compare with {option} {bound:g}{why}")
+            elif option == "--fail-under" and s.mean < bound:
+                failures.append(f"{name}: mean {s.mean:.4f} < {bound:g}")
+            elif option == "--fail-over" and s.mean > bound:
+                failures.append(f"{name}: mean {s.mean:.4f} > {bound:g}")
     return failures
+
+
+def _why_none(evaluation: Evaluation, name: str) -> str:
+    """Why a metric has no value on any sample: the most common reason or error."""
+    results = [row[name] for row in evaluation.results if name in row]
+    if not results:
+        return f" ({name} did not run)"
+    reasons = Counter(r.error or r.reason or "no value" for r in results)
+    reason, count = reasons.most_common(1)[0]
+    return f" (N/A on all {len(results)} samples; {count} say: {reason})"
 
 
 @app.command("evaluate")
@@ -199,6 +218,17 @@ def evaluate_command(
     """
     console = consoles.messages()
     err = consoles.messages()
+
+    def fail(message: str) -> NoReturn:
+        err.print(f"[red]error:[/red] {escape(message)}")
+        raise typer.Exit(EXIT_BAD_INPUT)
+
+    if output_format not in {"table", "json"}:
+        fail(f"--format must be table or json, got {output_format!r}")
+    if out is not None:
+        problem = _check_out(out, data)
+        if problem is not None:
+            fail(problem)
     try:
         overrides: dict[str, Any] = {
             "embedder": embedder,
@@ -216,12 +246,13 @@ def evaluate_command(
             config = config.model_copy(update={"judge_model": None})
         under = _parse_pairs(fail_under or [], "--fail-under")
         over = _parse_pairs(fail_over or [], "--fail-over")
-        for name in [*under, *over]:
-            metric_class(name)
-        metrics = resolve_metrics(metric or None, suite or None)
-    except (ConfigError, KeyError) as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc.args[0] if exc.args else exc))}")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+        # "-m bleu,rouge" is read as "-m bleu -m rouge"
+        names = [n.strip() for item in metric or [] for n in item.split(",") if n.strip()]
+        suites = [n.strip() for item in suite or [] for n in item.split(",") if n.strip()]
+        metrics = resolve_metrics(names or None, suites or None)
+        _check_bounds(config.thresholds, under, over, [m.name for m in metrics])
+    except (ConfigError, KeyError, ValueError) as exc:
+        fail(str(exc.args[0] if exc.args else exc))
     for name, bound in under.items():
         if not metric_class(name).higher_is_better:
             err.print(
@@ -230,17 +261,23 @@ def evaluate_command(
             )
     try:
         samples, input_errors = read_samples(data, strict=strict)
-    except FileNotFoundError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
-    except InputErrors as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+    except (FileNotFoundError, InputErrors) as exc:
+        fail(str(exc))
     for problem in input_errors:
         err.print(f"[yellow]skipped:[/yellow] {escape(str(problem))}")
     if not samples:
-        err.print(f"[red]error:[/red] {escape(str(data))}: no usable samples")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        if input_errors:
+            fail(f"{data}: no usable samples ({len(input_errors)} records skipped, see above)")
+        fail(f"{data}: no samples in the file (it is empty, or holds only a header)")
+    keys = [k.strip() for k in group_by.split(",") if k.strip()] if group_by else []
+    known_tags = {k for s in samples for k in s.tags}
+    for key in keys:
+        if key not in known_tags:
+            shown = ", ".join(sorted(known_tags)) or "none"
+            err.print(
+                f"[yellow]note:[/yellow] no sample has the tag {escape(repr(key))} "
+                f"(tags in the data: {escape(shown)}); its group is '-'"
+            )
 
     recorder = None
     index_map = list(range(len(samples)))
@@ -249,9 +286,8 @@ def evaluate_command(
             recorder, index_map = _open_run(
                 db, resume, run_name, data, metrics, config, len(samples)
             )
-        except StoreError as exc:
-            err.print(f"[red]error:[/red] {escape(str(exc))}")
-            raise typer.Exit(EXIT_BAD_INPUT) from None
+        except (StoreError, SQLAlchemyError, OSError) as exc:
+            fail(f"the results store cannot be used: {exc}")
         if resume:
             skipped = len(samples) - len(index_map)
             err.print(
@@ -259,36 +295,65 @@ def evaluate_command(
             )
         samples = [samples[i] for i in index_map]
 
+    sink = None
+    if out is not None and out.suffix.lower() == ".jsonl":
+        try:
+            sink = JsonlSink(out, append=bool(resume))
+        except OSError as exc:
+            if recorder is not None:
+                recorder.store.close()
+            fail(f"{out}: cannot write: {exc.strerror or exc}")
+    if resume and out is not None and sink is None:
+        err.print(
+            f"[yellow]note:[/yellow] {escape(str(out))} will hold only the samples scored "
+            "now; the stored run holds them all"
+        )
     resources = Resources(config)
     rows: list[dict[str, Any]] = []
-    sink = JsonlSink(out) if out is not None and out.suffix.lower() == ".jsonl" else None
-    if out is not None and out.suffix.lower() not in {".jsonl", ".csv", ".parquet"}:
+    output_failures: list[str] = []
+
+    def output_failed(what: str, exc: BaseException) -> None:
+        message = f"{what} failed: {exc}"
+        output_failures.append(message)
         err.print(
-            f"[red]error:[/red] {escape(str(out))}: --out must end in .jsonl, .csv or .parquet"
+            f"[red]error:[/red] {escape(message)}; scoring goes on, the other outputs keep "
+            "every sample"
         )
-        raise typer.Exit(EXIT_BAD_INPUT)
 
     def keep(index: int, sample: Any, results: dict[str, Any]) -> None:
+        nonlocal sink, recorder
         row = flat_row(sample, results)
         rows.append(row)
         if sink is not None:
-            sink.write(row, sample, results)
-        if recorder is not None:
-            recorder(index, sample, results)
+            try:
+                sink.write(row, sample, results)
+            except OSError as exc:
+                output_failed(f"writing {out}", exc)
+                sink.close()
+                sink = None
+        if recorder is not None and not output_failures:
+            try:
+                recorder(index, sample, results)
+            except (StoreError, SQLAlchemyError, OSError) as exc:
+                output_failed("writing to the results store", exc)
 
     show_progress = not quiet and sys.stderr.isatty()
     interrupted = False
     evaluation: Evaluation | None = None
     try:
-        with Progress(
-            TextColumn("[bold]scoring"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            disable=not show_progress,
-            transient=True,
-        ) as bar:
+        with (
+            warnings.catch_warnings(),
+            Progress(
+                TextColumn("[bold]scoring"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+                disable=not show_progress,
+                transient=True,
+            ) as bar,
+        ):
+            warnings.showwarning = _warning_printer(err, warnings.showwarning)
             task = bar.add_task("samples", total=len(samples))
             evaluation = evaluate(
                 samples,
@@ -310,24 +375,139 @@ def evaluate_command(
         if recorder is not None:
             status = "finished" if evaluation is not None else "interrupted"
             usage = evaluation.judge_usage if evaluation is not None else None
-            recorder.store.finish_run(recorder.run_id, status=status, judge_usage=usage)
+            try:
+                recorder.store.finish_run(recorder.run_id, status=status, judge_usage=usage)
+            except (StoreError, SQLAlchemyError, OSError) as exc:
+                output_failed("closing the stored run", exc)
             recorder.store.close()
         if out is not None and out.suffix.lower() in {".csv", ".parquet"} and rows:
-            write_table(rows, out)
+            try:
+                write_table(rows, out)
+            except (OSError, ValueError, ImportError) as exc:
+                output_failed(f"writing {out}", exc)
         resources.close()
     if interrupted or evaluation is None:
-        where = f"; {len(rows)} finished samples are in {out}" if out is not None else ""
+        if not rows:
+            where = "; no sample had finished"
+        elif out is not None and not output_failures:
+            where = f"; {len(rows)} finished samples are in {out}"
+        elif out is not None:
+            where = f"; {len(rows)} samples had finished, but writing {out} failed"
+        else:
+            where = (
+                f"; {len(rows)} samples had finished (add --out FILE or --store to keep "
+                "partial results)"
+            )
         if recorder is not None:
             where += f"; resume with --resume {recorder.run_id}"
         err.print(f"[yellow]interrupted[/yellow]{escape(where)}")
         raise typer.Exit(130)
     evaluation.input_errors = input_errors
-    _report(evaluation, group_by, output_format, out)
+    _report(evaluation, group_by, output_format, out if not output_failures else None)
+    for note in _error_notes(evaluation):
+        err.print(f"[red]metric errors:[/red] {escape(note)}")
     failures = _gates(evaluation, under, over)
     for failure in failures:
         err.print(f"[red]gate failed:[/red] {escape(str(failure))}")
+    if output_failures:
+        hint = f"; resume with --resume {recorder.run_id}" if recorder is not None else ""
+        err.print(f"[red]error:[/red] some results were not saved{escape(hint)}")
+        raise typer.Exit(EXIT_BAD_INPUT)
     if failures:
         raise typer.Exit(EXIT_GATE_FAILED)
+
+
+def _check_out(out: Path, data: Path) -> str | None:
+    """Why ``--out`` cannot be written (checked before any scoring), or None."""
+    if out.suffix.lower() not in {".jsonl", ".csv", ".parquet"}:
+        return f"{out}: --out must end in .jsonl, .csv or .parquet"
+    if out.is_dir():
+        return f"{out}: --out is a directory; give a file name"
+    try:
+        if out.exists() and data.exists() and out.samefile(data):
+            return f"{out}: --out is the input file, which it would overwrite; choose another name"
+    except OSError:
+        pass
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"{out}: cannot create the folder {out.parent}: {exc.strerror or exc}"
+    existed = out.exists()
+    try:
+        with out.open("ab"):
+            pass
+    except OSError as exc:
+        return f"{out}: cannot write: {exc.strerror or exc}"
+    if not existed:
+        out.unlink(missing_ok=True)
+    return None
+
+
+def _check_range(name: str, value: float, what: str) -> None:
+    cls = metric_class(name)
+    low, high = cls.value_range
+    if value >= low and (high is None or value <= high):
+        return
+    span = f"{low:g}..{high:g}" if high is not None else f"{low:g} or more"
+    unit = "" if cls.unit in {"ratio", "score", "bool"} else f" {cls.unit}"
+    hint = ""
+    if high == 1 and 1 < value <= 100:
+        hint = f"; scores are 0..1 in Assay: did you mean {value / 100:g}?"
+    raise ValueError(f"{what}: outside the range of {name} ({span}{unit}){hint}")
+
+
+def _check_bounds(
+    thresholds: dict[str, float],
+    under: dict[str, float],
+    over: dict[str, float],
+    run: list[str],
+) -> None:
+    """Every threshold and gate names a known metric and lies in its range; a gate's
+    metric is one this run scores. Raises ValueError (or KeyError) saying which and why."""
+    for name, value in thresholds.items():
+        try:
+            metric_class(name)
+        except KeyError as exc:
+            raise ValueError(f"threshold for an {exc.args[0]}") from None
+        _check_range(name, value, f"threshold {name}={value:g}")
+    for option, pairs in (("--fail-under", under), ("--fail-over", over)):
+        for name, bound in pairs.items():
+            metric_class(name)
+            if name not in run:
+                raise ValueError(
+                    f"{option} {name}={bound:g}: {name} is not among the metrics of this run; "
+                    f"add --metric {name}"
+                )
+            _check_range(name, bound, f"{option} {name}={bound:g}")
+
+
+def _warning_printer(err: Any, fallback: Any) -> Any:
+    """Show Assay's own warnings (e.g. an unusable cache) as one plain line."""
+
+    def show(message: Any, category: type, *args: Any, **kwargs: Any) -> None:
+        if issubclass(category, AssayWarning):
+            err.print(f"[yellow]warning:[/yellow] {escape(str(message))}")
+        else:
+            fallback(message, category, *args, **kwargs)
+
+    return show
+
+
+def _error_notes(evaluation: Evaluation) -> list[str]:
+    """One line per metric that failed on some samples: how many, and the first error."""
+    notes = []
+    for metric in evaluation.metrics:
+        errors = [
+            row[metric.name].error
+            for row in evaluation.results
+            if metric.name in row and row[metric.name].error
+        ]
+        if errors:
+            notes.append(
+                f"{metric.name} failed on {len(errors)} of {len(evaluation.results)} samples: "
+                f"{errors[0]}"
+            )
+    return notes
 
 
 def _open_run(
@@ -376,6 +556,7 @@ def _report(
             "metrics": [s.to_dict() for s in summaries],
             "labels": evaluation.label_counts(),
             "judge_usage": evaluation.judge_usage,
+            "metric_errors": _error_notes(evaluation),
         }
         if keys:
             payload["groups"] = [

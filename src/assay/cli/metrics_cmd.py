@@ -6,6 +6,7 @@ import json
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from assay.cli import app, consoles
@@ -25,6 +26,18 @@ def metrics_command(
 ) -> None:
     """List every metric with its description, inputs, range and polarity."""
     console = consoles.results()
+    err = consoles.messages()
+    problem = None
+    families = sorted({c.family for c in list_metrics()})
+    if output_format not in {"table", "json"}:
+        problem = f"--format must be table or json, got {output_format!r}"
+    elif family is not None and family not in families:
+        problem = f"unknown family {family!r}; families: {', '.join(families)}"
+    elif suite_name is not None and suite_name not in SUITE_DESCRIPTIONS:
+        problem = f"unknown suite {suite_name!r}; suites: {', '.join(SUITE_DESCRIPTIONS)}"
+    if problem is not None:
+        err.print(f"[red]error:[/red] {escape(problem)}")
+        raise typer.Exit(2)
     if suites:
         rows = [
             {"suite": s, "description": d, "metrics": suite(s)}

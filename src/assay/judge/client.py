@@ -10,10 +10,13 @@ values) it:
 2. else returns the persistent cache's reply (`JudgeCache`), when enabled;
 3. else sends the request at temperature 0, asking for JSON-schema structured output
    and falling back to ``json_object`` and then plain text when the server rejects the
-   format (the mode that works is remembered), with at most ``concurrency`` requests in
-   flight, a per-request ``timeout``, and up to ``max_retries`` retries with exponential
-   backoff and jitter on 429, 5xx, timeouts and connection errors (``Retry-After`` is
-   honoured, capped);
+   format (the mode that then works is remembered; a request that fails in every mode,
+   e.g. a prompt over the model's context length, changes nothing), with at most
+   ``concurrency`` requests in flight, a per-request ``timeout``, and up to
+   ``max_retries`` retries with exponential backoff and jitter on 429, 5xx, timeouts and
+   connection errors (``Retry-After`` is honoured, capped; an unreadable one is ignored).
+   A reply that is not a chat completion (an HTML page, JSON of another shape, a broken
+   body: usually a wrong ``base_url``) fails at once with `JudgeError` saying so;
 4. parses the reply (`parse_reply`: JSON, json-repair, the prompt's fallback); if that
    fails, asks once more for "only the JSON", then gives up with `JudgeError`.
 
@@ -28,7 +31,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import email.utils
+import math
 import random
 import time
 from collections.abc import Awaitable, Coroutine, Iterable, Mapping
@@ -327,8 +332,8 @@ class JudgeClient:
         import openai
 
         attempt = 0
+        mode = self.mode
         while True:
-            mode = self.mode
             kwargs: dict[str, Any] = {
                 "model": self.model,
                 "messages": messages,
@@ -351,20 +356,30 @@ class JudgeClient:
                     error = exc
                 except openai.APIStatusError as exc:
                     error = exc
+                except ValueError as exc:  # a body that is not JSON though it says it is
+                    raise JudgeError(
+                        f"judge server at {self.base_url} sent a body that is not valid JSON "
+                        f"({type(exc).__name__}: {exc}); is base_url its OpenAI-compatible "
+                        "/v1 address?"
+                    ) from None
                 latency = time.perf_counter() - started
             if error is None:
+                content = self._content(completion)
                 usage = getattr(completion, "usage", None)
-                p_tok = int(getattr(usage, "prompt_tokens", 0) or 0)
-                c_tok = int(getattr(usage, "completion_tokens", 0) or 0)
+                p_tok = _int(getattr(usage, "prompt_tokens", 0))
+                c_tok = _int(getattr(usage, "completion_tokens", 0))
                 self.usage.record_call(prompt.name, latency, p_tok, c_tok)
-                choices = getattr(completion, "choices", None) or []
-                content = (choices[0].message.content if choices else None) or ""
+                if mode != self.mode and STRUCTURED_MODES.index(mode) > STRUCTURED_MODES.index(
+                    self.mode
+                ):
+                    self.mode = mode  # the server took this format: start here from now on
                 return content, p_tok, c_tok
             status = getattr(error, "status_code", None)
             if status in (400, 422) and not self._fixed_mode and mode != STRUCTURED_MODES[-1]:
-                # the server does not take this response_format: try the next mode
-                if self.mode == mode:
-                    self.mode = STRUCTURED_MODES[STRUCTURED_MODES.index(mode) + 1]
+                # perhaps the server does not take this response_format: try the next mode
+                # (remembered only once one succeeds: a 400 for another reason, such as a
+                # prompt over the context length, must not switch structured output off)
+                mode = STRUCTURED_MODES[STRUCTURED_MODES.index(mode) + 1]
                 continue
             retryable = status is None or status in _RETRY_STATUS or status >= 500
             if not retryable:
@@ -376,6 +391,33 @@ class JudgeClient:
                 ) from None
             self.usage.add("retries")
             await asyncio.sleep(self._backoff(attempt, _retry_after(error)))
+
+    def _content(self, completion: Any) -> str:
+        """The reply text of a chat completion; `JudgeError` for anything else."""
+        choices = getattr(completion, "choices", None)
+        message = getattr(choices[0], "message", None) if isinstance(choices, list) else None
+        if not choices or message is None:
+            if isinstance(completion, str):
+                got = "text: " + " ".join(completion.split())[:120]
+            else:
+                dump = getattr(completion, "model_dump", None)
+                shown = dump(exclude_none=True) if callable(dump) else completion
+                got = f"JSON without 'choices': {str(shown)[:120]}"
+            raise JudgeError(
+                f"judge server at {self.base_url} did not answer with a chat completion "
+                f"({got}); is base_url its OpenAI-compatible /v1 address?"
+            )
+        content = getattr(message, "content", None)
+        if not content and getattr(message, "refusal", None):
+            raise JudgeError(f"the judge refused to answer: {message.refusal}")
+        return content if isinstance(content, str) else ""
+
+
+def _int(value: Any) -> int:
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
 
 
 def _describe(error: BaseException) -> str:
@@ -395,7 +437,13 @@ def _retry_after(error: BaseException) -> float | None:
     if not value:
         return None
     try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+        seconds = float(value)
+    except ValueError:  # an HTTP date, or something unreadable (then ignored)
+        try:
+            parsed = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=datetime.UTC)
+        seconds = parsed.timestamp() - time.time()
+    return max(0.0, seconds) if math.isfinite(seconds) else None

@@ -4,6 +4,10 @@ Order: strict JSON (code fences and surrounding prose stripped) -> json-repair (
 commas, single quotes, a missing brace) -> shape fixes (a bare JSON array becomes the
 model's one list field; a bare number becomes ``{"score": n}``) -> the prompt's
 last-resort text fallback (the seeds' score regex, a CORRECT/WRONG word) -> `ParseError`.
+
+Where a reply holds several JSON objects (a judge quoting the answer's ``{"score": 1.0}``
+before giving its own verdict), the LAST one that fits the output model is taken: the
+verdict comes after what it quotes. The same holds for several code fences.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import json_repair
-from pydantic import BaseModel, ValidationError
+from pydantic import AliasChoices, BaseModel, ValidationError
 
 __all__ = ["ParseError", "extract_json", "parse_reply"]
 
@@ -34,9 +38,8 @@ def extract_json(text: str) -> Any:
     if not text:
         raise ParseError("empty reply")
     candidates = [text]
-    fenced = _FENCE.search(text)
-    if fenced:
-        candidates.append(fenced.group(1).strip())
+    # the last fenced block first: a judge may quote the answer in a fence, then reply
+    candidates.extend(block.strip() for block in reversed(_FENCE.findall(text)))
     starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
     if starts:
         start = min(starts)
@@ -59,8 +62,32 @@ def extract_json(text: str) -> Any:
     raise ParseError(f"no JSON found in reply: {text[:120]!r}")
 
 
+def _field_keys(model: type[BaseModel]) -> set[str]:
+    """The keys an object of ``model`` may carry: field names and their aliases."""
+    keys = set(model.model_fields)
+    for field in model.model_fields.values():
+        alias = field.validation_alias
+        if isinstance(alias, str):
+            keys.add(alias)
+        elif isinstance(alias, AliasChoices):
+            keys.update(c for c in alias.choices if isinstance(c, str))
+    return keys
+
+
 def _reshape(value: Any, model: type[BaseModel]) -> Any:
     fields = model.model_fields
+    if isinstance(value, list) and len(value) > 1 and all(isinstance(v, dict) for v in value):
+        # several top-level objects (json-repair returns them as a list): the last that
+        # fits the model is the verdict; what came before is quoted or drafted text
+        keys = _field_keys(model)
+        for item in reversed(value):
+            if not keys & set(item):
+                continue  # not this model's object (e.g. one claim of a bare claim list)
+            try:
+                model.model_validate(item)
+            except ValidationError:
+                continue
+            return item
     if isinstance(value, list):
         list_fields = [
             name for name, f in fields.items() if getattr(f.annotation, "__origin__", None) is list

@@ -7,8 +7,10 @@ reaches the judge changes, and goes into result signatures and the cache key.
 
 Untrusted text (questions, answers, contexts, references) is inserted **only** inside
 tagged data blocks (``<answer>...</answer>``) with ``&``, ``<`` and ``>`` escaped, so the
-text cannot close its block or open a new one; the system message tells the judge that
-block content is data and never instructions.
+text cannot close its block or open a new one (whatever its case, spacing or zero-width
+characters); look-alike angle brackets (fullwidth ``＜``, ``‹``, ``〈``, ...) become numeric
+character references, so nothing in a block even looks like a tag to the judge. The system
+message tells the judge that block content is data and never instructions.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ __all__ = [
     "Section",
     "StatementVerdict",
     "escape_block",
+    "score_on_scale",
     "strict_json_schema",
 ]
 
@@ -71,16 +74,37 @@ SYSTEM = (
 
 
 class _Out(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    # NaN and infinity are not scores: a reply holding one is unparsable (never NaN out)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, allow_inf_nan=False)
+
+
+def score_on_scale(value: float) -> bool:
+    """True for a judge score that has one reading: 0..1 as asked, or (10, 100] (a
+    percentage). (1, 10] is ambiguous (a 0-10 scale or a percentage?), a negative score or
+    one above 100 is off every scale."""
+    return 0.0 <= value <= 1.0 or 10.0 < value <= 100.0
 
 
 class ScoreVerdict(_Out):
-    """A 0..1 score with the judge's reason (seed 001 prompts; direct relevance)."""
+    """A 0..1 score with the judge's reason (seed 001 prompts; direct relevance).
+
+    A score in (10, 100] is accepted (the metric reads it as a percentage). Any other score
+    outside 0..1 is rejected (`score_on_scale`): the judge did not use the scale, so the
+    reply is unparsable (one JSON-only retry naming the problem, then None with the error)
+    rather than clamped into a confident 0 or 1 (seed 001 clamps).
+    """
 
     score: float
     reason: str = Field(
         default="", validation_alias=AliasChoices("reason", "reasoning", "explanation")
     )
+
+    @field_validator("score")
+    @classmethod
+    def _on_scale(cls, value: float) -> float:
+        if not score_on_scale(value):
+            raise ValueError(f"score must be a decimal number from 0.0 to 1.0; got {value:g}")
+        return value
 
     @field_validator("reason", mode="before")
     @classmethod
@@ -176,9 +200,25 @@ class Section:
     requires: tuple[str, ...] = ()
 
 
+#: characters a reader may take for ``<`` or ``>``: written as numeric references in blocks
+LOOKALIKE_BRACKETS = frozenset(
+    "\u02c2\u02c3"  # modifier letter left/right arrowhead
+    "\u2039\u203a"  # single angle quotation marks
+    "\u2329\u232a"  # left/right-pointing angle brackets
+    "\u276e\u276f"  # heavy angle quotation mark ornaments
+    "\u27e8\u27e9"  # mathematical angle brackets
+    "\u3008\u3009"  # CJK angle brackets
+    "\ufe64\ufe65"  # small less-than / greater-than
+    "\uff1c\uff1e"  # fullwidth less-than / greater-than
+)
+_LOOKALIKES = {ord(c): f"&#x{ord(c):X};" for c in LOOKALIKE_BRACKETS}
+
+
 def escape_block(text: str) -> str:
-    """Escape a block's content so it cannot close its tag or open another."""
-    return html.escape(text, quote=False)
+    """Escape a block's content so it cannot close its tag or open another: ``&``,
+    ``<`` and ``>`` as entities, look-alike angle brackets as numeric references (the
+    judge reads both back as the characters they stand for)."""
+    return html.escape(text, quote=False).translate(_LOOKALIKES)
 
 
 def _item_tag(name: str) -> str:
@@ -323,14 +363,55 @@ def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 # ---- fallbacks and checks --------------------------------------------------------------
 
-_SEED_SCORE = re.compile(r"([0-1](?:\.\d+)?)")  # the seeds' score regex
+_NUM = r"[-\u2212]?\d+(?:\.\d+)?|[-\u2212]?\.\d+"
+#: a score as written in prose: a number, optionally "/ D", "out of D" or "%"
+_VALUE = re.compile(
+    rf"(?<![\w.])(?P<num>{_NUM})(?:\s*(?:/|out\s+of)\s*(?P<den>\d+(?:\.\d+)?)|\s*(?P<pct>%))?"
+    r"(?![\w/])",
+    re.IGNORECASE,
+)
+#: a value the reply itself calls the score ("Score: 0.85", "I rate it 8/10")
+_ANCHOR = re.compile(
+    r"\b(?:score|rating|rated|rate|grade)\b[\"']?(?:\s+(?:it|this|is|of|at|as|be|would))*"
+    r"\s*[:=]?\s*$",
+    re.IGNORECASE,
+)
+#: a reply this short that starts with a number may be just the score (``0.85``,
+#: ``0.85 - well grounded``), unless the number is a list marker (``1. It asks...``)
+_BARE_REPLY_CHARS = 40
+_LIST_MARKER = re.compile(r"[.)]\s+\S")
+
+
+def _score_of(match: re.Match[str]) -> float | None:
+    num = float(match["num"].replace("\u2212", "-"))
+    if match["den"] is not None:
+        den = float(match["den"])
+        return num / den if den > 0 and 0 <= num <= den else None
+    if match["pct"] is not None:
+        return num / 100.0 if 0 <= num <= 100 else None
+    return num
 
 
 def _score_fallback(text: str) -> dict[str, Any] | None:
-    match = _SEED_SCORE.search(text)
-    if match is None:
+    """The seeds' last resort (their regex ``[0-1](\\.\\d+)?``), made safe: whole
+    numbers only (so "85/100" is not read as 1 nor "-0.5" as 0.5), fractions ("8.5/10",
+    "4 out of 5") and percentages divided out. The value must be one the reply calls the
+    score ("Score: 0.85"; the last such, since a judge quoting the answer's "score 1.0"
+    gives its own verdict after it) or the number a reply of at most 40 characters starts
+    with; anything else (a refusal with a numbered list, a long explanation) is no score.
+    Returns None when nothing qualifies; range checks are the output model's."""
+    text = text.strip()
+    anchored = [m for m in _VALUE.finditer(text) if _ANCHOR.search(text[: m.start()])]
+    if anchored:
+        match: re.Match[str] | None = anchored[-1]
+    else:
+        match = _VALUE.match(text) if len(text) <= _BARE_REPLY_CHARS else None
+        if match is not None and _LIST_MARKER.match(text, match.end()):
+            match = None
+    score = None if match is None else _score_of(match)
+    if score is None:
         return None
-    return {"score": float(match.group(1)), "reason": "score read from a non-JSON reply"}
+    return {"score": score, "reason": "score read from a non-JSON reply"}
 
 
 def _label_fallback(text: str) -> dict[str, Any] | None:

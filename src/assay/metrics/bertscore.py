@@ -23,6 +23,10 @@ from assay.sample import Sample
 __all__ = ["BERTScore", "BERTScoreF1", "BERTScoreF1Raw"]
 
 _PARTS = ("precision", "recall", "f1")
+_NO_TOKENS = (
+    "the BERTScore model finds no token in the response or the expected answer "
+    "(only zero-width, format or control characters)"
+)
 
 
 def _triple(row: np.ndarray) -> dict[str, float]:
@@ -50,6 +54,11 @@ class _BERTScoreMetric(Metric):
         model = scorer.signature if rescale else f"{scorer.name}+raw"
         out = []
         for raw_row, row in zip(raw, values, strict=True):
+            if not np.any(raw_row):
+                # bert-score's mark of a text with no model token (only zero-width or
+                # control characters): the score is undefined, not 0
+                out.append(self.na(_NO_TOKENS))
+                continue
             clamped = {name: clamp01(v) for name, v in _triple(row).items()}
             details: dict[str, Any] = {
                 "raw": _triple(raw_row),
@@ -85,8 +94,10 @@ class BERTScore(_BERTScoreMetric):
     component is clamped to 0..1, and ``details`` keeps the unclamped rescaled values
     (``unclamped``), the raw scores (``raw``), the baseline and whether clamping happened.
     Missing or blank response or expected answer: None with a reason (the seed returned 0
-    with an error). A user-chosen model without a baseline file is scored raw and
-    ``details.rescale_note`` says so (the signature then ends in ``+raw``).
+    with an error); also None when the model finds no token in one of them (only
+    zero-width or control characters: bert-score would say 0). A user-chosen model
+    without a baseline file is scored raw and ``details.rescale_note`` says so (the
+    signature then ends in ``+raw``).
 
     Weaknesses: rewards shared wording and topic more than truth (a negation or a wrong
     number changes few tokens); the seed used bert-score's model for the text's language
@@ -129,8 +140,8 @@ class BERTScoreF1Raw(_BERTScoreMetric):
     The seed reports it as a percentage (0-100); the canonical value here is 0..1 (clamped:
     float error can put identical texts a hair above 1; ``details.raw`` keeps the exact
     value). Components: raw precision, recall and f1. Inputs: response (answer), expected
-    (ground truth). Higher is better. Missing or blank input: None with a reason (the seed
-    returned 0.0).
+    (ground truth). Higher is better. Missing or blank input, or a text in which the model
+    finds no token: None with a reason (the seed returned 0.0).
 
     Model: the seed used microsoft/deberta-xlarge-mnli (layer 40); we use the shipped
     all-MiniLM-L6-v2 at layer 6 (or the configured ``bertscore_model``), so absolute values

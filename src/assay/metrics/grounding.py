@@ -18,7 +18,7 @@ from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample
 from assay.text.anchors import ALL_KINDS, SEED_KINDS, analyse, topic_overlap
-from assay.text.tokenize import STOP_WORDS, non_blank, words
+from assay.text.tokenize import STOP_WORDS, non_blank, normalise, words
 
 __all__ = [
     "AnchorHallucination",
@@ -38,11 +38,13 @@ def tfidf_cosine(a: str, b: str) -> float | None:
     l2-normalised rows), so the cosine is the dot product of the two rows. A term in both
     texts gets idf 1, a term in one gets ``ln(3/2) + 1``. ``None`` when neither text has a
     term outside the stop list (an empty vocabulary: the cosine is undefined); 0 when only
-    one of them has none.
+    one of them has none. Both texts are `assay.text.tokenize.normalise`-d first (NFC,
+    Arabic diacritics and tatweel removed), as for the Jaccard half, so a vocalised Arabic
+    word is one term equal to its plain spelling; English text is unchanged by it.
     """
     vectoriser = TfidfVectorizer(stop_words="english")
     try:
-        matrix = vectoriser.fit_transform([a, b])
+        matrix = vectoriser.fit_transform([normalise(a), normalise(b)])
     except ValueError:  # empty vocabulary: both texts are stop words only
         return None
     return float(matrix[0].multiply(matrix[1]).sum())
@@ -71,7 +73,8 @@ class Relevance(Metric):
     Formula: ``relevance = (tfidf_cosine(query, response) + jaccard(query, response)) / 2``.
     TF-IDF: scikit-learn ``TfidfVectorizer(stop_words="english")`` fit on the pair alone
     (n = 2 documents, smooth idf ``ln(3 / (1 + df)) + 1``, l2 norm), so a word shared by
-    both texts weighs less than one in only one of them. Jaccard: intersection over union of
+    both texts weighs less than one in only one of them; Arabic diacritics and tatweel are
+    removed first (see `tfidf_cosine`). Jaccard: intersection over union of
     the sets of lower-cased words (`assay.text.tokenize.words`; stop words kept, as the seed
     splits on words without filtering). Inputs: query, response. Range 0..1, higher is
     better. When both texts are stop words only, the TF-IDF vocabulary is empty and the

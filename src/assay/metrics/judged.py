@@ -139,7 +139,8 @@ def factual_grade(score: float) -> str:
 
 
 def _unit_score(score: float) -> tuple[float, bool]:
-    """A judge's 0..1 score, clamped (seed rule); a score in (1, 100] is read as percent."""
+    """A judge's 0..1 score; a score in (10, 100] is read as percent. Other scores outside
+    0..1 never get here: `ScoreVerdict` rejects them as unparsable (the seed clamps them)."""
     if 1.0 < score <= 100.0:
         return score / 100.0, True
     return clamp01(score), False
@@ -314,7 +315,8 @@ class JudgedRelevance(_RubricScore):
 
     Formula: the judge's score with seed 001's relevance prompt and rubric (1.0 = directly
     answers with complete information ... 0.0-0.3 = does not address the question),
-    clamped to [0, 1] (a reply above 1 and at most 100 is read as a percentage). Inputs:
+    on [0, 1] (a reply above 10 and at most 100 is read as a percentage; any other score
+    outside [0, 1] makes the reply unparsable, where the seed clamps it). Inputs:
     query, response. Range 0..1, higher is better. Named ``judged_relevance`` because
     ``relevance`` is seed 004's lexical metric.
     Local estimator ``question_answer_cosine``: clip(cos(embed(query), embed(response)),
@@ -365,8 +367,8 @@ class Faithfulness(_SupportBased):
 
     Formula: the judge's score with seed 001's faithfulness prompt (1.0 = every
     fact/number in the response is directly from the context ... 0.0-0.3 = many
-    unsupported claims), clamped to [0, 1]. Inputs: response, contexts. Range 0..1,
-    higher is better.
+    unsupported claims), on [0, 1] as for ``judged_relevance``. Inputs: response, contexts.
+    Range 0..1, higher is better.
     Local estimator ``sentence_support``: for each response sentence, the mean of its best
     embedding cosine against the context sentences and the share of its content words
     found in the context; averaged over sentences and multiplied by
@@ -396,9 +398,9 @@ class Hallucination(_SupportBased):
     is better (seed 001).
 
     Formula: the judge's score with seed 001's hallucination prompt (0.0 = everything is
-    from the context ... 0.9-1.0 = mostly or completely fabricated), clamped to [0, 1].
-    Inputs: response, contexts. Range 0..1, LOWER is better. Evaluated by its own
-    prompt, not as 1 - faithfulness (the seed's choice).
+    from the context ... 0.9-1.0 = mostly or completely fabricated), on [0, 1] as for
+    ``judged_relevance``. Inputs: response, contexts. Range 0..1, LOWER is better.
+    Evaluated by its own prompt, not as 1 - faithfulness (the seed's choice).
     Local estimator ``unsupported_share``: 1 - the ``sentence_support`` score of
     ``faithfulness``. Weaknesses: as ``faithfulness``; an answer that is all hedges and
     pleasantries scores low (nothing to fabricate) whether or not it helps.
@@ -426,8 +428,8 @@ class ContextualRelevance(_RubricScore):
     judge (seed 001).
 
     Formula: the judge's score with seed 001's contextual relevance prompt (1.0 = context
-    directly contains the information needed ... 0.0-0.3 = irrelevant), clamped to
-    [0, 1]. Inputs: query, contexts. Range 0..1, higher is better.
+    directly contains the information needed ... 0.0-0.3 = irrelevant), on [0, 1] as for
+    ``judged_relevance``. Inputs: query, contexts. Range 0..1, higher is better.
     Local estimator ``context_similarity``: the best cosine of the query with any context
     or context sentence, clipped to [0, 1] (per-context values in details). Weaknesses:
     topical similarity, not usefulness: a passage about the right subject that lacks the

@@ -38,9 +38,11 @@ class ExactMatch(Metric):
     """1 when the response equals the expected answer after trimming and lower-casing, else 0.
 
     Formula (seed 000): ``1.0 if response.strip().lower() == expected.strip().lower() else 0.0``.
-    Range {0, 1}, higher is better. Requires response and expected. Weakness: any
-    difference in punctuation or wording scores 0; use ``rouge`` or
-    ``semantic_similarity`` for graded overlap.
+    Range {0, 1}, higher is better. Requires response and expected; a missing or blank
+    one gives None with a reason (the seed would call two blank strings a match).
+    Weakness: any difference in punctuation, wording or Unicode form (a composed "é" and
+    "e" + combining accent) scores 0; use ``rouge`` or ``semantic_similarity`` for graded
+    overlap.
     """
 
     name = "exact_match"
@@ -121,7 +123,8 @@ class Bleu(Metric):
     BLEU is a corpus metric and is noisy per sentence; it rewards surface n-gram overlap
     only (a correct paraphrase scores low, a fluent wrong answer sharing words scores
     high); word n-grams punish morphologically rich languages such as Arabic, where
-    ``chrf`` is the better lexical measure.
+    ``chrf`` is the better lexical measure; sacrebleu tokenises the raw text, so a
+    vocalised Arabic word (with diacritics) and its plain spelling are different tokens.
     """
 
     name = "bleu"
@@ -162,7 +165,8 @@ class Chrf(Metric):
     Registered beside ``bleu`` (not a seed metric) because character n-grams match
     inflected and clitic-attached forms (Arabic "والكتاب" vs "الكتاب") that word-level
     BLEU and ROUGE count as different words. Weakness: still surface overlap, no meaning;
-    shared character sequences of unrelated words give small non-zero scores.
+    shared character sequences of unrelated words give small non-zero scores; Arabic
+    diacritics are characters to it, so vocalised and plain spellings only partly match.
     """
 
     name = "chrf"
@@ -199,6 +203,15 @@ class UnicodeRougeTokenizer:
 _ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 
 
+def _has_rouge_token(text: str, unicode: bool) -> bool:
+    """True when the tokenizer ROUGE runs with gives ``text`` at least one token."""
+    if unicode:
+        return bool(words(text))
+    from rouge_score import tokenize
+
+    return bool(tokenize.tokenize(text, None))
+
+
 @lru_cache(maxsize=2)
 def _rouge_scorer(unicode: bool) -> Any:
     from rouge_score import rouge_scorer
@@ -225,9 +238,15 @@ class Rouge(Metric):
     Unicode word tokenizer (`assay.text.tokenize.words`, lower-cased, no stemming) is
     passed to rouge-score instead; ``details.tokenizer`` says which ran.
 
-    Inputs: response, expected. Range 0..1, higher is better. Empty input: None.
+    Inputs: response, expected. Range 0..1, higher is better. Empty input: None; None
+    also when neither text has a word token (punctuation or emoji only: rouge-score
+    returns 0 there, but nothing was compared); one side without tokens scores 0.
     Weaknesses: surface overlap only (paraphrases score low); no Arabic stemming, so
-    clitic-attached forms ("والكتاب" / "الكتاب") do not match (see ``chrf``).
+    clitic-attached forms ("والكتاب" / "الكتاب") do not match (see ``chrf``); Arabic
+    diacritics and tatweel are ignored (`assay.text.tokenize.normalise`); in English text
+    with a few Arabic words (under 30% of the letters) the default tokenizer drops those
+    words; the LCS of rouge-score is pure Python and quadratic, so two texts of several
+    thousand words take seconds.
     """
 
     name = "rouge"
@@ -240,6 +259,9 @@ class Rouge(Metric):
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
         response, expected = sample.response or "", sample.expected or ""
         unicode = needs_unicode_tokenizer(response, expected)
+        if not (_has_rouge_token(response, unicode) or _has_rouge_token(expected, unicode)):
+            # rouge-score says 0 here, but nothing was compared: 0/0 is undefined, not 0
+            return self.na("neither text has a word token to compare", method="reference")
         scores = _rouge_scorer(unicode).score(expected, response)
         components = {
             "rouge1_f1": scores["rouge1"].fmeasure,
@@ -585,7 +607,8 @@ class FallbackDetection(Metric):
     pass threshold 0. Empty response: None. Evidence: ``details.matched`` (phrase and
     matched text, in normalised form), ``details.ignored``. Weaknesses: a fixed phrase
     list: other fallback wordings ("I can't help with that") are missed, and a real answer
-    containing "try again" ("if the upload fails, try again") is flagged.
+    containing "try again" ("if the upload fails, try again") is flagged, as is a short
+    answer about an error ("A 404 error means the page was not found.").
     """
 
     name = "fallback_detection"

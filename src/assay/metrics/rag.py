@@ -34,6 +34,8 @@ __all__ = ["MIN_CHUNK_WORDS", "SOURCE_MATCH_THRESHOLD", "intrusion_score", "matc
 SOURCE_MATCH_THRESHOLD = 0.8
 #: a document shorter than this is not matched by being contained in a source (rule 3)
 MIN_CHUNK_WORDS = 5
+#: reason of the ranked metrics when no retrieved document has any text
+_ALL_BLANK = "contexts holds only blank documents"
 
 
 def _token_run_in(needle: list[str], haystack: list[str]) -> bool:
@@ -86,7 +88,11 @@ class _RetrievalAtK(Metric):
 
     A document in the top k is relevant when it matches an expected source
     (``match_source``) if the sample has expected_sources, else when
-    ``clamp(cos(query, document)) >= retrieval_relevance_threshold`` (0.5).
+    ``clamp(cos(query, document)) >= retrieval_relevance_threshold`` (0.5). A blank
+    document keeps its rank and is never relevant; when every document is blank the
+    value is None ("contexts holds only blank documents"), as for the other context
+    metrics. Duplicate documents are judged one by one, so a relevant document retrieved
+    twice counts twice in precision (the seed's count of relevant documents).
     """
 
     family = "rag"
@@ -184,10 +190,12 @@ class RetrievalRecallAt5(_RetrievalAtK):
     contained in the source, else cosine >= 0.8). k = the ``k`` parameter, else
     ``config.retrieval_k`` (5, the seed's); it is in details and the signature. Blank
     expected sources are ignored; duplicates count twice, as in the seed. Requires
-    contexts and expected_sources. Range 0..1, higher is better. ``details["sources"]``
-    says where (rank) and how each source was found. Weakness: rank-blind within the
-    top k, and the embedding rule can accept a near-duplicate document on the same
-    topic as the expected one.
+    contexts and expected_sources; None when every context is blank. Range 0..1, higher
+    is better. ``details["sources"]`` says where (rank) and how each source was found.
+    Weakness: rank-blind within the top k; the embedding rule can accept a near-duplicate
+    document on the same topic as the expected one; a source given as a bare number or
+    common word ("1", "faq") is "found" in any document containing that word, so give
+    ids that cannot occur in ordinary text ("doc_1").
     """
 
     name = "retrieval_recall_5"
@@ -203,6 +211,9 @@ class RetrievalRecallAt5(_RetrievalAtK):
             sources = non_blank(sample.expected_sources)
             if not sources:
                 out.append(self.na("expected_sources holds only blank entries"))
+                continue
+            if not non_blank(sample.contexts):
+                out.append(self.na(_ALL_BLANK))
                 continue
             docs = (sample.contexts or [])[:k]
             table = self._source_matches(docs, sources, vectors)
@@ -247,6 +258,9 @@ class _RelevanceAtK(_RetrievalAtK):
         vectors = self._vectors(samples, res, k)
         out = []
         for sample in samples:
+            if not non_blank(sample.contexts):
+                out.append(self.na(_ALL_BLANK))
+                continue
             docs = (sample.contexts or [])[:k]
             judged = self._relevance(sample, docs, vectors, threshold)
             if judged is None:
@@ -280,7 +294,9 @@ class RetrievalPrecisionAt5(_RelevanceAtK):
     judgement (ground truth rather than topical closeness to the question) and
     ``details["relevance"]`` says which was used. k = the ``k`` parameter, else
     ``config.retrieval_k`` (5). Requires contexts and query or expected_sources (None
-    with a reason otherwise). Range 0..1, higher is better. Weakness: rank-blind (see
+    with a reason otherwise, and when every context is blank). A relevant document
+    retrieved twice counts twice (the seed counts relevant documents in the top k).
+    Range 0..1, higher is better. Weakness: rank-blind (see
     ``context_precision_at_k``); the query-similarity rule rewards documents that
     restate the question without answering it.
     """
@@ -346,7 +362,7 @@ class _ContextsVsText(Metric):
         out = []
         for sample, docs in zip(samples, docs_of, strict=True):
             if not docs:
-                out.append(self.na("contexts holds only blank documents"))
+                out.append(self.na(_ALL_BLANK))
                 continue
             other = getattr(sample, self.other)
             sims = [clamp01(vectors.cos(doc, other)) for doc in docs]
@@ -469,7 +485,7 @@ class ContextIntrusion(Metric):
         response_words = set(content_words(sample.response))
         docs = non_blank(sample.contexts)
         if not docs:
-            return self.na("contexts holds only blank documents")
+            return self.na(_ALL_BLANK)
         if not response_words:
             return self.na("the response has no content words")
         context_words: set[str] = set()

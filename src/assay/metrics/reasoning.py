@@ -287,6 +287,8 @@ NEGATIONS = frozenset(
      "لا", "لم", "لن", "ليس", "ليست", "غير")
 )  # fmt: skip
 _QUANTIFIERS = frozenset(("all", "every", "each", "always", "some", "any"))
+#: the stop words in the form ``_normalise`` gives the steps ("إلى" -> "الي", "على" -> "علي")
+_STOP_WORDS = frozenset(_normalise(w) for w in STOP_WORDS)
 
 #: explicit statements of contradiction or retraction inside the reasoning (0.2 each)
 CONTRADICTION_MARKERS: tuple[str, ...] = (
@@ -297,7 +299,9 @@ CONTRADICTION_MARKERS: tuple[str, ...] = (
 )  # fmt: skip
 _MARKER_RE = re.compile(
     r"(?<!\w)(?:"
-    + "|".join(r"\W*\s*".join(map(re.escape, _normalise(m).split())) for m in CONTRADICTION_MARKERS)
+    # words joined by \W* (any punctuation and spacing); not \W*\s*, which matches the same
+    # text but backtracks quadratically on a long run of spaces
+    + "|".join(r"\W*".join(map(re.escape, _normalise(m).split())) for m in CONTRADICTION_MARKERS)
     + r")(?!\w)"
 )
 _A_AND_NOT_A = re.compile(r"(?<!\w)(\w+)\s+and\s+not\s+\1(?!\w)")
@@ -324,7 +328,7 @@ def _polarity_and_content(step: str) -> tuple[int, set[str]]:
         if token in NEGATIONS or token.endswith("n't"):
             negations += 1
         elif (
-            token not in STOP_WORDS
+            token not in _STOP_WORDS
             and token not in _QUANTIFIERS
             and (len(token) > 1 or token.isdigit())
         ):

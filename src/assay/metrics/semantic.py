@@ -102,6 +102,11 @@ class SemanticSimilarity(_ResponseExpectedSimilarity):
     English in one space). Range 0..1, higher is better. Pass threshold
     ``SEMANTIC_SIMILARITY_THRESHOLD`` (0.7), or ``ARABIC_SEMANTIC_SIMILARITY_THRESHOLD``
     (0.5) when either text is Arabic; the applied threshold is ``details["pass_threshold"]``.
+    Requires response and expected; a missing or blank one gives None with a reason.
+    The seed's validator names its first text ``query`` but is called with the expected
+    answer as well (see its source grounding); Assay compares the response with the
+    expected answer here, and with the query in ``source_grounding``. The seed picks an
+    Arabic model for Arabic text; Assay uses one multilingual embedder for both.
     Weakness: similarity of topic, not of truth: "Paris is the capital" and "Lyon is the
     capital" score high together.
     """
@@ -156,12 +161,14 @@ class Accuracy(_ResponseExpectedSimilarity):
 
     Formula (seed 000 base model): ``accuracy = similarity_score`` =
     ``max(0, min(1, cos(embed(response), embed(expected))))``. Range 0..1, higher is
-    better; pass threshold ``SEMANTIC_SIMILARITY_THRESHOLD`` (0.7; the Arabic threshold
-    is reported in details when either text is Arabic). Requires response and expected.
+    better; pass threshold ``SEMANTIC_SIMILARITY_THRESHOLD`` (0.7), or
+    ``ARABIC_SEMANTIC_SIMILARITY_THRESHOLD`` (0.5) when either text is Arabic (applied by
+    the runner from ``details["pass_threshold"]``). Requires response and expected; a
+    missing or blank one gives None with a reason.
     Weakness: it is not accuracy in the classification sense but closeness of meaning;
     a fluent answer on the right topic with a wrong fact can pass. For a graded
     correctness verdict use the judged metrics (``answer_correctness``,
-    ``factual_accuracy_percentage``) or ``exact_match`` for short answers.
+    ``factual_accuracy``) or ``exact_match`` for short answers.
     """
 
     name = "accuracy"

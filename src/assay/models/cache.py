@@ -2,44 +2,88 @@
 
 SQLite in WAL mode so several processes on one machine can share it; an in-memory
 dict sits in front. Values are float32 vectors.
+
+A cache never stops a run: when its file cannot be created or opened (a folder that is
+not writable, a corrupt file, a database another process keeps locked), or a read or
+write fails later, it warns once (`AssayWarning`, naming the file and the reason) and
+goes on in memory only. A stored vector whose size does not match its dimension is
+ignored and computed again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sqlite3
 import threading
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
+from assay.config import AssayWarning
+
 __all__ = ["EmbeddingCache", "text_key"]
+
+#: seconds to wait for another process's write lock before giving up on the disk cache
+BUSY_TIMEOUT = 10.0
 
 
 def text_key(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 class EmbeddingCache:
     """Embedding vectors by (model id, text); ``path=None`` keeps them in memory only."""
 
-    def __init__(self, path: str | Path | None) -> None:
+    def __init__(self, path: str | Path | None, timeout: float = BUSY_TIMEOUT) -> None:
         self._memory: dict[tuple[str, bytes], np.ndarray] = {}
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
-        if path is not None:
-            path = Path(path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(path), timeout=30, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS embeddings ("
-                "model TEXT NOT NULL, key BLOB NOT NULL, dim INTEGER NOT NULL, "
-                "vec BLOB NOT NULL, PRIMARY KEY (model, key))"
+        self.path = Path(path) if path is not None else None
+        self.problem: str | None = None  # why the disk cache was given up, if it was
+        if self.path is not None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(str(self.path), timeout=timeout, check_same_thread=False)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS embeddings ("
+                    "model TEXT NOT NULL, key BLOB NOT NULL, dim INTEGER NOT NULL, "
+                    "vec BLOB NOT NULL, PRIMARY KEY (model, key))"
+                )
+                self._db.commit()
+            except (OSError, sqlite3.Error) as exc:
+                self._give_up("cannot be opened", exc)
+
+    @property
+    def on_disk(self) -> bool:
+        """True while vectors are kept on disk (False: memory only)."""
+        return self._db is not None
+
+    def _give_up(self, what: str, exc: BaseException) -> None:
+        """Warn once and continue in memory only."""
+        if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            self._db = None
+        if self.problem is None:
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            hint = ""
+            if isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc):
+                hint = " (the file is corrupt: delete it and it is rebuilt)"
+            elif isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                hint = " (another process holds it locked)"
+            else:
+                hint = " (set ASSAY_CACHE_DIR to a writable folder)"
+            self.problem = f"the embedding cache {self.path} {what}: {reason}{hint}"
+            warnings.warn(
+                f"{self.problem}; continuing with an in-memory cache for this run",
+                AssayWarning,
+                stacklevel=3,
             )
-            self._db.commit()
 
     def get_many(self, model: str, texts: Iterable[str]) -> dict[str, np.ndarray]:
         """Cached vectors for the texts that have one."""
@@ -55,17 +99,25 @@ class EmbeddingCache:
         if missing and self._db is not None:
             keys = list(missing)
             with self._lock:
-                for start in range(0, len(keys), 500):
-                    chunk = keys[start : start + 500]
-                    marks = ",".join("?" * len(chunk))
-                    rows = self._db.execute(
-                        f"SELECT key, vec FROM embeddings WHERE model = ? AND key IN ({marks})",
-                        [model, *chunk],
-                    ).fetchall()
-                    for key, blob in rows:
-                        vec = np.frombuffer(blob, dtype=np.float32)
-                        self._memory[(model, key)] = vec
-                        found[missing[key]] = vec
+                try:
+                    for start in range(0, len(keys), 500):
+                        chunk = keys[start : start + 500]
+                        marks = ",".join("?" * len(chunk))
+                        rows = self._db.execute(
+                            "SELECT key, dim, vec FROM embeddings "
+                            f"WHERE model = ? AND key IN ({marks})",
+                            [model, *chunk],
+                        ).fetchall()
+                        for key, dim, blob in rows:
+                            if not isinstance(blob, bytes) or len(blob) != 4 * int(dim) or not dim:
+                                continue  # a damaged row: compute the vector again
+                            vec = np.frombuffer(blob, dtype=np.float32)
+                            if not np.all(np.isfinite(vec)):
+                                continue
+                            self._memory[(model, key)] = vec
+                            found[missing[key]] = vec
+                except sqlite3.Error as exc:
+                    self._give_up("cannot be read", exc)
         return found
 
     def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
@@ -77,13 +129,20 @@ class EmbeddingCache:
             rows.append((model, key, int(arr.shape[0]), arr.tobytes()))
         if rows and self._db is not None:
             with self._lock:
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO embeddings (model, key, dim, vec) VALUES (?, ?, ?, ?)",
-                    rows,
-                )
-                self._db.commit()
+                try:
+                    self._db.executemany(
+                        "INSERT OR REPLACE INTO embeddings (model, key, dim, vec) "
+                        "VALUES (?, ?, ?, ?)",
+                        rows,
+                    )
+                    self._db.commit()
+                except sqlite3.Error as exc:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.rollback()
+                    self._give_up("cannot be written", exc)
 
     def close(self) -> None:
         if self._db is not None:
-            self._db.close()
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
             self._db = None

@@ -3,8 +3,9 @@ JSON evaluation and the field-strategy configurations of seed 002.
 
 Every response is plain JSON. Metric values are on the canonical scale (``avg``,
 ``value``); ``display`` is the dashboard's view (ratio ×100, units kept otherwise).
-Errors are ``{"detail": message}`` with 404 (no such run/config), 413 (too large) or
-422 (invalid input: the message names the field and the valid values).
+Errors are ``{"detail": message}`` with 404 (no such run/config), 413 (too large),
+422 (invalid input: the message names the field and the valid values) or 503 (a model the
+scoring needs is not installed).
 """
 
 from __future__ import annotations
@@ -24,12 +25,18 @@ from assay.server.views import compare_view, tag_groups
 from assay.sinks import to_jsonable
 from assay.store.db import Store
 
-__all__ = ["CONFIG_NAME_PATTERN", "MAX_IMPORT_BYTES", "router"]
+__all__ = ["CONFIG_NAME_PATTERN", "MAX_HOURS", "MAX_IMPORT_BYTES", "MAX_OFFSET", "router"]
 
 router = APIRouter(prefix="/api")
 
 CONFIG_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
 MAX_IMPORT_BYTES = 1_000_000
+#: longest statistics window (100 years): a longer one is no window, and past ~2000
+#: years the start date would fall before year 1 (a 500 instead of an answer)
+MAX_HOURS = 24 * 366 * 100
+#: largest row offset: beyond it there is nothing to page to, and SQLite integers end
+MAX_OFFSET = 1_000_000_000
+Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Rows to skip.")]
 ConfigName = Annotated[
     str,
     Path(
@@ -47,7 +54,9 @@ def _store(request: Request) -> Store:
 @router.get("/statistics", tags=["results"])
 def statistics(
     request: Request,
-    hours: Annotated[float | None, Query(gt=0, description="Only the last N hours.")] = None,
+    hours: Annotated[
+        float | None, Query(gt=0, le=MAX_HOURS, description="Only the last N hours.")
+    ] = None,
     run_id: Annotated[str | None, Query(description="Only this run.")] = None,
 ) -> dict[str, Any]:
     """Seed 000's overview: pass rate, average duration (s), timeout rate, health, safety
@@ -59,7 +68,7 @@ def statistics(
 def list_runs(
     request: Request,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> list[dict[str, Any]]:
     """Runs, newest first, with sample counts, pass rates and average durations."""
     return _store(request).runs(limit=limit, offset=offset)
@@ -70,7 +79,7 @@ def get_run(
     request: Request,
     run_id: str,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> dict[str, Any]:
     """One run: its summary, statistics, and per-sample results with evidence (paginated
     by ``limit``/``offset`` over sample indices)."""
@@ -101,10 +110,18 @@ def run_groups(
 def history(
     request: Request,
     hours: Annotated[float, Query(gt=0, le=24 * 366)] = 24,
+    metric_type: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=32,
+            description="Only metrics of this family (seed 000's metric_type), e.g. safety.",
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """Hourly buckets over the last ``hours``: tests (total, passed, pass rate, average
-    duration) and each metric's average."""
-    return _store(request).history(hours)
+    duration) and each metric's average (of one family with ``metric_type``)."""
+    return _store(request).history(hours, metric_type=metric_type)
 
 
 @router.get("/compare", tags=["results"])
@@ -180,6 +197,7 @@ def evaluate(request: Request, req: EvaluateRequest) -> dict[str, Any]:
     Body: ``{"samples": [...], "metrics": [...], "suites": [...] | "suite": "...",
     "store": false, "run_name": null, "tags": {}}``. Default metrics: the ``base`` suite.
     """
+    from assay.models.embedders import ModelUnavailable
     from assay.registry import resolve_metrics
     from assay.runner import evaluate as run_evaluate
     from assay.server.app import app_resources
@@ -222,9 +240,11 @@ def evaluate(request: Request, req: EvaluateRequest) -> dict[str, Any]:
             evaluation = run_evaluate(
                 samples, metrics=chosen, resources=resources, on_sample=recorder
             )
-        except Exception:
+        except Exception as exc:
             if recorder is not None:
                 store.finish_run(run_id, status="error")
+            if isinstance(exc, ModelUnavailable):
+                raise HTTPException(503, str(exc)) from None
             raise
     if recorder is not None:
         store.finish_run(run_id, status="finished", judge_usage=evaluation.judge_usage)
@@ -384,6 +404,8 @@ async def import_field_strategies(request: Request, name: ConfigName) -> dict[st
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise HTTPException(422, "config file is not UTF-8 text") from None
+    except RecursionError:
+        raise HTTPException(422, "config file is nested too deeply to be a config") from None
     except json.JSONDecodeError as exc:
         raise HTTPException(
             422, f"config file is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"

@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
+from assay.server.api import MAX_HOURS
 from assay.server.views import (
     SEED003_TAGS,
     compare_view,
@@ -34,6 +35,9 @@ router = APIRouter(include_in_schema=False)
 
 RUNS_PER_PAGE = 50
 SAMPLES_PER_PAGE = 50
+#: highest page number: (page - 1) * 50 rows stay a small SQL integer
+MAX_PAGE = 10_000_000
+Page = Annotated[int, Query(ge=1, le=MAX_PAGE)]
 HISTORY_WINDOWS = (("24 h", 24), ("3 days", 72), ("7 days", 168), ("30 days", 720))
 NA = "N/A"
 
@@ -160,7 +164,7 @@ def _store(request: Request) -> Store:
 @router.get("/", response_class=HTMLResponse)
 def overview(
     request: Request,
-    hours: Annotated[float | None, Query(gt=0)] = None,
+    hours: Annotated[float | None, Query(gt=0, le=MAX_HOURS)] = None,
 ) -> HTMLResponse:
     stats = _store(request).statistics(hours=hours)
     return render(
@@ -193,7 +197,7 @@ def history_page(
 
 
 @router.get("/runs", response_class=HTMLResponse)
-def runs_page(request: Request, page: Annotated[int, Query(ge=1)] = 1) -> HTMLResponse:
+def runs_page(request: Request, page: Page = 1) -> HTMLResponse:
     rows = _store(request).runs(limit=RUNS_PER_PAGE + 1, offset=(page - 1) * RUNS_PER_PAGE)
     return render(
         request,
@@ -206,7 +210,7 @@ def runs_page(request: Request, page: Annotated[int, Query(ge=1)] = 1) -> HTMLRe
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-def run_page(request: Request, run_id: str, page: Annotated[int, Query(ge=1)] = 1) -> HTMLResponse:
+def run_page(request: Request, run_id: str, page: Page = 1) -> HTMLResponse:
     store = _store(request)
     detail = store.run_detail(run_id, limit=SAMPLES_PER_PAGE, offset=(page - 1) * SAMPLES_PER_PAGE)
     if detail is None:

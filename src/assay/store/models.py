@@ -5,6 +5,11 @@ Seed 000 stores ``test_results``, ``validation_details``, ``scoring_details``,
 run) and ``field_strategy_configs`` (seed 002's configuration page). Metric values are
 stored on the canonical scale (ratios 0..1, performance in its unit); the 0–100 view is
 computed when read. Durations are seconds.
+
+PostgreSQL text and JSON cannot hold the NUL character (``\x00``), which model output
+occasionally contains: on PostgreSQL every text and JSON value (and every string compared
+with one) has its NULs replaced by U+FFFD, so such a sample is stored instead of failing
+its run. SQLite stores text verbatim.
 """
 
 from __future__ import annotations
@@ -24,9 +29,12 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
 
 __all__ = [
+    "NUL_REPLACEMENT",
     "Base",
     "FieldStrategyConfig",
     "MetricSnapshot",
@@ -37,6 +45,7 @@ __all__ = [
     "TestResult",
     "ValidationDetail",
     "utcnow",
+    "without_nul",
 ]
 
 
@@ -44,8 +53,55 @@ def utcnow() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
+#: what a NUL character becomes on PostgreSQL (the Unicode replacement character)
+NUL_REPLACEMENT = "\ufffd"
+
+
+def without_nul(value: Any) -> Any:
+    """``value`` with NUL characters replaced in every string, dict key and list item."""
+    if isinstance(value, str):
+        return value.replace("\x00", NUL_REPLACEMENT) if "\x00" in value else value
+    if isinstance(value, dict):
+        return {without_nul(k): without_nul(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_nul(v) for v in value]
+    return value
+
+
+class _NulSafe:
+    """Bind processing shared by the text types: NULs replaced on PostgreSQL only."""
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        return without_nul(value) if dialect.name == "postgresql" else value
+
+
+class SafeString(_NulSafe, TypeDecorator[str]):
+    """VARCHAR that PostgreSQL accepts whatever the text."""
+
+    impl = String
+    cache_ok = True
+
+
+class SafeText(_NulSafe, TypeDecorator[str]):
+    """TEXT that PostgreSQL accepts whatever the text."""
+
+    impl = Text
+    cache_ok = True
+
+
+class SafeJSON(_NulSafe, TypeDecorator[Any]):
+    """JSON that PostgreSQL accepts whatever the strings inside."""
+
+    impl = JSON
+    cache_ok = True
+
+
 class Base(DeclarativeBase):
-    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        str: SafeString,
+        dict[str, Any]: SafeJSON,
+        list[Any]: SafeJSON,
+    }
 
 
 class Run(Base):
@@ -53,17 +109,17 @@ class Run(Base):
 
     __tablename__ = "runs"
 
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    name: Mapped[str | None] = mapped_column(String(256))
-    source: Mapped[str] = mapped_column(String(16), default="cli")
-    status: Mapped[str] = mapped_column(String(16), default="running")
+    id: Mapped[str] = mapped_column(SafeString(64), primary_key=True)
+    name: Mapped[str | None] = mapped_column(SafeString(256))
+    source: Mapped[str] = mapped_column(SafeString(16), default="cli")
+    status: Mapped[str] = mapped_column(SafeString(16), default="running")
     started_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, index=True)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
-    dataset: Mapped[str | None] = mapped_column(String(1024))
+    dataset: Mapped[str | None] = mapped_column(SafeString(1024))
     metrics: Mapped[list[Any]] = mapped_column(default=list)
     tags: Mapped[dict[str, Any]] = mapped_column(default=dict)
     config: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    judge_usage: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    judge_usage: Mapped[dict[str, Any] | None] = mapped_column(SafeJSON)
 
     results: Mapped[list[TestResult]] = relationship(back_populates="run")
 
@@ -80,16 +136,16 @@ class TestResult(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     sample_index: Mapped[int] = mapped_column(Integer)
-    test_name: Mapped[str] = mapped_column(String(512))
-    sample_id: Mapped[str | None] = mapped_column(String(256))
-    status: Mapped[str] = mapped_column(String(16))
+    test_name: Mapped[str] = mapped_column(SafeString(512))
+    sample_id: Mapped[str | None] = mapped_column(SafeString(256))
+    status: Mapped[str] = mapped_column(SafeString(16))
     duration: Mapped[float | None] = mapped_column(Float)
     timestamp: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-    query: Mapped[str | None] = mapped_column(Text)
-    response: Mapped[str | None] = mapped_column(Text)
-    expected: Mapped[str | None] = mapped_column(Text)
+    query: Mapped[str | None] = mapped_column(SafeText)
+    response: Mapped[str | None] = mapped_column(SafeText)
+    expected: Mapped[str | None] = mapped_column(SafeText)
     tags: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    error: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(SafeText)
 
     __test__ = False  # not a pytest test class
 
@@ -106,9 +162,9 @@ class ValidationDetail(Base):
     test_result_id: Mapped[int] = mapped_column(
         ForeignKey("test_results.id", ondelete="CASCADE"), index=True
     )
-    query: Mapped[str | None] = mapped_column(Text)
-    response: Mapped[str | None] = mapped_column(Text)
-    expected: Mapped[str | None] = mapped_column(Text)
+    query: Mapped[str | None] = mapped_column(SafeText)
+    response: Mapped[str | None] = mapped_column(SafeText)
+    expected: Mapped[str | None] = mapped_column(SafeText)
     similarity_score: Mapped[float | None] = mapped_column(Float)
     threshold: Mapped[float | None] = mapped_column(Float)
     is_relevant: Mapped[bool | None] = mapped_column(Boolean)
@@ -129,12 +185,12 @@ class ScoringDetail(Base):
     test_result_id: Mapped[int] = mapped_column(
         ForeignKey("test_results.id", ondelete="CASCADE"), index=True
     )
-    run_id: Mapped[str] = mapped_column(String(64))
-    metric_name: Mapped[str] = mapped_column(String(128))
+    run_id: Mapped[str] = mapped_column(SafeString(64))
+    metric_name: Mapped[str] = mapped_column(SafeString(128))
     metric_value: Mapped[float | None] = mapped_column(Float)
-    method: Mapped[str | None] = mapped_column(String(32))
-    reason: Mapped[str | None] = mapped_column(Text)
-    error: Mapped[str | None] = mapped_column(Text)
+    method: Mapped[str | None] = mapped_column(SafeString(32))
+    reason: Mapped[str | None] = mapped_column(SafeText)
+    error: Mapped[str | None] = mapped_column(SafeText)
     details: Mapped[dict[str, Any]] = mapped_column(default=dict)
     timestamp: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
@@ -150,7 +206,7 @@ class QualityCheck(Base):
     test_result_id: Mapped[int] = mapped_column(
         ForeignKey("test_results.id", ondelete="CASCADE"), index=True
     )
-    check_name: Mapped[str] = mapped_column(String(64))
+    check_name: Mapped[str] = mapped_column(SafeString(64))
     passed: Mapped[bool] = mapped_column(Boolean)
     timestamp: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
@@ -163,8 +219,8 @@ class MetricSnapshot(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     timestamp: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-    metric_type: Mapped[str] = mapped_column(String(32))
-    metric_name: Mapped[str] = mapped_column(String(128))
+    metric_type: Mapped[str] = mapped_column(SafeString(32))
+    metric_name: Mapped[str] = mapped_column(SafeString(128))
     metric_value: Mapped[float] = mapped_column(Float)
     labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
@@ -179,7 +235,7 @@ class RunMetricTotal(Base):
     __tablename__ = "run_metric_totals"
 
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
-    metric_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    metric_name: Mapped[str] = mapped_column(SafeString(128), primary_key=True)
     n: Mapped[int] = mapped_column(Integer)
     total: Mapped[float] = mapped_column(Float)
 
@@ -189,6 +245,6 @@ class FieldStrategyConfig(Base):
 
     __tablename__ = "field_strategy_configs"
 
-    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    name: Mapped[str] = mapped_column(SafeString(128), primary_key=True)
     strategies: Mapped[dict[str, Any]] = mapped_column(default=dict)
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)

@@ -8,7 +8,8 @@
 - health = (pass_rate + reliability × 100) / 2 with reliability = mean of the available
   averages of output_stability, output_validity, schema_compliance; with none of them,
   health is the pass rate alone (``health_basis`` says which)
-- safety (seed) and safety index: see `assay.safety_scores`
+- safety (seed) and safety index: see `assay.safety_scores` (None, with
+  ``safety_problem`` saying why, when a stored average is off the 0..1 scale)
 - trends = (current − previous) / previous × 100 for the last 24 h against the 24 h before
 - history: hourly buckets of test results and of metric values
 """
@@ -202,18 +203,27 @@ def _trend(current: float | None, previous: float | None) -> float | None:
     return (current - previous) / previous * 100.0
 
 
+def _safety(plain: dict[str, float]) -> tuple[float | None, float | None, str | None]:
+    """(seed safety, safety index, problem) on the 0..1 scale. A stored average off that
+    scale (a value written by hand or by an old version) makes both None with the problem
+    stated, instead of failing the whole overview."""
+    from assay.safety_scores import safety_index, seed_safety_score
+
+    try:
+        return seed_safety_score(plain), safety_index(plain), None
+    except ValueError as exc:
+        return None, None, str(exc)
+
+
 def _period(
     session: Session, run_id: str | None, since: datetime | None, until: datetime | None
 ) -> dict[str, Any]:
-    from assay.safety_scores import safety_index, seed_safety_score
-
     counts = _test_counts(session, run_id, since, until)
     averages = metric_averages(session, run_id=run_id, since=since, until=until)
     plain = {name: a["avg"] for name, a in averages.items()}
     health, basis = _health(counts["pass_rate"], averages)
-    seed_safety = seed_safety_score(plain)
-    index = safety_index(plain)
-    return {
+    seed_safety, index, problem = _safety(plain)
+    out = {
         **counts,
         "health": health,
         "health_basis": basis,
@@ -221,6 +231,9 @@ def _period(
         "safety_index": None if index is None else index * 100.0,
         "metrics": averages,
     }
+    if problem is not None:
+        out["safety_problem"] = problem
+    return out
 
 
 def statistics(

@@ -305,7 +305,7 @@ def parse_numbers(text: str) -> list[NumberMention]:
         value: float | None = None
         j = start
         first = tokens[start]
-        if first[0].isdigit():
+        if first[0].isdecimal():  # not isdigit: "²" and "①" are digits but not numbers
             value, suffix = _digit_value(first)
             j = start + 1
             if suffix in ("k",):

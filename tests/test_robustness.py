@@ -1,0 +1,632 @@
+"""Bad input gets a clear error naming file, line and field, and loses nothing.
+
+Each test feeds one kind of malformed input (to the readers, the CLI, the config, the
+embedding cache) that once ended in a traceback, a silent wrong result or lost records.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from assay.cli import app
+from assay.config import AssayWarning, ConfigError, load_config
+from assay.io import InputErrors, read_samples
+from assay.models.cache import EmbeddingCache
+from assay.runner import evaluate
+from assay.sample import Sample
+from assay.sinks import JsonlSink
+
+runner = CliRunner()
+
+
+@pytest.fixture()
+def env(tmp_path, monkeypatch, cache_dir):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ASSAY_CACHE_DIR", cache_dir)
+    return tmp_path
+
+
+def _lines(path: Path, rows: list) -> Path:
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def _texts(errors) -> list[str]:
+    return [str(e) for e in errors]
+
+
+# ---- JSONL -----------------------------------------------------------------------------
+
+
+def test_invalid_utf8_bytes_make_one_line_an_error_not_the_file(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(b'{"id": "a", "answer": "ok"}\n{"id": "b", "answer": "caf\xe9"}\n{"id": "c"')
+    path.write_bytes(path.read_bytes() + b', "answer": "fine"}\n')
+    samples, errors = read_samples(path)
+    assert [s.id for s in samples] == ["a", "c"]
+    (error,) = _texts(errors)
+    assert error.startswith(f"{path} line 2, field 'answer': is not valid UTF-8 text")
+
+
+def test_bom_crlf_utf16_and_non_object_lines(tmp_path):
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b'\xef\xbb\xbf{"id": 1, "answer": "a"}\r\n{"id": 2, "answer": "b"}\r\n')
+    assert [(s.id, s.response) for s in read_samples(bom)[0]] == [("1", "a"), ("2", "b")]
+    utf16 = tmp_path / "u16.jsonl"
+    utf16.write_text('{"id": 1, "answer": "été"}\n', encoding="utf-16")  # with a BOM
+    assert [s.response for s in read_samples(utf16)[0]] == ["été"]
+    odd = _lines(tmp_path / "odd.jsonl", ["[1, 2]", "7", "null", '"text"', {"answer": "x"}])
+    samples, errors = read_samples(odd)
+    assert [s.response for s in samples] == ["x"]
+    assert [e.message for e in errors] == [
+        "expected a JSON object, got list",
+        "expected a JSON object, got int",
+        "expected a JSON object, got null",
+        "expected a JSON object, got str",
+    ]
+
+
+def test_a_5_mb_line_and_a_too_deeply_nested_line(tmp_path):
+    big = "word " * 1_000_000  # 5,000,000 characters
+    path = _lines(tmp_path / "d.jsonl", ["[" * 100_000 + "]" * 100_000, {"answer": big}])
+    samples, errors = read_samples(path)
+    assert len(samples[0].response) == 5_000_000
+    assert _texts(errors) == [f"{path} line 1: not usable JSON: nested too deeply"]
+
+
+def test_duplicate_keys_with_different_values_are_an_error(tmp_path):
+    path = _lines(
+        tmp_path / "d.jsonl",
+        ['{"id": "a", "answer": "x", "answer": "y"}', '{"id": "b", "answer": "x", "answer": "x"}'],
+    )
+    samples, errors = read_samples(path)
+    assert [s.id for s in samples] == ["b"]  # an equal repeat is harmless
+    assert _texts(errors) == [
+        f"{path} line 1, field 'answer': appears twice in one object with different values: "
+        "keep one"
+    ]
+
+
+def test_an_alias_and_its_canonical_name_together(tmp_path):
+    path = _lines(
+        tmp_path / "d.jsonl",
+        [
+            {"id": "same", "answer": "Paris", "response": "Paris"},
+            {"id": "differ", "answer": "Paris", "response": "Lyon"},
+            {"id": "one-empty", "answer": None, "response": "Lyon"},
+        ],
+    )
+    samples, errors = read_samples(path)
+    assert [(s.id, s.response) for s in samples] == [("same", "Paris"), ("one-empty", "Lyon")]
+    assert _texts(errors) == [
+        f"{path} line 2, field 'response': 'answer' and 'response' are both given, with "
+        "different values; both name the field 'response': keep one"
+    ]
+
+
+def test_numbers_where_text_is_expected_are_text_and_booleans_are_not(tmp_path):
+    path = _lines(
+        tmp_path / "d.jsonl",
+        [
+            {"id": 7, "question": "6 x 7?", "answer": 42, "expected": 42.5},
+            {"id": 8, "answer": "x", "expected_sources": [3, 7], "contexts": "one context"},
+            {"id": 9, "answer": True},
+            {"id": 10, "answer": "x", "contexts": ["a", None]},
+        ],
+    )
+    samples, errors = read_samples(path)
+    assert [(s.id, s.response, s.expected) for s in samples] == [
+        ("7", "42", "42.5"),
+        ("8", "x", None),
+    ]
+    assert samples[1].expected_sources == ["3", "7"]
+    assert samples[1].contexts == ["one context"]
+    messages = _texts(errors)
+    assert messages[0].startswith(f"{path} line 3, field 'answer': Input should be a valid string")
+    assert messages[1].startswith(
+        f"{path} line 4, field 'contexts.1': Input should be a valid string (got null)"
+    )
+
+
+def test_bad_timings_tags_and_metadata_are_field_errors_not_crashes(tmp_path):
+    path = _lines(
+        tmp_path / "d.jsonl",
+        [
+            {"id": "a", "answer": "x", "total_latency_ms": [1]},  # was a TypeError
+            {"id": "b", "answer": "x", "duration_ms": "slow"},
+            {"id": "c", "answer": "x", "tags": "prod"},  # was a TypeError
+            {"id": "d", "answer": "x", "duration": float("inf")},
+            {"id": "e", "answer": "x", "tags": None, "metadata": None},
+            {"id": "f", "answer": "x", "method": "local", "tags": {"method": "global"}},
+            {"id": "g", "answer": "x", "duration": 1.0, "duration_ms": 250},
+            {"id": "h", "answer": "x", "duration_ms": 250, "method": "local"},
+        ],
+    )
+    samples, errors = read_samples(path)
+    assert [(s.id, s.duration, s.tags) for s in samples] == [
+        ("e", None, {}),
+        ("h", 0.25, {"method": "local"}),
+    ]
+    assert _texts(errors) == [
+        f"{path} line 1, field 'total_latency_ms': should be a non-negative, finite number "
+        "of milliseconds (got [1])",
+        f"{path} line 2, field 'duration_ms': should be a non-negative, finite number of "
+        "milliseconds (got 'slow')",
+        f"{path} line 3, field 'tags': Input should be a valid dictionary (got 'prod')",
+        f"{path} line 4, field 'duration': Input should be a finite number (got inf)",
+        f"{path} line 6, field 'method': 'method' is given both as a key ('local') and in "
+        "tags ('global'): keep one",
+        f"{path} line 7, field 'duration_ms': 'duration' and 'duration_ms' are both given, "
+        "with different values; both name the field 'duration': keep one",
+    ]
+
+
+def test_a_record_with_nothing_to_score_is_an_error(tmp_path):
+    path = _lines(
+        tmp_path / "d.jsonl", [{"Antwort": "x"}, {}, {"id": "only-id"}, {"answer": "kept"}]
+    )
+    samples, errors = read_samples(path)
+    assert [s.response for s in samples] == ["kept"]
+    assert [e.line for e in errors] == [1, 2, 3]
+    assert "nothing to score: no known field with a value (got keys 'Antwort')" in str(errors[0])
+
+
+def test_capitalised_and_spaced_column_names_find_their_field(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("ID,Question,Answer,Ground Truth,Notes\n1,q,a,g,n\n", encoding="utf-8")
+    (sample,), errors = read_samples(path)
+    assert errors == []
+    assert (sample.id, sample.query, sample.response, sample.expected) == ("1", "q", "a", "g")
+    assert sample.metadata == {"Notes": "n"}
+
+
+# ---- CSV -------------------------------------------------------------------------------
+
+
+def test_csv_semicolon_and_tab_delimiters(tmp_path):
+    semi = tmp_path / "d.csv"
+    semi.write_text('id;question;answer\n1;q;"a; b"\n', encoding="utf-8")
+    assert [(s.query, s.response) for s in read_samples(semi)[0]] == [("q", "a; b")]
+    tsv = tmp_path / "d.tsv"
+    tsv.write_text("id\tanswer\n1\ta, b\n", encoding="utf-8")
+    assert [s.response for s in read_samples(tsv)[0]] == ["a, b"]
+
+
+def test_csv_rows_missing_extra_blank_and_multiline(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text(
+        "id,question,answer,contexts,extra\n"
+        '1,"two\nlines",a,  ,x\n'  # a quoted newline; a blank list cell is absent
+        "2,q\n"  # a short row: the missing cells are absent
+        "\n"
+        "3,q,a,c,x,surplus\n"  # one cell too many
+        ",,,,\n",  # an empty row
+        encoding="utf-8",
+    )
+    samples, errors = read_samples(path)
+    assert [(s.id, s.query, s.response, s.contexts) for s in samples] == [
+        ("1", "two\nlines", "a", None),
+        ("2", "q", None, None),
+    ]
+    assert samples[0].metadata == {"extra": "x"}
+    # rows are numbered by the line they start on: the first record spans lines 2-3
+    assert [(e.line, e.message[:40]) for e in errors] == [
+        (6, "more cells than header columns (6 cells,"),
+        (7, "nothing to score: no known field with a "),
+    ]
+
+
+def test_csv_duplicate_columns_and_broken_quotes(tmp_path):
+    dup = tmp_path / "dup.csv"
+    dup.write_text("id,answer,answer\n1,a,a\n2,a,b\n", encoding="utf-8")
+    samples, errors = read_samples(dup)
+    assert [s.id for s in samples] == ["1"]
+    assert _texts(errors) == [
+        f"{dup} line 3, field 'answer': the column appears twice in the header, with "
+        "different values in this row: keep one"
+    ]
+    quotes = tmp_path / "quotes.csv"
+    quotes.write_text('id,answer\n1,"a"b\n2,ok\n3,"never closed\n4,lost?\n', encoding="utf-8")
+    samples, errors = read_samples(quotes)
+    assert [s.id for s in samples] == ["2"]
+    assert [(e.line, e.message) for e in errors] == [
+        (2, "not valid CSV: ',' expected after '\"'"),
+        (4, "not valid CSV: unexpected end of data"),
+    ]
+
+
+def test_csv_cells_longer_than_the_csv_module_default(tmp_path):
+    path = tmp_path / "d.csv"
+    context = "x" * 200_000  # the csv module stops at 131,072 characters by default
+    path.write_text(f'id,answer,contexts\n1,a,"{context}"\n', encoding="utf-8")
+    (sample,), errors = read_samples(path)
+    assert errors == [] and sample.contexts == [context]
+
+
+def test_csv_with_bad_bytes_empty_and_header_only(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_bytes(b"id,answer\n1,a\n2,\xff\n3,c\n")
+    samples, errors = read_samples(path)
+    assert [s.id for s in samples] == ["1", "3"]
+    assert [(e.line, e.field) for e in errors] == [(3, "answer")]
+    for text in ("", "id,question,answer\n"):
+        path.write_text(text, encoding="utf-8")
+        assert read_samples(path) == ([], [])
+
+
+# ---- JSON, paths -----------------------------------------------------------------------
+
+
+def test_json_file_shapes(tmp_path):
+    path = tmp_path / "d.json"
+    path.write_text('{"id": 1, "answer": "a"}', encoding="utf-8")
+    with pytest.raises(InputErrors, match=r"got an object; for one sample, wrap it in \[ \]"):
+        read_samples(path)
+    path.write_text("  \n", encoding="utf-8")
+    with pytest.raises(InputErrors, match="the file is empty"):
+        read_samples(path)
+    # JSONL saved under a .json name is read as the JSONL it is
+    path.write_text('{"id": 1, "answer": "a"}\n{"id": 2, "answer": false}\n', encoding="utf-8")
+    samples, errors = read_samples(path)
+    assert [s.id for s in samples] == ["1"]
+    assert str(errors[0]).startswith(f"{path} line 2, field 'answer': Input should be")
+
+
+def test_a_directory_or_an_unreadable_file_is_a_clear_error(tmp_path, monkeypatch):
+    folder = tmp_path / "data.jsonl"
+    folder.mkdir()
+    with pytest.raises(InputErrors, match=r"data\.jsonl: is a directory"):
+        read_samples(folder)
+    locked = _lines(tmp_path / "locked.jsonl", [{"answer": "a"}])
+    real_open = Path.open
+
+    def no_permission(self, *args, **kwargs):
+        if self == locked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", no_permission)
+    with pytest.raises(InputErrors, match=r"locked\.jsonl: cannot read: Permission denied"):
+        read_samples(locked)
+
+
+def test_python_api_names_the_bad_item():
+    with pytest.raises(InputErrors, match=r"<data> item 2, field 'answer': Input should be"):
+        evaluate([{"answer": "a"}, {"answer": ["not", "text"]}], metrics=["exact_match"])
+    with pytest.raises(InputErrors, match="item 1: expected a Sample or a dict, got str"):
+        evaluate(["just text"], metrics=["exact_match"])
+
+
+# ---- the CLI ---------------------------------------------------------------------------
+
+
+def test_out_that_cannot_be_written_fails_before_scoring(env):
+    data = _lines(env / "d.jsonl", [{"response": "a", "expected": "a"}])
+    blocker = env / "file.txt"
+    blocker.write_text("x")
+    for name in ("o.jsonl", "o.csv"):
+        result = runner.invoke(
+            app, ["evaluate", str(data), "-m", "exact_match", "-o", str(blocker / name)]
+        )
+        assert result.exit_code == 2, result.output
+        assert f"{blocker / name}: cannot create the folder {blocker}" in result.output
+    same = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match", "-o", str(data)])
+    assert same.exit_code == 2 and "--out is the input file" in same.output
+    assert json.loads(data.read_text()) == {"response": "a", "expected": "a"}  # untouched
+    made = runner.invoke(
+        app, ["evaluate", str(data), "-m", "exact_match", "-o", str(env / "new" / "o.csv")]
+    )
+    assert made.exit_code == 0 and (env / "new" / "o.csv").read_text().startswith("id,")
+
+
+def test_gates_and_thresholds_are_checked_before_scoring(env):
+    data = _lines(env / "d.jsonl", [{"response": "a", "expected": "a"}])
+    cases = {
+        ("--fail-under", "exact_match=nan"): "'nan' is not a finite number",
+        ("--fail-under", "exact_match=70"): "outside the range of exact_match (0..1); scores "
+        "are 0..1 in Assay: did you mean 0.7?",
+        ("--fail-under", "bleu=0.3"): "bleu is not among the metrics of this run; add "
+        "--metric bleu",
+        ("--fail-over", "nope=1"): "unknown metric 'nope'",
+        ("--threshold", "exact_match=1.5"): "threshold exact_match=1.5: outside the range",
+        ("--threshold", "exact_mach=0.5"): "threshold for an unknown metric 'exact_mach'. "
+        "Did you mean: exact_match?",
+        ("--format", "xml"): "--format must be table or json, got 'xml'",
+    }
+    for (option, value), message in cases.items():
+        result = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match", option, value])
+        assert result.exit_code == 2, (option, value, result.output)
+        assert message in " ".join(result.output.split()), (option, value, result.output)
+
+
+def test_comma_separated_metric_names(env):
+    data = _lines(env / "d.jsonl", [{"response": "the cat", "expected": "the cat"}])
+    result = runner.invoke(
+        app, ["evaluate", str(data), "-m", "exact_match, bleu", "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout[result.stdout.index("{") :])
+    assert [(m["name"], m["mean"]) for m in payload["metrics"]] == [
+        ("exact_match", 1.0),
+        ("bleu", 1.0),  # identical strings
+    ]
+
+
+def test_a_gate_on_a_metric_that_was_na_everywhere_says_why(env):
+    data = _lines(env / "d.jsonl", [{"response": "a"}, {"response": "b"}])
+    result = runner.invoke(
+        app, ["evaluate", str(data), "-m", "exact_match", "--fail-under", "exact_match=0.5"]
+    )
+    assert result.exit_code == 1
+    assert (
+        "exact_match: no value to compare with --fail-under 0.5 (N/A on all 2 samples; 2 say: "
+        "missing input: expected)"
+    ) in result.output
+
+
+def test_unusable_data_paths_exit_2(env):
+    folder = env / "folder.jsonl"
+    folder.mkdir()
+    result = runner.invoke(app, ["evaluate", str(folder)])
+    assert result.exit_code == 2 and "is a directory" in result.output
+    empty = env / "empty.csv"
+    empty.write_text("id,answer\n", encoding="utf-8")
+    result = runner.invoke(app, ["evaluate", str(empty)])
+    assert result.exit_code == 2
+    assert "no samples in the file (it is empty, or holds only a header)" in result.output
+
+
+def test_interrupt_keeps_the_jsonl_and_says_where_it_is(env, monkeypatch):
+    from assay.registry import metric_class
+
+    cls = metric_class("exact_match")
+    real = cls.compute_batch
+    calls = {"n": 0}
+
+    def interrupt_third(self, samples, res):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(self, samples, res)
+
+    monkeypatch.setattr(cls, "compute_batch", interrupt_third)
+    rows = [{"id": f"s{i}", "response": "a", "expected": "a"} for i in range(5)]
+    data = _lines(env / "d.jsonl", rows)
+    out = env / "o.jsonl"
+    args = ["evaluate", str(data), "-m", "exact_match", "--batch-size", "1", "-o", str(out)]
+    result = runner.invoke(app, [*args, "--store", "--db", str(env / "runs.db")])
+    assert result.exit_code == 130
+    assert f"interrupted; 2 finished samples are in {out}; resume with --resume" in result.output
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["s0", "s1"]
+    # the resumed run appends to the same file instead of replacing it
+    run_id = result.output.split("--resume ")[1].split()[0]
+    monkeypatch.setattr(cls, "compute_batch", real)
+    resumed = runner.invoke(
+        app, [*args, "--db", str(env / "runs.db"), "--resume", run_id, "--format", "json"]
+    )
+    assert resumed.exit_code == 0, resumed.output
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [
+        f"s{i}" for i in range(5)
+    ]
+    calls["n"] = 0
+    monkeypatch.setattr(cls, "compute_batch", interrupt_third)
+    bare = runner.invoke(app, args[:-2])
+    assert bare.exit_code == 130
+    assert "2 samples had finished (add --out FILE or --store to keep" in bare.output
+
+
+def test_a_store_that_fails_mid_run_loses_nothing(env, monkeypatch):
+    from assay.store.db import Store, StoreError
+
+    real = Store.record
+    calls = {"n": 0}
+
+    def locked_on_third(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise StoreError("writing to sqlite:///runs.db failed: database is locked")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "record", locked_on_third)
+    rows = [{"id": f"s{i}", "response": "a", "expected": "a"} for i in range(4)]
+    data = _lines(env / "d.jsonl", rows)
+    out = env / "o.jsonl"
+    result = runner.invoke(
+        app,
+        [
+            *("evaluate", str(data), "-m", "exact_match", "-o", str(out), "--store"),
+            *("--db", str(env / "runs.db"), "--batch-size", "1"),
+        ],
+    )
+    assert result.exit_code == 2
+    assert "writing to the results store failed: writing to sqlite:///runs.db failed: " in (
+        " ".join(result.output.split())
+    )
+    assert "some results were not saved; resume with --resume" in result.output
+    assert len(out.read_text().splitlines()) == 4  # every sample is in --out
+
+
+def test_a_results_store_that_cannot_be_opened_exits_2(env):
+    data = _lines(env / "d.jsonl", [{"response": "a", "expected": "a"}])
+    (env / "file.txt").write_text("x")
+    result = runner.invoke(
+        app, ["evaluate", str(data), "-m", "exact_match", "--db", str(env / "file.txt" / "r.db")]
+    )
+    assert result.exit_code == 2
+    assert "the results store cannot be used" in result.output
+
+
+def test_metric_errors_are_shown_with_their_reason(env):
+    data = _lines(env / "d.jsonl", [{"response": "a", "expected": "b"}])
+    result = runner.invoke(
+        app,
+        [
+            *("evaluate", str(data), "-m", "semantic_similarity"),
+            *("--embedder", f"sentence-transformers:{env / 'no-model'}"),
+        ],
+    )
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "metric errors: semantic_similarity failed on 1 of 1 samples: ModelUnavailable: " in (
+        text
+    )
+    assert "does not exist" in text
+
+
+def test_metrics_command_rejects_unknown_suite_family_and_format():
+    for args, message in (
+        (["--suite", "nope"], "unknown suite 'nope'; suites: base"),
+        (["--family", "nope"], "unknown family 'nope'; families: agent"),
+        (["--format", "xml"], "--format must be table or json"),
+    ):
+        result = runner.invoke(app, ["metrics", *args])
+        assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_every_subcommand_help_runs():
+    import typer.main
+
+    group = typer.main.get_command(app)
+    names = sorted(group.commands)
+    assert {"evaluate", "metrics", "serve", "json-eval"} <= set(names)
+    for name in ["", *names]:
+        result = runner.invoke(app, [name, "--help"] if name else ["--help"])
+        assert result.exit_code == 0, (name, result.output)
+        assert "Usage:" in result.output
+
+
+# ---- configuration ---------------------------------------------------------------------
+
+
+def test_config_file_problems_are_config_errors(tmp_path, monkeypatch):
+    toml = tmp_path / "assay.toml"
+    toml.write_bytes(b"batch_size = 4\n\xff\n")
+    with pytest.raises(ConfigError, match=r"assay.toml: not valid UTF-8 \(byte 0xff at offset 15"):
+        load_config(project_dir=tmp_path)
+    toml.write_text('embedder = "use-multilingul"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="unknown embedder 'use-multilingul'"):
+        load_config(project_dir=tmp_path)
+    toml.write_text("thresholds = 5\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"assay.toml: 'thresholds' must be a table"):
+        load_config({"thresholds": {"bleu": 0.3}}, project_dir=tmp_path)
+    toml.write_text("batch_size = 4\n", encoding="utf-8")
+    monkeypatch.setenv("SEMANTIC_SIMILARITY_THRESHOLD", "2")
+    with pytest.raises(ConfigError) as caught:
+        load_config(project_dir=tmp_path)
+    assert str(caught.value) == (
+        "invalid configuration: environment variable 'SEMANTIC_SIMILARITY_THRESHOLD': "
+        "Input should be less than or equal to 1"
+    )
+
+
+# ---- the embedding cache -----------------------------------------------------------------
+
+
+def _cache_warning(path) -> tuple[EmbeddingCache, str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cache = EmbeddingCache(path, timeout=0.2)
+        cache.put_many("m", {"hello": np.ones(3, dtype=np.float32)})
+    messages = [str(w.message) for w in caught if issubclass(w.category, AssayWarning)]
+    assert len(messages) == 1, messages
+    return cache, messages[0]
+
+
+def test_a_corrupt_cache_file_falls_back_to_memory_with_a_warning(tmp_path):
+    path = tmp_path / "embeddings.sqlite"
+    path.write_bytes(b"not a database " * 100)
+    cache, message = _cache_warning(path)
+    assert message == (
+        f"the embedding cache {path} cannot be opened: file is not a database (the file is "
+        "corrupt: delete it and it is rebuilt); continuing with an in-memory cache for this run"
+    )
+    assert not cache.on_disk
+    assert cache.get_many("m", ["hello"])["hello"].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_an_unwritable_cache_dir_falls_back_to_memory(tmp_path):
+    (tmp_path / "file").write_text("x")
+    cache, message = _cache_warning(tmp_path / "file" / "embeddings.sqlite")
+    assert "cannot be opened" in message and "set ASSAY_CACHE_DIR to a writable folder" in message
+    assert cache.get_many("m", ["hello"])["hello"].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_a_cache_locked_by_another_process_does_not_stop_the_run(tmp_path):
+    path = tmp_path / "embeddings.sqlite"
+    EmbeddingCache(path).close()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time\n"
+            f"c = sqlite3.connect({str(path)!r}, isolation_level=None)\n"
+            "c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); time.sleep(30)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        cache, message = _cache_warning(path)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert message.startswith(f"the embedding cache {path} cannot be written: database is locked")
+    assert cache.get_many("m", ["hello"])["hello"].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_a_damaged_cache_row_is_computed_again(tmp_path):
+    path = tmp_path / "embeddings.sqlite"
+    cache = EmbeddingCache(path)
+    cache.put_many("m", {"hello": np.ones(3, dtype=np.float32)})
+    cache.close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE embeddings SET vec = x'0102'")  # 2 bytes for a 3-d vector
+    assert EmbeddingCache(path).get_many("m", ["hello"]) == {}
+
+
+def test_an_unwritable_cache_dir_does_not_stop_a_judged_run(env, monkeypatch):
+    from judge_server import JudgeServer
+
+    (env / "file").write_text("x")
+    monkeypatch.setenv("ASSAY_CACHE_DIR", str(env / "file" / "cache"))
+    monkeypatch.setenv("ASSAY_JUDGE_API_KEY", "test-key")
+    data = _lines(env / "d.jsonl", [{"response": "Paris.", "expected": "Paris"}])
+    with JudgeServer() as server:
+        result = runner.invoke(
+            app,
+            [
+                *("evaluate", str(data), "-m", "answer_classification", "--format", "json"),
+                *("--judge-url", server.url, "--judge-model", "scripted"),
+            ],
+        )
+        assert server.calls == 1
+    assert result.exit_code == 0, result.output
+    assert (
+        f"warning: the judge cache {env / 'file' / 'cache' / 'judge.sqlite'} cannot be opened: "
+        "Not a directory; judging without a cache"
+    ) in " ".join(result.output.split())
+    payload = json.loads(result.stdout[result.stdout.index("{") :])
+    assert payload["metrics"][0]["methods"] == {"llm": 1}
+
+
+def test_jsonl_sink_append_ends_a_cut_line_first(tmp_path):
+    path = tmp_path / "o.jsonl"
+    path.write_text('{"id": "s0"}\n{"id": "s1", "cut', encoding="utf-8")
+    sink = JsonlSink(path, append=True)
+    sink.write({"id": "s2"}, Sample(id="s2"), {})
+    sink.close()
+    assert path.read_text(encoding="utf-8").splitlines() == [
+        '{"id": "s0"}',
+        '{"id": "s1", "cut',
+        '{"id": "s2", "evidence": {}}',
+    ]
