@@ -402,6 +402,14 @@ def test_cache_second_run_makes_zero_calls(server: JudgeServer, tmp_path: Path) 
     assert {r.source for r in replies} == {"cache"}
 
 
+def test_the_cache_is_per_endpoint(server: JudgeServer, tmp_path: Path) -> None:
+    ask_relevance(make_client(server, tmp_path / "judge.sqlite"))
+    with JudgeServer() as other:  # the same model name served elsewhere
+        ask_relevance(make_client(other, tmp_path / "judge.sqlite"))
+        assert other.calls == 1  # not answered from the first server's cached reply
+    assert server.calls == 1
+
+
 def test_disabled_cache_calls_again(server: JudgeServer) -> None:
     for _ in range(2):
         ask_relevance(make_client(server))  # JudgeCache(None): nothing stored

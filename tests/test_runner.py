@@ -137,3 +137,17 @@ def test_a_dataframe_is_evaluated_row_by_row(res):
     run = evaluate(frame, metrics=[LengthRatio()], resources=res)
     assert [s.id for s in run.samples] == ["a", "b"]
     assert run.values("length_ratio") == [pytest.approx(0.2), pytest.approx(0.4)]
+
+
+def test_a_threshold_the_user_sets_beats_a_per_sample_threshold(tmp_path):
+    from assay.metric import PASS_THRESHOLD
+    from assay.result import MetricResult
+    from assay.runner import applied_threshold
+
+    arabic = MetricResult("length_ratio", 0.6, details={PASS_THRESHOLD: 0.3})
+    plain = MetricResult("length_ratio", 0.6)
+    default = AssayConfig(cache_dir=str(tmp_path))
+    assert applied_threshold(LengthRatio, arabic, default) == 0.3  # the per-sample one
+    assert applied_threshold(LengthRatio, plain, default) == 0.5  # the class default (0.5)
+    strict = AssayConfig(cache_dir=str(tmp_path), thresholds={"length_ratio": 0.9})
+    assert applied_threshold(LengthRatio, arabic, strict) == 0.9  # the user's wins

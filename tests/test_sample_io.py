@@ -110,3 +110,9 @@ def test_has_treats_blank_and_empty_as_missing():
     assert not s.has("response")
     assert not s.has("contexts")
     assert s.has("expected")
+
+
+def test_text_of_only_invisible_characters_is_missing():
+    s = Sample(response="\u200b\ufeff \u200d", expected="x\u200b")
+    assert not s.has("response")
+    assert s.has("expected")

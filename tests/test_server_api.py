@@ -308,6 +308,15 @@ def test_evaluate_scores_and_stores(fresh_client: TestClient) -> None:
     assert [s["id"] for s in stored["samples"]] == ["q1", "q2"]
 
 
+def test_oversized_bodies_are_refused_before_scoring(tmp_path: Any) -> None:
+    app = create_app(Store(str(tmp_path / "cap.db")), token="", max_body_bytes=1000)
+    big = {"samples": [{"response": "x" * 2000, "expected": "y"}], "metrics": ["exact_match"]}
+    response = TestClient(app).post("/api/evaluate", json=big)
+    assert response.status_code == 413 and "over 1000 bytes" in response.json()["detail"]
+    small = {"samples": [{"response": "x", "expected": "x"}], "metrics": ["exact_match"]}
+    assert TestClient(app).post("/api/evaluate", json=small).status_code == 200
+
+
 def test_evaluate_without_store_writes_nothing(fresh_client: TestClient) -> None:
     body = {"samples": [{"answer": "a", "expected": "a"}], "metrics": ["exact_match"]}
     data = fresh_client.post("/api/evaluate", json=body).json()

@@ -3,7 +3,7 @@
 The public API is re-exported here; everything else is internal and may change.
 """
 
-from assay.config import AssayConfig, ConfigError, load_config
+from assay.config import AssayConfig, AssayWarning, ConfigError, load_config
 from assay.io import InputError, InputErrors, read_samples, samples_from_dataframe
 from assay.metric import Metric
 from assay.registry import get_metric, list_metrics, register, resolve_metrics
@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AssayConfig",
+    "AssayWarning",
     "ConfigError",
     "Evaluation",
     "InputError",

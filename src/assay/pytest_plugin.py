@@ -30,7 +30,7 @@ from assay.metric import PASS_THRESHOLD, Metric
 from assay.registry import resolve_metrics
 from assay.resources import Resources
 from assay.result import MetricResult
-from assay.runner import passes
+from assay.runner import applied_threshold, passes
 from assay.sample import Sample
 
 __all__ = ["AssayChecker", "CheckResult"]
@@ -106,7 +106,7 @@ class AssayChecker:
             result = results[metric.name]
             threshold = explicit.get(metric.name)
             if threshold is None:
-                threshold = result.details.get(PASS_THRESHOLD, self.config.threshold_for(metric))
+                threshold = applied_threshold(metric, result, self.config)
             used[metric.name] = threshold
             if result.error:
                 failures.append(_describe(metric, result, threshold, "could not be computed"))

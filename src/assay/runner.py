@@ -25,7 +25,7 @@ from assay.result import MetricResult
 from assay.sample import Sample
 from assay.stats import bootstrap_ci, percentile
 
-__all__ = ["Evaluation", "MetricSummary", "evaluate", "passes"]
+__all__ = ["Evaluation", "MetricSummary", "applied_threshold", "evaluate", "passes"]
 
 SampleCallback = Callable[[int, Sample, dict[str, MetricResult]], None]
 
@@ -33,6 +33,21 @@ SampleCallback = Callable[[int, Sample, dict[str, MetricResult]], None]
 def passes(metric: Metric | type[Metric], value: float, threshold: float) -> bool:
     """Pass rule: at or above the threshold for higher-better metrics, at or below otherwise."""
     return value >= threshold if metric.higher_is_better else value <= threshold
+
+
+def applied_threshold(
+    metric: Metric | type[Metric], result: MetricResult, config: AssayConfig
+) -> float | None:
+    """The pass threshold that judges one result, in this order: a threshold the user set
+    for this metric (``thresholds`` in config or ``--threshold``), then the metric's
+    per-sample threshold (``details["pass_threshold"]``, e.g. the Arabic similarity
+    threshold), then the configured or default threshold; None when the metric has none."""
+    if metric.name in config.thresholds:
+        return config.thresholds[metric.name]
+    per_sample = result.details.get(PASS_THRESHOLD)
+    if per_sample is not None:
+        return float(per_sample)
+    return config.threshold_for(metric)
 
 
 @dataclass(frozen=True)
@@ -89,11 +104,9 @@ class Evaluation:
             threshold = self.config.threshold_for(metric)
             passed = []
             for r in results:
-                if r.value is None:
-                    continue
-                t = r.details.get(PASS_THRESHOLD, threshold)
-                if t is not None:
-                    passed.append(passes(metric, r.value, float(t)))
+                t = applied_threshold(metric, r, self.config)
+                if r.value is not None and t is not None:
+                    passed.append(passes(metric, r.value, t))
             low, high = (
                 bootstrap_ci(values, seed=self.config.seed) if len(values) >= 2 else (None, None)
             )

@@ -10,6 +10,7 @@ seconds); `*_ms` inputs are converted.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from pydantic import (
@@ -25,6 +26,11 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 __all__ = ["FIELD_ALIASES", "Sample", "ToolCall"]
+
+
+#: zero-width and other format characters that render as nothing (Unicode category Cf
+#: ones met in pasted text): text made only of these counts as blank
+_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
 
 
 def _alias(*names: str) -> AliasChoices:
@@ -368,12 +374,13 @@ class Sample(BaseModel):
         return value
 
     def has(self, field: str) -> bool:
-        """True when ``field`` holds a usable value (not None, not blank, not empty)."""
+        """True when ``field`` holds a usable value: not None, not empty, and for text not
+        only white space or invisible format characters (zero-width spaces, BOM)."""
         value = getattr(self, field)
         if value is None:
             return False
         if isinstance(value, str):
-            return bool(value.strip())
+            return bool(_INVISIBLE.sub("", value).strip())
         if isinstance(value, list | dict):
             return len(value) > 0
         return True

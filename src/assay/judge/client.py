@@ -222,7 +222,10 @@ class JudgeClient:
         if not in_background_loop():
             return await run_async(self.ask(prompt, **values))
         messages = prompt.render(**values)
-        key = cache_key(self.model, messages, self.params(prompt))
+        # the endpoint is part of the key: the same model name on two servers (a local
+        # quantised build and the provider's) may answer differently
+        endpoint = (self.base_url or "default").rstrip("/")
+        key = cache_key(self.model, messages, {**self.params(prompt), "endpoint": endpoint})
         pending = self._memo.get(key)
         if pending is not None:
             self.usage.add("memo_hits")

@@ -80,6 +80,7 @@ def create_app(
     *,
     resources: Resources | None = None,
     max_samples: int = 1000,
+    max_body_bytes: int = 20 * 1024 * 1024,
 ) -> FastAPI:
     """The Assay API and dashboard over ``store`` (default: `assay.store.db.default_url`).
 
@@ -91,6 +92,8 @@ def create_app(
         resources: shared models for ``/api/evaluate`` and ``/api/json-eval``
             (default: the process-wide `assay.resources.default_resources`).
         max_samples: most samples one ``POST /api/evaluate`` may carry.
+        max_body_bytes: largest request body accepted (by its Content-Length); larger
+            ones get 413 before anything is read or scored.
     """
     from assay.server import api, pages
 
@@ -117,6 +120,12 @@ def create_app(
 
     @app.middleware("http")
     async def _guard(request: Request, call_next: RequestResponseEndpoint) -> Response:
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) > max_body_bytes:
+            return JSONResponse(
+                {"detail": f"request body over {max_body_bytes} bytes: send fewer samples"},
+                status_code=413,
+            )
         expected = request.app.state.api_token
         if (
             expected

@@ -1,6 +1,6 @@
 """Opening the store and writing runs into it.
 
-SQLite file by default (WAL mode, a 30 s busy timeout and retried writes, so several
+SQLite file by default (WAL mode, a 10 s busy timeout and retried writes, so several
 writers on one machine are safe); PostgreSQL when the URL says so (psycopg 3), e.g.
 ``postgresql+psycopg://user@127.0.0.1:5432/assay``. The schema is created and upgraded
 with Alembic on open. All values go through bound parameters: untrusted text never
@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from alembic import command
 from alembic.config import Config as AlembicConfig
 from sqlalchemy import Engine, create_engine, delete, event, select
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from assay.result import MetricResult
@@ -77,8 +77,9 @@ class Store:
             self.engine = self._make_engine()
             if migrate:
                 self.migrate()
-        except OperationalError as exc:
-            raise StoreError(f"cannot open the results store {self.safe_url}: {exc.orig}") from exc
+        except (SQLAlchemyError, OSError) as exc:
+            reason = getattr(exc, "orig", None) or exc
+            raise StoreError(f"cannot open the results store {self.safe_url}: {reason}") from exc
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     @property
@@ -95,7 +96,7 @@ class Store:
             path = self.url.split("///", 1)[1] if "///" in self.url else ""
             if path and path != ":memory:":
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
-            engine = create_engine(self.url, connect_args={"timeout": 30})
+            engine = create_engine(self.url, connect_args={"timeout": 10})
 
             @event.listens_for(engine, "connect")
             def _pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -103,7 +104,7 @@ class Store:
                 cursor.execute("PRAGMA journal_mode=WAL")
                 cursor.execute("PRAGMA synchronous=NORMAL")
                 cursor.execute("PRAGMA foreign_keys=ON")
-                cursor.execute("PRAGMA busy_timeout=30000")
+                cursor.execute("PRAGMA busy_timeout=10000")
                 cursor.close()
 
             return engine
@@ -120,7 +121,7 @@ class Store:
     def session(self) -> Session:
         return self._sessions()
 
-    def _write(self, action: Callable[[Session], T], attempts: int = 8) -> T:
+    def _write(self, action: Callable[[Session], T], attempts: int = 3) -> T:
         """Run a write in its own transaction, retrying while SQLite reports it is busy."""
         delay = 0.05
         for attempt in range(attempts):
@@ -128,8 +129,13 @@ class Store:
                 with self.session() as session, session.begin():
                     return action(session)
             except OperationalError as exc:
-                if not _is_busy(exc) or attempt == attempts - 1:
+                if not _is_busy(exc):
                     raise StoreError(f"writing to {self.safe_url} failed: {exc.orig}") from exc
+                if attempt == attempts - 1:
+                    raise StoreError(
+                        f"{self.safe_url} is locked by another process (waited about "
+                        f"{attempts * 10} s); retry when it is done, or use another --db"
+                    ) from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
         raise AssertionError("unreachable")

@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from assay.config import AssayConfig
-from assay.metric import PASS_THRESHOLD, Metric
+from assay.metric import Metric
+from assay.registry import metric_class
 from assay.result import MetricResult
-from assay.runner import passes
+from assay.runner import applied_threshold, passes
 from assay.sample import Sample
 from assay.store.db import Store
 from assay.text.quality import quality_checks
@@ -32,8 +33,8 @@ def sample_status(
         result = results.get(metric.name)
         if result is None or result.value is None:
             continue
-        threshold = result.details.get(PASS_THRESHOLD, config.threshold_for(metric))
-        if threshold is not None and not passes(metric, result.value, float(threshold)):
+        threshold = applied_threshold(metric, result, config)
+        if threshold is not None and not passes(metric, result.value, threshold):
             return "failed"
     return "passed"
 
@@ -82,9 +83,8 @@ class RunRecorder:
         similarity = results.get("semantic_similarity")
         if similarity is None or similarity.value is None:
             return None
-        threshold = similarity.details.get(
-            PASS_THRESHOLD, self.config.semantic_similarity_threshold
-        )
+        threshold = applied_threshold(metric_class("semantic_similarity"), similarity, self.config)
+        threshold = self.config.semantic_similarity_threshold if threshold is None else threshold
         return {
             "query": sample.query,
             "response": sample.response,
