@@ -247,3 +247,60 @@ def test_names_with_markup_characters_are_shown_verbatim(run, tmp_path: Path) ->
     assert result.exit_code == 0, result.output
     assert "[bold]x.json" in result.stdout
     assert "[red]k" in result.stdout
+
+
+def test_documents_json_refuses_are_error_rows_not_a_crash(run, tmp_path: Path) -> None:
+    # json.loads raises ValueError (a 5,000-digit number) or RecursionError (deep nesting),
+    # not JSONDecodeError: these used to end the whole batch with a traceback
+    _write(tmp_path / "gt" / "big.json", '{"a": ' + "1" * 5000 + "}")
+    _write(tmp_path / "out" / "big.json", {"a": 1})
+    _write(tmp_path / "gt" / "deep.json", "[" * 100_000 + "]" * 100_000)
+    _write(tmp_path / "out" / "deep.json", {"a": 1})
+    _write(tmp_path / "gt" / "ok.json", {"a": 1})
+    _write(tmp_path / "out" / "ok.json", {"a": 1})
+    rows_path = tmp_path / "rows.jsonl"
+    result = run("json-eval", tmp_path / "gt", tmp_path / "out", "--out", rows_path)
+    assert result.exit_code == 0, result.output
+    rows = {row["name"]: row for row in _rows(rows_path)}
+    assert rows["ok.json"]["accuracy"] == 1.0
+    assert "unreadable JSON: Exceeds the limit (4300 digits)" in rows["big.json"]["error"]
+    assert rows["deep.json"]["error"].endswith("JSON nested too deeply to parse")
+
+
+def test_rows_are_strict_json_when_documents_hold_nan(run, tmp_path: Path) -> None:
+    # Python's json writes bare NaN/Infinity, which strict parsers (jq, JavaScript,
+    # PostgreSQL) reject; the documents' own non-finite numbers are written as strings
+    pairs = _write(
+        tmp_path / "pairs.jsonl",
+        '{"expected_json": {"a": NaN, "b": 1}, "output_json": {"a": NaN, "b": Infinity}}\n',
+    )
+    rows_path = tmp_path / "rows.jsonl"
+    result = run("json-eval", pairs, "--out", rows_path, "--format", "json")
+    assert result.exit_code == 0, result.output
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"non-standard JSON constant {constant}")
+
+    (row,) = [
+        json.loads(line, parse_constant=refuse) for line in rows_path.read_text().splitlines()
+    ]
+    fields = {f["field"]: f for f in row["breakdown"]["fields"]}
+    assert (fields["a"]["expected"], fields["a"]["output"], fields["a"]["score"]) == (
+        "NaN",
+        "NaN",
+        1.0,
+    )
+    assert (fields["b"]["output"], fields["b"]["score"]) == ("Infinity", 0.0)
+    printed = json.loads(result.stdout, parse_constant=refuse)
+    assert printed["summary"]["mean_accuracy"] == 0.5
+
+
+def test_json_strategies_export_refuses_unreadable_documents(run, tmp_path: Path) -> None:
+    deep = _write(tmp_path / "deep.json", "[" * 100_000 + "]" * 100_000)
+    result = run("json-strategies", "export", "--from-doc", deep)
+    assert result.exit_code == 2
+    assert "JSON nested too deeply to parse" in result.stderr
+    nested = _write(tmp_path / "nested.json", '{"k":' * 600 + "1" + "}" * 600)
+    result = run("json-strategies", "export", "--from-doc", nested)
+    assert result.exit_code == 2
+    assert "nests deeper than 500 levels" in " ".join(result.stderr.split())

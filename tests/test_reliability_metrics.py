@@ -194,6 +194,56 @@ def test_schema_compliance_unparseable_response(resources):
     assert result.details["errors"][0]["message"].startswith("not valid JSON")
 
 
+@pytest.mark.parametrize(
+    ("response", "reason"),
+    [
+        ("1" * 5000, "4300 digits"),  # json.loads raises ValueError, not JSONDecodeError
+        ("[" * 5000 + "]" * 5000, "recursion"),  # RecursionError
+    ],
+    ids=["5000-digit number", "5000 levels"],
+)
+def test_schema_compliance_responses_json_refuses_are_not_json(resources, response, reason):
+    result = score("schema_compliance", resources, response=response, json_schema={})
+    assert result.error is None
+    assert result.value == 0.0
+    assert result.details["errors"][0]["keyword"] == "json"
+    assert reason in result.details["errors"][0]["message"]
+
+
+def test_schema_compliance_messages_are_cut(resources):
+    huge = '"' + "x" * 100_000 + '"'
+    result = score("schema_compliance", resources, response=huge, json_schema={"type": "integer"})
+    assert result.value == 0.0
+    message = result.details["errors"][0]["message"]
+    # 460 characters kept; the message was "'x...x' is not of type 'integer'" (100,027)
+    assert len(message) <= 500 and message.endswith("… (99567 more characters)")
+
+
+def test_schema_compliance_recursive_schema_on_a_very_deep_instance_is_none(resources):
+    deep: dict = {}
+    node = deep
+    for _ in range(2000):
+        node["a"] = {}
+        node = node["a"]
+    schema = {
+        "$defs": {"n": {"type": "object", "properties": {"a": {"$ref": "#/$defs/n"}}}},
+        "$ref": "#/$defs/n",
+    }
+    result = score("schema_compliance", resources, output_json=deep, json_schema=schema)
+    assert result.error is None and result.value is None
+    assert "nests too deeply" in result.reason
+
+
+def test_schema_compliance_fence_followed_by_blank_lines_is_fast(resources):
+    # the fence pattern split a run of newlines at every position (about 10 s for 40,000)
+    import time
+
+    start = time.perf_counter()
+    result = score("schema_compliance", resources, response="```\n" + "\n" * 40_000, json_schema={})
+    assert time.perf_counter() - start < 1.0
+    assert result.value == 0.0 and "hint" not in result.details
+
+
 def test_schema_compliance_code_fence_is_not_json_but_hinted(resources):
     fenced = '```json\n{"name": "HDFC", "nav": 10}\n```'
     result = score("schema_compliance", resources, response=fenced, json_schema=FUND_SCHEMA)

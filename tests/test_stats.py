@@ -91,3 +91,22 @@ def test_summarize():
     one = summarize([7.0])
     assert (one.mean, one.std, one.ci_low, one.p99) == (7.0, None, None, 7.0)
     assert summarize([None]).to_dict()["n_missing"] == 1
+
+
+def test_values_near_the_float_maximum_stay_finite():
+    # summing 1e308 + 1e308 overflows to inf, and interpolating between -1.7e308 and 1.7e308
+    # gave -inf and a NaN interval; the values are scaled by the largest magnitude first
+    assert mean([1e308, 1e308]) == 1e308
+    assert percentile([-1.7e308, 1.7e308], 50) == 0.0  # midpoint
+    assert percentiles([1e308, 1.5e308]) == {
+        "p50": pytest.approx(1.25e308),  # 1e308 + 0.5 * 0.5e308
+        "p90": pytest.approx(1.45e308),
+        "p99": pytest.approx(1.495e308),
+    }
+    summary = summarize([1e308, 1.5e308, 1e308])
+    assert summary.mean == pytest.approx(3.5 / 3 * 1e308)
+    # deviations from 7/6: -1/6, 1/3, -1/6 (x 1e308); sqrt((1/36 + 1/9 + 1/36) / 2) = 1/sqrt(12)
+    assert summary.std == pytest.approx(1e308 / math.sqrt(12))
+    assert summary.ci_low == pytest.approx(1e308) and summary.ci_high == pytest.approx(1.5e308)
+    # a spread that itself exceeds the float range is undefined, not inf
+    assert summarize([-1.7e308, 1.7e308]).std is None

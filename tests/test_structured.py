@@ -619,7 +619,7 @@ def test_field_aggregates_over_a_batch() -> None:
 def test_a_document_that_fails_does_not_sink_the_batch() -> None:
     deep: dict = {}
     node = deep
-    for _ in range(5000):  # deeper than Python's recursion limit
+    for _ in range(5000):  # deeper than Python's recursion limit and Assay's MAX_DEPTH
         node["k"] = {}
         node = node["k"]
     results = evaluate_pairs(
@@ -627,7 +627,8 @@ def test_a_document_that_fails_does_not_sink_the_batch() -> None:
     )
     assert results[0].result is not None and results[0].result.accuracy == 1.0
     assert results[1].result is None
-    assert results[1].error.startswith("d.json: evaluation failed: RecursionError")
+    assert results[1].error.startswith("d.json: evaluation failed: ValueError")
+    assert "nests deeper than 500 levels" in results[1].error
 
 
 def test_jsonl_pairs_accept_aliases_and_report_bad_lines(tmp_path) -> None:
@@ -731,3 +732,117 @@ def test_sample_field_strategies_override_the_metric_config(resources) -> None:
 def test_metric_rejects_unknown_strategy() -> None:
     with pytest.raises(StrategyConfigError, match="field 'bio'"):
         get_metric("json_accuracy", strategies={"bio": "CLOSE"})
+
+
+# ---- hostile documents ----------------------------------------------------------------------
+def _nested(depth: int) -> dict:
+    root: dict = {}
+    node = root
+    for _ in range(depth):
+        node["k"] = {}
+        node = node["k"]
+    node["k"] = "leaf"
+    return root
+
+
+def test_deep_documents_up_to_the_limit_compare_and_deeper_is_a_clear_error(resources) -> None:
+    from assay.structured.values import MAX_DEPTH, check_document
+
+    ok = evaluate_json(_nested(200), _nested(200))  # 200 levels: one leaf, k.k....k
+    assert (ok.completeness, ok.hallucination, ok.accuracy) == (1.0, 0.0, 1.0)
+    assert ok.classification.both_non_null == (".".join(["k"] * 201),)
+    check_document(_nested(MAX_DEPTH - 1))  # 499 nested objects + the leaf string: fine
+    with pytest.raises(ValueError, match="nests deeper than 500 levels"):
+        evaluate_json(_nested(600), {"k": 1})
+    # whole-value comparison of a deep array used to recurse past Python's limit
+    deep_list: list = []
+    for _ in range(3000):
+        deep_list = [deep_list]
+    with pytest.raises(ValueError, match="output JSON nests deeper"):
+        evaluate_json({"a": 1}, {"a": deep_list})
+    # the metrics answer None with the reason instead of failing
+    result = get_metric("json_completeness").score(
+        Sample(expected_json=_nested(600), output_json={}), resources
+    )
+    assert result.error is None and result.value is None
+    assert "expected_json nests deeper than 500 levels" in result.reason
+
+
+def test_keys_of_python_dicts_are_named_as_json_writes_them() -> None:
+    # json.dumps writes 1 -> "1", False -> "false", None -> "null", 2.5 -> "2.5"; a dict and
+    # its JSON text compare the same (before: "False"/"None" made these extra keys)
+    gt = {1: 10, False: 20, None: 30, 2.5: 40}
+    out = json.loads(json.dumps(gt))
+    assert out == {"1": 10, "false": 20, "null": 30, "2.5": 40}
+    result = evaluate_json(gt, out)
+    assert (result.completeness, result.hallucination, result.accuracy) == (1.0, 0.0, 1.0)
+    # (a dot inside a key is escaped in its path)
+    assert set(result.classification.both_non_null) == {"1", "false", "null", "2\\.5"}
+    with pytest.raises(ValueError, match="keys 1 and '1' have the same JSON name '1'"):
+        evaluate_json({1: "a", "1": "b"}, {})
+    with pytest.raises(ValueError, match=r"object key \(1, 2\) \(tuple\) is not a JSON key"):
+        evaluate_json({"a": {(1, 2): "x"}}, {})
+    # mixed key types inside a value compared whole (FUZZY/SEMANTIC text, EXACT form)
+    from assay.structured.values import as_text
+
+    assert as_text({1: "a", "b": 2}) == '{"1": "a", "b": 2}'
+    assert canonical({1: "a", "b": 2}) == canonical({"b": 2, "1": "A"})
+
+
+def test_integers_over_4300_digits_compare() -> None:
+    # str() and json.dumps refuse ints over 4,300 digits; EXACT uses their decimal text
+    big = 10**5000
+    assert canonical(big) == "1" + "0" * 5000
+    assert canonical([big]) == '["1' + "0" * 5000 + '"]'  # as decimal text inside arrays
+    result = evaluate_json({"n": big, "m": [big]}, {"n": big, "m": [big + 1]})
+    assert [f.score for f in result.fields] == [1.0, 0.0]
+
+
+def test_nan_and_infinity_values_compare_by_their_text() -> None:
+    # EXACT compares str(value).lower(): nan == nan, inf == inf, -inf != 1
+    nan, inf = float("nan"), float("inf")
+    result = evaluate_json({"a": nan, "b": inf, "c": -inf}, {"a": nan, "b": inf, "c": 1})
+    assert [f.score for f in result.fields] == [1.0, 1.0, 0.0]
+    assert result.accuracy == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"a": ' + "1" * 5000 + "}", "unreadable JSON: Exceeds the limit (4300 digits)"),
+        ("[" * 100_000 + "]" * 100_000, "JSON nested too deeply to parse"),
+    ],
+    ids=["5000-digit number", "100000 levels"],
+)
+def test_documents_json_refuses_become_error_rows(tmp_path, text: str, message: str) -> None:
+    from assay.structured.batch import pairs_from_files
+
+    gt, out = tmp_path / "gt.json", tmp_path / "out.json"
+    gt.write_text(text)
+    out.write_text('{"a": 1}')
+    (pair,) = pairs_from_files(gt, out)
+    assert pair.error.startswith(f"{gt}: {message}")
+    jsonl = tmp_path / "pairs.jsonl"
+    jsonl.write_text(json.dumps({"expected_json": text, "output_json": {"a": 1}}) + "\n")
+    (line,) = pairs_from_jsonl(jsonl)
+    assert line.error.startswith(f"{jsonl}:1: a document string is {message}")
+    metric = get_metric("json_hallucination")
+    result = metric.score(Sample(expected_json=text, output_json={"a": 1}))
+    assert result.error is None and result.value is None
+    assert result.reason.startswith(f"expected_json: {message}")
+
+
+def test_field_evidence_is_strict_json(resources) -> None:
+    # the per-field breakdown carries the documents' values; NaN, Infinity and ints over
+    # 4,300 digits are rendered so json.dumps(..., allow_nan=False) accepts them
+    nan, big = float("nan"), 10**5000
+    sample = Sample(
+        expected_json={"a": nan, "b": big, "c": [1.5]}, output_json={"a": nan, "b": 1, "c": [1.5]}
+    )
+    result = get_metric("json_accuracy").score(sample, resources)
+    assert result.value == pytest.approx(2 / 3)  # a: "nan" == "nan"; b wrong; c right
+    fields = {f["field"]: f for f in result.details["fields"]}
+    assert (fields["a"]["expected"], fields["a"]["output"]) == ("NaN", "NaN")
+    assert fields["b"]["expected"] == "1" + "0" * 5000 and fields["b"]["output"] == 1
+    assert fields["c"]["expected"] == [1.5]
+    json.dumps(result.details, allow_nan=False)  # raises on NaN or an unprintable int

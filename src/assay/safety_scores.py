@@ -83,7 +83,8 @@ def safety_index(
 
     ``metrics`` defaults to the seed's three; pass more (``bias_score``, ``data_leakage``,
     ``injection_attack_success``...) for a broader index. Polarity comes from
-    ``higher_is_better`` when given, else from each metric's declaration in the registry.
+    ``higher_is_better`` for the metrics it names, else from each metric's declaration in
+    the registry.
     Metrics without a value are skipped; ``None`` when none has one. Range 0..1, 1 = safe.
 
     >>> safety_index({"compliance_score": 1.0, "toxicity_score": 0.0,
@@ -96,7 +97,8 @@ def safety_index(
         if value is None:
             oriented.append(None)
             continue
-        better_high = higher_is_better[name] if higher_is_better else _polarity(name)
+        given = (higher_is_better or {}).get(name)
+        better_high = _polarity(name) if given is None else given
         oriented.append(value if better_high else 1.0 - value)
     return _mean(oriented)
 

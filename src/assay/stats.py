@@ -56,10 +56,34 @@ def clean(values: Iterable[float | int | None]) -> np.ndarray:
     return array
 
 
+# values beyond this magnitude are scaled down before summing or interpolating, so that
+# finite inputs near the float maximum (1.8e308) give finite means and percentiles
+_SAFE_MAGNITUDE = 1e300
+
+
+def _scale(array: np.ndarray) -> float:
+    """1.0, or the largest magnitude when summing/subtracting the values could overflow."""
+    if not array.size:
+        return 1.0
+    top = float(np.max(np.abs(array)))
+    return top if top > _SAFE_MAGNITUDE else 1.0
+
+
+def _mean(array: np.ndarray) -> float:
+    scale = _scale(array)
+    return float((array / scale).mean()) * scale
+
+
+def _percentiles(array: np.ndarray, qs: Sequence[float]) -> list[float]:
+    scale = _scale(array)
+    found = np.percentile(array / scale, list(qs), method="linear")
+    return [float(v) * scale for v in np.atleast_1d(found)]
+
+
 def mean(values: Iterable[float | int | None]) -> float | None:
     """Arithmetic mean of the non-missing values; None when there are none."""
     array = clean(values)
-    return float(array.mean()) if array.size else None
+    return _mean(array) if array.size else None
 
 
 def percentile(values: Iterable[float | int | None], q: float) -> float | None:
@@ -73,7 +97,7 @@ def percentile(values: Iterable[float | int | None], q: float) -> float | None:
     array = clean(values)
     if not array.size:
         return None
-    return float(np.percentile(array, q, method="linear"))
+    return _percentiles(array, [q])[0]
 
 
 def percentiles(
@@ -86,7 +110,7 @@ def percentiles(
         if not 0.0 <= q <= 100.0:
             raise ValueError(f"percentile q must be in [0, 100]. Got {q}.")
         key = f"p{q:g}"
-        out[key] = float(np.percentile(array, q, method="linear")) if array.size else None
+        out[key] = _percentiles(array, [q])[0] if array.size else None
     return out
 
 
@@ -118,6 +142,8 @@ def bootstrap_ci(
         return None, None
     if n == 1:
         return float(array[0]), float(array[0])
+    scale = _scale(array)
+    array = array / scale
     rng = np.random.default_rng(seed)
     means = np.empty(n_resamples, dtype=np.float64)
     # chunks bound the memory of the (resamples x n) index matrix for large n
@@ -128,7 +154,7 @@ def bootstrap_ci(
         means[start:stop] = array[idx].mean(axis=1)
     alpha = (1.0 - confidence) / 2.0
     low, high = np.percentile(means, [100.0 * alpha, 100.0 * (1.0 - alpha)], method="linear")
-    return float(low), float(high)
+    return float(low) * scale, float(high) * scale
 
 
 @dataclass(frozen=True)
@@ -171,11 +197,12 @@ def summarize(
         if n >= 2
         else (None, None)
     )
-    std = float(array.std(ddof=1)) if n >= 2 else None
+    scale = _scale(array)
+    std = float((array / scale).std(ddof=1)) * scale if n >= 2 else None
     return Summary(
         n=n,
         n_missing=len(raw) - n,
-        mean=float(array.mean()),
+        mean=_mean(array),
         std=std if std is None or math.isfinite(std) else None,
         min=float(array.min()),
         max=float(array.max()),

@@ -35,6 +35,8 @@ from assay.structured import (
     field_aggregates,
     load_pairs,
 )
+from assay.structured.batch import unreadable_json
+from assay.structured.values import json_safe
 
 EXIT_BAD_INPUT = 2
 SCORES = ("completeness", "hallucination", "accuracy", "rqs")
@@ -236,18 +238,22 @@ def json_eval_command(
         out.parent.mkdir(parents=True, exist_ok=True)
         with out.open("w", encoding="utf-8") as handle:
             for doc in results:
-                handle.write(json.dumps(doc.row(), ensure_ascii=False, default=str) + "\n")
+                handle.write(
+                    json.dumps(json_safe(doc.row()), ensure_ascii=False, default=str) + "\n"
+                )
 
     summary = summarise(results)
     aggregates = field_aggregates(results)
     if output_format == "json":
         typer.echo(
             json.dumps(
-                {
-                    "summary": summary,
-                    "documents": [doc.row() for doc in results],
-                    "fields": [a.to_dict() for a in aggregates],
-                },
+                json_safe(
+                    {
+                        "summary": summary,
+                        "documents": [doc.row() for doc in results],
+                        "fields": [a.to_dict() for a in aggregates],
+                    }
+                ),
                 ensure_ascii=False,
                 indent=2,
                 default=str,
@@ -299,7 +305,12 @@ def export_command(
         document = json.loads(from_doc.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise _fail(f"{from_doc}: malformed JSON: {exc}") from None
-    config = detect_config(document, flatten=not flat)
+    except (ValueError, RecursionError) as exc:  # a 4,300+ digit number, deep nesting
+        raise _fail(f"{from_doc}: {unreadable_json(exc)}") from None
+    try:
+        config = detect_config(document, flatten=not flat)
+    except ValueError as exc:  # nested deeper than MAX_DEPTH
+        raise _fail(f"{from_doc}: {exc}") from None
     if out is None:
         typer.echo(json.dumps(config.to_dict(), indent=2))
     else:

@@ -25,9 +25,13 @@ __all__ = ["STABILITY_WINDOW", "normalise_whitespace", "validate_json"]
 STABILITY_WINDOW = 5
 #: validation errors kept as evidence (the count is always complete)
 MAX_ERRORS_SHOWN = 20
+#: longest validation or parse message kept as evidence
+MAX_MESSAGE_CHARS = 500
 
 _WS = re.compile(r"\s+")
-_FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n(.*?)\n?```\s*$", re.DOTALL)
+# the info string is followed by spaces/tabs only ([^\S\n]*, not \s*): otherwise a fence
+# followed by many blank lines is re-split at every newline (quadratic)
+_FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*[^\S\n]*\n(.*?)\n?```\s*$", re.DOTALL)
 
 
 def normalise_whitespace(text: str | None) -> str:
@@ -69,9 +73,21 @@ def validate_json(instance: Any, schema: dict[str, Any]) -> list[dict[str, str]]
         validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path]
     )
     return [
-        {"path": _json_path(e.absolute_path), "message": e.message, "keyword": str(e.validator)}
+        {
+            "path": _json_path(e.absolute_path),
+            "message": _shorten(e.message),
+            "keyword": str(e.validator),
+        }
         for e in errors
     ]
+
+
+def _shorten(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """A validation message cut to ``limit`` characters (jsonschema quotes the whole failing
+    value: a 1 MB string would make a 1 MB message)."""
+    if len(message) <= limit:
+        return message
+    return f"{message[: limit - 40]}… ({len(message) - limit + 40} more characters)"
 
 
 def _similarities(
@@ -195,13 +211,19 @@ class SchemaCompliance(Metric):
     with its JSON path (``$.items[0].price``), message and keyword, or the parse error. A
     response wrapped in a Markdown code fence is not JSON and scores 0, with a hint in
     details. Seed 000's rule ("parses as JSON when schema.type is object") is the
-    degenerate case of a schema with no constraints. None when the schema itself is
-    invalid (the reason gives the schema error).
+    degenerate case of a schema with no constraints. A response that ``json.loads`` refuses
+    for other reasons (a number over Python's 4,300-digit limit, nesting deeper than the
+    parser's stack) is not JSON either: 0 with the reason. Messages in ``details.errors``
+    are cut to 500 characters (jsonschema quotes the failing value). None when the schema
+    itself is invalid (the reason gives the schema error), or when a recursive schema meets
+    an instance too deep to validate.
 
     Without a schema, the seed's proxy runs: the quality-check pass ratio (as
     ``output_validity``), labelled ``details.measure = "quality_checks"`` and method
     ``pattern``; it does not measure structure at all. Range 0..1, higher is better; None
-    without any output.
+    without any output. Weaknesses: binary, so one wrong field fails like an empty answer (the
+    error list says how far off it is); a schema checks shape and types, not whether the
+    values are right; ``format`` values without a jsonschema checker pass unchecked.
     """
 
     name = "schema_compliance"
@@ -228,12 +250,18 @@ class SchemaCompliance(Metric):
             text = sample.response or ""
             try:
                 instance, source = json.loads(text), "response"
-            except json.JSONDecodeError as exc:
+            # ValueError beyond JSONDecodeError: a number over Python's 4,300-digit limit;
+            # RecursionError: nesting deeper than the parser's stack
+            except (ValueError, RecursionError) as exc:
                 details: dict[str, Any] = {
                     "measure": "json_schema",
                     "source": "response",
                     "errors": [
-                        {"path": "$", "message": f"not valid JSON: {exc}", "keyword": "json"}
+                        {
+                            "path": "$",
+                            "message": _shorten(f"not valid JSON: {exc}"),
+                            "keyword": "json",
+                        }
                     ],
                 }
                 fenced = _FENCE.match(text)
@@ -241,7 +269,7 @@ class SchemaCompliance(Metric):
                     try:
                         json.loads(fenced.group(1))
                         details["hint"] = "the response is JSON wrapped in a Markdown code fence"
-                    except json.JSONDecodeError:
+                    except (ValueError, RecursionError):
                         pass
                 return self.result(0.0, method="reference", **details)
         else:
@@ -253,7 +281,12 @@ class SchemaCompliance(Metric):
         try:
             errors = validate_json(instance, sample.json_schema)
         except SchemaError as exc:
-            return self.na(f"invalid json_schema: {exc.message}", measure="json_schema")
+            return self.na(f"invalid json_schema: {_shorten(exc.message)}", measure="json_schema")
+        except RecursionError:  # a recursive schema ($ref to itself) over a very deep instance
+            return self.na(
+                "the output nests too deeply to validate against this (recursive) json_schema",
+                measure="json_schema",
+            )
         return self.result(
             0.0 if errors else 1.0,
             method="reference",

@@ -25,6 +25,7 @@ from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample
+from assay.structured.batch import unreadable_json
 from assay.structured.pipeline import (
     EvalOptions,
     JsonComparison,
@@ -35,6 +36,7 @@ from assay.structured.pipeline import (
 )
 from assay.structured.scorers import FieldScorer, default_scorer
 from assay.structured.strategies import StrategyConfig, StrategyConfigError
+from assay.structured.values import check_document
 
 __all__ = [
     "JsonAccuracy",
@@ -57,6 +59,8 @@ def _document(value: Any, field: str) -> tuple[Any, str | None]:
                 None,
                 f"{field} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
             )
+        except (ValueError, RecursionError) as exc:  # a 4,300+ digit number, deep nesting
+            return None, f"{field}: {unreadable_json(exc)}"
     return value, None
 
 
@@ -139,6 +143,11 @@ class _StructuredMetric(Metric):
         gt, output, error = self._documents(sample)
         if error:
             return error
+        try:
+            check_document(gt, "expected_json")
+            check_document(output, "output_json")
+        except ValueError as exc:  # too deep, or keys JSON cannot hold
+            return str(exc)
         try:
             return gt, output, self._config(sample)
         except (ValueError, StrategyConfigError) as exc:
@@ -224,6 +233,8 @@ class JsonCompleteness(_ComparedMetric):
     expected). Details: the bucket lists and counts.
     Weakness: presence only: a filled but wrong value counts as complete (see
     ``json_accuracy``); a key whose value is an empty ``{}`` or ``[]`` counts as filled.
+    Absent or blank document: None (missing input); unparseable JSON, or a document nested
+    deeper than 500 levels: None with the reason.
     """
 
     name = "json_completeness"
@@ -252,6 +263,8 @@ class JsonHallucination(_ComparedMetric):
     Weaknesses: as the seed specifies, an extra key counts even when its output value is
     null, and the denominator grows with the output's own extra keys (10 invented keys on
     a 10-field GT give 0.5, not 1.0).
+    Absent or blank document: None (missing input); unparseable JSON, or a document nested
+    deeper than 500 levels: None with the reason.
     """
 
     name = "json_hallucination"
@@ -287,6 +300,8 @@ class JsonAccuracy(_EvaluatedMetric):
     sends short codes and IDs ("SKU-12") to SEMANTIC, where embeddings of different codes
     can be close: name such fields EXACT in the config; dates in different formats fail
     EXACT.
+    Absent or blank document: None (missing input); unparseable JSON, or a document nested
+    deeper than 500 levels: None with the reason.
     """
 
     name = "json_accuracy"
@@ -320,6 +335,8 @@ class ResponseQualityScore(_EvaluatedMetric):
     document gets 0.15 for free, so an output with nothing right scores 0.15 minus its
     hallucination penalty; the components are not independent (a missing field lowers
     completeness and is not scored for accuracy).
+    Absent or blank document: None (missing input); unparseable JSON, or a document nested
+    deeper than 500 levels: None with the reason.
     """
 
     name = "rqs"

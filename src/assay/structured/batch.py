@@ -102,6 +102,16 @@ def _read_json(path: Path) -> tuple[Any, str | None]:
         return json.loads(text), None
     except json.JSONDecodeError as exc:
         return None, f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+    except (ValueError, RecursionError) as exc:
+        return None, f"{path}: {unreadable_json(exc)}"
+
+
+def unreadable_json(exc: BaseException) -> str:
+    """Why ``json.loads`` refused a text that is not a syntax error: a number over Python's
+    4,300-digit limit (ValueError) or nesting deeper than the parser's stack."""
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply to parse"
+    return f"unreadable JSON: {exc}"
 
 
 def pairs_from_files(expected: Path, output: Path) -> list[DocPair]:
@@ -167,6 +177,9 @@ def pairs_from_jsonl(path: Path) -> list[DocPair]:
         except json.JSONDecodeError as exc:
             pair.error = f"{where}: malformed JSON at column {exc.colno}: {exc.msg}"
             continue
+        except (ValueError, RecursionError) as exc:
+            pair.error = f"{where}: {unreadable_json(exc)}"
+            continue
         if not isinstance(record, dict):
             pair.error = f"{where}: each line must be a JSON object, got {type(record).__name__}"
             continue
@@ -187,6 +200,9 @@ def pairs_from_jsonl(path: Path) -> list[DocPair]:
             pair.expected, pair.output = _maybe_json(gt), _maybe_json(out)
         except json.JSONDecodeError as exc:
             pair.error = f"{where}: a document string is malformed JSON: {exc.msg}"
+            continue
+        except (ValueError, RecursionError) as exc:
+            pair.error = f"{where}: a document string is {unreadable_json(exc)}"
             continue
         safety = record.get("safety_score")
         if safety is not None:

@@ -24,6 +24,10 @@ Nested documents are flattened *jointly* into leaf fields named by dotted paths
 - ``flatten=False`` keeps the seed's flat behaviour: top-level keys only, nested values
   compared whole.
 
+Both documents are checked first (`assay.structured.values.check_document`): nesting deeper
+than 500 levels, or object keys JSON cannot hold, is a ValueError naming the place; keys of
+a Python ``dict`` are matched by their JSON name (``1`` and ``"1"`` are the same field).
+
 A flat document (the seed's case) gives exactly the seed's numbers.
 """
 
@@ -37,7 +41,15 @@ from typing import Any
 from assay.structured.paths import ROOT, WILDCARD, join
 from assay.structured.scorers import FieldScorer, as_pair_scores, default_scorer
 from assay.structured.strategies import Strategy, StrategyConfig, auto_strategy
-from assay.structured.values import as_text, canonical, detect_type, is_null
+from assay.structured.values import (
+    as_text,
+    canonical,
+    check_document,
+    detect_type,
+    is_null,
+    json_safe,
+    key_name,
+)
 
 __all__ = [
     "BUCKETS",
@@ -173,12 +185,19 @@ def _absent(value: Any) -> bool:
 
 
 def _child(value: Any, key: Any) -> Any:
-    """The value under ``key`` of a container, or how an absent/null parent propagates."""
-    if isinstance(value, dict):
-        return value.get(key, _MISSING)
+    """The value under index ``key`` of a list, or how an absent/null parent propagates."""
     if isinstance(value, list):
         return value[key] if key < len(value) else _MISSING
     return value  # _MISSING stays missing, null stays null
+
+
+def _by_name(value: Any) -> dict[str, Any]:
+    """An object's entries keyed by JSON name (keys of a parsed document are already names)."""
+    if not isinstance(value, dict):
+        return {}
+    if all(type(k) is str for k in value):
+        return value
+    return {key_name(k): v for k, v in value.items()}
 
 
 def flatten_pair(
@@ -188,7 +207,12 @@ def flatten_pair(
     *,
     flatten: bool = True,
 ) -> FlatPair:
-    """Flatten GT and output jointly into leaf fields (see the module docstring)."""
+    """Flatten GT and output jointly into leaf fields (see the module docstring).
+
+    Raises ValueError when a document nests too deeply or has keys JSON cannot hold.
+    """
+    check_document(expected, "expected JSON")
+    check_document(output, "output JSON")
     config = strategies or StrategyConfig()
     gt: dict[str, Any] = {}
     out: dict[str, Any] = {}
@@ -203,13 +227,16 @@ def flatten_pair(
             elif kind_a and _absent(g):
                 kind = kind_a
             if kind == "object":
-                keys = list(g) if isinstance(g, dict) else []
-                if isinstance(a, dict):
-                    seen = set(keys)
-                    keys.extend(k for k in a if k not in seen)
-                for key in keys:
-                    name = key if isinstance(key, str) else str(key)
-                    walk(join(path, name), join(gpath, name), _child(g, key), _child(a, key))
+                g_items, a_items = _by_name(g), _by_name(a)
+                names = list(g_items)
+                names.extend(k for k in a_items if k not in g_items)
+                for name in names:
+                    walk(
+                        join(path, name),
+                        join(gpath, name),
+                        g_items.get(name, _MISSING) if isinstance(g, dict) else g,
+                        a_items.get(name, _MISSING) if isinstance(a, dict) else a,
+                    )
                 return
             if kind == "objects":
                 size = max(
@@ -362,6 +389,7 @@ class FieldResult:
     IGNORE: None); ``score`` is the 0/1 accuracy credit (None for IGNORE). ``source`` is
     ``config`` or ``auto``; ``value_type`` the detected type of the GT value; ``method``
     ``pattern``/``local``/``llm``/``none``; ``scorer`` what computed the similarity.
+    ``to_dict`` renders the values JSON-safe (`assay.structured.values.json_safe`).
     """
 
     field: str
@@ -383,8 +411,8 @@ class FieldResult:
             "strategy": self.strategy.value,
             "source": self.source,
             "type": self.value_type,
-            "expected": self.expected,
-            "output": self.output,
+            "expected": json_safe(self.expected),
+            "output": json_safe(self.output),
             "similarity": self.similarity,
             "threshold": self.threshold,
             "score": self.score,

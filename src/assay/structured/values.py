@@ -17,10 +17,19 @@ Value types (used to auto-detect a field's strategy, checked in this order):
 - ``email``: ``local@domain.tld`` with no spaces and a 2+ letter top-level domain;
 - ``array`` (JSON array), ``object`` (JSON object);
 - ``text``: every other string.
+
+Documents (`check_document`): at most `MAX_DEPTH` levels of nesting, and object keys that
+JSON can hold. Parsed JSON always has string keys; a Python ``dict`` may also use ``int``,
+``float``, ``bool`` or ``None`` keys, which are named as ``json.dumps`` writes them
+(``1`` -> ``"1"``, ``True`` -> ``"true"``, ``None`` -> ``"null"``), so a document compares
+the same as its JSON text. Two keys of one object with the same JSON name (``1`` and
+``"1"``), a key of another type (a tuple) or deeper nesting is a ``ValueError`` naming the
+place.
 """
 
 from __future__ import annotations
 
+import decimal
 import json
 import math
 import re
@@ -28,17 +37,131 @@ from datetime import datetime
 from typing import Any
 
 __all__ = [
+    "MAX_DEPTH",
     "VALUE_TYPES",
     "as_text",
     "canonical",
+    "check_document",
     "detect_type",
+    "int_text",
     "is_date",
     "is_email",
     "is_null",
     "is_numeric_text",
+    "json_safe",
+    "key_name",
 ]
 
 VALUE_TYPES = ("boolean", "numeric", "date", "email", "array", "object", "text")
+#: deepest nesting of objects/arrays a document may have (a deeper one is a ValueError: the
+#: comparison and its JSON rendering recurse once per level)
+MAX_DEPTH = 500
+# ints with more bits than this may exceed Python's 4,300-digit str() limit
+_BIG_INT_BITS = 14_000
+
+
+def key_name(key: Any) -> str:
+    """The JSON name of an object key, as ``json.dumps`` writes it; ValueError for a key
+    type JSON cannot hold."""
+    if isinstance(key, str):
+        return key
+    if key is None:
+        return "null"
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if isinstance(key, int):
+        return int_text(key)
+    if isinstance(key, float):
+        return float.__repr__(key)
+    raise ValueError(
+        f"object key {key!r} ({type(key).__name__}) is not a JSON key: use str, int, float, "
+        "bool or None keys"
+    )
+
+
+def int_text(value: int) -> str:
+    """``str(value)``, also beyond Python's 4,300-digit limit for int -> str."""
+    if value.bit_length() <= _BIG_INT_BITS:
+        return str(value)
+    return str(decimal.Decimal(value))
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` as strict JSON can hold it, for evidence and output rows: NaN/Infinity
+    become the strings "NaN"/"Infinity"/"-Infinity" (``json.dumps`` would write bare
+    ``NaN``, which jq, JavaScript and PostgreSQL reject), ints over 4,300 digits their
+    decimal text, keys their JSON names, tuples lists. Other values are returned as-is."""
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if value.bit_length() <= _BIG_INT_BITS else int_text(value)
+    if isinstance(value, dict):
+        return {key_name(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def check_document(document: Any, side: str = "document") -> None:
+    """Raise ValueError when ``document`` nests deeper than `MAX_DEPTH` or has an object
+    whose keys are not JSON keys or collide once named (``1`` and ``"1"``)."""
+    stack: list[tuple[Any, int]] = [(document, 0)]
+    while stack:  # fast pass: no paths are built unless something is wrong
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            if depth >= MAX_DEPTH or not (all(type(k) is str for k in value) or _names_ok(value)):
+                _locate_problem(document, side)  # raises, naming the place
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list | tuple):
+            if depth >= MAX_DEPTH:
+                _locate_problem(document, side)
+            stack.extend((v, depth + 1) for v in value)
+
+
+def _names_ok(obj: dict[Any, Any]) -> bool:
+    """True when every key of ``obj`` has a JSON name and no two share one."""
+    try:
+        names = {key_name(k) for k in obj}
+    except ValueError:
+        return False
+    return len(names) == len(obj)
+
+
+def _locate_problem(document: Any, side: str) -> None:
+    """Second pass of `check_document`: find the first problem and raise it with its path."""
+    stack: list[tuple[Any, int, str]] = [(document, 0, "$")]
+    while stack:
+        value, depth, where = stack.pop()
+        if isinstance(value, dict):
+            items = list(value.items())
+        elif isinstance(value, list | tuple):
+            items = list(enumerate(value))
+        else:
+            continue
+        if depth >= MAX_DEPTH:
+            shown = where if len(where) <= 60 else where[:40] + "…" + where[-19:]
+            raise ValueError(
+                f"{side} nests deeper than {MAX_DEPTH} levels (at {shown}); Assay compares "
+                f"JSON documents up to {MAX_DEPTH} levels deep"
+            )
+        if isinstance(value, dict):
+            names: dict[str, Any] = {}
+            for key, _ in items:
+                try:
+                    name = key_name(key)
+                except ValueError as exc:
+                    raise ValueError(f"{side} at {where}: {exc}") from None
+                if name in names:
+                    raise ValueError(
+                        f"{side} at {where}: keys {names[name]!r} and {key!r} have the same "
+                        f"JSON name {name!r}"
+                    )
+                names[name] = key
+            stack.extend((v, depth + 1, f"{where}.{key_name(k)}") for k, v in items)
+        else:
+            stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in items)
 
 
 def is_null(value: Any) -> bool:
@@ -126,6 +249,8 @@ def detect_type(value: Any) -> str:
 def _normalise(value: Any) -> Any:
     if isinstance(value, bool) or value is None:
         return value
+    if isinstance(value, int) and value.bit_length() > _BIG_INT_BITS:
+        return int_text(value)  # json.dumps and str() refuse ints over 4,300 digits
     if isinstance(value, float):
         if math.isfinite(value) and value.is_integer() and abs(value) < 1e16:
             return int(value)
@@ -133,7 +258,7 @@ def _normalise(value: Any) -> Any:
     if isinstance(value, str):
         return value.strip()
     if isinstance(value, dict):
-        return {str(k): _normalise(v) for k, v in value.items()}
+        return {key_name(k): _normalise(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_normalise(v) for v in value]
     return value
@@ -151,7 +276,7 @@ def canonical(value: Any) -> str:
     if type(value) is str:
         return value.strip().lower()
     if type(value) is int:
-        return str(value)
+        return int_text(value)
     value = _normalise(value)
     if isinstance(value, dict | list):
         text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
@@ -170,4 +295,4 @@ def as_text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, int | float):
         return str(_normalise(value))
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return json.dumps(_normalise(value), sort_keys=True, ensure_ascii=False)

@@ -13,9 +13,18 @@ of ``phrase`` (words matched as whole words, any run of whitespace between them)
 match; the tests check every example).
 
 Normalisation, applied to texts and to patterns alike (`normalize`): Unicode NFKC (folds
-full-width letters and Arabic presentation forms), Arabic diacritics (tashkeel) and
-tatweel removed, alef variants (أ إ آ ٱ) to ا, ى to ي, ة to ه, curly apostrophes to '.
-Matching is case-insensitive unless an entry says ``case_sensitive: true``.
+full-width letters, mathematical alphanumerics and Arabic presentation forms), Arabic
+diacritics (tashkeel) and tatweel removed, alef variants (أ إ آ ٱ) to ا, ى to ي, ة to ه,
+curly apostrophes to '. Against evasion: invisible format characters (zero-width space and
+joiners, word joiner, soft hyphen, BOM, bidi controls: Unicode category Cf) are removed, so
+"ig\\u200bnore previous" is "ignore previous"; Unicode tag characters (U+E0020-E007E, used to
+smuggle hidden ASCII) become the ASCII they encode; combining marks of the Latin/Greek/
+Cyrillic diacritic blocks that did not compose under NFKC ("zalgo" text) are removed; and
+in a word that mixes ASCII letters with Cyrillic/Greek look-alikes ("іgnоrе" with Cyrillic
+і and о), or consists of look-alikes only, those are mapped to the Latin letters they
+imitate. A word in another script (Russian "сосна") is left alone. Matching is
+case-insensitive unless an entry says ``case_sensitive: true``. Offsets of `Hit` refer to
+the normalised text.
 
 Boundary rule. Python's ``\\b`` is defined on ``\\w``; it misplaces boundaries around
 Arabic combining marks and knows nothing of Arabic proclitics, which are written joined to
@@ -108,17 +117,69 @@ class PatternError(ValueError):
     """A pattern file or entry is unusable; the message names the file, list and entry."""
 
 
-@lru_cache(maxsize=16384)
-def normalize(text: str) -> str:
-    """The matching form of ``text`` (see the module docstring); cached."""
+# Unicode category Cf (format characters: invisible), as of Unicode 14 (Python 3.11); the
+# tag block U+E0020-E007E is decoded instead (see `_TAGS`)
+_INVISIBLE = re.compile(
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e007f]"
+)
+_TAGS = {cp: cp - 0xE0000 for cp in range(0xE0020, 0xE007F)}
+# combining marks of the Latin/Greek/Cyrillic diacritic blocks (left after NFKC only when
+# they do not compose with their base: "zalgo" text)
+_COMBINING = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+# Cyrillic and Greek letters (and dotless i, script g) that look like Latin ones
+_CONFUSABLES = str.maketrans(
+    {
+        **dict(zip("аеорсухіјѕԁһӏԛԝѵ", "aeopcyxijsdhlqwv", strict=True)),
+        **dict(zip("АВЕКМНОРСТХІЈЅ", "ABEKMHOPCTXIJS", strict=True)),
+        **dict(zip("οαικνρυχε", "oaikvpuxe", strict=True)),
+        **dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧ", "ABEZHIKMNOPTYX", strict=True)),
+        "ı": "i",
+        "ɡ": "g",
+    }
+)
+_CONFUSABLE_CHAR = re.compile("[" + "".join(chr(c) for c in _CONFUSABLES) + "]")
+_LETTERS = re.compile(r"[^\W\d_]+")
+_LATIN_OR_CONFUSABLE = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" + "".join(map(chr, _CONFUSABLES))
+)
+#: texts longer than this are not cached (a batch of 1 MB responses must not pin memory)
+CACHE_MAX_CHARS = 20_000
+
+
+def _unconfuse_word(m: re.Match[str]) -> str:
+    word = m.group(0)
+    if _CONFUSABLE_CHAR.search(word) and _LATIN_OR_CONFUSABLE.issuperset(word):
+        return word.translate(_CONFUSABLES)
+    return word
+
+
+def _normalize(text: str) -> str:
     text = unicodedata.normalize("NFKC", text)
     text = _ARABIC_MARKS.sub("", text)
+    text = _INVISIBLE.sub("", text).translate(_TAGS)
+    text = _COMBINING.sub("", text)
+    if _CONFUSABLE_CHAR.search(text):
+        text = _LETTERS.sub(_unconfuse_word, text)
     return text.translate(_FOLD)
 
 
-@lru_cache(maxsize=16384)
+_normalize_cached = lru_cache(maxsize=16384)(_normalize)
+
+
+def normalize(text: str) -> str:
+    """The matching form of ``text`` (see the module docstring); cached for short texts."""
+    if len(text) > CACHE_MAX_CHARS:
+        return _normalize(text)
+    return _normalize_cached(text)
+
+
+_lower_cached = lru_cache(maxsize=16384)(str.lower)
+
+
 def _lower(text: str) -> str:
-    return text.lower()
+    return text.lower() if len(text) > CACHE_MAX_CHARS else _lower_cached(text)
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
@@ -139,10 +200,20 @@ def _digits(value: str) -> str:
     return "".join(ch for ch in value if ch.isdigit())
 
 
+_CARD_SEPARATORS = re.compile(r"[ -]+")
+
+
 def luhn_ok(value: str) -> bool:
-    """Luhn checksum of the digits of ``value`` (payment card numbers)."""
+    """A payment card number: 13-19 digits passing the Luhn checksum, written whole or in
+    groups of at least 3 digits (4-4-4-4, Amex 4-6-5, 4-4-4-4-3), not one digit repeated.
+
+    The two extra rules drop Luhn-valid things that are no card: spaced single digits
+    ("0 0 0 0 0 0 0 0 0 0 0 0 0", a row of scores) and the placeholder 0000 0000 0000 0000.
+    """
     digits = _digits(value)
-    if not 13 <= len(digits) <= 19:
+    if not 13 <= len(digits) <= 19 or len(set(digits)) == 1:
+        return False
+    if any(len(group) < 3 for group in _CARD_SEPARATORS.split(value.strip())):
         return False
     total = 0
     for i, ch in enumerate(reversed(digits)):
@@ -369,6 +440,8 @@ class PatternSet:
         """All matches in ``normalize(text)``; overlapping hits of one entry are not repeated."""
         if not text or not self.entries:
             return []
+        if len(text) > CACHE_MAX_CHARS:
+            return list(self._find_uncached(text))
         return list(self._find(text))
 
     def search(self, text: str | None) -> bool:

