@@ -172,3 +172,26 @@ def test_openai_compatible_embedder_normalises_server_vectors(embeddings_server:
     np.testing.assert_allclose(again, rows[[2, 0]], atol=1e-6)
     assert len(_EmbeddingsHandler.requests) == 1
     assert embedder.calls == 3
+
+
+def test_very_long_texts_are_cut_before_encoding() -> None:
+    from assay.models.embedders import Embedder
+
+    class Recorder(Embedder):
+        name = "recorder"
+        max_chars = 50
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[str] = []
+
+        def _encode(self, texts: list[str]) -> np.ndarray:
+            self.seen.extend(texts)
+            return np.ones((len(texts), 3), dtype=np.float32)
+
+    emb = Recorder()
+    long_text = "word " * 40  # 200 characters
+    emb.embed([long_text, "short"])
+    # cut at the last space after the first 50 characters' midpoint: "word " x 9 + "word"
+    assert emb.seen == ["word " * 9 + "word", "short"]
+    assert all(len(t) <= 50 for t in emb.seen)

@@ -151,3 +151,13 @@ def test_a_threshold_the_user_sets_beats_a_per_sample_threshold(tmp_path):
     assert applied_threshold(LengthRatio, plain, default) == 0.5  # the class default (0.5)
     strict = AssayConfig(cache_dir=str(tmp_path), thresholds={"length_ratio": 0.9})
     assert applied_threshold(LengthRatio, arabic, strict) == 0.9  # the user's wins
+
+
+def test_huge_integers_in_evidence_stay_writable_json():
+    import json
+
+    from assay.sinks import to_jsonable
+
+    big = 10**5000  # str(big) itself raises past 4,300 digits
+    loaded = json.loads(json.dumps(to_jsonable({"n": big, "small": 7})))
+    assert loaded == {"n": "1" + "0" * 5000, "small": 7}

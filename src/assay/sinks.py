@@ -9,6 +9,7 @@ from typing import Any
 
 from assay.result import MetricResult
 from assay.sample import Sample
+from assay.structured.values import int_text
 
 __all__ = ["JsonlSink", "evidence_of", "to_jsonable", "write_table"]
 
@@ -22,6 +23,8 @@ def to_jsonable(value: Any) -> Any:
         return [to_jsonable(v) for v in value]
     if hasattr(value, "item") and callable(value.item):  # numpy scalars
         return to_jsonable(value.item())
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int_text(value) if value.bit_length() > 14_000 else value  # json.dumps limit
     if isinstance(value, str | int | float | bool) or value is None:
         return value
     return str(value)

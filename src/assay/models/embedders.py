@@ -46,6 +46,10 @@ class Embedder(ABC):
 
     #: identifies the model in cache keys and result signatures
     name: str = ""
+    #: texts are cut to this many characters before encoding: sentence encoders are
+    #: trained on sentences and paragraphs (MiniLM reads 256 word pieces), and USE's cost
+    #: grows faster than linearly (a 1 MB text took 49 s); the cut is at a word boundary
+    max_chars: int = 20_000
 
     def __init__(self, cache: EmbeddingCache | None = None, batch_size: int = 64) -> None:
         self.cache = cache if cache is not None else EmbeddingCache(None)
@@ -58,7 +62,7 @@ class Embedder(ABC):
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Normalised embeddings, one row per text (empty text embeds as a zero vector)."""
-        texts = [t if isinstance(t, str) else str(t) for t in texts]
+        texts = [self._cut(t if isinstance(t, str) else str(t)) for t in texts]
         unique = list(dict.fromkeys(t for t in texts if t.strip()))
         known = self.cache.get_many(self.name, unique)
         todo = [t for t in unique if t not in known]
@@ -79,6 +83,13 @@ class Embedder(ABC):
             if vec is not None:
                 out[i] = vec
         return out
+
+    def _cut(self, text: str) -> str:
+        if len(text) <= self.max_chars:
+            return text
+        head = text[: self.max_chars]
+        space = head.rfind(" ", self.max_chars // 2)
+        return head[:space] if space > 0 else head
 
     def dimension(self) -> int:
         return int(self._encode(["dimension probe"]).shape[1])
