@@ -188,6 +188,32 @@ def _bootstrap_ci(
     return float(low), float(high)
 
 
+def _scored_pairs(
+    check_: str,
+    dataset: str,
+    metric: str,
+    model: str,
+    values: np.ndarray,
+    gold: np.ndarray,
+    seconds: float,
+    note: str,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, object]]:
+    """Values and gold where the metric gave a value (NaN = N/A left out), the mask, and the
+    fields every row of this check shares (its N/A count included)."""
+    ok = ~np.isnan(values)
+    common: dict[str, object] = {
+        "check": check_,
+        "dataset": dataset,
+        "metric": metric,
+        "model": model,
+        "n": int(ok.sum()),
+        "na": int((~ok).sum()),
+        "seconds": seconds,
+        "note": note,
+    }
+    return values[ok], gold[ok], ok, common
+
+
 def spearman_row(
     check_: str,
     dataset: str,
@@ -200,18 +226,7 @@ def spearman_row(
     note: str = "",
 ) -> list[Row]:
     """Spearman (with a 95% bootstrap interval) and Pearson of values against gold."""
-    ok = ~np.isnan(values)
-    x, y = values[ok], gold[ok]
-    common = {
-        "check": check_,
-        "dataset": dataset,
-        "metric": metric,
-        "model": model,
-        "n": int(ok.sum()),
-        "na": int((~ok).sum()),
-        "seconds": seconds,
-        "note": note,
-    }
+    x, y, _, common = _scored_pairs(check_, dataset, metric, model, values, gold, seconds, note)
 
     def rho(a: np.ndarray, b: np.ndarray) -> float:
         return float(spearmanr(a, b).statistic)
@@ -239,18 +254,7 @@ def auroc_rows(
     scores order correctly, ties counting half."""
     from sklearn.metrics import roc_auc_score
 
-    ok = ~np.isnan(scores)
-    x, y = scores[ok], labels[ok]
-    common = {
-        "check": check_,
-        "dataset": dataset,
-        "metric": metric,
-        "model": model,
-        "n": int(ok.sum()),
-        "na": int((~ok).sum()),
-        "seconds": seconds,
-        "note": note,
-    }
+    x, y, ok, common = _scored_pairs(check_, dataset, metric, model, scores, labels, seconds, note)
 
     def auc(a: np.ndarray, b: np.ndarray) -> float:
         return float(roc_auc_score(b, a)) if len(set(b.tolist())) == 2 else 0.5
