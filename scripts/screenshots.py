@@ -21,18 +21,11 @@ from sqlalchemy import update
 from assay.result import MetricResult
 from assay.sample import Sample
 from assay.server import create_app
-from assay.server.live import running_server
+from assay.server.live import HEADLESS_CHROMIUM_ARGS, running_server
 from assay.store.db import Store
 from assay.store.models import MetricSnapshot, Run, utcnow
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 METHODS = {"local_search": 0.88, "basic_search": 0.55, "llm_with_context": 0.78}
 QUESTION_TYPES = (
     "fact_retrieval",
@@ -224,7 +217,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = build_demo_store(Path(tmp) / "demo.db")
         with running_server(create_app(store)) as url, sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
+            browser = pw.chromium.launch(executable_path=args.chromium, args=HEADLESS_CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1360, "height": 900})
             for name, path, ready in PAGES:
                 page.goto(url + path)

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from assay.server import create_app
-from assay.server.live import running_server
+from assay.server.live import HEADLESS_CHROMIUM_ARGS, running_server
 from assay.server.pages import fmt_metric, fmt_p, fmt_percent, fmt_seconds, fmt_signed
 from assay.store.db import Store
 
@@ -30,13 +30,6 @@ pytest.register_assert_rewrite("browser_conftest")
 from browser_conftest import XSS_IMG, XSS_RUN_NAME, XSS_SCRIPT  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 pytestmark = [
     pytest.mark.browser,
@@ -59,7 +52,7 @@ def chromium() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=HEADLESS_CHROMIUM_ARGS)
         yield browser
         browser.close()
 

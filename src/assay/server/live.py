@@ -14,7 +14,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["running_server"]
+__all__ = ["HEADLESS_CHROMIUM_ARGS", "running_server"]
+
+#: flags for driving Debian's Chromium headless against this server (browser tests and
+#: the screenshot script): without the background-networking ones Chromium keeps trying
+#: Google's hosts, which a closed network refuses
+HEADLESS_CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @contextmanager
