@@ -66,3 +66,11 @@ def resources(cache_dir: str):
     yield res
     set_default_resources(None)
     res.close()
+
+
+@pytest.fixture()
+def env(tmp_path, monkeypatch, cache_dir: str):
+    """A temporary working directory for a CLI run, with the session's model cache."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ASSAY_CACHE_DIR", cache_dir)
+    return tmp_path

@@ -3,19 +3,11 @@
 import json
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from assay.cli import app
 
 runner = CliRunner()
-
-
-@pytest.fixture()
-def env(tmp_path, monkeypatch, cache_dir):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("ASSAY_CACHE_DIR", cache_dir)
-    return tmp_path
 
 
 def _write(path, rows):

@@ -28,13 +28,6 @@ from assay.sinks import JsonlSink
 runner = CliRunner()
 
 
-@pytest.fixture()
-def env(tmp_path, monkeypatch, cache_dir):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("ASSAY_CACHE_DIR", cache_dir)
-    return tmp_path
-
-
 def _lines(path: Path, rows: list) -> Path:
     path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
     return path
