@@ -156,7 +156,7 @@ def test_a_threshold_the_user_sets_beats_a_per_sample_threshold(tmp_path):
 def test_huge_integers_in_evidence_stay_writable_json():
     import json
 
-    from assay.sinks import to_jsonable
+    from assay.jsonout import to_jsonable
 
     big = 10**5000  # str(big) itself raises past 4,300 digits
     loaded = json.loads(json.dumps(to_jsonable({"n": big, "small": 7})))

@@ -2,32 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 from typing import Any
 
+from assay.jsonout import dumps, to_jsonable
 from assay.result import MetricResult
 from assay.sample import Sample
-from assay.structured.values import int_text
 
-__all__ = ["JsonlSink", "evidence_of", "to_jsonable", "write_table"]
-
-
-def to_jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set):
-        return [to_jsonable(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # numpy scalars
-        return to_jsonable(value.item())
-    if isinstance(value, int) and not isinstance(value, bool):
-        return int_text(value) if value.bit_length() > 14_000 else value  # json.dumps limit
-    if isinstance(value, str | int | float | bool) or value is None:
-        return value
-    return str(value)
+__all__ = ["JsonlSink", "evidence_of", "write_table"]
 
 
 def evidence_of(results: dict[str, MetricResult]) -> dict[str, Any]:
@@ -67,7 +49,7 @@ class JsonlSink:
     def write(self, row: dict[str, Any], sample: Sample, results: dict[str, MetricResult]) -> None:
         record = dict(row)
         record["evidence"] = evidence_of(results)
-        self._handle.write(json.dumps(to_jsonable(record), ensure_ascii=False) + "\n")
+        self._handle.write(dumps(record) + "\n")
         self._handle.flush()
 
     def close(self) -> None:

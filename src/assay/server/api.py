@@ -19,10 +19,10 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import Response
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from assay.jsonout import to_jsonable
 from assay.result import MetricResult
 from assay.sample import Sample
 from assay.server.views import compare_view, tag_groups
-from assay.sinks import to_jsonable
 from assay.store.db import Store
 
 __all__ = ["CONFIG_NAME_PATTERN", "MAX_HOURS", "MAX_IMPORT_BYTES", "MAX_OFFSET", "router"]

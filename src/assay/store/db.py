@@ -23,9 +23,9 @@ from sqlalchemy import Engine, create_engine, delete, event, select
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from assay.jsonout import to_jsonable
 from assay.result import MetricResult
 from assay.sample import Sample
-from assay.sinks import to_jsonable
 from assay.store.models import (
     FieldStrategyConfig,
     QualityCheck,

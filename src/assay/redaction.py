@@ -1,0 +1,112 @@
+"""Secrets never rest: redaction for everything Assay writes.
+
+Two rules, applied together by `redact`:
+
+- **By field name.** A mapping key that names a credential (``api_key``, ``token``,
+  ``secret``, ``password``, ``authorization``, ``cookie``, ``credentials``, ``*_key``) has
+  its value replaced by ``[redacted]`` when the value is set.
+- **By value.** The values of the secrets Assay knows (the configured judge and embedding
+  keys, and credential-named environment variables such as ``OPENAI_API_KEY``) are cut
+  out of every string, wherever they appear; so are passwords in URLs
+  (``scheme://user:password@host``).
+
+Use `redact` for structured data (a run's configuration snapshot, API payloads) and
+`redact_text` for free text (error messages, log lines, evidence).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["REDACTED", "is_secret_name", "known_secrets", "redact", "redact_text", "redact_url"]
+
+REDACTED = "[redacted]"
+
+_SECRET_WORDS = (
+    "apikey",
+    "api_key",
+    "secret",
+    "password",
+    "passwd",
+    "token",
+    "authorization",
+    "credential",
+    "cookie",
+    "private_key",
+    "access_key",
+)
+_SECRET_NAMES = {"key", "auth", "pwd", "bearer"}
+# user:password@ in a URL (the user name alone is kept)
+_URL_PASSWORD = re.compile(
+    r"(?P<head>\b[a-z][a-z0-9+.\-]*://[^\s/@:]*):(?P<password>[^\s/@]*)@", re.I
+)
+# "Bearer abc…" / "Authorization: xyz" in free text
+_BEARER = re.compile(r"(?P<head>\bbearer\s+)(?P<token>[A-Za-z0-9._~+/=\-]{8,})", re.I)
+# a secret shorter than this is not searched for in text: it would match ordinary words
+_MIN_SECRET_LENGTH = 6
+
+
+def is_secret_name(name: str) -> bool:
+    """True when a field or variable name says its value is a credential."""
+    lowered = name.lower().replace("-", "_")
+    if lowered in _SECRET_NAMES or lowered.endswith("_key"):
+        return True
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
+def known_secrets(config: Any = None, environ: dict[str, str] | None = None) -> list[str]:
+    """The secret values Assay knows of: credential fields of ``config`` (an `AssayConfig`
+    or mapping) and credential-named environment variables. Longest first, so a secret
+    that contains another is cut out whole."""
+    found: set[str] = set()
+    env = os.environ if environ is None else environ
+    for name, value in env.items():
+        if value and is_secret_name(name):
+            found.add(value)
+    if config is not None:
+        fields = config if isinstance(config, dict) else getattr(config, "__dict__", {})
+        for name, value in fields.items():
+            if isinstance(value, str) and value and is_secret_name(name):
+                found.add(value)
+    return sorted((s for s in found if len(s) >= _MIN_SECRET_LENGTH), key=len, reverse=True)
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced: ``postgresql://u:[redacted]@host/db``."""
+    return _URL_PASSWORD.sub(lambda m: f"{m['head']}:{REDACTED}@", url)
+
+
+def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with every known secret value, URL password and bearer token cut out."""
+    for secret in secrets:
+        if len(secret) >= _MIN_SECRET_LENGTH and secret in text:
+            text = text.replace(secret, REDACTED)
+    text = redact_url(text)
+    return _BEARER.sub(lambda m: f"{m['head']}{REDACTED}", text)
+
+
+def redact(value: Any, secrets: Iterable[str] | None = None) -> Any:
+    """A copy of ``value`` (dicts, lists, strings) with credential-named fields and secret
+    values replaced by ``[redacted]``. ``secrets`` defaults to `known_secrets()`."""
+    values = known_secrets() if secrets is None else list(secrets)
+    return _redact(value, values)
+
+
+def _redact(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    if isinstance(value, dict):
+        return {
+            key: (
+                REDACTED
+                if isinstance(key, str) and is_secret_name(key) and item not in (None, "")
+                else _redact(item, secrets)
+            )
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_redact(item, secrets) for item in value]
+    return value
