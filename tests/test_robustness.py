@@ -467,7 +467,7 @@ def test_metric_errors_are_shown_with_their_reason(env):
             *("--embedder", f"sentence-transformers:{env / 'no-model'}"),
         ],
     )
-    assert result.exit_code == 0
+    assert result.exit_code == 3  # errored samples fail the run (exit 3, not 0)
     text = " ".join(result.output.split())
     assert "metric errors: semantic_similarity failed on 1 of 1 samples: ModelUnavailable: " in (
         text

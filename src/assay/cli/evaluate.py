@@ -2,34 +2,39 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import uuid
 import warnings
-from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
 from assay.cli import app, consoles
+from assay.cli.report import (
+    EXIT_BAD_INPUT,
+    EXIT_GATE_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_METRIC_ERRORS,
+    ErrorTolerance,
+    error_gate,
+    error_notes,
+    gate_failures,
+    print_report,
+)
 from assay.config import AssayWarning, ConfigError, load_config
 from assay.io import InputErrors, read_samples
 from assay.models.embedders import ModelUnavailable
 from assay.registry import metric_class, resolve_metrics, suite_names
 from assay.resources import Resources
-from assay.runner import Evaluation, MetricSummary, evaluate, flat_row
+from assay.runner import Evaluation, evaluate, flat_row
 from assay.sinks import JsonlSink, write_table
 from assay.store.db import Store, StoreError
 from assay.store.recorder import RunRecorder
-
-EXIT_GATE_FAILED = 1
-EXIT_BAD_INPUT = 2
 
 
 def _parse_pairs(items: list[str], option: str) -> dict[str, float]:
@@ -52,75 +57,6 @@ def _parse_pairs(items: list[str], option: str) -> dict[str, float]:
             )
         pairs[name.strip()] = number
     return pairs
-
-
-def _fmt(value: float | None, unit: str) -> str:
-    if value is None:
-        return "N/A"
-    if unit in {"ms", "ms/token", "tokens/s"}:
-        return f"{value:,.1f}"
-    if unit == "count":
-        return f"{value:.2f}"
-    return f"{value:.3f}"
-
-
-def summary_table(summaries: list[MetricSummary], title: str | None = None) -> Table:
-    table = Table(title=title, title_justify="left")
-    for column in ("metric", "n", "N/A", "mean", "median", "95% CI", "pass rate", "method", "time"):
-        table.add_column(
-            column,
-            justify="left" if column in {"metric", "method"} else "right",
-            no_wrap=column in {"metric", "95% CI", "pass rate", "method"},
-        )
-    for s in summaries:
-        ci = "N/A" if s.ci_low is None else f"{_fmt(s.ci_low, s.unit)}–{_fmt(s.ci_high, s.unit)}"
-        sign = "≥" if s.higher_is_better else "≤"
-        if s.pass_rate is None:
-            pass_text = "-"
-        elif s.threshold is None:  # thresholds came with each sample's result
-            pass_text = f"{s.pass_rate:.0%} (per sample)"
-        else:
-            pass_text = f"{s.pass_rate:.0%} ({sign}{s.threshold:g})"
-        arrow = "↑" if s.higher_is_better else "↓"
-        na = str(s.n_na) + (f" +{s.n_error} err" if s.n_error else "")
-        table.add_row(
-            f"{s.name} {arrow}",
-            str(s.n),
-            na,
-            _fmt(s.mean, s.unit),
-            _fmt(s.median, s.unit),
-            ci,
-            pass_text,
-            ",".join(sorted(s.methods)),
-            f"{s.seconds:.2f}s",
-        )
-    return table
-
-
-def _gates(evaluation: Evaluation, under: dict[str, float], over: dict[str, float]) -> list[str]:
-    by_name = {s.name: s for s in evaluation.summary()}
-    failures = []
-    for option, pairs in (("--fail-under", under), ("--fail-over", over)):
-        for name, bound in pairs.items():
-            s = by_name.get(name)
-            if s is None or s.mean is None:
-                why = _why_none(evaluation, name)
-                failures.append(f"{name}: no value to compare with {option} {bound:g}{why}")
-            elif option == "--fail-under" and s.mean < bound:
-                failures.append(f"{name}: mean {s.mean:.4f} < {bound:g}")
-            elif option == "--fail-over" and s.mean > bound:
-                failures.append(f"{name}: mean {s.mean:.4f} > {bound:g}")
-    return failures
-
-
-def _why_none(evaluation: Evaluation, name: str) -> str:
-    """Why a metric has no value on any sample: the most common reason or error."""
-    results = [row[name] for row in evaluation.results if name in row]
-    if not results:
-        return f" ({name} did not run)"
-    reasons = Counter(r.error or r.reason or "no value" for r in results)
-    reason, count = reasons.most_common(1)[0]
-    return f" (N/A on all {len(results)} samples; {count} say: {reason})"
 
 
 @app.command("evaluate")
@@ -210,11 +146,21 @@ def evaluate_command(
     run_name: Annotated[
         str | None, typer.Option("--run-name", help="Name of the stored run.")
     ] = None,
+    max_errors: Annotated[
+        str | None,
+        typer.Option(
+            "--max-errors",
+            help="Errored samples a metric may have before the run exits 3: a count (3) or "
+            "a share of the samples (5%). Default 0: any error fails the run.",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Score a dataset with a suite or chosen metrics and print mean, median, 95% CI and pass rate.
 
-    Exit codes: 0 done, 1 a --fail-under/--fail-over gate failed, 2 unusable input.
+    Exit codes: 0 done; 1 a --fail-under/--fail-over gate failed; 2 unusable input, store
+    or output; 3 samples errored on a metric beyond --max-errors (before 1: a gate over
+    values that could not all be computed does not pass); 130 interrupted.
     """
     console = consoles.messages()
     err = consoles.messages()
@@ -244,6 +190,7 @@ def evaluate_command(
         config = load_config(overrides)
         if no_judge:
             config = config.model_copy(update={"judge_model": None})
+        tolerance = ErrorTolerance.parse(max_errors)
         under = _parse_pairs(fail_under or [], "--fail-under")
         over = _parse_pairs(fail_over or [], "--fail-over")
         # "-m bleu,rouge" is read as "-m bleu -m rouge"
@@ -401,18 +348,23 @@ def evaluate_command(
         if recorder is not None:
             where += f"; resume with --resume {recorder.run_id}"
         err.print(f"[yellow]interrupted[/yellow]{escape(where)}")
-        raise typer.Exit(130)
+        raise typer.Exit(EXIT_INTERRUPTED)
     evaluation.input_errors = input_errors
-    _report(evaluation, group_by, output_format, out if not output_failures else None)
-    for note in _error_notes(evaluation):
+    print_report(evaluation, group_by, output_format, out if not output_failures else None)
+    for note in error_notes(evaluation):
         err.print(f"[red]metric errors:[/red] {escape(note)}")
-    failures = _gates(evaluation, under, over)
+    failures = gate_failures(evaluation, under, over)
     for failure in failures:
         err.print(f"[red]gate failed:[/red] {escape(str(failure))}")
+    too_many_errors = error_gate(evaluation, tolerance)
+    for failure in too_many_errors:
+        err.print(f"[red]errors over the limit:[/red] {escape(failure)}")
     if output_failures:
         hint = f"; resume with --resume {recorder.run_id}" if recorder is not None else ""
         err.print(f"[red]error:[/red] some results were not saved{escape(hint)}")
         raise typer.Exit(EXIT_BAD_INPUT)
+    if too_many_errors:
+        raise typer.Exit(EXIT_METRIC_ERRORS)
     if failures:
         raise typer.Exit(EXIT_GATE_FAILED)
 
@@ -493,23 +445,6 @@ def _warning_printer(err: Any, fallback: Any) -> Any:
     return show
 
 
-def _error_notes(evaluation: Evaluation) -> list[str]:
-    """One line per metric that failed on some samples: how many, and the first error."""
-    notes = []
-    for metric in evaluation.metrics:
-        errors = [
-            row[metric.name].error
-            for row in evaluation.results
-            if metric.name in row and row[metric.name].error
-        ]
-        if errors:
-            notes.append(
-                f"{metric.name} failed on {len(errors)} of {len(evaluation.results)} samples: "
-                f"{errors[0]}"
-            )
-    return notes
-
-
 def _open_run(
     db: str | None,
     resume: str | None,
@@ -539,58 +474,3 @@ def _open_run(
     )
     todo = [i for i in range(n_samples) if i not in done]
     return RunRecorder(store, run_id, metrics, config, index_map=todo), todo
-
-
-def _report(
-    evaluation: Evaluation, group_by: str | None, output_format: str, out: Path | None
-) -> None:
-    stdout = consoles.results()
-    keys = [k.strip() for k in group_by.split(",") if k.strip()] if group_by else []
-    summaries = evaluation.summary()
-    if output_format == "json":
-        payload: dict[str, Any] = {
-            "run_id": evaluation.run_id,
-            "samples": len(evaluation.samples),
-            "skipped_records": len(evaluation.input_errors),
-            "wall_seconds": round(evaluation.wall_seconds, 3),
-            "metrics": [s.to_dict() for s in summaries],
-            "labels": evaluation.label_counts(),
-            "judge_usage": evaluation.judge_usage,
-            "metric_errors": _error_notes(evaluation),
-        }
-        if keys:
-            payload["groups"] = [
-                {
-                    "group": dict(zip(keys, g, strict=True)),
-                    "metrics": [s.to_dict() for s in evaluation.summary(ix)],
-                    "labels": evaluation.label_counts(ix),
-                }
-                for g, ix in evaluation.groups(keys).items()
-            ]
-        typer.echo(json.dumps(payload, indent=2, default=str))
-        return
-    stdout.print(
-        summary_table(
-            summaries,
-            title=f"{len(evaluation.samples)} samples, {len(summaries)} metrics, "
-            f"{evaluation.wall_seconds:.1f}s (run {evaluation.run_id})",
-        )
-    )
-    for group, indices in evaluation.groups(keys).items() if keys else []:
-        label = ", ".join(f"{k}={v}" for k, v in zip(keys, group, strict=True))
-        for name, counts in evaluation.label_counts(indices).items():
-            label += f"; {name}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-        stdout.print(
-            summary_table(evaluation.summary(indices), title=f"{label} ({len(indices)} samples)")
-        )
-    for name, counts in evaluation.label_counts().items():
-        stdout.print(f"{name} labels: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-    methods = sorted({m for s in summaries for m in s.methods})
-    stdout.print(f"methods that ran: {', '.join(methods)}")
-    slowest = sorted(summaries, key=lambda s: s.seconds, reverse=True)[:3]
-    stdout.print("slowest metrics: " + ", ".join(f"{s.name} {s.seconds:.2f}s" for s in slowest))
-    if evaluation.judge_usage:
-        u = evaluation.judge_usage
-        stdout.print("judge: " + ", ".join(f"{k}={v}" for k, v in u.items()))
-    if out is not None:
-        stdout.print(f"per-sample results: {out}")

@@ -1,0 +1,251 @@
+"""What ``assay evaluate`` reports: the summary table, the JSON summary, the gates.
+
+Exit codes of ``assay evaluate`` (one rule, used by the command and documented in its
+``--help`` and the README):
+
+- 0: done, every gate passed;
+- 1: a ``--fail-under`` / ``--fail-over`` gate failed;
+- 2: unusable input, an unusable store, or output that could not be written;
+- 3: metric errors: some samples errored on a metric, beyond what ``--max-errors``
+  tolerates (default: none). It takes precedence over 1: a gate over values that could
+  not all be computed does not pass.
+- 130: interrupted.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from assay.cli import consoles
+from assay.jsonout import dumps
+from assay.runner import Evaluation, MetricSummary
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_GATE_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_METRIC_ERRORS",
+    "ErrorTolerance",
+    "error_gate",
+    "error_notes",
+    "gate_failures",
+    "print_report",
+    "summary_table",
+]
+
+EXIT_GATE_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_METRIC_ERRORS = 3
+EXIT_INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class ErrorTolerance:
+    """How many errored samples a metric may have before the run exits 3: a count
+    (``--max-errors 2``) or a share of the run's samples (``--max-errors 5%``)."""
+
+    count: int | None = 0
+    percent: float | None = None
+
+    @classmethod
+    def parse(cls, text: str | None) -> ErrorTolerance:
+        """``N`` or ``P%``; ValueError with the accepted forms otherwise."""
+        if text is None:
+            return cls()
+        raw = text.strip()
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*%", raw)
+        if match:
+            percent = float(match.group(1))
+            if percent <= 100:
+                return cls(count=None, percent=percent)
+        elif raw.isdigit():
+            return cls(count=int(raw))
+        raise ValueError(
+            f"--max-errors takes a count (e.g. 3) or a percentage from 0% to 100% "
+            f"(e.g. 5%), got {text!r}"
+        )
+
+    def allowed(self, n_samples: int) -> int:
+        """The number of errored samples tolerated in a run of ``n_samples``."""
+        if self.percent is not None:
+            return math.floor(n_samples * self.percent / 100 + 1e-9)
+        return self.count or 0
+
+    def describe(self) -> str:
+        return f"{self.percent:g}%" if self.percent is not None else str(self.count or 0)
+
+
+def error_gate(
+    evaluation: Evaluation, tolerance: ErrorTolerance, indices: list[int] | None = None
+) -> list[str]:
+    """One message per metric whose errored samples exceed ``tolerance``: the count, the
+    tolerance and the most common error. Empty when every metric is within it."""
+    rows = evaluation.results if indices is None else [evaluation.results[i] for i in indices]
+    allowed = tolerance.allowed(len(rows))
+    failures = []
+    for metric in evaluation.metrics:
+        errors = [row[metric.name].error for row in rows if metric.name in row]
+        errors = [e for e in errors if e]
+        if len(errors) > allowed:
+            common, times = Counter(errors).most_common(1)[0]
+            failures.append(
+                f"{metric.name}: {len(errors)} of {len(rows)} samples errored "
+                f"(--max-errors {tolerance.describe()} allows {allowed}); "
+                f"{times} say: {common}"
+            )
+    return failures
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None or not math.isfinite(value):
+        return "N/A"
+    if unit in {"ms", "ms/token", "tokens/s"}:
+        return f"{value:,.1f}"
+    if unit == "count":
+        return f"{value:.2f}"
+    return f"{value:.3f}"
+
+
+def summary_table(summaries: list[MetricSummary], title: str | None = None) -> Table:
+    """Per metric: n, N/A (missing input), errors, mean, median, CI, pass rate, method, time."""
+    table = Table(title=title, title_justify="left")
+    columns = ("metric", "n", "N/A", "errors", "mean", "median", "95% CI", "pass rate")
+    for column in (*columns, "method", "time"):
+        table.add_column(
+            column,
+            justify="left" if column in {"metric", "method"} else "right",
+            no_wrap=column in {"metric", "95% CI", "pass rate", "method"},
+        )
+    for s in summaries:
+        ci = "N/A" if s.ci_low is None else f"{_fmt(s.ci_low, s.unit)}–{_fmt(s.ci_high, s.unit)}"
+        sign = "≥" if s.higher_is_better else "≤"
+        if s.pass_rate is None:
+            pass_text = "-"
+        elif s.threshold is None:  # thresholds came with each sample's result
+            pass_text = f"{s.pass_rate:.0%} (per sample)"
+        else:
+            pass_text = f"{s.pass_rate:.0%} ({sign}{s.threshold:g})"
+        arrow = "↑" if s.higher_is_better else "↓"
+        table.add_row(
+            f"{s.name} {arrow}",
+            str(s.n),
+            str(s.n_na),
+            f"[red]{s.n_error}[/red]" if s.n_error else "0",
+            _fmt(s.mean, s.unit),
+            _fmt(s.median, s.unit),
+            ci,
+            pass_text,
+            ",".join(sorted(s.methods)),
+            f"{s.seconds:.2f}s",
+        )
+    return table
+
+
+def gate_failures(
+    evaluation: Evaluation, under: dict[str, float], over: dict[str, float]
+) -> list[str]:
+    """One message per ``--fail-under`` / ``--fail-over`` gate that fails (a metric with
+    no value at all fails its gate and says why)."""
+    by_name = {s.name: s for s in evaluation.summary()}
+    failures = []
+    for option, pairs in (("--fail-under", under), ("--fail-over", over)):
+        for name, bound in pairs.items():
+            s = by_name.get(name)
+            if s is None or s.mean is None:
+                why = _why_none(evaluation, name)
+                failures.append(f"{name}: no value to compare with {option} {bound:g}{why}")
+            elif option == "--fail-under" and s.mean < bound:
+                failures.append(f"{name}: mean {s.mean:.4f} < {bound:g}")
+            elif option == "--fail-over" and s.mean > bound:
+                failures.append(f"{name}: mean {s.mean:.4f} > {bound:g}")
+    return failures
+
+
+def _why_none(evaluation: Evaluation, name: str) -> str:
+    """Why a metric has no value on any sample: the most common reason or error."""
+    results = [row[name] for row in evaluation.results if name in row]
+    if not results:
+        return f" ({name} did not run)"
+    reasons = Counter(r.error or r.reason or "no value" for r in results)
+    reason, count = reasons.most_common(1)[0]
+    return f" (N/A on all {len(results)} samples; {count} say: {reason})"
+
+
+def error_notes(evaluation: Evaluation) -> list[str]:
+    """One line per metric that failed on some samples: how many, and the first error."""
+    notes = []
+    for metric in evaluation.metrics:
+        errors = [
+            row[metric.name].error
+            for row in evaluation.results
+            if metric.name in row and row[metric.name].error
+        ]
+        if errors:
+            notes.append(
+                f"{metric.name} failed on {len(errors)} of {len(evaluation.results)} samples: "
+                f"{errors[0]}"
+            )
+    return notes
+
+
+def print_report(
+    evaluation: Evaluation, group_by: str | None, output_format: str, out: Path | None
+) -> None:
+    stdout = consoles.results()
+    keys = [k.strip() for k in group_by.split(",") if k.strip()] if group_by else []
+    summaries = evaluation.summary()
+    if output_format == "json":
+        payload: dict[str, Any] = {
+            "run_id": evaluation.run_id,
+            "samples": len(evaluation.samples),
+            "skipped_records": len(evaluation.input_errors),
+            "wall_seconds": round(evaluation.wall_seconds, 3),
+            "metrics": [s.to_dict() for s in summaries],
+            "labels": evaluation.label_counts(),
+            "judge_usage": evaluation.judge_usage,
+            "metric_errors": error_notes(evaluation),
+        }
+        if keys:
+            payload["groups"] = [
+                {
+                    "group": dict(zip(keys, g, strict=True)),
+                    "metrics": [s.to_dict() for s in evaluation.summary(ix)],
+                    "labels": evaluation.label_counts(ix),
+                }
+                for g, ix in evaluation.groups(keys).items()
+            ]
+        typer.echo(dumps(payload, indent=2))
+        return
+    stdout.print(
+        summary_table(
+            summaries,
+            title=f"{len(evaluation.samples)} samples, {len(summaries)} metrics, "
+            f"{evaluation.wall_seconds:.1f}s (run {evaluation.run_id})",
+        )
+    )
+    for group, indices in evaluation.groups(keys).items() if keys else []:
+        label = ", ".join(f"{k}={v}" for k, v in zip(keys, group, strict=True))
+        for name, counts in evaluation.label_counts(indices).items():
+            label += f"; {name}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        stdout.print(
+            summary_table(evaluation.summary(indices), title=f"{label} ({len(indices)} samples)")
+        )
+    for name, counts in evaluation.label_counts().items():
+        stdout.print(f"{name} labels: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    methods = sorted({m for s in summaries for m in s.methods})
+    stdout.print(f"methods that ran: {', '.join(methods)}")
+    slowest = sorted(summaries, key=lambda s: s.seconds, reverse=True)[:3]
+    stdout.print("slowest metrics: " + ", ".join(f"{s.name} {s.seconds:.2f}s" for s in slowest))
+    if evaluation.judge_usage:
+        u = evaluation.judge_usage
+        stdout.print("judge: " + ", ".join(f"{k}={v}" for k, v in u.items()))
+    if out is not None:
+        stdout.print(f"per-sample results: {out}")
