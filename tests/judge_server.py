@@ -161,6 +161,7 @@ class JudgeServer:
         self.retry_after = "0"
         self.max_prompt_chars = 0
         self.reject_formats: set[str] = set()
+        self.echo_auth = False  # answer 401 quoting the request's Authorization header
         self.calls = 0
         self.requests: list[dict[str, Any]] = []
         self.prompt_tokens = 0
@@ -352,6 +353,11 @@ def _handler(owner: JudgeServer) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length)
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
+                return
+            if owner.echo_auth:
+                owner.calls += 1
+                message = f"invalid credentials: {self.headers.get('Authorization')}"
+                self._send(401, {"error": {"message": message, "type": "auth"}}, {})
                 return
             try:
                 body = json.loads(raw or b"{}")

@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["AssayConfig", "AssayWarning", "ConfigError", "load_config"]
@@ -247,6 +247,21 @@ class AssayConfig(BaseSettings):
                 f"answer_correctness_weights must be non-negative with a positive sum. Got {value}."
             )
         return value
+
+    @model_validator(mode="after")
+    def _remember_secrets(self) -> AssayConfig:
+        """Register the keys and URL passwords this configuration holds, so that nothing
+        Assay writes (store, outputs, caches, messages) contains them."""
+        from assay.redaction import register_secret, url_password
+
+        for secret in (
+            self.judge_api_key,
+            self.embedding_api_key,
+            url_password(self.judge_base_url),
+            url_password(self.embedding_base_url),
+        ):
+            register_secret(secret)
+        return self
 
     @property
     def judge_configured(self) -> bool:

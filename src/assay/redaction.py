@@ -5,6 +5,8 @@ Two rules, applied together by `redact`:
 - **By field name.** A mapping key that names a credential (``api_key``, ``token``,
   ``secret``, ``password``, ``authorization``, ``cookie``, ``credentials``, ``*_key``) has
   its value replaced by ``[redacted]`` when the value is set.
+- **HTTP credentials in text.** ``Bearer <token>`` and ``Basic <base64>`` (what an HTTP
+  client sends for ``https://user:password@host``) quoted back by a server.
 - **By value.** The values of the secrets Assay knows (the configured judge and embedding
   keys, and credential-named environment variables such as ``OPENAI_API_KEY``) are cut
   out of every string, wherever they appear; so are passwords in URLs
@@ -21,7 +23,16 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["REDACTED", "is_secret_name", "known_secrets", "redact", "redact_text", "redact_url"]
+__all__ = [
+    "REDACTED",
+    "is_secret_name",
+    "known_secrets",
+    "redact",
+    "redact_text",
+    "redact_url",
+    "register_secret",
+    "url_password",
+]
 
 REDACTED = "[redacted]"
 
@@ -39,14 +50,31 @@ _SECRET_WORDS = (
     "access_key",
 )
 _SECRET_NAMES = {"key", "auth", "pwd", "bearer"}
-# user:password@ in a URL (the user name alone is kept)
+# user:password@ in a URL (the user name alone is kept); the scheme is bounded so that
+# the search stays linear on long dotted runs
 _URL_PASSWORD = re.compile(
-    r"(?P<head>\b[a-z][a-z0-9+.\-]*://[^\s/@:]*):(?P<password>[^\s/@]*)@", re.I
+    r"(?P<head>\b[a-z][a-z0-9+.\-]{0,30}://[^\s/@:]*):(?P<password>[^\s/@]*)@", re.I
 )
-# "Bearer abc…" / "Authorization: xyz" in free text
-_BEARER = re.compile(r"(?P<head>\bbearer\s+)(?P<token>[A-Za-z0-9._~+/=\-]{8,})", re.I)
+# HTTP credentials quoted in free text: "Bearer abc…", "Basic dXNlcjpwYXNz" (the
+# base64 of user:password that an HTTP client sends for a URL with credentials)
+_BEARER = re.compile(r"(?P<head>\b(?:bearer|basic)\s+)(?P<token>[A-Za-z0-9._~+/=\-]{8,})", re.I)
 # a secret shorter than this is not searched for in text: it would match ordinary words
 _MIN_SECRET_LENGTH = 6
+# secrets this process was configured with (config files, overrides): see register_secret
+_registered: set[str] = set()
+
+
+def register_secret(value: str | None) -> None:
+    """Remember a secret this process uses (an API key from a config file, a password in
+    a configured URL) so that `known_secrets` and every redaction cut it out."""
+    if value and len(value) >= _MIN_SECRET_LENGTH:
+        _registered.add(value)
+
+
+def url_password(url: str | None) -> str | None:
+    """The password in ``scheme://user:password@host``, or None."""
+    match = _URL_PASSWORD.search(url or "")
+    return match["password"] or None if match else None
 
 
 def is_secret_name(name: str) -> bool:
@@ -61,7 +89,7 @@ def known_secrets(config: Any = None, environ: dict[str, str] | None = None) -> 
     """The secret values Assay knows of: credential fields of ``config`` (an `AssayConfig`
     or mapping) and credential-named environment variables. Longest first, so a secret
     that contains another is cut out whole."""
-    found: set[str] = set()
+    found: set[str] = set(_registered)
     env = os.environ if environ is None else environ
     for name, value in env.items():
         if value and is_secret_name(name):
@@ -88,25 +116,30 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     return _BEARER.sub(lambda m: f"{m['head']}{REDACTED}", text)
 
 
-def redact(value: Any, secrets: Iterable[str] | None = None) -> Any:
-    """A copy of ``value`` (dicts, lists, strings) with credential-named fields and secret
-    values replaced by ``[redacted]``. ``secrets`` defaults to `known_secrets()`."""
+def redact(value: Any, secrets: Iterable[str] | None = None, *, by_name: bool = True) -> Any:
+    """A copy of ``value`` (dicts, lists, strings) with secret values replaced by
+    ``[redacted]``, and with ``by_name`` the values of credential-named fields too (use
+    ``by_name=False`` for evidence, whose keys are the user's data, e.g. a JSON field
+    called ``key``). ``secrets`` defaults to `known_secrets()`."""
     values = known_secrets() if secrets is None else list(secrets)
-    return _redact(value, values)
+    return _redact(value, values, by_name)
 
 
-def _redact(value: Any, secrets: list[str]) -> Any:
+def _redact(value: Any, secrets: list[str], by_name: bool) -> Any:
     if isinstance(value, str):
         return redact_text(value, secrets)
     if isinstance(value, dict):
         return {
             key: (
                 REDACTED
-                if isinstance(key, str) and is_secret_name(key) and item not in (None, "")
-                else _redact(item, secrets)
+                if by_name
+                and isinstance(key, str)
+                and is_secret_name(key)
+                and item not in (None, "")
+                else _redact(item, secrets, by_name)
             )
             for key, item in value.items()
         }
     if isinstance(value, list | tuple):
-        return [_redact(item, secrets) for item in value]
+        return [_redact(item, secrets, by_name) for item in value]
     return value

@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from assay.redaction import known_secrets, redact_text
+
 __all__ = ["MetricResult"]
 
 
@@ -39,6 +41,11 @@ class MetricResult:
     signature: str = ""
 
     def __post_init__(self) -> None:
+        # messages can carry what a server or a library echoed back: never a secret
+        if self.error:
+            object.__setattr__(self, "error", redact_text(self.error, known_secrets()))
+        if self.reason:
+            object.__setattr__(self, "reason", redact_text(self.reason, known_secrets()))
         if self.value is not None and not math.isfinite(self.value):
             raise ValueError(f"metric {self.name} produced a non-finite value {self.value!r}")
         for key, component in self.components.items():

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.jsonout import dumps, to_jsonable
+from assay.redaction import known_secrets, redact
 from assay.result import MetricResult
 from assay.sample import Sample
 
@@ -14,15 +15,20 @@ __all__ = ["JsonlSink", "evidence_of", "write_table"]
 
 def evidence_of(results: dict[str, MetricResult]) -> dict[str, Any]:
     """Per-metric method, reason, error and details, for JSON outputs."""
+    secrets = known_secrets()
     return {
-        name: to_jsonable(
-            {
-                "method": r.method,
-                "reason": r.reason,
-                "error": r.error,
-                "details": r.details,
-                "signature": r.signature,
-            }
+        name: redact(
+            to_jsonable(
+                {
+                    "method": r.method,
+                    "reason": r.reason,
+                    "error": r.error,
+                    "details": r.details,
+                    "signature": r.signature,
+                }
+            ),
+            secrets,
+            by_name=False,
         )
         for name, r in results.items()
     }

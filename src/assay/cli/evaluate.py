@@ -29,6 +29,7 @@ from assay.cli.report import (
 from assay.config import AssayWarning, ConfigError, load_config
 from assay.io import InputErrors, read_samples
 from assay.models.embedders import ModelUnavailable
+from assay.redaction import redact
 from assay.registry import metric_class, resolve_metrics, suite_names
 from assay.resources import Resources
 from assay.runner import Evaluation, evaluate, flat_row
@@ -470,7 +471,7 @@ def _open_run(
         source="cli",
         dataset=str(data),
         metrics=[m.name for m in metrics],
-        config=config.model_dump(mode="json", exclude={"embedding_api_key"}),
+        config=redact(config.model_dump(mode="json")),
     )
     todo = [i for i in range(n_samples) if i not in done]
     return RunRecorder(store, run_id, metrics, config, index_map=todo), todo

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assay.redaction import known_secrets, redact_text
+
 __all__ = ["CachedReply", "JudgeCache", "cache_key"]
 
 
@@ -82,6 +84,8 @@ class JudgeCache:
     ) -> None:
         if self._db is None:
             return
+        secrets = known_secrets()
+        prompt, content = redact_text(prompt, secrets), redact_text(content, secrets)
         with self._lock:
             self._db.execute(
                 "INSERT OR REPLACE INTO judge_replies VALUES (?, ?, ?, ?, ?, ?, ?)",

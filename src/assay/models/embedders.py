@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from assay.models.cache import EmbeddingCache
+from assay.redaction import redact_url
 
 __all__ = [
     "Embedder",
@@ -200,7 +201,7 @@ class OpenAICompatibleEmbedder(Embedder):
             base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=3
         )
         self._model = model
-        self.name = f"openai:{model}@{base_url}"
+        self.name = f"openai:{model}@{redact_url(base_url)}"
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         reply = self._client.embeddings.create(model=self._model, input=texts)

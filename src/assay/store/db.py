@@ -24,6 +24,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from assay.jsonout import to_jsonable
+from assay.redaction import known_secrets, redact, redact_text
 from assay.result import MetricResult
 from assay.sample import Sample
 from assay.store.models import (
@@ -165,7 +166,7 @@ class Store:
                         dataset=dataset,
                         metrics=list(metrics),
                         tags=tags or {},
-                        config=config or {},
+                        config=redact(config or {}),
                     )
                 )
             else:
@@ -229,6 +230,7 @@ class Store:
     ) -> int:
         """Store one finished sample/test with its metric values; returns its row id."""
         when = timestamp or utcnow()
+        secrets = known_secrets()
 
         def action(session: Session) -> int:
             row = TestResult(
@@ -243,7 +245,7 @@ class Store:
                 response=sample.response,
                 expected=sample.expected,
                 tags=dict(sample.tags),
-                error=error,
+                error=redact_text(error, secrets) if error else error,
             )
             session.add(row)
             session.flush()
@@ -256,7 +258,7 @@ class Store:
                     method=r.method,
                     reason=r.reason,
                     error=r.error,
-                    details=to_jsonable(r.details),
+                    details=redact(to_jsonable(r.details), secrets, by_name=False),
                     timestamp=when,
                 )
                 for name, r in results.items()

@@ -1,0 +1,166 @@
+"""Secrets never rest: with distinctive credentials configured, every byte Assay writes
+(store, --out files, caches, terminal output, API and dashboard) is searched for them."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from assay.cli import app
+from assay.redaction import REDACTED, redact, redact_text, redact_url
+from assay.server.app import create_app
+from assay.store.db import Store
+from judge_server import JudgeServer
+
+runner = CliRunner()
+RAG = Path(__file__).resolve().parent.parent / "examples" / "rag.jsonl"
+SECRETS = {
+    "ASSAY_JUDGE_API_KEY": "sk-judge-Zq81kTT4secret",
+    "OPENAI_API_KEY": "sk-openai-Wm27pXX9secret",
+    "ASSAY_EMBEDDING_API_KEY": "emb-key-Hh55rQQ2secret",
+}
+URL_PASSWORD = "urlpass-Kk19vBB7secret"
+
+
+def _leaks(blob: bytes) -> list[str]:
+    """The secrets found in ``blob``, as written or as the base64 an HTTP client sends
+    for a URL's user:password (Basic authorization)."""
+    basic = base64.b64encode(f"assay:{URL_PASSWORD}".encode()).decode()
+    return [s for s in [*SECRETS.values(), URL_PASSWORD, basic] if s.encode() in blob]
+
+
+def _all_bytes(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())
+
+
+@pytest.fixture
+def secret_env(env, monkeypatch):
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("ASSAY_CACHE_DIR", str(env / "cache"))  # a cache of this run only
+    monkeypatch.setenv("ASSAY_JUDGE_MAX_RETRIES", "0")
+    return env
+
+
+def _judge_url(server: JudgeServer) -> str:
+    return server.url.replace("http://", f"http://assay:{URL_PASSWORD}@")
+
+
+def _evaluate(server: JudgeServer, db: str, out: Path, *extra: str):
+    args = ["evaluate", str(RAG), "-m", "judged_relevance", "-m", "exact_match"]
+    args += ["--judge-url", _judge_url(server), "--judge-model", "scripted"]
+    args += ["--store", "--db", db, "--out", str(out), "--format", "json", *extra]
+    return runner.invoke(app, args)
+
+
+def _exercise_every_write_path(env: Path, db: str) -> bytes:
+    """Runs that write the store, every --out format, both caches and an error path in
+    which the judge quotes the request's Authorization header; returns the terminal
+    output of all of them."""
+    printed = b""
+    with JudgeServer() as server:
+        for suffix in ("jsonl", "csv", "parquet"):
+            result = _evaluate(server, db, env / f"out.{suffix}")
+            assert result.exit_code == 0, result.output
+            printed += result.output.encode()
+        server.echo_auth = True  # 401 quoting "Bearer <key>" back
+        result = _evaluate(server, db, env / "errors.jsonl", "--no-cache")
+        assert result.exit_code == 3, result.output  # every judged sample errored
+        assert "invalid credentials: Basic [redacted]" in result.output
+        printed += result.output.encode()
+    return printed
+
+
+def test_no_secret_in_any_byte_written_with_a_sqlite_store(secret_env):
+    db = str(secret_env / "assay.db")
+    printed = _exercise_every_write_path(secret_env, db)
+    assert _leaks(printed) == []
+    store = Store(db)
+    try:
+        client = TestClient(create_app(store, token=""))
+        pages = [client.get(p) for p in ("/", "/history", "/runs", "/api/runs")]
+        run_ids = [r["id"] for r in client.get("/api/runs").json()]
+        assert len(run_ids) == 4
+        pages += [client.get(f"/runs/{run_id}") for run_id in run_ids]
+        pages += [client.get(f"/api/runs/{run_id}") for run_id in run_ids]
+        assert all(p.status_code == 200 for p in pages)
+        assert _leaks(b"".join(p.content for p in pages)) == []
+        # the stored config says what ran, without the credentials
+        config = store.engine.connect().exec_driver_sql("SELECT config FROM runs").fetchone()[0]
+        snapshot = json.loads(config) if isinstance(config, str) else config
+        assert snapshot["judge_api_key"] == REDACTED
+        assert snapshot["judge_model"] == "scripted"
+        assert snapshot["judge_base_url"].startswith(f"http://assay:{REDACTED}@127.0.0.1:")
+    finally:
+        store.close()
+    written = _all_bytes(secret_env)  # store, WAL, --out files, judge and embedding caches
+    assert (secret_env / "cache" / "judge.sqlite").is_file()
+    assert _leaks(written) == []
+
+
+@pytest.mark.postgres
+def test_no_secret_in_a_postgresql_store(secret_env):
+    psycopg = pytest.importorskip("psycopg")
+    admin_url = os.environ.get(
+        "ASSAY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+    )
+    name = f"assay_secrets_{uuid.uuid4().hex[:8]}"
+    try:
+        admin = psycopg.connect(admin_url, autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"PostgreSQL at {admin_url} is not reachable: {exc}")
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = admin_url.rsplit("/", 1)[0] + f"/{name}"
+    try:
+        _exercise_every_write_path(secret_env, url)
+        with psycopg.connect(url) as conn:
+            tables = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+                )
+            ]
+            assert "runs" in tables and "scoring_details" in tables
+            dump = "".join(
+                str(row) for table in tables for row in conn.execute(f'SELECT * FROM "{table}"')
+            )
+        assert _leaks(dump.encode()) == []
+        assert "sk-" not in dump
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_redaction_by_name_by_value_and_in_urls():
+    secrets = ["abcdef123456"]
+    data = {
+        "judge_api_key": "whatever",
+        "password": "pw",
+        "Authorization": "Bearer x",
+        "nested": [{"url": "postgresql://bob:hunter22@db:5432/x", "note": "key abcdef123456"}],
+        "model": "gpt",
+        "empty_token": None,
+    }
+    assert redact(data, secrets) == {
+        "judge_api_key": REDACTED,
+        "password": REDACTED,
+        "Authorization": REDACTED,
+        "nested": [{"url": f"postgresql://bob:{REDACTED}@db:5432/x", "note": f"key {REDACTED}"}],
+        "model": "gpt",
+        "empty_token": None,
+    }
+    # evidence keeps the user's own field names ("key" of a JSON document)
+    assert redact({"key": "user.name"}, secrets, by_name=False) == {"key": "user.name"}
+    assert redact_text("Authorization: Bearer sk-1234567890", []) == (
+        f"Authorization: Bearer {REDACTED}"
+    )
+    assert redact_url("https://host/v1") == "https://host/v1"
+    assert redact_url("https://u@host/v1") == "https://u@host/v1"
