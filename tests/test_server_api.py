@@ -40,16 +40,21 @@ SEED_AIO = {
     "extra_field": "surprise",
 }
 
+#: the content type every write sends (the dashboard's import does too)
+JSON = {"Content-Type": "application/json"}
+
 
 @pytest.fixture(scope="module")
 def client(stocked_store: Store) -> TestClient:
-    return TestClient(create_app(stocked_store, token=""))
+    return TestClient(create_app(stocked_store, token=""), base_url="http://localhost")
 
 
 @pytest.fixture()
 def fresh_client(tmp_path: Any) -> TestClient:
     """An app over an empty store of its own (for writes)."""
-    return TestClient(create_app(Store(str(tmp_path / "fresh.db")), token=""))
+    return TestClient(
+        create_app(Store(str(tmp_path / "fresh.db")), token=""), base_url="http://localhost"
+    )
 
 
 # ---- statistics ------------------------------------------------------------------------
@@ -311,10 +316,13 @@ def test_evaluate_scores_and_stores(fresh_client: TestClient) -> None:
 def test_oversized_bodies_are_refused_before_scoring(tmp_path: Any) -> None:
     app = create_app(Store(str(tmp_path / "cap.db")), token="", max_body_bytes=1000)
     big = {"samples": [{"response": "x" * 2000, "expected": "y"}], "metrics": ["exact_match"]}
-    response = TestClient(app).post("/api/evaluate", json=big)
+    response = TestClient(app, base_url="http://localhost").post("/api/evaluate", json=big)
     assert response.status_code == 413 and "over 1000 bytes" in response.json()["detail"]
     small = {"samples": [{"response": "x", "expected": "x"}], "metrics": ["exact_match"]}
-    assert TestClient(app).post("/api/evaluate", json=small).status_code == 200
+    assert (
+        TestClient(app, base_url="http://localhost").post("/api/evaluate", json=small).status_code
+        == 200
+    )
 
 
 def test_evaluate_without_store_writes_nothing(fresh_client: TestClient) -> None:
@@ -342,7 +350,10 @@ def test_evaluate_reports_bad_input(fresh_client: TestClient) -> None:
 
 
 def test_evaluate_limits_batch_size(tmp_path: Any) -> None:
-    client = TestClient(create_app(Store(str(tmp_path / "x.db")), token="", max_samples=2))
+    client = TestClient(
+        create_app(Store(str(tmp_path / "x.db")), token="", max_samples=2),
+        base_url="http://localhost",
+    )
     body = {"samples": [{"answer": "a"}] * 3, "metrics": ["exact_match"]}
     assert client.post("/api/evaluate", json=body).status_code == 413
 
@@ -447,7 +458,9 @@ def test_field_strategy_import_export(fresh_client: TestClient) -> None:
         "description": "SEMANTIC",
     }
     imported = fresh_client.post(
-        "/api/field-strategies/customers/import", content=json.dumps(seed_file).encode()
+        "/api/field-strategies/customers/import",
+        content=json.dumps(seed_file).encode(),
+        headers=JSON,
     )
     assert imported.status_code == 200, imported.text
     assert imported.json()["fields"] == 5
@@ -459,21 +472,24 @@ def test_field_strategy_import_export(fresh_client: TestClient) -> None:
     wrapped = fresh_client.post(
         "/api/field-strategies/wrapped/import",
         content=json.dumps({"field_strategies": {"a": "exact"}}).encode(),
+        headers=JSON,
     )
     assert wrapped.json()["strategies"] == {"a": "EXACT"}
 
 
 def test_field_strategy_import_rejects_bad_files(fresh_client: TestClient) -> None:
     unknown = fresh_client.post(
-        "/api/field-strategies/c/import", content=b'{"customer_name": "CLOSE_ENOUGH"}'
+        "/api/field-strategies/c/import", content=b'{"customer_name": "CLOSE_ENOUGH"}', headers=JSON
     )
     assert unknown.status_code == 422
     assert "'customer_name'" in unknown.json()["detail"]
     assert "valid values: EXACT, FUZZY, SEMANTIC, IGNORE" in unknown.json()["detail"]
-    not_json = fresh_client.post("/api/field-strategies/c/import", content=b'{"a": EXACT}')
+    not_json = fresh_client.post(
+        "/api/field-strategies/c/import", content=b'{"a": EXACT}', headers=JSON
+    )
     assert not_json.status_code == 422
     assert "line 1, column 7" in not_json.json()["detail"]
-    array = fresh_client.post("/api/field-strategies/c/import", content=b'["EXACT"]')
+    array = fresh_client.post("/api/field-strategies/c/import", content=b'["EXACT"]', headers=JSON)
     assert array.status_code == 422
     assert "JSON object" in array.json()["detail"]
     assert fresh_client.get("/api/field-strategies/c").status_code == 404
@@ -590,12 +606,14 @@ def test_evaluate_without_a_needed_model_is_a_503(
 # ---- auth ------------------------------------------------------------------------------
 @pytest.fixture()
 def token_client(tmp_path: Any) -> TestClient:
-    return TestClient(create_app(Store(str(tmp_path / "auth.db")), token=TOKEN))
+    return TestClient(
+        create_app(Store(str(tmp_path / "auth.db")), token=TOKEN), base_url="http://localhost"
+    )
 
 
 WRITES = (
     ("put", "/api/field-strategies/a", {"json": {"strategies": {"x": "EXACT"}}}),
-    ("post", "/api/field-strategies/a/import", {"content": b'{"x": "EXACT"}'}),
+    ("post", "/api/field-strategies/a/import", {"content": b'{"x": "EXACT"}', "headers": JSON}),
     ("post", "/api/json-eval", {"json": {"gt": {"x": 1}, "output": {"x": 1}}}),
     ("post", "/api/evaluate", {"json": {"samples": [{"answer": "a"}], "metrics": ["bleu"]}}),
 )
@@ -605,15 +623,20 @@ WRITES = (
 def test_writes_need_the_token(
     token_client: TestClient, method: str, path: str, kwargs: dict[str, Any]
 ) -> None:
-    send = getattr(token_client, method)
-    missing = send(path, **kwargs)
+    kwargs = dict(kwargs)
+    base = kwargs.pop("headers", {})
+
+    def send(headers: dict[str, str] | None = None) -> Any:
+        return getattr(token_client, method)(path, headers={**base, **(headers or {})}, **kwargs)
+
+    missing = send()
     assert missing.status_code == 401
     assert missing.headers["www-authenticate"] == "Bearer"
-    wrong = send(path, headers={"Authorization": "Bearer nope"}, **kwargs)
+    wrong = send({"Authorization": "Bearer nope"})
     assert wrong.status_code == 401
-    basic = send(path, headers={"Authorization": f"Basic {TOKEN}"}, **kwargs)
+    basic = send({"Authorization": f"Basic {TOKEN}"})
     assert basic.status_code == 401
-    ok = send(path, headers={"Authorization": f"Bearer {TOKEN}"}, **kwargs)
+    ok = send({"Authorization": f"Bearer {TOKEN}"})
     assert ok.status_code == 200, ok.text
 
 
@@ -644,7 +667,7 @@ def test_delete_needs_the_token_and_reads_stay_open(token_client: TestClient) ->
 
 def test_token_from_environment(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ASSAY_API_TOKEN", "from-env")
-    client = TestClient(create_app(Store(str(tmp_path / "env.db"))))
+    client = TestClient(create_app(Store(str(tmp_path / "env.db"))), base_url="http://localhost")
     body = {"strategies": {"x": "EXACT"}}
     assert client.put("/api/field-strategies/a", json=body).status_code == 401
     ok = client.put(
@@ -806,7 +829,7 @@ def _pg_client(stocked: bool) -> Iterator[TestClient]:
     try:
         if stocked:
             populate(store)
-        yield TestClient(create_app(store, token=""))
+        yield TestClient(create_app(store, token=""), base_url="http://localhost")
     finally:
         store.close()
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:

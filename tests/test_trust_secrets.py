@@ -84,7 +84,7 @@ def test_no_secret_in_any_byte_written_with_a_sqlite_store(secret_env):
     assert _leaks(printed) == []
     store = Store(db)
     try:
-        client = TestClient(create_app(store, token=""))
+        client = TestClient(create_app(store, token=""), base_url="http://localhost")
         pages = [client.get(p) for p in ("/", "/history", "/runs", "/api/runs")]
         run_ids = [r["id"] for r in client.get("/api/runs").json()]
         assert len(run_ids) == 4

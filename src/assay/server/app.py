@@ -3,22 +3,25 @@
 ``create_app(store, token)`` builds one app over one results store. Reads are open; when a
 token is configured (``token=`` or the ``ASSAY_API_TOKEN`` environment variable) every
 write request (POST, PUT, PATCH, DELETE) must carry ``Authorization: Bearer <token>``,
-compared in constant time, or it is answered 401. plotly.js is served from the installed
-``plotly`` package at ``/static/vendor/plotly.min.js``: no CDN, no build step.
+compared in constant time, or it is answered 401. `assay.server.guard.RequestGuard`
+refuses foreign Host names, cross-site and non-JSON writes and oversized bodies first.
+plotly.js is served from the installed ``plotly`` package at
+``/static/vendor/plotly.min.js``: no CDN, no build step.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from assay.server.guard import ALLOWED_HOSTS_ENV, WRITE_METHODS, RequestGuard
 from assay.store.db import Store, default_url
 
 if TYPE_CHECKING:
@@ -29,7 +32,6 @@ if TYPE_CHECKING:
 __all__ = ["TOKEN_ENV", "WRITE_METHODS", "create_app", "plotly_js_path"]
 
 TOKEN_ENV = "ASSAY_API_TOKEN"
-WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 HERE = Path(__file__).parent
 
 #: Content-Security-Policy of the dashboard pages: scripts only from this server (no inline
@@ -67,13 +69,6 @@ API_DOCS_HTML = """<!doctype html>
 """
 
 
-def _token_ok(header: str | None, token: str) -> bool:
-    scheme, _, given = (header or "").partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    return secrets.compare_digest(given.strip().encode("utf-8"), token.encode("utf-8"))
-
-
 def create_app(
     store: Store | None = None,
     token: str | None = None,
@@ -81,6 +76,7 @@ def create_app(
     resources: Resources | None = None,
     max_samples: int = 1000,
     max_body_bytes: int = 20 * 1024 * 1024,
+    allowed_hosts: Iterable[str] | None = None,
 ) -> FastAPI:
     """The Assay API and dashboard over ``store`` (default: `assay.store.db.default_url`).
 
@@ -92,8 +88,11 @@ def create_app(
         resources: shared models for ``/api/evaluate`` and ``/api/json-eval``
             (default: the process-wide `assay.resources.default_resources`).
         max_samples: most samples one ``POST /api/evaluate`` may carry.
-        max_body_bytes: largest request body accepted (by its Content-Length); larger
-            ones get 413 before anything is read or scored.
+        max_body_bytes: largest request body accepted, counted on the bytes received
+            (chunked bodies too); larger ones get 413 before anything is scored.
+        allowed_hosts: Host names the server answers to besides the loopback names
+            (behind a proxy: its public name); default ``ASSAY_ALLOWED_HOSTS``, comma
+            separated.
     """
     from assay.server import api, pages
 
@@ -118,25 +117,17 @@ def create_app(
     app.state.max_samples = max_samples
     app.state.evaluate_lock = threading.Lock()
 
+    if allowed_hosts is None:
+        allowed_hosts = os.environ.get(ALLOWED_HOSTS_ENV, "").split(",")
+    app.add_middleware(
+        RequestGuard,
+        allowed_hosts=list(allowed_hosts),
+        max_body_bytes=max_body_bytes,
+        token=lambda: app.state.api_token,
+    )
+
     @app.middleware("http")
-    async def _guard(request: Request, call_next: RequestResponseEndpoint) -> Response:
-        length = request.headers.get("content-length", "")
-        if length.isdigit() and int(length) > max_body_bytes:
-            return JSONResponse(
-                {"detail": f"request body over {max_body_bytes} bytes: send fewer samples"},
-                status_code=413,
-            )
-        expected = request.app.state.api_token
-        if (
-            expected
-            and request.method in WRITE_METHODS
-            and not _token_ok(request.headers.get("authorization"), expected)
-        ):
-            return JSONResponse(
-                {"detail": "this server requires 'Authorization: Bearer <token>' for writes"},
-                status_code=401,
-                headers={"WWW-Authenticate": "Bearer"},
-            )
+    async def _headers(request: Request, call_next: RequestResponseEndpoint) -> Response:
         response = await call_next(request)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         if response.headers.get("content-type", "").startswith("text/html"):
