@@ -3,9 +3,11 @@ JSON evaluation and the field-strategy configurations of seed 002.
 
 Every response is plain JSON. Metric values are on the canonical scale (``avg``,
 ``value``); ``display`` is the dashboard's view (ratio ×100, units kept otherwise).
-Errors are ``{"detail": message}`` with 404 (no such run/config), 413 (too large),
-422 (invalid input: the message names the field and the valid values) or 503 (a model the
-scoring needs is not installed).
+Errors are ``{"detail": message}`` with 400 (host not allowed), 401 (token missing),
+403 (cross-site write), 404 (no such run/config), 413 (too large), 415 (a write that is
+not JSON) or 503 (a model the scoring needs is not installed); 422 (invalid input) is
+``{"detail": [{"loc": [...], "msg": message, "type": kind}]}``, the message naming the
+field and the valid values (see `assay.server.errors`).
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from assay.jsonout import to_jsonable
 from assay.result import MetricResult
 from assay.sample import Sample
+from assay.server.errors import ERROR_RESPONSES
 from assay.server.views import compare_view, tag_groups
 from assay.store.db import Store
 
 __all__ = ["CONFIG_NAME_PATTERN", "MAX_HOURS", "MAX_IMPORT_BYTES", "MAX_OFFSET", "router"]
 
-router = APIRouter(prefix="/api")
+router = APIRouter(prefix="/api", responses=ERROR_RESPONSES)
 
 CONFIG_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
 MAX_IMPORT_BYTES = 1_000_000
@@ -177,11 +180,19 @@ class EvaluateRequest(BaseModel):
         return [value] if isinstance(value, str) else value
 
 
-def _sample_errors(exc: ValidationError, index: int) -> list[str]:
+def _sample_errors(exc: ValidationError, index: int) -> list[dict[str, Any]]:
+    """One 422 item per problem, located in the request body (``samples[i].field``)."""
     out = []
     for err in exc.errors():
-        where = ".".join(str(p) for p in err.get("loc", ()))
-        out.append(f"samples[{index}]{'.' + where if where else ''}: {err.get('msg')}")
+        loc = list(err.get("loc", ()))
+        where = ".".join(str(p) for p in loc)
+        out.append(
+            {
+                "loc": ["body", "samples", index, *loc],
+                "msg": f"samples[{index}]{'.' + where if where else ''}: {err.get('msg')}",
+                "type": err.get("type", "value_error"),
+            }
+        )
     return out
 
 
@@ -209,7 +220,7 @@ def evaluate(request: Request, req: EvaluateRequest) -> dict[str, Any]:
             413, f"{len(req.samples)} samples posted; this server scores at most {limit} per call"
         )
     samples: list[Sample] = []
-    errors: list[str] = []
+    errors: list[dict[str, Any]] = []
     for i, raw in enumerate(req.samples):
         try:
             samples.append(Sample.model_validate(raw))
@@ -410,6 +421,8 @@ async def import_field_strategies(request: Request, name: ConfigName) -> dict[st
         raise HTTPException(
             422, f"config file is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None
+    except ValueError as exc:  # e.g. an integer of over 4,300 digits
+        raise HTTPException(422, f"config file is not a usable JSON document: {exc}") from None
     strategies = _validated(data)
     _store(request).put_strategy_config(name, strategies)
     return {"name": name, "strategies": strategies, "fields": len(strategies)}

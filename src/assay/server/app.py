@@ -21,6 +21,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from assay.server.errors import StrictJSONResponse, install_error_handlers
 from assay.server.guard import ALLOWED_HOSTS_ENV, WRITE_METHODS, RequestGuard
 from assay.store.db import Store, default_url
 
@@ -110,7 +111,9 @@ def create_app(
         docs_url=None,  # served below from the local swagger-ui-bundle package
         redoc_url=None,
         openapi_url="/openapi.json",
+        default_response_class=StrictJSONResponse,
     )
+    install_error_handlers(app)
     app.state.store = store if store is not None else Store(default_url())
     app.state.api_token = token or None
     app.state.resources = resources

@@ -8,7 +8,6 @@ page's scripts parse; nothing is concatenated into HTML or JavaScript.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,6 +18,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
+from assay import jsonout
 from assay.server.api import MAX_HOURS
 from assay.server.views import (
     SEED003_TAGS,
@@ -96,7 +96,7 @@ def breakable(text: Any) -> Markup:
 
 def pretty_json(value: Any) -> str:
     """Indented JSON as plain text (autoescaped when printed, unlike ``tojson``)."""
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return jsonout.dumps(value, indent=2, sort_keys=True)
 
 
 def trend_info(value: float | None, higher_is_better: bool = True) -> dict[str, str]:
@@ -140,6 +140,8 @@ def environment() -> Environment:
         breakable=breakable,
     )
     env.globals.update(trend=trend_info, NA=NA, urlencode=urlencode)
+    # page data (``tojson``) is standard JSON too: a non-finite number becomes null
+    env.policies["json.dumps_function"] = jsonout.dumps
     return env
 
 

@@ -1,0 +1,92 @@
+"""The API's error bodies, one shape per status, each declared in the OpenAPI document.
+
+- 422 (invalid input): FastAPI's validation shape ``{"detail": [{"loc", "msg", "type"}]}``
+  for every 422, whether pydantic or an endpoint found the problem. The offending input
+  is never quoted back (FastAPI's default puts the whole body in ``input``).
+- Every other error: ``{"detail": "message"}`` (`ErrorMessage`).
+
+`StrictJSONResponse` is the app's response class: it writes through `assay.jsonout`, so
+no NaN or Infinity token leaves the server.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+from assay.jsonout import dumps
+
+__all__ = ["ERROR_RESPONSES", "ErrorMessage", "StrictJSONResponse", "install_error_handlers"]
+
+
+class ErrorMessage(BaseModel):
+    """An error other than invalid input: what went wrong, in one message."""
+
+    detail: str
+
+
+class StrictJSONResponse(JSONResponse):
+    """JSON through `assay.jsonout.dumps`: standard JSON only (non-finite numbers -> null)."""
+
+    def render(self, content: Any) -> bytes:
+        return dumps(content).encode("utf-8")
+
+
+#: the error statuses any API operation may answer, besides 422 (declared by FastAPI)
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorMessage, "description": "Host name not allowed, or a bad request."},
+    401: {"model": ErrorMessage, "description": "A write without the server's bearer token."},
+    403: {"model": ErrorMessage, "description": "A cross-site write (foreign Origin/Referer)."},
+    404: {"model": ErrorMessage, "description": "No such run or configuration."},
+    413: {"model": ErrorMessage, "description": "The request body or batch is too large."},
+    415: {"model": ErrorMessage, "description": "A write whose body is not JSON."},
+    503: {"model": ErrorMessage, "description": "A model the scoring needs is not installed."},
+}
+
+
+def _validation_items(detail: Any) -> list[dict[str, Any]]:
+    items = detail if isinstance(detail, list) else [detail]
+    out = []
+    for item in items:
+        if isinstance(item, dict) and "msg" in item:
+            out.append(
+                {
+                    "loc": [str(p) if not isinstance(p, int) else p for p in item.get("loc", [])],
+                    "msg": str(item["msg"]),
+                    "type": str(item.get("type", "value_error")),
+                }
+            )
+        else:
+            out.append({"loc": ["body"], "msg": str(item), "type": "value_error"})
+    return out
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers that give every error its declared shape."""
+
+    async def invalid(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return StrictJSONResponse({"detail": _validation_items(exc.errors())}, status_code=422)
+
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 422:
+            body: dict[str, Any] = {"detail": _validation_items(exc.detail)}
+        else:
+            body = {"detail": str(exc.detail)}
+        return StrictJSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+    async def too_deep(request: Request, exc: Exception) -> JSONResponse:
+        message = "the input is nested too deeply to evaluate"
+        return StrictJSONResponse(
+            {"detail": [{"loc": ["body"], "msg": message, "type": "value_error"}]},
+            status_code=422,
+        )
+
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(RecursionError, too_deep)

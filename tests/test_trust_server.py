@@ -1,0 +1,246 @@
+"""The server refuses what it should: cross-site and non-JSON writes, foreign Host names
+(DNS rebinding), bodies over the limit however they are sent, and no input gives a 500
+or is echoed back. Byte-level cases run against a real uvicorn on 127.0.0.1."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from fastapi.testclient import TestClient
+
+from assay.server.app import create_app
+from assay.server.live import running_server
+from assay.store.db import Store
+
+JSON = {"Content-Type": "application/json"}
+STRATEGIES = "/api/field-strategies/invoices"
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(str(tmp_path / "guard.db"))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def client(store) -> TestClient:
+    c = TestClient(create_app(store, token=""), base_url="http://localhost:8000")
+    assert c.put(STRATEGIES, json={"strategies": {"total": "EXACT"}}).status_code == 200
+    return c
+
+
+def _saved(client: TestClient) -> dict[str, Any]:
+    return client.get(STRATEGIES).json()["strategies"]
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None],
+)
+def test_a_cross_site_simple_request_cannot_overwrite_a_config(client, content_type):
+    # what a foreign page can send without a CORS preflight: no JSON content type
+    headers = {"Origin": "http://evil.example"}
+    if content_type:
+        headers["Content-Type"] = content_type
+    body = b'{"total": "IGNORE"}'
+    response = client.post(f"{STRATEGIES}/import", content=body, headers=headers)
+    assert response.status_code in {403, 415}
+    same_origin_text = client.post(
+        f"{STRATEGIES}/import", content=body, headers={"Content-Type": "text/plain"}
+    )
+    assert same_origin_text.status_code == 415
+    assert "Content-Type: application/json" in same_origin_text.json()["detail"]
+    assert _saved(client) == {"total": "EXACT"}  # nothing was overwritten
+
+
+@pytest.mark.parametrize(
+    ("header", "value", "status"),
+    [
+        ("Origin", "http://evil.example", 403),
+        ("Origin", "null", 403),
+        ("Origin", "http://localhost:9999", 403),  # another port is another origin
+        ("Referer", "http://evil.example/page", 403),
+        ("Origin", "http://localhost:8000", 200),
+        ("Referer", "http://localhost:8000/config/field-strategies", 200),
+    ],
+)
+def test_writes_check_origin_and_referer_when_present(client, header, value, status):
+    response = client.put(
+        STRATEGIES, json={"strategies": {"total": "FUZZY"}}, headers={header: value}
+    )
+    assert response.status_code == status, response.text
+    assert _saved(client) == {"total": "FUZZY" if status == 200 else "EXACT"}
+    deleted = client.delete(STRATEGIES, headers={header: value})
+    assert deleted.status_code == (204 if status == 200 else 403)
+
+
+@pytest.mark.parametrize(
+    ("host", "extra", "status"),
+    [
+        ("localhost:8000", [], 200),
+        ("127.0.0.1", [], 200),
+        ("[::1]:8000", [], 200),
+        ("attacker.example", [], 400),
+        ("127.0.0.1.attacker.example", [], 400),
+        ("", [], 400),
+        ("assay.internal:443", ["assay.internal"], 200),
+    ],
+)
+def test_only_allowed_host_names_are_answered(store, host, extra, status):
+    client = TestClient(create_app(store, token="", allowed_hosts=extra))
+    response = client.get("/api/runs", headers={"Host": host})
+    assert response.status_code == status
+    if status == 400:
+        assert "--allowed-host" in response.json()["detail"]
+    assert client.get("/", headers={"Host": host}).status_code == status  # pages too
+
+
+def test_allowed_hosts_from_the_environment(store, monkeypatch):
+    monkeypatch.setenv("ASSAY_ALLOWED_HOSTS", "a.example, b.example")
+    client = TestClient(create_app(store, token=""))
+    assert client.get("/api/runs", headers={"Host": "b.example"}).status_code == 200
+    assert client.get("/api/runs", headers={"Host": "c.example"}).status_code == 400
+
+
+def _raw(url: str, method: str, path: str, headers: dict[str, str], chunks: list[bytes]):
+    """Send a request byte by byte over a real socket: chunked when there are several
+    chunks (no Content-Length), else with a Content-Length. Returns (status, body)."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    try:
+        conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        conn.putheader("Host", f"127.0.0.1:{parts.port}")
+        for key, value in headers.items():
+            conn.putheader(key, value)
+        if len(chunks) == 1:
+            conn.putheader("Content-Length", str(len(chunks[0])))
+            conn.endheaders(chunks[0])
+        else:
+            conn.putheader("Transfer-Encoding", "chunked")
+            conn.endheaders()
+            try:
+                for chunk in chunks:
+                    conn.send(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                conn.send(b"0\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the server answered 413 and closed before the rest arrived
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def test_the_size_limit_holds_on_chunked_bodies_and_no_error_echoes_the_body(store):
+    app = create_app(store, token="", max_body_bytes=1_000_000)
+    marker = b"ECHO-MARKER-7731"
+    with running_server(app) as url:
+        # 3 MB chunked, no Content-Length: before, only Content-Length was checked
+        chunk = b'{"samples": [' + b" " * 65_000
+        status, body = _raw(url, "POST", "/api/evaluate", JSON, [chunk] * 46)
+        assert status == 413 and b"over 1000000 bytes" in body
+        # an invalid body under the limit: the 422 names the problem, not the input
+        payload = json.dumps({"samples": [{"response": marker.decode() * 20_000}], "x": 1})
+        status, body = _raw(url, "POST", "/api/evaluate", JSON, [payload.encode()])
+        assert status == 422 and marker not in body
+        assert json.loads(body)["detail"][0] == {
+            "loc": ["body", "x"],
+            "msg": "Extra inputs are not permitted",
+            "type": "extra_forbidden",
+        }
+        # Content-Length over the limit is refused before the body is read
+        status, body = _raw(url, "POST", "/api/evaluate", JSON, [b"x" * 1_000_001])
+        assert status == 413
+
+
+def _strict(text: str) -> Any:
+    """Parse as standard JSON: NaN, Infinity and -Infinity tokens are refused."""
+
+    def refuse(token: str) -> Any:
+        raise ValueError(f"non-standard JSON token {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _deep(levels: int) -> Any:
+    value: Any = "x"
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("levels", [50, 300, 900, 5_000])
+def test_deeply_nested_json_is_a_4xx_on_every_write(client, levels):
+    deep = _deep(levels)
+    bodies = {
+        "/api/json-eval": {"gt": deep, "output": deep},
+        "/api/evaluate": {"samples": [{"response": "a", "metadata": deep}], "metrics": ["bleu"]},
+        f"{STRATEGIES}/import": deep,
+    }
+    for path, body in bodies.items():
+        text = json.dumps(body) if levels < 900 else _deep_text(levels)
+        response = client.post(path, content=text.encode(), headers=JSON)
+        assert response.status_code < 500, (path, levels, response.text[:300])
+
+
+def _deep_text(levels: int) -> str:
+    """A document too deep for json.dumps (which recurses), written by hand."""
+    return '{"gt": ' + '{"a": ' * levels + '"x"' + "}" * levels + ', "output": {}}'
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"samples": [{"response": 1e400}], "metrics": ["bleu"]}',
+        b'{"samples": [{"response": "a", "duration": 1e400}], "metrics": ["bleu"]}',
+        b'{"samples": [{"response": "a", "duration": ' + b"9" * 5000 + b"}]}",
+        b'{"gt": {"x": ' + b"9" * 5000 + b'}, "output": {"x": 1}}',
+        b'{"samples": "not a list"}',
+        b'{"samples": [{"response": "\xff\xfe"}]}',
+        b"\xff\xfe\xfd",
+        b"[]",
+        b"null",
+        b'{"samples": [{"response": "a"}], "metrics": [1, 2]}',
+        b'{"gt": NaN, "output": Infinity}',
+    ],
+    ids=lambda raw: raw[:40].decode("latin-1"),
+)
+def test_hostile_bodies_get_4xx_never_500(client, raw):
+    for path in ("/api/evaluate", "/api/json-eval", f"{STRATEGIES}/import"):
+        response = client.post(path, content=raw, headers=JSON)
+        assert response.status_code < 500, (path, raw[:60], response.text[:300])
+        body = _strict(response.text)  # standard JSON, whatever was posted
+        if response.status_code >= 400:
+            assert body["detail"]
+        else:  # json-eval reads NaN/Infinity as the texts "NaN"/"Infinity"
+            assert path == "/api/json-eval" and raw.startswith(b'{"gt": NaN')
+
+
+def test_json_responses_never_carry_nan_or_infinity(store):
+    from assay.result import MetricResult
+    from assay.sample import Sample
+
+    store.start_run("big", metrics=["e2e_latency"])
+    for i in range(2):
+        store.record(
+            "big",
+            i,
+            Sample(id=f"s{i}", response="x"),
+            {"e2e_latency": MetricResult("e2e_latency", 1.7e308, method="measurement")},
+            status="passed",
+        )
+    store.finish_run("big", status="finished")
+    client = TestClient(create_app(store, token=""), base_url="http://localhost")
+    for path in ("/api/statistics", "/api/runs", "/api/runs/big", "/api/history"):
+        response = client.get(path)
+        assert response.status_code == 200, (path, response.text)
+        _strict(response.text)
+    for path in ("/", "/runs", "/runs/big", "/history"):
+        page = client.get(path).text.lower()
+        assert ">inf<" not in page and "infinity" not in page and ">nan<" not in page
+    assert math.isfinite(1.7e308)
