@@ -45,7 +45,7 @@ def detail_text(response: Any) -> str:
     """A 422's messages, one after another (its detail is a list of {loc, msg, type})."""
     detail = response.json()["detail"]
     assert isinstance(detail, list) and all(set(d) == {"loc", "msg", "type"} for d in detail)
-    return "; ".join(d["msg"] for d in detail)
+    return "; ".join(f"{'.'.join(str(p) for p in d['loc'])}: {d['msg']}" for d in detail)
 
 
 #: the content type every write sends (the dashboard's import does too)
@@ -347,7 +347,7 @@ def test_evaluate_reports_bad_input(fresh_client: TestClient) -> None:
         json={"samples": [{"answer": "a"}, {"answer": "b", "duration": -1}], "metrics": ["bleu"]},
     )
     assert bad_sample.status_code == 422
-    assert detail_text(bad_sample).startswith("samples[1].duration")
+    assert "body.samples.1.duration: samples[1].duration" in detail_text(bad_sample)
     unknown = fresh_client.post(
         "/api/evaluate", json={"samples": [{"answer": "a"}], "metrics": ["exact_matsh"]}
     )
@@ -363,7 +363,15 @@ def test_evaluate_limits_batch_size(tmp_path: Any) -> None:
         base_url="http://localhost",
     )
     body = {"samples": [{"answer": "a"}] * 3, "metrics": ["exact_match"]}
-    assert client.post("/api/evaluate", json=body).status_code == 413
+    response = client.post("/api/evaluate", json=body)
+    assert response.status_code == 422  # more items than the documented maxItems
+    assert "3 samples posted; this server scores at most 2 per call" in detail_text(response)
+    assert (
+        client.get("/openapi.json").json()["components"]["schemas"]["EvaluateRequest"][
+            "properties"
+        ]["samples"]["maxItems"]
+        == 2
+    )
 
 
 def test_json_eval_seed_002_walkthrough(fresh_client: TestClient) -> None:

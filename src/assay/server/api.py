@@ -19,9 +19,18 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import Response
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+)
 
 from assay.jsonout import to_jsonable
+from assay.registry import list_metrics, suite_names
 from assay.result import MetricResult
 from assay.sample import Sample
 from assay.server.errors import ERROR_RESPONSES
@@ -47,6 +56,39 @@ ConfigName = Annotated[
         description="Letters, digits, '_', '.', '-'; up to 128 characters.",
     ),
 ]
+
+
+#: a strategy name, any letter case (EXACT, fuzzy, Semantic, ignore)
+STRATEGY_NAME_PATTERN = (
+    "^(?:"
+    + "|".join(
+        "".join(f"[{c}{c.lower()}]" for c in name)
+        for name in ("EXACT", "FUZZY", "SEMANTIC", "IGNORE")
+    )
+    + ")$"
+)
+#: a field path: non-empty segments joined by '.', with '\\' escaping the next character
+FIELD_PATH_PATTERN = r"^(?:[^.\\]|\\[\s\S]|\\$)+(?:\.(?:[^.\\]|\\[\s\S]|\\$)+)*$"
+STRATEGIES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "propertyNames": {"type": "string", "pattern": FIELD_PATH_PATTERN},
+    "additionalProperties": {"type": "string", "pattern": STRATEGY_NAME_PATTERN},
+}
+#: declared exactly in the schema; validated by `StrategyConfig`, whose errors name the
+#: field, the closest strategy and the valid values
+Strategies = Annotated[dict[str, str], WithJsonSchema(STRATEGIES_SCHEMA)]
+IMPORT_BODY_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        STRATEGIES_SCHEMA,
+        {
+            "type": "object",
+            "properties": {"field_strategies": STRATEGIES_SCHEMA},
+            "required": ["field_strategies"],
+            "additionalProperties": False,
+        },
+    ]
+}
+Unit = Annotated[float, Field(ge=0, le=1)]
 
 
 def _store(request: Request) -> Store:
@@ -149,23 +191,31 @@ def metrics(
     family: Annotated[str | None, Query(description="Only this family.")] = None,
 ) -> list[dict[str, Any]]:
     """The metric catalogue: name, family, description, inputs, range, unit, polarity."""
-    from assay.registry import list_metrics
 
     return [cls.info() for cls in list_metrics(family)]
 
 
 # ---- scoring -----------------------------------------------------------------------------
+def _names_schema(names: list[str]) -> dict[str, Any]:
+    return {"type": "array", "items": {"type": "string", "enum": names}}
+
+
+_METRIC_NAMES = [c.name for c in list_metrics()]
+
+
 class EvaluateRequest(BaseModel):
     """Samples to score and what to score them with."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     samples: list[dict[str, Any]] = Field(
         min_length=1,
         description="Sample objects (seed field names accepted: question/answer/...).",
     )
-    metrics: list[str] = Field(default_factory=list, description="Metric names.")
-    suites: list[str] = Field(
+    metrics: Annotated[
+        list[str], WithJsonSchema(_names_schema([c.name for c in list_metrics()]))
+    ] = Field(default_factory=list, description="Metric names.")
+    suites: Annotated[list[str], WithJsonSchema(_names_schema(suite_names()))] = Field(
         default_factory=list,
         validation_alias=AliasChoices("suites", "suite"),
         description="Suite names (a single string is accepted too).",
@@ -217,7 +267,15 @@ def evaluate(request: Request, req: EvaluateRequest) -> dict[str, Any]:
     limit = request.app.state.max_samples
     if len(req.samples) > limit:
         raise HTTPException(
-            413, f"{len(req.samples)} samples posted; this server scores at most {limit} per call"
+            422,
+            [
+                {
+                    "loc": ["body", "samples"],
+                    "msg": f"{len(req.samples)} samples posted; this server scores at most "
+                    f"{limit} per call",
+                    "type": "too_long",
+                }
+            ],
         )
     samples: list[Sample] = []
     errors: list[dict[str, Any]] = []
@@ -278,10 +336,21 @@ def evaluate(request: Request, req: EvaluateRequest) -> dict[str, Any]:
     }
 
 
+class RQSWeightsBody(BaseModel):
+    """Weights of the RQS composite; omitted ones keep their defaults."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    accuracy: Annotated[float, Field(ge=0)] = 0.45
+    completeness: Annotated[float, Field(ge=0)] = 0.25
+    hallucination: Annotated[float, Field(ge=0)] = 0.15
+    safety: Annotated[float, Field(ge=0)] = 0.15
+
+
 class JsonEvalRequest(BaseModel):
     """A ground-truth JSON and an output JSON, compared field by field (seed 002)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
     expected: Any = Field(
         validation_alias=AliasChoices("gt", "expected", "ground_truth", "expected_json"),
@@ -291,16 +360,14 @@ class JsonEvalRequest(BaseModel):
         validation_alias=AliasChoices("output", "aio", "output_json", "aio_json"),
         description="The model's JSON output (alias: aio).",
     )
-    strategies: dict[str, Any] | None = Field(
+    strategies: Strategies | None = Field(
         None, description="Field -> EXACT | FUZZY | SEMANTIC | IGNORE (wins over `config`)."
     )
     config: str | None = Field(None, description="Name of a stored field-strategy config.")
-    fuzzy_threshold: float = 0.85
-    semantic_threshold: float = 0.80
-    safety_score: float = 1.0
-    weights: dict[str, float] | None = Field(
-        None, description="RQS weights: accuracy, completeness, hallucination, safety."
-    )
+    fuzzy_threshold: Unit = 0.85
+    semantic_threshold: Unit = 0.80
+    safety_score: Unit = 1.0
+    weights: RQSWeightsBody | None = Field(None, description="RQS weights (each >= 0).")
     flatten: bool = Field(True, description="Compare nested objects field by field.")
 
 
@@ -331,7 +398,7 @@ def json_eval(request: Request, body: JsonEvalRequest) -> dict[str, Any]:
         options = EvalOptions(
             fuzzy_threshold=body.fuzzy_threshold,
             semantic_threshold=body.semantic_threshold,
-            weights=RQSWeights.coerce(body.weights),
+            weights=RQSWeights.coerce(body.weights.model_dump() if body.weights else None),
             flatten=body.flatten,
         )
         scorer = LocalFieldScorer(app_resources(request.app))
@@ -354,9 +421,9 @@ def json_eval(request: Request, body: JsonEvalRequest) -> dict[str, Any]:
 
 # ---- field-strategy configurations (seed 002) -----------------------------------------------
 class StrategiesBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    strategies: dict[str, Any] = Field(
+    strategies: Strategies = Field(
         description="Field path -> EXACT | FUZZY | SEMANTIC | IGNORE (case-insensitive)."
     )
 
@@ -403,7 +470,16 @@ def delete_field_strategies(request: Request, name: ConfigName) -> Response:
     return Response(status_code=204)
 
 
-@router.post("/field-strategies/{name}/import", tags=["field strategies"])
+@router.post(
+    "/field-strategies/{name}/import",
+    tags=["field strategies"],
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": IMPORT_BODY_SCHEMA}},
+        }
+    },
+)
 async def import_field_strategies(request: Request, name: ConfigName) -> dict[str, Any]:
     """Import a config file: the request body is the file's JSON (an object field ->
     strategy, or ``{"field_strategies": {...}}``). Validated before it is saved; an

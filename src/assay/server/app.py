@@ -120,6 +120,17 @@ def create_app(
     app.state.max_samples = max_samples
     app.state.evaluate_lock = threading.Lock()
 
+    generate_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        """The OpenAPI document, with this server's batch limit stated."""
+        if app.openapi_schema is None:
+            document = generate_openapi()
+            samples = document["components"]["schemas"]["EvaluateRequest"]["properties"]
+            samples["samples"]["maxItems"] = max_samples
+        return app.openapi_schema or generate_openapi()
+
+    app.openapi = openapi  # type: ignore[method-assign]
     if allowed_hosts is None:
         allowed_hosts = os.environ.get(ALLOWED_HOSTS_ENV, "").split(",")
     app.add_middleware(
@@ -127,6 +138,7 @@ def create_app(
         allowed_hosts=list(allowed_hosts),
         max_body_bytes=max_body_bytes,
         token=lambda: app.state.api_token,
+        operations=lambda: app.openapi()["paths"],
     )
 
     @app.middleware("http")

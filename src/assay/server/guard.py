@@ -20,6 +20,7 @@ Error bodies are ``{"detail": message}`` and never quote the request body.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
@@ -69,8 +70,11 @@ class RequestGuard:
         allowed_hosts: Iterable[str] = (),
         max_body_bytes: int,
         token: Callable[[], str | None],
+        operations: Callable[[], dict[str, Any]] = dict,
     ) -> None:
         self.app = app
+        self.operations = operations
+        self._paths: list[tuple[re.Pattern[str], set[str]]] | None = None
         self.allowed_hosts = LOOPBACK_HOSTS | {host_name(h) for h in allowed_hosts if h.strip()}
         self.max_body_bytes = max_body_bytes
         self.token = token
@@ -80,11 +84,16 @@ class RequestGuard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        refusal = self._refusal(scope["method"], headers)
+        refusal = self._refusal(scope["method"], headers, self._routed(scope))
         if refusal is not None:
             await _answer(send, *refusal)
             return
-        if scope["method"] not in BODY_METHODS:
+        allowed = self._methods_at(scope)
+        if allowed and scope["method"] not in allowed | ({"HEAD"} if "GET" in allowed else set()):
+            # one 405 for the path, naming every method some endpoint takes there
+            await _answer(send, 405, "method not allowed", allow=sorted(allowed))
+            return
+        if scope["method"] not in BODY_METHODS or not self._routed(scope):
             await self.app(scope, receive, send)
             return
         try:
@@ -96,14 +105,35 @@ class RequestGuard:
             return
         await self.app(scope, _replay(body, receive), send)
 
-    def _refusal(self, method: str, headers: dict[str, str]) -> tuple[int, str] | None:
+    def _routed(self, scope: Scope) -> bool:
+        """True when an API operation takes this method at this path; other requests
+        are left to the router (404, 405, the dashboard's pages) after the Host check."""
+        return scope["method"] in self._methods_at(scope)
+
+    def _methods_at(self, scope: Scope) -> set[str]:
+        """The methods of the API operations at this path (from the OpenAPI document;
+        empty when the path is not an API path)."""
+        if self._paths is None:
+            self._paths = [
+                (_path_regex(template), {m.upper() for m in item})
+                for template, item in self.operations().items()
+            ]
+        methods: set[str] = set()
+        for regex, found in self._paths:
+            if regex.fullmatch(scope["path"]):
+                methods |= found
+        return methods
+
+    def _refusal(
+        self, method: str, headers: dict[str, str], routed: bool
+    ) -> tuple[int, str] | None:
         host = headers.get("host", "")
         if host_name(host) not in self.allowed_hosts:
             return 400, (
                 "this server does not answer to that Host name; add it with "
                 f"'assay serve --allowed-host NAME' or {ALLOWED_HOSTS_ENV}"
             )
-        if method not in WRITE_METHODS:
+        if method not in WRITE_METHODS or not routed:
             return None
         source = headers.get("origin") or headers.get("referer")
         if source is not None and not self._same_site(source, host):
@@ -148,6 +178,12 @@ class RequestGuard:
         return b"".join(chunks)
 
 
+def _path_regex(template: str) -> re.Pattern[str]:
+    """``/api/runs/{run_id}`` -> a regex matching ``/api/runs/<one segment>``."""
+    parts = re.split(r"(\{[^/{}]+\})", template)
+    return re.compile("".join("[^/]+" if p.startswith("{") else re.escape(p) for p in parts))
+
+
 def _replay(body: bytes, receive: Receive) -> Receive:
     sent = False
 
@@ -161,7 +197,9 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-async def _answer(send: Send, status: int, detail: str, close: bool = False) -> None:
+async def _answer(
+    send: Send, status: int, detail: str, close: bool = False, allow: list[str] | None = None
+) -> None:
     body = json.dumps({"detail": detail}).encode("utf-8")
     headers = [
         (b"content-type", b"application/json"),
@@ -172,5 +210,7 @@ async def _answer(send: Send, status: int, detail: str, close: bool = False) -> 
         headers.append((b"www-authenticate", b"Bearer"))
     if close:
         headers.append((b"connection", b"close"))
+    if allow:
+        headers.append((b"allow", ", ".join(allow).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

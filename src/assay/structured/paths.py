@@ -36,8 +36,9 @@ def join(parent: str, key: str | int) -> str:
 
 def parse_path(text: str) -> list[str]:
     """Segments of a path as written in a config (escapes kept). Raises ValueError when
-    the path is empty or has an empty segment (``a..b``, ``.a``, ``a.``)."""
-    if not isinstance(text, str) or not text.strip():
+    the path is empty or has an empty segment (``a..b``, ``.a``, ``a.``); a key of spaces
+    is a key like any other (JSON allows it)."""
+    if not isinstance(text, str) or not text:
         raise ValueError("a field path must be a non-empty string")
     parts: list[str] = []
     current: list[str] = []
