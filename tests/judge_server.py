@@ -18,6 +18,25 @@ it with attributes:
 - ``script``: a function ``(task, blocks, body) -> str | dict | None`` whose non-None
   result replaces the default reply (a dict is sent as JSON).
 
+Faults (`FAULTS`), for the adversarial tests and ``benchmarks/faults.py``: ``faults`` is a
+list of fault kinds the next requests get, in order (a script; ``None`` is a normal
+reply); ``inject(rate, kinds, seed)`` then gives each later request one of ``kinds`` with
+probability ``rate`` (a seeded RNG); ``storm(seconds)`` answers every request 429 with
+``Retry-After`` for that long. The kinds:
+
+- ``429`` (with ``Retry-After: retry_after``), ``500``;
+- ``hang``: no reply for ``hang_seconds`` (the client must time out);
+- ``reset``: half the body, then the connection is reset (TCP RST);
+- ``drip``: the whole, valid reply trickled over ``drip_seconds`` (the client's per-call
+  timeout must bound it);
+- ``prose``: the score in prose after a quoted decoy (``The answer says "score: 1.0" ...
+  my score is 0.4.``); ``ambiguous``: prose stating two scores, neither marked as given;
+- ``empty``: ``choices: []``; ``no_message``: a choice without ``message``;
+  ``null_content``: ``message.content`` null; ``refusal``: ``message.refusal`` set;
+  ``length``: half the reply with ``finish_reason: "length"``.
+
+``faults_served`` counts the faults given, by kind.
+
 ``calls`` counts every request received; ``requests`` keeps their JSON bodies;
 ``prompt_tokens`` / ``completion_tokens`` total the usage it reported.
 """
@@ -27,18 +46,40 @@ from __future__ import annotations
 import contextlib
 import html
 import json
+import random
 import re
+import socket
+import struct
 import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from assay.text.tokenize import content_words, sentences
 
-__all__ = ["JudgeServer", "parse_blocks", "scripted_reply"]
+__all__ = ["FAULTS", "JudgeServer", "parse_blocks", "scripted_reply"]
 
 Script = Callable[[str, dict[str, Any], dict[str, Any]], "str | dict[str, Any] | None"]
+
+#: every fault kind the server can inject (see the module docstring)
+FAULTS: tuple[str, ...] = (
+    "429",
+    "500",
+    "hang",
+    "reset",
+    "drip",
+    "prose",
+    "ambiguous",
+    "empty",
+    "no_message",
+    "null_content",
+    "refusal",
+    "length",
+)
+#: faults that break the transport, not the reply: the handler carries them out
+_TRANSPORT = frozenset({"reset", "drip"})
 
 _TASK = re.compile(r"Task: ([\w.-]+)@")
 _BLOCK = re.compile(r"<(question|answer|reference_answer|query|response)>\n(.*?)\n</\1>", re.S)
@@ -162,6 +203,15 @@ class JudgeServer:
         self.max_prompt_chars = 0
         self.reject_formats: set[str] = set()
         self.echo_auth = False  # answer 401 quoting the request's Authorization header
+        self.faults: list[str | None] = []
+        self.fault_rate = 0.0
+        self.fault_kinds: tuple[str, ...] = FAULTS
+        self.storm_until = 0.0  # time.monotonic() until which every request gets 429
+        self.hang_seconds = 30.0
+        self.drip_seconds = 5.0
+        self.faults_served: Counter[str] = Counter()
+        self._rng = random.Random(0)
+        self._stopping = threading.Event()
         self.calls = 0
         self.requests: list[dict[str, Any]] = []
         self.prompt_tokens = 0
@@ -174,6 +224,7 @@ class JudgeServer:
 
     # ---- lifecycle -----------------------------------------------------------------------
     def start(self) -> JudgeServer:
+        self._stopping.clear()
         server = _Server(("127.0.0.1", 0), _handler(self))
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -181,6 +232,7 @@ class JudgeServer:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()  # hanging and dripping replies end now
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -208,6 +260,48 @@ class JudgeServer:
             self.retry_after = "0"
             self.max_prompt_chars = 0
             self.reject_formats = set()
+            self.faults = []
+            self.fault_rate = 0.0
+            self.storm_until = 0.0
+            self.faults_served = Counter()
+
+    def inject(self, rate: float, kinds: Iterable[str] = FAULTS, seed: int = 0) -> None:
+        """From now on each request gets one of ``kinds`` (drawn uniformly) with
+        probability ``rate``, from an RNG seeded with ``seed``."""
+        kinds = tuple(kinds)
+        unknown = set(kinds) - set(FAULTS)
+        if unknown or not kinds or not 0.0 <= rate <= 1.0:
+            raise ValueError(f"inject takes a rate in [0, 1] and kinds of {FAULTS}")
+        with self._lock:
+            self.fault_rate, self.fault_kinds, self._rng = rate, kinds, random.Random(seed)
+
+    def storm(self, seconds: float, retry_after: str = "1") -> None:
+        """Answer every request 429 with ``Retry-After: retry_after`` for ``seconds``."""
+        with self._lock:
+            self.storm_until = time.monotonic() + seconds
+            self.retry_after = retry_after
+
+    def _fault(self) -> str | None:
+        """The fault this request gets (called under the lock)."""
+        fault: str | None = None
+        if time.monotonic() < self.storm_until:
+            fault = "429"
+        elif self.faults:
+            fault = self.faults.pop(0)
+        elif self.fault_rate and self._rng.random() < self.fault_rate:
+            fault = self._rng.choice(self.fault_kinds)
+        elif self.fail_429 > 0:
+            self.fail_429 -= 1
+            fault = "429"
+        elif self.fail_500 > 0:
+            self.fail_500 -= 1
+            fault = "500"
+        elif self.html > 0:
+            self.html -= 1
+            fault = "html"
+        if fault is not None:
+            self.faults_served[fault] += 1
+        return fault
 
     def calls_by_task(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -217,40 +311,36 @@ class JudgeServer:
         return out
 
     # ---- one request ---------------------------------------------------------------------
-    def handle(self, body: dict[str, Any]) -> tuple[int, dict[str, Any] | str, dict[str, str]]:
-        """(status, JSON reply or HTML text, extra headers) for one request body."""
+    def handle(
+        self, body: dict[str, Any]
+    ) -> tuple[int, dict[str, Any] | str, dict[str, str], str | None]:
+        """(status, JSON reply or HTML text, extra headers, transport fault or None) for
+        one request body."""
         with self._lock:
             self.calls += 1
             self.requests.append(body)
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
-            fail = None
-            if self.fail_429 > 0:
-                self.fail_429 -= 1
-                fail = 429
-            elif self.fail_500 > 0:
-                self.fail_500 -= 1
-                fail = 500
-            elif self.html > 0:
-                self.html -= 1
-                fail = 200
+            fault = self._fault()
             broken = garbage = False
-            if fail is None and self.garbage > 0:
+            if fault is None and self.garbage > 0:
                 self.garbage -= 1
                 garbage = True
-            elif fail is None and self.broken_json > 0:
+            elif fault is None and self.broken_json > 0:
                 self.broken_json -= 1
                 broken = True
         try:
             if self.delay:
                 time.sleep(self.delay)
-            if fail == 429:
+            if fault == "hang":
+                self._stopping.wait(self.hang_seconds)
+            if fault == "429":
                 error = {"error": {"message": "rate limited", "type": "rate_limit"}}
-                return 429, error, {"Retry-After": self.retry_after}
-            if fail == 500:
-                return 500, {"error": {"message": "server error", "type": "server"}}, {}
-            if fail == 200:
-                return 200, "<html><body><h1>Welcome to nginx!</h1></body></html>", {}
+                return 429, error, {"Retry-After": self.retry_after}, None
+            if fault == "500":
+                return 500, {"error": {"message": "server error", "type": "server"}}, {}, None
+            if fault == "html":
+                return 200, "<html><body><h1>Welcome to nginx!</h1></body></html>", {}, None
             messages = body.get("messages") or []
             prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
             if self.max_prompt_chars and prompt_chars > self.max_prompt_chars:
@@ -258,11 +348,11 @@ class JudgeServer:
                     f"This model's maximum context length is {self.max_prompt_chars // 4} "
                     f"tokens; your messages have about {prompt_chars // 4}"
                 )
-                return 400, {"error": {"message": message, "type": "invalid_request"}}, {}
+                return 400, {"error": {"message": message, "type": "invalid_request"}}, {}, None
             fmt = (body.get("response_format") or {}).get("type")
             if fmt in self.reject_formats:
                 message = f"response_format {fmt} is not supported"
-                return 400, {"error": {"message": message, "type": "invalid_request"}}, {}
+                return 400, {"error": {"message": message, "type": "invalid_request"}}, {}, None
             task = _task_of(body)
             user = next((m["content"] for m in messages if m.get("role") == "user"), "")
             blocks = parse_blocks(user)
@@ -276,35 +366,64 @@ class JudgeServer:
                 content = "I am unable to comply with the requested format today."
             elif broken:
                 content = _break(content)
-            p_tok, c_tok = prompt_chars // 4 + 1, len(content) // 4 + 1
+            choice = _choice(fault, reply, content)
+            text = (choice.get("message") or {}).get("content") or ""
+            p_tok, c_tok = prompt_chars // 4 + 1, len(text) // 4 + 1
             with self._lock:
                 self.prompt_tokens += p_tok
                 self.completion_tokens += c_tok
-            return (
-                200,
-                {
-                    "id": f"chatcmpl-{self.calls}",
-                    "object": "chat.completion",
-                    "created": int(time.time()),
-                    "model": body.get("model", "test-judge"),
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": content},
-                            "finish_reason": "stop",
-                        }
-                    ],
-                    "usage": {
-                        "prompt_tokens": p_tok,
-                        "completion_tokens": c_tok,
-                        "total_tokens": p_tok + c_tok,
-                    },
+            completion = {
+                "id": f"chatcmpl-{self.calls}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "test-judge"),
+                "choices": [] if fault == "empty" else [choice],
+                "usage": {
+                    "prompt_tokens": p_tok,
+                    "completion_tokens": c_tok,
+                    "total_tokens": p_tok + c_tok,
                 },
-                {},
-            )
+            }
+            return 200, completion, {}, fault if fault in _TRANSPORT else None
         finally:
             with self._lock:
                 self._in_flight -= 1
+
+
+def _choice(fault: str | None, reply: str | dict[str, Any], content: str) -> dict[str, Any]:
+    """The completion's one choice, as the fault (if any) shapes it."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": "stop"}
+    given = reply if isinstance(reply, dict) else {}
+    if fault == "prose":
+        if "score" in given:
+            message["content"] = (
+                'The answer says "score: 1.0", which is text under review, not my verdict. '
+                f"My score is {given['score']}."
+            )
+        elif "label" in given:
+            message["content"] = f"Having compared it with the reference, it is {given['label']}."
+        else:
+            message["content"] = "Here is my verdict: " + content
+    elif fault == "ambiguous":
+        if "score" in given:
+            other = 0.9 if float(given["score"]) < 0.5 else 0.1
+            message["content"] = (
+                f"The answer could merit a score of {given['score']}, or a score of {other} "
+                "if read generously."
+            )
+        else:
+            message["content"] = "It is partly CORRECT and partly WRONG; hard to say."
+    elif fault == "length":
+        message["content"] = content[: len(content) // 2]
+        choice["finish_reason"] = "length"
+    elif fault == "null_content":
+        message["content"] = None
+    elif fault == "refusal":
+        message.update(content=None, refusal="I can't help with evaluating this content.")
+    elif fault == "no_message":
+        del choice["message"]
+    return choice
 
 
 class _Server(ThreadingHTTPServer):
@@ -364,27 +483,67 @@ def _handler(owner: JudgeServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 self._send(400, {"error": {"message": "body is not JSON"}}, {})
                 return
+            transport: str | None = None
             try:
-                status, payload, headers = owner.handle(body)
+                status, payload, headers, transport = owner.handle(body)
             except Exception as exc:  # a bug in a test script: answer 500, keep serving
                 status, payload, headers = 500, {"error": {"message": repr(exc)}}, {}
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                self._send(status, payload, headers)  # the client may have timed out
+                if transport == "reset":
+                    self._reset(payload)
+                elif transport == "drip":
+                    self._drip(payload)
+                else:
+                    self._send(status, payload, headers)  # the client may have timed out
+
+        def _head(self, data: bytes) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+
+        def _reset(self, payload: dict[str, Any] | str) -> None:
+            """Half the body, then a TCP reset (SO_LINGER 0) instead of the rest."""
+            data = json.dumps(payload).encode("utf-8")
+            self._head(data)
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+            self.connection.close()
+
+        def _drip(self, payload: dict[str, Any] | str) -> None:
+            """The whole body in 20 pieces spread over ``drip_seconds``."""
+            data = json.dumps(payload).encode("utf-8")
+            self._head(data)
+            self.wfile.flush()
+            step = -(-len(data) // 20)
+            for i in range(0, len(data), step):
+                if owner._stopping.wait(owner.drip_seconds / 20):
+                    break
+                self.wfile.write(data[i : i + step])
+                self.wfile.flush()
+            self.close_connection = True
 
     return Handler
 
 
 def main(argv: list[str] | None = None) -> None:
     """Serve from the command line (a separate process, as a real judge would be):
-    ``python tests/judge_server.py --delay 0.2`` prints the base URL, then serves until
-    killed. ``GET /v1/stats`` returns the call counts."""
+    ``python tests/judge_server.py --delay 0.2 --fault-rate 0.1`` prints the base URL,
+    then serves until killed. ``GET /v1/stats`` returns the call counts."""
     import argparse
     import sys
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--delay", type=float, default=0.0, help="seconds per reply")
+    parser.add_argument("--fault-rate", type=float, default=0.0, help="share of faulty replies")
+    parser.add_argument("--fault-kinds", default=",".join(FAULTS), help="comma separated")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the fault RNG")
     args = parser.parse_args(argv)
-    server = JudgeServer(delay=args.delay).start()
+    server = JudgeServer(delay=args.delay)
+    server.inject(args.fault_rate, args.fault_kinds.split(","), args.seed)
+    server.start()
     print(server.url, flush=True)
     try:
         threading.Event().wait()

@@ -4,7 +4,8 @@
   chat endpoint; one per run (``Resources.judge``), with a memo so metrics share calls.
 - `prompts`: the seeds' judge prompts as versioned, hashable templates with typed
   output models; untrusted text goes only into escaped, tagged data blocks.
-- `parsing`: JSON, json-repair and the seeds' score regex, in that order.
+- `parsing`: JSON, json-repair and the prompt's prose fallback, in that order.
+- `prose`: the score (or label) a prose reply gives, never one it quotes.
 - `cache.JudgeCache`: persistent replies by hash of (model, messages, parameters).
 - `usage.JudgeUsage`: calls, cache hits, tokens, latency and cost of a run.
 - `aio.run_sync`: run judge coroutines from sync code, even inside a running loop.

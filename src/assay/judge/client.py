@@ -10,15 +10,23 @@ values) it:
 2. else returns the persistent cache's reply (`JudgeCache`), when enabled;
 3. else sends the request at temperature 0, asking for JSON-schema structured output
    and falling back to ``json_object`` and then plain text when the server rejects the
-   format (the mode that then works is remembered; a request that fails in every mode,
-   e.g. a prompt over the model's context length, changes nothing), with at most
+   format (the client's first request probes this while the others wait; the mode that
+   then works is remembered, so a refused format is sent once per server, not once per
+   question; a request that fails in every mode, e.g. a prompt over the model's context
+   length, changes nothing), with at most
    ``concurrency`` requests in flight, a per-request ``timeout``, and up to
    ``max_retries`` retries with exponential backoff and jitter on 429, 5xx, timeouts and
    connection errors (``Retry-After`` is honoured, capped; an unreadable one is ignored).
    A reply that is not a chat completion (an HTML page, JSON of another shape, a broken
-   body: usually a wrong ``base_url``) fails at once with `JudgeError` saying so;
-4. parses the reply (`parse_reply`: JSON, json-repair, the prompt's fallback); if that
-   fails, asks once more for "only the JSON", then gives up with `JudgeError`.
+   body: usually a wrong ``base_url``) fails at once with `JudgeError` saying so; so
+   does a completion without a usable answer (no choices, no message, null content, a
+   refusal, a reply cut off at the token limit or withheld by a content filter), with
+   that reason: asking again would get the same reply, and the metric reports it as
+   the sample's error;
+4. parses the reply (`parse_reply`: JSON, json-repair, the prompt's prose fallback,
+   which takes the score the judge gave and never one it quotes, and calls prose with
+   conflicting scores ambiguous); if that fails, asks once more for "only the JSON",
+   then gives up with `JudgeError`.
 
 Every request is counted in `usage` (calls, retries, tokens from the server's
 ``usage``, latency, cost when prices are set). All requests run on one background event
@@ -150,6 +158,10 @@ class JudgeClient:
         self._semaphore: asyncio.Semaphore | None = None
         self._memo: dict[str, asyncio.Future[JudgeReply[Any]]] = {}
         self._rng = random.Random()
+        # until one request has settled which response_format the server takes, requests
+        # wait for it: the format is probed once per client (one server, one model)
+        self._probed = self._fixed_mode
+        self._probe: asyncio.Lock | None = None
 
     # ---- construction ------------------------------------------------------------------
     @classmethod
@@ -331,7 +343,27 @@ class JudgeClient:
     async def _request(
         self, prompt: Prompt[Any], messages: list[dict[str, str]]
     ) -> tuple[str, int, int]:
-        """One answered request: (content, prompt tokens, completion tokens)."""
+        """One answered request: (content, prompt tokens, completion tokens).
+
+        The first request of the client probes the structured-output mode while the
+        others wait; whatever its outcome, they then start at the mode it settled on, so
+        a server that refuses ``response_format`` is sent it once, not once per question.
+        """
+        if self._probed:
+            return await self._send(prompt, messages)
+        if self._probe is None:
+            self._probe = asyncio.Lock()
+        async with self._probe:
+            if not self._probed:
+                try:
+                    return await self._send(prompt, messages)
+                finally:
+                    self._probed = True
+        return await self._send(prompt, messages)
+
+    async def _send(
+        self, prompt: Prompt[Any], messages: list[dict[str, str]]
+    ) -> tuple[str, int, int]:
         import openai
 
         attempt = 0
@@ -396,10 +428,10 @@ class JudgeClient:
             await asyncio.sleep(self._backoff(attempt, _retry_after(error)))
 
     def _content(self, completion: Any) -> str:
-        """The reply text of a chat completion; `JudgeError` for anything else."""
+        """The reply text of a chat completion; `JudgeError` with the reason for anything
+        else (a per-sample error: asking the same question again gets the same reply)."""
         choices = getattr(completion, "choices", None)
-        message = getattr(choices[0], "message", None) if isinstance(choices, list) else None
-        if not choices or message is None:
+        if not isinstance(choices, list):
             if isinstance(completion, str):
                 got = "text: " + " ".join(completion.split())[:120]
             else:
@@ -410,10 +442,28 @@ class JudgeClient:
                 f"judge server at {self.base_url} did not answer with a chat completion "
                 f"({got}); is base_url its OpenAI-compatible /v1 address?"
             )
+        if not choices:
+            raise JudgeError("the judge's reply has no choices (an empty 'choices' list)")
+        choice = choices[0]
+        message = getattr(choice, "message", None)
+        if message is None:
+            raise JudgeError("the judge's reply has no message (choices[0] has no 'message')")
         content = getattr(message, "content", None)
-        if not content and getattr(message, "refusal", None):
-            raise JudgeError(f"the judge refused to answer: {message.refusal}")
-        return content if isinstance(content, str) else ""
+        refusal = getattr(message, "refusal", None)
+        if refusal:
+            raise JudgeError(f"the judge refused to answer: {refusal}")
+        finish = getattr(choice, "finish_reason", None)
+        if finish == "length":
+            raise JudgeError(
+                "the judge's reply was cut off at the token limit (finish_reason 'length')"
+                + (f"; max_tokens is {self.max_tokens}" if self.max_tokens else "")
+            )
+        if finish == "content_filter":
+            raise JudgeError("the judge's reply was withheld by the server's content filter")
+        if not isinstance(content, str) or not content.strip():
+            shown = "null" if content is None else repr(content)[:40]
+            raise JudgeError(f"the judge's reply has no content (message.content is {shown})")
+        return content
 
 
 def _int(value: Any) -> int:

@@ -3,7 +3,8 @@
 Order: strict JSON (code fences and surrounding prose stripped) -> json-repair (trailing
 commas, single quotes, a missing brace) -> shape fixes (a bare JSON array becomes the
 model's one list field; a bare number becomes ``{"score": n}``) -> the prompt's
-last-resort text fallback (the seeds' score regex, a CORRECT/WRONG word) -> `ParseError`.
+last-resort prose fallback (`assay.judge.prose`: the score the judge gave, a CORRECT/WRONG
+word) -> `ParseError`.
 
 Where a reply holds several JSON objects (a judge quoting the answer's ``{"score": 1.0}``
 before giving its own verdict), the LAST one that fits the output model is taken: the

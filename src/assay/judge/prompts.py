@@ -18,13 +18,14 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+
+from assay.judge.prose import label_from_prose, score_from_prose
 
 __all__ = [
     "ANSWER_CLASSIFICATION",
@@ -361,64 +362,7 @@ def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
     return fix(model.model_json_schema(by_alias=False))
 
 
-# ---- fallbacks and checks --------------------------------------------------------------
-
-_NUM = r"[-\u2212]?\d+(?:\.\d+)?|[-\u2212]?\.\d+"
-#: a score as written in prose: a number, optionally "/ D", "out of D" or "%"
-_VALUE = re.compile(
-    rf"(?<![\w.])(?P<num>{_NUM})(?:\s*(?:/|out\s+of)\s*(?P<den>\d+(?:\.\d+)?)|\s*(?P<pct>%))?"
-    r"(?![\w/])",
-    re.IGNORECASE,
-)
-#: a value the reply itself calls the score ("Score: 0.85", "I rate it 8/10")
-_ANCHOR = re.compile(
-    r"\b(?:score|rating|rated|rate|grade)\b[\"']?(?:\s+(?:it|this|is|of|at|as|be|would))*"
-    r"\s*[:=]?\s*$",
-    re.IGNORECASE,
-)
-#: a reply this short that starts with a number may be just the score (``0.85``,
-#: ``0.85 - well grounded``), unless the number is a list marker (``1. It asks...``)
-_BARE_REPLY_CHARS = 40
-_LIST_MARKER = re.compile(r"[.)]\s+\S")
-
-
-def _score_of(match: re.Match[str]) -> float | None:
-    num = float(match["num"].replace("\u2212", "-"))
-    if match["den"] is not None:
-        den = float(match["den"])
-        return num / den if den > 0 and 0 <= num <= den else None
-    if match["pct"] is not None:
-        return num / 100.0 if 0 <= num <= 100 else None
-    return num
-
-
-def _score_fallback(text: str) -> dict[str, Any] | None:
-    """The seeds' last resort (their regex ``[0-1](\\.\\d+)?``), made safe: whole
-    numbers only (so "85/100" is not read as 1 nor "-0.5" as 0.5), fractions ("8.5/10",
-    "4 out of 5") and percentages divided out. The value must be one the reply calls the
-    score ("Score: 0.85"; the last such, since a judge quoting the answer's "score 1.0"
-    gives its own verdict after it) or the number a reply of at most 40 characters starts
-    with; anything else (a refusal with a numbered list, a long explanation) is no score.
-    Returns None when nothing qualifies; range checks are the output model's."""
-    text = text.strip()
-    anchored = [m for m in _VALUE.finditer(text) if _ANCHOR.search(text[: m.start()])]
-    if anchored:
-        match: re.Match[str] | None = anchored[-1]
-    else:
-        match = _VALUE.match(text) if len(text) <= _BARE_REPLY_CHARS else None
-        if match is not None and _LIST_MARKER.match(text, match.end()):
-            match = None
-    score = None if match is None else _score_of(match)
-    if score is None:
-        return None
-    return {"score": score, "reason": "score read from a non-JSON reply"}
-
-
-def _label_fallback(text: str) -> dict[str, Any] | None:
-    found = re.findall(r"\b(CORRECT|WRONG)\b", text.upper())
-    if len(set(found)) != 1:
-        return None
-    return {"label": found[0], "reason": "label read from a non-JSON reply"}
+# ---- checks --------------------------------------------------------------------------
 
 
 def _check_rag(out: RagVerdicts, values: Mapping[str, Any]) -> str | None:
@@ -454,7 +398,7 @@ RELEVANCE: Prompt[ScoreVerdict] = Prompt(
     blocks=("query", "response"),
     output=ScoreVerdict,
     example=_SCORE_EXAMPLE,
-    fallback=_score_fallback,
+    fallback=score_from_prose,
 )
 
 FAITHFULNESS: Prompt[ScoreVerdict] = Prompt(
@@ -474,7 +418,7 @@ FAITHFULNESS: Prompt[ScoreVerdict] = Prompt(
     blocks=("contexts", "response"),
     output=ScoreVerdict,
     example='{"score": 0.95, "reason": "one short sentence"}',
-    fallback=_score_fallback,
+    fallback=score_from_prose,
 )
 
 HALLUCINATION: Prompt[ScoreVerdict] = Prompt(
@@ -494,7 +438,7 @@ HALLUCINATION: Prompt[ScoreVerdict] = Prompt(
     blocks=("contexts", "response"),
     output=ScoreVerdict,
     example='{"score": 0.15, "reason": "one short sentence"}',
-    fallback=_score_fallback,
+    fallback=score_from_prose,
 )
 
 CONTEXTUAL_RELEVANCE: Prompt[ScoreVerdict] = Prompt(
@@ -514,7 +458,7 @@ CONTEXTUAL_RELEVANCE: Prompt[ScoreVerdict] = Prompt(
     blocks=("query", "contexts"),
     output=ScoreVerdict,
     example='{"score": 0.90, "reason": "one short sentence"}',
-    fallback=_score_fallback,
+    fallback=score_from_prose,
 )
 
 # ---- seed 003: RAGAS-style verdicts in one call per sample -----------------------------
@@ -612,7 +556,7 @@ ANSWER_RELEVANCE_DIRECT: Prompt[ScoreVerdict] = Prompt(
     blocks=("question", "answer"),
     output=ScoreVerdict,
     example='{"score": 0.75, "reason": "brief explanation"}',
-    fallback=_score_fallback,
+    fallback=score_from_prose,
 )
 
 GEVAL_FACTUAL_ACCURACY: Prompt[GEvalVerdict] = Prompt(
@@ -675,7 +619,7 @@ ANSWER_CLASSIFICATION: Prompt[Classification] = Prompt(
     blocks=("question", "reference_answer", "answer"),
     output=Classification,
     example='{"label": "CORRECT", "reason": "brief explanation"}',
-    fallback=_label_fallback,
+    fallback=label_from_prose,
 )
 
 PROMPTS: dict[str, Prompt[Any]] = {
