@@ -127,9 +127,17 @@ def test_store_writes_each_sample_and_resume_scores_only_the_rest(env):
     # exact_match threshold 1.0: s1 and s3 match, s0 and s2 do not
     assert statuses == [("s0", "failed"), ("s1", "passed"), ("s2", "failed"), ("s3", "passed")]
 
-    # an interrupted run: two samples stored, then resumed
+    # an interrupted run: two samples stored, then resumed (with the fingerprint that
+    # `assay evaluate` records: a run without one is refused, see test_trust_runs.py)
+    from assay.cli.resume import fingerprint
+    from assay.config import load_config
+    from assay.registry import resolve_metrics
+
     store = Store(str(db))
-    store.start_run("halfway", metrics=["exact_match"])
+    metrics = resolve_metrics(["exact_match"])
+    store.start_run(
+        "halfway", metrics=["exact_match"], fingerprint=fingerprint(data, metrics, load_config())
+    )
     for i in (0, 1):
         store.record(
             "halfway",

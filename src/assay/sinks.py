@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,10 @@ class JsonlSink:
         self._handle.flush()
 
     def close(self) -> None:
-        self._handle.close()
+        """Close the file. Every line was flushed when written, so only a line whose write
+        already failed (and was reported) can be pending: it is not reported again."""
+        with contextlib.suppress(OSError):
+            self._handle.close()
 
 
 def write_table(rows: list[dict[str, Any]], path: str | Path) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import sys
-import uuid
 import warnings
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -26,16 +25,15 @@ from assay.cli.report import (
     gate_failures,
     print_report,
 )
+from assay.cli.resume import OpenedRun, ResumeRefused, open_run, resume_command, whole_run
 from assay.config import AssayWarning, ConfigError, load_config
 from assay.io import InputErrors, read_samples
 from assay.models.embedders import ModelUnavailable
-from assay.redaction import redact
 from assay.registry import metric_class, resolve_metrics, suite_names
 from assay.resources import Resources
 from assay.runner import Evaluation, evaluate, flat_row
 from assay.sinks import JsonlSink, write_table
-from assay.store.db import Store, StoreError
-from assay.store.recorder import RunRecorder
+from assay.store.db import StoreError
 
 
 def _parse_pairs(items: list[str], option: str) -> dict[str, float]:
@@ -62,6 +60,7 @@ def _parse_pairs(items: list[str], option: str) -> dict[str, float]:
 
 @app.command("evaluate")
 def evaluate_command(
+    ctx: typer.Context,
     data: Annotated[Path, typer.Argument(help="Samples: a .jsonl, .csv or .json file.")],
     suite: Annotated[
         list[str] | None,
@@ -228,20 +227,22 @@ def evaluate_command(
             )
 
     recorder = None
-    index_map = list(range(len(samples)))
+    opened: OpenedRun | None = None
+    all_samples = samples
     if store or resume or db:
         try:
-            recorder, index_map = _open_run(
-                db, resume, run_name, data, metrics, config, len(samples)
-            )
+            opened = open_run(db, resume, run_name, data, metrics, config, len(samples))
+        except ResumeRefused as exc:
+            fail(str(exc))
         except (StoreError, SQLAlchemyError, OSError) as exc:
             fail(f"the results store cannot be used: {exc}")
+        recorder = opened.recorder
         if resume:
-            skipped = len(samples) - len(index_map)
             err.print(
-                f"resuming run {resume}: {skipped} samples already stored, {len(index_map)} to go"
+                f"resuming run {resume}: {len(opened.stored)} samples already stored, "
+                f"{len(opened.todo)} to go"
             )
-        samples = [samples[i] for i in index_map]
+        samples = [samples[i] for i in opened.todo]
 
     sink = None
     if out is not None and out.suffix.lower() == ".jsonl":
@@ -250,7 +251,7 @@ def evaluate_command(
         except OSError as exc:
             if recorder is not None:
                 recorder.store.close()
-            fail(f"{out}: cannot write: {exc.strerror or exc}")
+            fail(f"{out}: cannot write: {_reason(exc)}")
     if resume and out is not None and sink is None:
         err.print(
             f"[yellow]note:[/yellow] {escape(str(out))} will hold only the samples scored "
@@ -258,32 +259,37 @@ def evaluate_command(
         )
     resources = Resources(config)
     rows: list[dict[str, Any]] = []
-    output_failures: list[str] = []
+    failed: list[str] = []  # the outputs that failed: "out", "store", "stdout"
 
-    def output_failed(what: str, exc: BaseException) -> None:
-        message = f"{what} failed: {exc}"
-        output_failures.append(message)
-        err.print(
-            f"[red]error:[/red] {escape(message)}; scoring goes on, the other outputs keep "
-            "every sample"
-        )
+    def output_failed(output: str, what: str, exc: BaseException, going_on: bool) -> None:
+        failed.append(output)
+        message = f"{what} failed: {_reason(exc)}"
+        if going_on:
+            kept = [str(out)] if out is not None and "out" not in failed else []
+            if recorder is not None and "store" not in failed:
+                kept.append("the results store")
+            if kept:
+                message += f"; scoring goes on, every sample still goes to {' and '.join(kept)}"
+            else:
+                message += "; scoring goes on for the summary"
+        err.print(f"[red]error:[/red] {escape(message)}")
 
     def keep(index: int, sample: Any, results: dict[str, Any]) -> None:
-        nonlocal sink, recorder
+        nonlocal sink
         row = flat_row(sample, results)
         rows.append(row)
         if sink is not None:
             try:
                 sink.write(row, sample, results)
             except OSError as exc:
-                output_failed(f"writing {out}", exc)
                 sink.close()
                 sink = None
-        if recorder is not None and not output_failures:
+                output_failed("out", f"writing {out}", exc, going_on=True)
+        if recorder is not None and "store" not in failed:
             try:
                 recorder(index, sample, results)
             except (StoreError, SQLAlchemyError, OSError) as exc:
-                output_failed("writing to the results store", exc)
+                output_failed("store", "writing to the results store", exc, going_on=True)
 
     show_progress = not quiet and sys.stderr.isatty()
     interrupted = False
@@ -326,21 +332,24 @@ def evaluate_command(
             try:
                 recorder.store.finish_run(recorder.run_id, status=status, judge_usage=usage)
             except (StoreError, SQLAlchemyError, OSError) as exc:
-                output_failed("closing the stored run", exc)
+                output_failed("store", "closing the stored run", exc, going_on=False)
             recorder.store.close()
         if out is not None and out.suffix.lower() in {".csv", ".parquet"} and rows:
             try:
                 write_table(rows, out)
             except (OSError, ValueError, ImportError) as exc:
-                output_failed(f"writing {out}", exc)
+                output_failed("out", f"writing {out}", exc, going_on=False)
         resources.close()
+    again = f"to resume: {resume_command(ctx, recorder.run_id)}" if recorder is not None else ""
     if interrupted or evaluation is None:
         if not rows:
             where = "; no sample had finished"
-        elif out is not None and not output_failures:
+        elif out is not None and "out" not in failed:
             where = f"; {len(rows)} finished samples are in {out}"
-        elif out is not None:
-            where = f"; {len(rows)} samples had finished, but writing {out} failed"
+        elif recorder is not None and "store" not in failed:
+            where = f"; {len(rows)} finished samples are stored"
+        elif out is not None or recorder is not None:
+            where = f"; {len(rows)} samples had finished, but writing them failed"
         else:
             where = (
                 f"; {len(rows)} samples had finished (add --out FILE or --store to keep "
@@ -349,9 +358,18 @@ def evaluate_command(
         if recorder is not None:
             where += f"; resume with --resume {recorder.run_id}"
         err.print(f"[yellow]interrupted[/yellow]{escape(where)}")
+        if again:
+            err.print(escape(again))
         raise typer.Exit(EXIT_INTERRUPTED)
+    if opened is not None and resume:
+        # the summary and every gate cover the whole run: stored samples too
+        evaluation = whole_run(evaluation, all_samples, opened.todo, opened.stored)
     evaluation.input_errors = input_errors
-    print_report(evaluation, group_by, output_format, out if not output_failures else None)
+    try:
+        print_report(evaluation, group_by, output_format, out if "out" not in failed else None)
+    except OSError as exc:
+        consoles.silence_stdout()
+        output_failed("stdout", "writing the results to standard output", exc, going_on=False)
     for note in error_notes(evaluation):
         err.print(f"[red]metric errors:[/red] {escape(note)}")
     failures = gate_failures(evaluation, under, over)
@@ -360,14 +378,28 @@ def evaluate_command(
     too_many_errors = error_gate(evaluation, tolerance)
     for failure in too_many_errors:
         err.print(f"[red]errors over the limit:[/red] {escape(failure)}")
-    if output_failures:
-        hint = f"; resume with --resume {recorder.run_id}" if recorder is not None else ""
-        err.print(f"[red]error:[/red] some results were not saved{escape(hint)}")
+    if "store" in failed and recorder is not None:
+        err.print(
+            "[red]error:[/red] some results were not saved; resume with --resume "
+            f"{escape(recorder.run_id)}"
+        )
+        err.print(escape(again))
+    elif "out" in failed:
+        held = "; the results store holds every sample" if recorder is not None else ""
+        err.print(f"[red]error:[/red] some results were not saved to {escape(str(out))}{held}")
+    if failed:
         raise typer.Exit(EXIT_BAD_INPUT)
     if too_many_errors:
         raise typer.Exit(EXIT_METRIC_ERRORS)
     if failures:
         raise typer.Exit(EXIT_GATE_FAILED)
+
+
+def _reason(exc: BaseException) -> str:
+    """An OS error's reason without its errno ("No space left on device"), else the message."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc)
 
 
 def _check_out(out: Path, data: Path) -> str | None:
@@ -444,34 +476,3 @@ def _warning_printer(err: Any, fallback: Any) -> Any:
             fallback(message, category, *args, **kwargs)
 
     return show
-
-
-def _open_run(
-    db: str | None,
-    resume: str | None,
-    run_name: str | None,
-    data: Path,
-    metrics: list[Any],
-    config: Any,
-    n_samples: int,
-) -> tuple[RunRecorder, list[int]]:
-    store = Store(db)
-    if resume:
-        if not store.run_exists(resume):
-            store.close()
-            raise StoreError(f"no run {resume!r} in {store.safe_url} to resume")
-        run_id = resume
-        done = store.done_indices(run_id)
-    else:
-        run_id = uuid.uuid4().hex[:12]
-        done = set()
-    store.start_run(
-        run_id,
-        name=run_name,
-        source="cli",
-        dataset=str(data),
-        metrics=[m.name for m in metrics],
-        config=redact(config.model_dump(mode="json")),
-    )
-    todo = [i for i in range(n_samples) if i not in done]
-    return RunRecorder(store, run_id, metrics, config, index_map=todo), todo

@@ -2,9 +2,11 @@
 
 SQLite file by default (WAL mode, a 10 s busy timeout and retried writes, so several
 writers on one machine are safe); PostgreSQL when the URL says so (psycopg 3), e.g.
-``postgresql+psycopg://user@127.0.0.1:5432/assay``. The schema is created and upgraded
-with Alembic on open. All values go through bound parameters: untrusted text never
-becomes SQL.
+``postgresql+psycopg://user@127.0.0.1:5432/assay``; any other scheme is refused with
+a message naming these two. The schema is created and upgraded with Alembic on open, by
+one process at a time (SQLite ``BEGIN IMMEDIATE``, a PostgreSQL advisory lock), so
+several processes opening one new database at once all succeed. All values go through
+bound parameters: untrusted text never becomes SQL.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
-from sqlalchemy import Engine, create_engine, delete, event, select
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, create_engine, delete, event, select
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from assay.jsonout import to_jsonable
-from assay.redaction import known_secrets, redact, redact_text
+from assay.redaction import known_secrets, redact, redact_text, redact_url
 from assay.result import MetricResult
 from assay.sample import Sample
 from assay.store.models import (
@@ -38,9 +42,20 @@ from assay.store.models import (
     utcnow,
 )
 
-__all__ = ["DEFAULT_URL_ENV", "Store", "StoreError", "default_url", "normalise_url"]
+__all__ = [
+    "DEFAULT_URL_ENV",
+    "SUPPORTED_SCHEMES",
+    "Store",
+    "StoreError",
+    "default_url",
+    "normalise_url",
+]
 
 DEFAULT_URL_ENV = "ASSAY_DATABASE_URL"
+#: the URL schemes the store accepts (a plain path is a SQLite file)
+SUPPORTED_SCHEMES = ("sqlite", "sqlite+pysqlite", "postgresql", "postgres", "postgresql+psycopg")
+# the PostgreSQL advisory lock held while migrating (any constant shared by all processes)
+_MIGRATION_LOCK = 0x61737361  # "assa"
 T = TypeVar("T")
 
 
@@ -54,11 +69,21 @@ def default_url() -> str:
 
 
 def normalise_url(url: str) -> str:
-    """Accept plain paths and ``postgresql://`` URLs; pick the psycopg 3 driver."""
+    """Accept plain paths, ``sqlite:///`` and ``postgresql://`` URLs; pick the psycopg 3
+    driver. Any other scheme raises `StoreError` naming the supported ones (never the URL,
+    which may hold a password)."""
     if "://" not in url:
         return f"sqlite:///{Path(url).expanduser()}"
-    if url.startswith("postgresql://") or url.startswith("postgres://"):
-        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    scheme, rest = url.split("://", 1)
+    if scheme.lower() not in SUPPORTED_SCHEMES:
+        shown = scheme if scheme.replace("+", "").isalnum() else "?"
+        raise StoreError(
+            f"unsupported database URL scheme {shown!r}: the results store is SQLite "
+            "(sqlite:///PATH, or a plain file path) or PostgreSQL "
+            "(postgresql://USER@HOST:PORT/DATABASE)"
+        )
+    if scheme.lower() in {"postgresql", "postgres"}:
+        return "postgresql+psycopg://" + rest
     return url
 
 
@@ -89,7 +114,7 @@ class Store:
         return (
             self.engine.url.render_as_string(hide_password=True)
             if hasattr(self, "engine")
-            else self.url
+            else redact_url(self.url)
         )
 
     def _make_engine(self) -> Engine:
@@ -112,12 +137,31 @@ class Store:
         return create_engine(self.url, pool_pre_ping=True)
 
     def migrate(self) -> None:
-        """Create or upgrade the schema to the newest Alembic revision."""
+        """Create or upgrade the schema to the newest Alembic revision.
+
+        A database already at the newest revision is only read (a read-only SQLite file
+        opens). Otherwise one process at a time migrates, holding the database's write
+        lock (SQLite) or an advisory lock (PostgreSQL) and reading the revision again
+        under it: processes that open one new database at once wait for the first and
+        then find the schema made, instead of all creating the same tables."""
         cfg = AlembicConfig()
         cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+        head = ScriptDirectory.from_config(cfg).get_current_head()
+        with self.engine.connect() as connection:
+            if MigrationContext.configure(connection).get_current_revision() == head:
+                return
         with self.engine.begin() as connection:
+            self._lock_for_migration(connection)
             cfg.attributes["connection"] = connection
             command.upgrade(cfg, "head")
+
+    def _lock_for_migration(self, connection: Connection) -> None:
+        """Take the lock that serialises migrations, for this transaction."""
+        if self.dialect == "sqlite":
+            # the write lock now (waiting up to the busy timeout), not at the first write
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        elif self.dialect == "postgresql":
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
 
     def session(self) -> Session:
         return self._sessions()
@@ -152,8 +196,10 @@ class Store:
         metrics: Iterable[str] = (),
         tags: dict[str, Any] | None = None,
         config: dict[str, Any] | None = None,
+        fingerprint: dict[str, Any] | None = None,
     ) -> str:
-        """Create the run, or mark an existing one running again (resume)."""
+        """Create the run, or mark an existing one running again (resume; its fingerprint
+        stays the one it was started with)."""
 
         def action(session: Session) -> str:
             run = session.get(Run, run_id)
@@ -167,6 +213,9 @@ class Store:
                         metrics=list(metrics),
                         tags=tags or {},
                         config=redact(config or {}),
+                        fingerprint=(
+                            redact(fingerprint, by_name=False) if fingerprint is not None else None
+                        ),
                     )
                 )
             else:
@@ -201,16 +250,45 @@ class Store:
                 connection.exec_driver_sql("ANALYZE")
 
     def done_indices(self, run_id: str) -> set[int]:
-        """Sample indices already stored for a run (what a resumed run skips)."""
+        """Sample indices stored for a run with no metric error (what a resumed run skips;
+        a sample that errored is scored again)."""
+        return set(self.stored_results(run_id))
+
+    def stored_results(self, run_id: str) -> dict[int, dict[str, MetricResult]]:
+        """The metric results of a run's samples, by sample index, as they were scored:
+        value, method, reason and evidence. Samples with a metric error are left out."""
+        stmt = (
+            select(TestResult.sample_index, ScoringDetail)
+            .outerjoin(ScoringDetail, ScoringDetail.test_result_id == TestResult.id)
+            .where(TestResult.run_id == run_id)
+        )
+        found: dict[int, dict[str, MetricResult]] = {}
+        errored: set[int] = set()
         with self.session() as session:
-            rows = session.execute(
-                select(TestResult.sample_index).where(TestResult.run_id == run_id)
-            )
-            return {r[0] for r in rows}
+            for index, score in session.execute(stmt):
+                row = found.setdefault(index, {})
+                if score is None:  # stored with no scores (no metric ran on it)
+                    continue
+                if score.error is not None:
+                    errored.add(index)
+                row[score.metric_name] = MetricResult(
+                    name=score.metric_name,
+                    value=score.metric_value,
+                    details=dict(score.details or {}),
+                    method=score.method or "local",
+                    reason=score.reason,
+                )
+        return {i: rows for i, rows in sorted(found.items()) if i not in errored}
 
     def run_exists(self, run_id: str) -> bool:
         with self.session() as session:
             return session.get(Run, run_id) is not None
+
+    def fingerprint(self, run_id: str) -> dict[str, Any] | None:
+        """What the run was scored on (see `start_run`), or None when it was not recorded."""
+        with self.session() as session:
+            run = session.get(Run, run_id)
+            return None if run is None else run.fingerprint
 
     # ---- results ------------------------------------------------------------------
     def record(
@@ -227,12 +305,26 @@ class Store:
         validation: dict[str, Any] | None = None,
         error: str | None = None,
         timestamp: datetime | None = None,
+        replace: bool = False,
     ) -> int:
-        """Store one finished sample/test with its metric values; returns its row id."""
+        """Store one finished sample/test with its metric values; returns its row id.
+
+        ``replace=True`` first deletes the run's row of this sample index with its scores
+        and checks (a resumed run scoring an errored sample again), in one transaction."""
         when = timestamp or utcnow()
         secrets = known_secrets()
 
         def action(session: Session) -> int:
+            if replace:
+                old = session.scalar(
+                    select(TestResult.id).where(
+                        TestResult.run_id == run_id, TestResult.sample_index == sample_index
+                    )
+                )
+                if old is not None:
+                    for child in (ScoringDetail, QualityCheck, ValidationDetail):
+                        session.execute(delete(child).where(child.test_result_id == old))
+                    session.execute(delete(TestResult).where(TestResult.id == old))
             row = TestResult(
                 run_id=run_id,
                 sample_index=sample_index,

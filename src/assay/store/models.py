@@ -120,6 +120,9 @@ class Run(Base):
     tags: Mapped[dict[str, Any]] = mapped_column(default=dict)
     config: Mapped[dict[str, Any]] = mapped_column(default=dict)
     judge_usage: Mapped[dict[str, Any] | None] = mapped_column(SafeJSON)
+    # what a CLI run was scored on (dataset hash, metrics, parameters, judge): --resume
+    # refuses to continue it on anything else
+    fingerprint: Mapped[dict[str, Any] | None] = mapped_column(SafeJSON)
 
     results: Mapped[list[TestResult]] = relationship(back_populates="run")
 

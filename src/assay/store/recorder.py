@@ -49,12 +49,15 @@ class RunRecorder:
         metrics: Sequence[Metric],
         config: AssayConfig,
         index_map: Sequence[int] | None = None,
+        replace: bool = False,
     ) -> None:
         self.store = store
         self.run_id = run_id
         self.metrics = list(metrics)
         self.config = config
         self.index_map = list(index_map) if index_map is not None else None
+        # a resumed run scores errored samples again: their old rows are replaced
+        self.replace = replace
         self.written = 0
 
     def __call__(self, index: int, sample: Sample, results: dict[str, MetricResult]) -> None:
@@ -67,6 +70,7 @@ class RunRecorder:
             status=sample_status(self.metrics, results, self.config),
             quality=self.quality_of(sample),
             validation=self.validation_of(sample, results),
+            replace=self.replace,
         )
         self.written += 1
 
