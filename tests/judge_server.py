@@ -22,7 +22,7 @@ Faults (`FAULTS`), for the adversarial tests and ``benchmarks/faults.py``: ``fau
 list of fault kinds the next requests get, in order (a script; ``None`` is a normal
 reply); ``inject(rate, kinds, seed)`` then gives each later request one of ``kinds`` with
 probability ``rate`` (a seeded RNG); ``storm(seconds)`` answers every request 429 with
-``Retry-After`` for that long. The kinds:
+``Retry-After`` for that long (from now, or from a later request). The kinds:
 
 - ``429`` (with ``Retry-After: retry_after``), ``500``;
 - ``hang``: no reply for ``hang_seconds`` (the client must time out);
@@ -207,6 +207,7 @@ class JudgeServer:
         self.fault_rate = 0.0
         self.fault_kinds: tuple[str, ...] = FAULTS
         self.storm_until = 0.0  # time.monotonic() until which every request gets 429
+        self._storm = (0.0, 0)  # a storm to come: (its seconds, the call count it follows)
         self.hang_seconds = 30.0
         self.drip_seconds = 5.0
         self.faults_served: Counter[str] = Counter()
@@ -262,7 +263,7 @@ class JudgeServer:
             self.reject_formats = set()
             self.faults = []
             self.fault_rate = 0.0
-            self.storm_until = 0.0
+            self.storm_until, self._storm = 0.0, (0.0, 0)
             self.faults_served = Counter()
 
     def inject(self, rate: float, kinds: Iterable[str] = FAULTS, seed: int = 0) -> None:
@@ -275,15 +276,22 @@ class JudgeServer:
         with self._lock:
             self.fault_rate, self.fault_kinds, self._rng = rate, kinds, random.Random(seed)
 
-    def storm(self, seconds: float, retry_after: str = "1") -> None:
-        """Answer every request 429 with ``Retry-After: retry_after`` for ``seconds``."""
+    def storm(self, seconds: float, retry_after: str = "1", after: int = 0) -> None:
+        """Answer every request 429 with ``Retry-After: retry_after`` for ``seconds``,
+        starting now or, with ``after``, at the request after the next ``after``."""
         with self._lock:
-            self.storm_until = time.monotonic() + seconds
+            if after:
+                self._storm, self.storm_until = (seconds, self.calls + after), 0.0
+            else:
+                self._storm, self.storm_until = (0.0, 0), time.monotonic() + seconds
             self.retry_after = retry_after
 
     def _fault(self) -> str | None:
         """The fault this request gets (called under the lock)."""
         fault: str | None = None
+        seconds, start = self._storm
+        if seconds and self.calls > start:
+            self.storm_until, self._storm = time.monotonic() + seconds, (0.0, 0)
         if time.monotonic() < self.storm_until:
             fault = "429"
         elif self.faults:

@@ -271,6 +271,24 @@ def test_a_429_storm_is_waited_out_by_the_probe_alone(server: JudgeServer) -> No
     assert server.calls == server.faults_served["429"] + 4
 
 
+def test_retry_after_holds_back_every_question_not_only_the_refused_one(
+    server: JudgeServer,
+) -> None:
+    server.storm(0.5, retry_after="0.5", after=1)  # from the request after the probe
+    client = client_for(server, concurrency=4, backoff_max=2.0)
+    started = time.perf_counter()
+    replies = client.gather(
+        client.ask(RELEVANCE, query=f"What is the capital of region {i}?", response="Lima.")
+        for i in range(12)
+    )
+    assert [r.output.score for r in replies] == [0.0] * 12
+    # the 4 questions in flight when the storm began were refused; the 7 waiting ones
+    # were not sent until the Retry-After had passed, so they did not meet the storm
+    assert server.faults_served["429"] == 4
+    assert server.calls == 1 + 4 + 11 and client.usage.retries == 4
+    assert time.perf_counter() - started >= 0.5
+
+
 @pytest.mark.parametrize("kind", ["500", "reset", "hang", "drip"])
 def test_a_transport_fault_is_retried_and_the_question_answered(
     server: JudgeServer, kind: str

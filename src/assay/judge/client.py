@@ -16,7 +16,8 @@ values) it:
    length, changes nothing), with at most
    ``concurrency`` requests in flight, a per-request ``timeout``, and up to
    ``max_retries`` retries with exponential backoff and jitter on 429, 5xx, timeouts and
-   connection errors (``Retry-After`` is honoured, capped; an unreadable one is ignored).
+   connection errors (``Retry-After`` is honoured, capped, and holds back every request
+   of the client, not only the one refused; an unreadable one is ignored).
    A reply that is not a chat completion (an HTML page, JSON of another shape, a broken
    body: usually a wrong ``base_url``) fails at once with `JudgeError` saying so; so
    does a completion without a usable answer (no choices, no message, null content, a
@@ -161,6 +162,7 @@ class JudgeClient:
         # until one request has settled which response_format the server takes, requests
         # wait for it: the format is probed once per client (one server, one model)
         self._probed = self._fixed_mode
+        self._quiet_until = 0.0  # loop time before which no request is sent (Retry-After)
         self._probe: asyncio.Lock | None = None
 
     # ---- construction ------------------------------------------------------------------
@@ -381,6 +383,7 @@ class JudgeClient:
                 kwargs["max_tokens"] = self.max_tokens
             error: BaseException | None = None
             async with self._sem():
+                await self._hold_off()
                 self.usage.add("calls")
                 started = time.perf_counter()
                 try:
@@ -425,7 +428,19 @@ class JudgeClient:
                     f"judge request failed after {self.max_retries} retries: {_describe(error)}"
                 ) from None
             self.usage.add("retries")
-            await asyncio.sleep(self._backoff(attempt, _retry_after(error)))
+            retry_after = _retry_after(error)
+            if retry_after:
+                # the server asked this client to wait: no request of any question goes
+                # before then (a 429 storm is not fed by the other questions in flight)
+                until = asyncio.get_running_loop().time() + min(retry_after, self.backoff_max)
+                self._quiet_until = max(self._quiet_until, until)
+            await asyncio.sleep(self._backoff(attempt, retry_after))
+
+    async def _hold_off(self) -> None:
+        """Wait out the latest ``Retry-After`` the server gave (bounded by backoff_max)."""
+        loop = asyncio.get_running_loop()
+        while (wait := self._quiet_until - loop.time()) > 0:
+            await asyncio.sleep(wait)
 
     def _content(self, completion: Any) -> str:
         """The reply text of a chat completion; `JudgeError` with the reason for anything
