@@ -12,7 +12,6 @@ field and the valid values (see `assay.server.errors`).
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from typing import Annotated, Any
@@ -29,20 +28,21 @@ from pydantic import (
     field_validator,
 )
 
+from assay import jsonout
 from assay.jsonout import to_jsonable
 from assay.registry import list_metrics, suite_names
 from assay.result import MetricResult
 from assay.sample import Sample
-from assay.server.errors import ERROR_RESPONSES
+from assay.server.errors import ERROR_RESPONSES, StrictJSONResponse
+from assay.server.inputs import parse_json_file, reject_unencodable
 from assay.server.views import compare_view, tag_groups
 from assay.store.db import Store
 
-__all__ = ["CONFIG_NAME_PATTERN", "MAX_HOURS", "MAX_IMPORT_BYTES", "MAX_OFFSET", "router"]
+__all__ = ["CONFIG_NAME_PATTERN", "MAX_HOURS", "MAX_OFFSET", "router"]
 
 router = APIRouter(prefix="/api", responses=ERROR_RESPONSES)
 
 CONFIG_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
-MAX_IMPORT_BYTES = 1_000_000
 #: longest statistics window (100 years): a longer one is no window, and past ~2000
 #: years the start date would fall before year 1 (a 500 instead of an answer)
 MAX_HOURS = 24 * 366 * 100
@@ -277,6 +277,8 @@ def evaluate(request: Request, req: EvaluateRequest) -> dict[str, Any]:
                 }
             ],
         )
+    reject_unencodable(req.samples, ["body", "samples"])
+    reject_unencodable(req.tags, ["body", "tags"])
     samples: list[Sample] = []
     errors: list[dict[str, Any]] = []
     for i, raw in enumerate(req.samples):
@@ -371,8 +373,8 @@ class JsonEvalRequest(BaseModel):
     flatten: bool = Field(True, description="Compare nested objects field by field.")
 
 
-@router.post("/json-eval", tags=["scoring"])
-def json_eval(request: Request, body: JsonEvalRequest) -> dict[str, Any]:
+@router.post("/json-eval", tags=["scoring"], response_model=dict[str, Any])
+def json_eval(request: Request, body: JsonEvalRequest) -> Response:
     """Completeness, hallucination, accuracy and RQS of one JSON output with the per-field
     breakdown (strategy, source, similarity, threshold, score, reason) and key buckets."""
     from assay.models.embedders import ModelUnavailable
@@ -416,7 +418,8 @@ def json_eval(request: Request, body: JsonEvalRequest) -> dict[str, Any]:
         raise HTTPException(503, str(exc)) from None
     except (TypeError, ValueError) as exc:
         raise HTTPException(422, str(exc)) from None
-    return to_jsonable(result.to_dict())
+    # written directly: the values compared may nest deeper than pydantic serialises
+    return StrictJSONResponse(result.to_dict())
 
 
 # ---- field-strategy configurations (seed 002) -----------------------------------------------
@@ -432,9 +435,11 @@ def _validated(data: Any, source: str | None = None) -> dict[str, str]:
     from assay.structured import StrategyConfig, StrategyConfigError
 
     try:
-        return StrategyConfig.from_data(data, source=source).to_dict()
+        strategies = StrategyConfig.from_data(data, source=source).to_dict()
     except StrategyConfigError as exc:
         raise HTTPException(422, str(exc)) from None
+    reject_unencodable(strategies, ["body"])
+    return strategies
 
 
 @router.get("/field-strategies", tags=["field strategies"])
@@ -484,21 +489,7 @@ async def import_field_strategies(request: Request, name: ConfigName) -> dict[st
     """Import a config file: the request body is the file's JSON (an object field ->
     strategy, or ``{"field_strategies": {...}}``). Validated before it is saved; an
     unknown strategy is a 422 naming the field and the valid values."""
-    raw = await request.body()
-    if len(raw) > MAX_IMPORT_BYTES:
-        raise HTTPException(413, f"config file larger than {MAX_IMPORT_BYTES} bytes")
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise HTTPException(422, "config file is not UTF-8 text") from None
-    except RecursionError:
-        raise HTTPException(422, "config file is nested too deeply to be a config") from None
-    except json.JSONDecodeError as exc:
-        raise HTTPException(
-            422, f"config file is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from None
-    except ValueError as exc:  # e.g. an integer of over 4,300 digits
-        raise HTTPException(422, f"config file is not a usable JSON document: {exc}") from None
+    data = parse_json_file(await request.body())
     strategies = _validated(data)
     _store(request).put_strategy_config(name, strategies)
     return {"name": name, "strategies": strategies, "fields": len(strategies)}
@@ -512,7 +503,7 @@ def export_field_strategies(request: Request, name: ConfigName) -> Response:
         raise HTTPException(404, f"no field-strategy config {name!r}")
     filename = re.sub(r"[^A-Za-z0-9_.\-]", "_", name) + ".json"
     return Response(
-        json.dumps(found, indent=2) + "\n",
+        jsonout.dumps(found, indent=2) + "\n",
         media_type="application/json",
         headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )

@@ -13,14 +13,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException
 
 from assay.jsonout import dumps
 
-__all__ = ["ERROR_RESPONSES", "ErrorMessage", "StrictJSONResponse", "install_error_handlers"]
+__all__ = [
+    "ERROR_RESPONSES",
+    "ErrorMessage",
+    "StrictJSONResponse",
+    "install_error_handlers",
+    "well_formed",
+]
 
 
 class ErrorMessage(BaseModel):
@@ -29,11 +36,22 @@ class ErrorMessage(BaseModel):
     detail: str
 
 
+def well_formed(text: str) -> str:
+    """``text`` with each lone surrogate (from a ``"\\ud800"`` escape in posted JSON)
+    replaced by U+FFFD and split surrogate pairs joined: text UTF-8 can encode."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 class StrictJSONResponse(JSONResponse):
-    """JSON through `assay.jsonout.dumps`: standard JSON only (non-finite numbers -> null)."""
+    """JSON through `assay.jsonout.dumps`: standard JSON only (non-finite numbers -> null),
+    always valid UTF-8 (see `well_formed`)."""
 
     def render(self, content: Any) -> bytes:
-        return dumps(content).encode("utf-8")
+        text = dumps(content)
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            return well_formed(text).encode("utf-8")
 
 
 #: the error statuses any API operation may answer, besides 422 (declared by FastAPI)

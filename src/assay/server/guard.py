@@ -19,12 +19,13 @@ Error bodies are ``{"detail": message}`` and never quote the request body.
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
+
+from assay.jsonout import dumps
 
 __all__ = ["ALLOWED_HOSTS_ENV", "LOOPBACK_HOSTS", "WRITE_METHODS", "RequestGuard", "host_name"]
 
@@ -200,7 +201,7 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 async def _answer(
     send: Send, status: int, detail: str, close: bool = False, allow: list[str] | None = None
 ) -> None:
-    body = json.dumps({"detail": detail}).encode("utf-8")
+    body = dumps({"detail": detail}).encode("utf-8")
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),

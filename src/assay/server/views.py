@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Any
 
@@ -193,5 +194,5 @@ def compare_view(store: Store, a: str, b: str) -> list[dict[str, Any]]:
             for key in ("mean_a", "mean_b", "diff", "ci_low", "ci_high")
         }
         diff = row["diff"]
-        row["better"] = None if not diff else (diff > 0) == higher
+        row["better"] = None if not diff or not math.isfinite(diff) else (diff > 0) == higher
     return rows
