@@ -43,50 +43,68 @@ NA = "N/A"
 
 
 # ---- formatting (Jinja filters) -----------------------------------------------------------
-def fmt_number(value: float | None, digits: int = 2) -> str:
-    """``N/A`` for None; otherwise fixed decimals."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+#: from this magnitude on a number is written as 1.70e+308, not as hundreds of digits
+LARGE = 1e12
+UNIT_SUFFIX = {"ms": " ms", "tokens/s": " tok/s", "ms/token": " ms/tok", "count": "", "score": ""}
+
+
+def finite(value: Any) -> float | None:
+    """``value`` as a float when it is a finite number; None for None, NaN, ±infinity,
+    numbers beyond the float range and anything that is not a number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an int past 1.8e308
+        return None
+    return number if math.isfinite(number) else None
+
+
+def fmt_number(value: Any, digits: int = 2, suffix: str = "", signed: bool = False) -> str:
+    """The one number formatter of the pages: ``N/A`` for no value or a non-finite one,
+    fixed decimals, scientific notation from `LARGE` on; ``signed`` adds a ``+``."""
+    number = finite(value)
+    if number is None:
         return NA
-    return f"{value:.{digits}f}"
+    text = f"{number:.{digits}e}" if abs(number) >= LARGE else f"{number:.{digits}f}"
+    return f"{'+' if signed and number > 0 else ''}{text}{suffix}"
+
+
+def data_value(value: Any) -> str:
+    """A number for a ``data-value`` attribute (machine-readable): empty for N/A."""
+    return "" if finite(value) is None else str(value)
 
 
 def fmt_percent(value: float | None, digits: int = 1) -> str:
     """A value already on the 0–100 scale, with a % sign."""
-    text = fmt_number(value, digits)
-    return text if text == NA else f"{text}%"
+    return fmt_number(value, digits, "%")
 
 
 def fmt_seconds(value: float | None) -> str:
-    if value is None:
-        return NA
-    return f"{value:.2f} s"
+    return fmt_number(value, 2, " s")
 
 
-UNIT_SUFFIX = {"ms": " ms", "tokens/s": " tok/s", "ms/token": " ms/tok", "count": "", "score": ""}
+def _unit_suffix(unit: str, ratio_suffix: str) -> str:
+    if unit in {"ratio", "bool"}:
+        return ratio_suffix
+    return UNIT_SUFFIX.get(unit, " " + unit)
 
 
 def fmt_metric(display: float | None, unit: str) -> str:
     """A metric's display value: ratio/bool as a percentage, other units with their unit."""
-    if display is None:
-        return NA
-    if unit in {"ratio", "bool"}:
-        return f"{display:.2f}%"
-    return f"{display:.2f}{UNIT_SUFFIX.get(unit, ' ' + unit)}"
+    return fmt_number(display, 2, _unit_suffix(unit, "%"))
 
 
 def fmt_signed(display: float | None, unit: str) -> str:
-    if display is None:
-        return NA
-    sign = "+" if display > 0 else ""
-    if unit in {"ratio", "bool"}:
-        return f"{sign}{display:.2f} pts"
-    return f"{sign}{display:.2f}{UNIT_SUFFIX.get(unit, ' ' + unit)}"
+    """A difference: signed, in points for ratio/bool metrics, else in the metric's unit."""
+    return fmt_number(display, 2, _unit_suffix(unit, " pts"), signed=True)
 
 
 def fmt_p(value: float | None) -> str:
-    if value is None:
-        return NA
-    return "< 0.001" if value < 0.001 else f"{value:.3f}"
+    number = finite(value)
+    if number is not None and number < 0.001:
+        return "< 0.001"
+    return fmt_number(number, 3)
 
 
 def breakable(text: Any) -> Markup:
@@ -101,6 +119,7 @@ def pretty_json(value: Any) -> str:
 
 def trend_info(value: float | None, higher_is_better: bool = True) -> dict[str, str]:
     """Arrow, text and good/bad class of a 24 h trend (percent change)."""
+    value = finite(value)
     if value is None:
         return {
             "arrow": "–",
@@ -114,7 +133,7 @@ def trend_info(value: float | None, higher_is_better: bool = True) -> dict[str, 
     good = up == higher_is_better
     return {
         "arrow": "↑" if up else "↓",
-        "text": f"{'+' if up else ''}{value:.1f}%",
+        "text": fmt_number(value, 1, "%", signed=True),
         "cls": "good" if good else "bad",
         "title": "change of the last 24 h vs the 24 h before",
     }
@@ -136,9 +155,11 @@ def environment() -> Environment:
         metric=fmt_metric,
         signed=fmt_signed,
         pvalue=fmt_p,
+        data=data_value,
         pretty=pretty_json,
         breakable=breakable,
     )
+    env.tests["finite"] = lambda value: finite(value) is not None
     env.globals.update(trend=trend_info, NA=NA, urlencode=urlencode)
     # page data (``tojson``) is standard JSON too: a non-finite number becomes null
     env.policies["json.dumps_function"] = jsonout.dumps
