@@ -627,8 +627,8 @@ def test_a_document_that_fails_does_not_sink_the_batch() -> None:
     )
     assert results[0].result is not None and results[0].result.accuracy == 1.0
     assert results[1].result is None
-    assert results[1].error.startswith("d.json: evaluation failed: ValueError")
-    assert "nests deeper than 500 levels" in results[1].error
+    # past the depth limit the pair is an error row before evaluation, naming its side
+    assert results[1].error.startswith("deep: expected JSON nests deeper than 500 levels")
 
 
 def test_jsonl_pairs_accept_aliases_and_report_bad_lines(tmp_path) -> None:
@@ -760,12 +760,12 @@ def test_deep_documents_up_to_the_limit_compare_and_deeper_is_a_clear_error(reso
         deep_list = [deep_list]
     with pytest.raises(ValueError, match="output JSON nests deeper"):
         evaluate_json({"a": 1}, {"a": deep_list})
-    # the metrics answer None with the reason instead of failing
+    # the metrics give this sample an error naming the field and the limit
     result = get_metric("json_completeness").score(
         Sample(expected_json=_nested(600), output_json={}), resources
     )
-    assert result.error is None and result.value is None
-    assert "expected_json nests deeper than 500 levels" in result.reason
+    assert (result.value, result.reason) == (None, "input over a limit")
+    assert result.error.startswith("expected_json nests 601 levels deep, over the limit of 500")
 
 
 def test_keys_of_python_dicts_are_named_as_json_writes_them() -> None:

@@ -16,7 +16,36 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["AssayConfig", "AssayWarning", "ConfigError", "load_config"]
+__all__ = [
+    "DEFAULT_MAX_JSON_DEPTH",
+    "MAX_JSON_DEPTH_CEILING",
+    "AssayConfig",
+    "AssayWarning",
+    "ConfigError",
+    "load_config",
+    "over_limit",
+    "raise_hint",
+]
+
+#: default deepest nesting of a JSON field or document (``max_json_depth``)
+DEFAULT_MAX_JSON_DEPTH = 500
+#: highest ``max_json_depth`` allowed: Python's JSON parser and encoder spend one level of
+#: the interpreter's recursion limit (1,000) per level of nesting, and the caller's own
+#: frames (a test runner, a web server) need the rest
+MAX_JSON_DEPTH_CEILING = 800
+
+
+def raise_hint(setting: str) -> str:
+    """How to raise the input limit ``setting`` (``max_field_chars``, ``max_json_depth``,
+    ``max_contexts``), for messages."""
+    upto = f" (up to {MAX_JSON_DEPTH_CEILING})" if setting == "max_json_depth" else ""
+    return f"raise it{upto} with ASSAY_{setting.upper()} or {setting} in [tool.assay]"
+
+
+def over_limit(measured: str, limit: int, setting: str) -> str:
+    """``measured`` (e.g. "has 1,001 characters") past ``limit`` of ``setting``, and how
+    to raise it: the message of every input-limit error."""
+    return f"{measured}, over the limit of {limit:,} ({setting}); {raise_hint(setting)}"
 
 
 class ConfigError(ValueError):
@@ -162,6 +191,33 @@ class AssayConfig(BaseSettings):
     )
     use_cache: bool = Field(True, validation_alias=_env("ASSAY_USE_CACHE", "use_cache"))
     batch_size: int = Field(64, ge=1, validation_alias=_env("ASSAY_BATCH_SIZE", "batch_size"))
+    # input limits (docs/input.md, "Limits"): past one, the metrics that read the field
+    # give a per-sample error; the rest of the run goes on
+    max_field_chars: int = Field(
+        1_000_000,
+        ge=1,
+        validation_alias=_env("ASSAY_MAX_FIELD_CHARS", "max_field_chars"),
+        description=(
+            "Largest text field a metric reads, in characters (a list field counts all its "
+            "items together; a JSON field its strings and keys plus one per value)."
+        ),
+    )
+    max_json_depth: int = Field(
+        DEFAULT_MAX_JSON_DEPTH,
+        ge=1,
+        le=MAX_JSON_DEPTH_CEILING,
+        validation_alias=_env("ASSAY_MAX_JSON_DEPTH", "max_json_depth"),
+        description=(
+            "Deepest nesting of objects/arrays in a JSON field (input records and json-eval "
+            f"documents); at most {MAX_JSON_DEPTH_CEILING}, which Python's parser can hold."
+        ),
+    )
+    max_contexts: int = Field(
+        1_000,
+        ge=1,
+        validation_alias=_env("ASSAY_MAX_CONTEXTS", "max_contexts"),
+        description="Most retrieved contexts (items of 'contexts') a metric reads.",
+    )
     seed: int = Field(0, validation_alias=_env("ASSAY_SEED", "seed"))
     # LLM judge (issue 3); configured when judge_model and judge_base_url are set, or
     # judge_model and judge_api_key (OpenAI at its default URL)

@@ -32,7 +32,9 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
+from assay.config import load_config, over_limit
 from assay.sample import FIELD_ALIASES, Sample, _key_form
+from assay.structured.values import json_extent
 
 __all__ = [
     "InputError",
@@ -136,32 +138,41 @@ def _validation_errors(
     return errors
 
 
-def _first_problem(value: Any, path: str = "") -> tuple[str | None, str] | None:
-    """(field path, message) of the first text that is not text or key given twice."""
-    if isinstance(value, str):
-        if _NOT_TEXT.search(value):
-            return path or None, (
-                "is not valid UTF-8 text (an undecodable byte or a lone surrogate escape); "
-                "save the file as UTF-8"
-            )
-        return None
-    if isinstance(value, dict):
-        duplicate = getattr(value, "duplicate", None)
-        if duplicate is not None:
-            where = f"{path}.{duplicate}" if path else duplicate
-            return where, "appears twice in one object with different values: keep one"
-        for key, item in value.items():
-            where = f"{path}.{key}" if path else str(key)
-            if isinstance(key, str) and _NOT_TEXT.search(key):
-                return where, "the key is not valid UTF-8 text; save the file as UTF-8"
-            found = _first_problem(item, where)
-            if found is not None:
-                return found
-    if isinstance(value, list):
-        for i, item in enumerate(value):
-            found = _first_problem(item, f"{path}.{i}" if path else str(i))
-            if found is not None:
-                return found
+def _first_problem(value: Any) -> tuple[str | None, str] | None:
+    """(field path, message) of the first text that is not text or key given twice.
+    Iterative (depth-first, in order): nesting costs no recursion."""
+    stack: list[tuple[Any, str, Any]] = [(value, "", None)]
+    while stack:
+        item, where, key = stack.pop()
+        if isinstance(key, str) and _NOT_TEXT.search(key):
+            return where, "the key is not valid UTF-8 text; save the file as UTF-8"
+        if isinstance(item, str):
+            if _NOT_TEXT.search(item):
+                return where or None, (
+                    "is not valid UTF-8 text (an undecodable byte or a lone surrogate escape); "
+                    "save the file as UTF-8"
+                )
+        elif isinstance(item, dict):
+            duplicate = getattr(item, "duplicate", None)
+            if duplicate is not None:
+                at = f"{where}.{duplicate}" if where else duplicate
+                return at, "appears twice in one object with different values: keep one"
+            entries = [(v, f"{where}.{k}" if where else str(k), k) for k, v in item.items()]
+            stack.extend(reversed(entries))
+        elif isinstance(item, list):
+            entries = [(v, f"{where}.{i}" if where else str(i), None) for i, v in enumerate(item)]
+            stack.extend(reversed(entries))
+    return None
+
+
+def _too_deep(record: dict[str, Any], max_json_depth: int) -> tuple[str, str] | None:
+    """(key, message) of the first field nesting deeper than ``max_json_depth``."""
+    for key, value in record.items():
+        if isinstance(value, dict | list):
+            depth = json_extent(value)[1]
+            if depth > max_json_depth:
+                measured = f"nests {depth:,} levels deep"
+                return str(key), over_limit(measured, max_json_depth, "max_json_depth")
     return None
 
 
@@ -174,12 +185,12 @@ def _has_content(sample: Sample) -> bool:
 
 
 def _to_sample(
-    record: Any, source: str, line: int | None, unit: str
+    record: Any, source: str, line: int | None, unit: str, max_json_depth: int
 ) -> tuple[Sample | None, list[InputError]]:
     if not isinstance(record, dict):
         kind = "null" if record is None else type(record).__name__
         return None, [InputError(source, line, None, f"expected a JSON object, got {kind}", unit)]
-    problem = _first_problem(record)
+    problem = _too_deep(record, max_json_depth) or _first_problem(record)
     if problem is not None:
         return None, [InputError(source, line, problem[0], problem[1], unit)]
     try:
@@ -208,15 +219,20 @@ def samples_from_records(
     source: str = "<records>",
     strict: bool = False,
     unit: str = "line",
+    *,
+    max_json_depth: int | None = None,
 ) -> tuple[list[Sample], list[InputError]]:
     """Validate (position, record) pairs into samples, collecting errors.
 
-    ``unit`` names the position in messages: line, item or row.
+    ``unit`` names the position in messages: line, item or row. A field nesting deeper
+    than ``max_json_depth`` levels (default: the configured ``max_json_depth``) makes its
+    record an error.
     """
+    depth = _depth_setting(max_json_depth)
     samples: list[Sample] = []
     errors: list[InputError] = []
     for line, record in records:
-        sample, problems = _to_sample(record, source, line, unit)
+        sample, problems = _to_sample(record, source, line, unit, depth)
         if problems:
             if strict:
                 raise InputErrors(problems)
@@ -407,10 +423,17 @@ def _json_records(
     return enumerate(data, start=1), "item"
 
 
-def read_samples(path: str | Path, strict: bool = False) -> tuple[list[Sample], list[InputError]]:
+def _depth_setting(max_json_depth: int | None) -> int:
+    return load_config().max_json_depth if max_json_depth is None else max_json_depth
+
+
+def read_samples(
+    path: str | Path, strict: bool = False, *, max_json_depth: int | None = None
+) -> tuple[list[Sample], list[InputError]]:
     """Read samples from a .jsonl, .csv (.tsv) or .json (array of objects) file.
 
-    Returns the valid samples and the errors of the invalid records. Raises
+    Returns the valid samples and the errors of the invalid records (a field nesting
+    deeper than ``max_json_depth``, default the configured one, is one). Raises
     `FileNotFoundError` for a missing file and `InputErrors` in strict mode or when the
     file cannot be read at all (a directory, no permission, not a known format).
     """
@@ -435,7 +458,9 @@ def read_samples(path: str | Path, strict: bool = False) -> tuple[list[Sample], 
             records, unit = _csv_records(path, errors, strict), "line"
         else:
             records, unit = _jsonl_records(path, errors, strict), "line"
-        samples, more = samples_from_records(records, source, strict, unit)
+        samples, more = samples_from_records(
+            records, source, strict, unit, max_json_depth=_depth_setting(max_json_depth)
+        )
     except FileNotFoundError:
         raise
     except OSError as exc:
@@ -445,8 +470,11 @@ def read_samples(path: str | Path, strict: bool = False) -> tuple[list[Sample], 
     return samples, problems
 
 
-def samples_from_dataframe(df: Any, strict: bool = False) -> tuple[list[Sample], list[InputError]]:
-    """Samples from a pandas DataFrame (one row each; NaN cells are treated as absent)."""
+def samples_from_dataframe(
+    df: Any, strict: bool = False, *, max_json_depth: int | None = None
+) -> tuple[list[Sample], list[InputError]]:
+    """Samples from a pandas DataFrame (one row each; NaN cells are treated as absent;
+    ``max_json_depth`` as in `samples_from_records`)."""
     import math
 
     def clean(value: Any) -> Any:
@@ -460,4 +488,6 @@ def samples_from_dataframe(df: Any, strict: bool = False) -> tuple[list[Sample],
         (int(i) + 1 if isinstance(i, int) else None, {k: clean(v) for k, v in row.items()})
         for i, row in zip(range(len(df)), df.to_dict(orient="records"), strict=True)
     )
-    return samples_from_records(records, "<DataFrame>", strict, unit="row")
+    return samples_from_records(
+        records, "<DataFrame>", strict, unit="row", max_json_depth=max_json_depth
+    )

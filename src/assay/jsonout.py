@@ -14,7 +14,7 @@ import json
 import math
 from typing import Any
 
-from assay.structured.values import int_text
+from assay.structured.values import int_text, rebuild
 
 __all__ = ["dumps", "to_jsonable"]
 
@@ -23,13 +23,14 @@ _MAX_INT_BITS = 14_000  # json.dumps (via str) refuses ints over 4,300 decimal d
 
 def to_jsonable(value: Any) -> Any:
     """``value`` with only JSON types left: non-finite floats as None, numpy scalars as
-    numbers, tuples and sets as lists, keys as strings, huge ints as decimal text."""
+    numbers, tuples and sets as lists, keys as strings, huge ints as decimal text. Nesting
+    costs no recursion (`assay.structured.values.rebuild`)."""
+    return rebuild(value, _scalar, key=str, sequences=(list, tuple, set, frozenset))
+
+
+def _scalar(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [to_jsonable(v) for v in value]
     if hasattr(value, "item") and callable(value.item):  # numpy scalars
         return to_jsonable(value.item())
     if isinstance(value, int) and not isinstance(value, bool):

@@ -3,8 +3,10 @@
 A metric declares its metadata as class attributes and implements one pure hook,
 ``compute`` (one sample) or ``compute_batch`` (many, when the cost is a model call).
 ``score`` and ``score_batch`` live here once: they check required inputs (a missing input
-gives ``None`` with a reason, never 0), isolate a failing sample (its result carries the
-error; the others are still scored) and never let NaN out.
+gives ``None`` with a reason, never 0), apply the input limits (a field past
+``max_field_chars``, ``max_contexts`` or ``max_json_depth`` gives an error naming it to the
+metrics that read it, for that sample only: see `assay.sample.limited`), isolate a failing
+sample (its result carries the error; the others are still scored) and never let NaN out.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from assay.result import MetricResult
-from assay.sample import Sample
+from assay.sample import InputTooLarge, Sample, limit_problems, limited
+from assay.structured.values import depth_limit
 
 if TYPE_CHECKING:
     from assay.resources import Resources
@@ -112,21 +115,40 @@ class Metric:
         res = resources or default_resources()
         results: list[MetricResult | None] = [None] * len(samples)
         todo: list[int] = []
+        over: dict[int, Sample] = {}  # samples with a field past an input limit
         for i, sample in enumerate(samples):
+            problems = limit_problems(sample, res.config)
+            if problems:
+                over[i] = limited(sample, problems)
+                continue
             missing = self.missing_inputs(sample)
             if missing:
                 results[i] = self.na("missing input: " + ", ".join(missing), missing=list(missing))
             else:
                 todo.append(i)
-        if todo:
-            batch = [samples[i] for i in todo]
-            try:
-                computed = self.compute_batch(batch, res)
-            except Exception:  # isolate the failing sample(s): score one by one
-                computed = [self._compute_one_safely(s, res) for s in batch]
-            for i, result in zip(todo, computed, strict=True):
-                results[i] = result
+        with depth_limit(res.config.max_json_depth):
+            if todo:
+                batch = [samples[i] for i in todo]
+                try:
+                    computed = self.compute_batch(batch, res)
+                except Exception:  # isolate the failing sample(s): score one by one
+                    computed = [self._compute_one_safely(s, res) for s in batch]
+                for i, result in zip(todo, computed, strict=True):
+                    results[i] = result
+            for i, view in over.items():  # alone: a field it reads fails only this sample
+                results[i] = self._score_limited(view, res)
         return [r for r in results if r is not None]
+
+    def _score_limited(self, view: Sample, res: Resources) -> MetricResult:
+        """Score a sample with a field past a limit: reading that field fails the metric
+        for this sample (`InputTooLarge`); a metric that does not read it scores as usual."""
+        try:
+            missing = self.missing_inputs(view)
+        except InputTooLarge as exc:
+            return self.failed(exc)
+        if missing:
+            return self.na("missing input: " + ", ".join(missing), missing=list(missing))
+        return self._compute_one_safely(view, res)
 
     def missing_inputs(self, sample: Sample) -> list[str]:
         """Required fields the sample lacks."""
@@ -181,12 +203,19 @@ class Metric:
         )
 
     def failed(self, error: BaseException) -> MetricResult:
+        """The result of a sample the metric could not score: a field past an input limit
+        (reason ``input over a limit``, the error saying which and how to raise it) or a
+        failed computation."""
+        if isinstance(error, InputTooLarge):
+            reason, message = "input over a limit", str(error)
+        else:
+            reason, message = "computation failed", f"{type(error).__name__}: {error}"
         return MetricResult(
             name=self.name,
             value=None,
             method="error",
-            reason="computation failed",
-            error=f"{type(error).__name__}: {error}",
+            reason=reason,
+            error=message,
             signature=self.signature("error", None),
         )
 

@@ -22,8 +22,8 @@ from assay.metrics.judged import prefetch
 from assay.registry import resolve_metrics
 from assay.resources import Resources
 from assay.result import MetricResult
-from assay.sample import Sample
-from assay.stats import bootstrap_ci, percentile
+from assay.sample import Sample, limit_problems
+from assay.stats import bootstrap_ci, mean, percentile
 
 __all__ = ["Evaluation", "MetricSummary", "applied_threshold", "evaluate", "passes"]
 
@@ -116,7 +116,7 @@ class Evaluation:
                     n=len(values),
                     n_na=sum(1 for r in results if r.value is None and r.error is None),
                     n_error=sum(1 for r in results if r.error is not None),
-                    mean=sum(values) / len(values) if values else None,
+                    mean=mean(values),
                     median=percentile(values, 50) if values else None,
                     ci_low=low,
                     ci_high=high,
@@ -166,9 +166,10 @@ def flat_row(sample: Sample, results: dict[str, MetricResult]) -> dict[str, Any]
     return row
 
 
-def _as_samples(data: Iterable[Any]) -> list[Sample]:
-    """Samples as given; dicts validated, an invalid one raising `InputErrors` that names
-    its position (item N, 1-based) and field."""
+def _as_samples(data: Iterable[Any], max_json_depth: int) -> list[Sample]:
+    """Samples as given; dicts validated, an invalid one (or one nesting deeper than
+    ``max_json_depth``) raising `InputErrors` that names its position (item N, 1-based)
+    and field."""
     from assay.io import InputError, InputErrors, samples_from_records
 
     if isinstance(data, Sample | dict | str | bytes):
@@ -189,7 +190,9 @@ def _as_samples(data: Iterable[Any]) -> list[Sample]:
                     )
                 ]
             )
-        found, _ = samples_from_records([(position, item)], "<data>", strict=True, unit="item")
+        found, _ = samples_from_records(
+            [(position, item)], "<data>", strict=True, unit="item", max_json_depth=max_json_depth
+        )
         samples.extend(found)
     return samples
 
@@ -216,13 +219,13 @@ def evaluate(
         on_sample: called with (index, sample, results) as soon as a sample is done.
         progress: called with the number of samples just finished.
     """
+    res = resources or Resources(config)
+    cfg = res.config
     if hasattr(data, "columns") and hasattr(data, "to_dict"):  # a pandas DataFrame
         from assay.io import samples_from_dataframe
 
-        data, _ = samples_from_dataframe(data, strict=True)
-    samples = _as_samples(data)
-    res = resources or Resources(config)
-    cfg = res.config
+        data, _ = samples_from_dataframe(data, strict=True, max_json_depth=cfg.max_json_depth)
+    samples = _as_samples(data, cfg.max_json_depth)
     names = [m for m in metrics or [] if isinstance(m, str)]
     chosen = resolve_metrics(names, list(suites) if suites else None) if (names or suites) else []
     chosen.extend(m for m in metrics or [] if isinstance(m, Metric))
@@ -242,7 +245,8 @@ def evaluate(
             # every judge question of the chunk, all metrics at once, in one concurrent
             # round; the metrics below then read the answers from the run's memo
             t0 = time.perf_counter()
-            prefetch(unique, chunk, res)
+            # (a sample with a field past an input limit asks nothing: its metrics fail)
+            prefetch(unique, [s for s in chunk if not limit_problems(s, cfg)], res)
             seconds["judge prefetch"] += time.perf_counter() - t0
         for metric in unique:
             t0 = time.perf_counter()

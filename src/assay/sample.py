@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import (
     AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -25,12 +26,27 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-__all__ = ["FIELD_ALIASES", "Sample", "ToolCall"]
+if TYPE_CHECKING:
+    from assay.config import AssayConfig
+
+__all__ = [
+    "FIELD_ALIASES",
+    "LIMITED_FIELDS",
+    "InputTooLarge",
+    "LimitedSample",
+    "Sample",
+    "ToolCall",
+    "limit_problems",
+    "limited",
+]
 
 
 #: zero-width and other format characters that render as nothing (Unicode category Cf
 #: ones met in pasted text): text made only of these counts as blank
-_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
+_INVISIBLE = "\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff"
+#: one character that shows: neither white space nor one of those (the search stops at the
+#: first, so a long text costs nothing)
+_VISIBLE = re.compile(f"[^\\s{_INVISIBLE}]")
 
 
 def _alias(*names: str) -> AliasChoices:
@@ -380,7 +396,93 @@ class Sample(BaseModel):
         if value is None:
             return False
         if isinstance(value, str):
-            return bool(_INVISIBLE.sub("", value).strip())
+            return _VISIBLE.search(value) is not None
         if isinstance(value, list | dict):
             return len(value) > 0
         return True
+
+
+# ---- input limits ------------------------------------------------------------------------
+class InputTooLarge(ValueError):
+    """A metric read a sample field that is past an input limit; the message names the
+    field, its size, the limit and the setting that raises it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+#: fields whose value is a parsed JSON document (or its text)
+_JSON_FIELDS = ("expected_json", "output_json", "json_schema")
+#: every field a limit applies to (tags, metadata and trace are not scored text)
+LIMITED_FIELDS = (*_TEXT_FIELDS, "language", *_TEXT_LIST_FIELDS, *_JSON_FIELDS)
+
+
+def limit_problems(sample: Sample, config: AssayConfig) -> dict[str, str]:
+    """Field -> why it is past an input limit of ``config``: ``max_contexts`` (items of
+    ``contexts``), ``max_json_depth`` (nesting of a JSON field) and ``max_field_chars``
+    (the characters of a text, of all items of a list together, or of a JSON field's
+    strings and keys plus one per value). Empty when every field is within the limits."""
+    from assay.config import over_limit
+    from assay.structured.values import json_extent
+
+    problems: dict[str, str] = {}
+    for field in LIMITED_FIELDS:
+        value = getattr(sample, field)
+        if value is None:
+            continue
+        depth = 0
+        if isinstance(value, str):
+            size = len(value)
+        elif field in _JSON_FIELDS:
+            size, depth = json_extent(value)
+        else:
+            size = sum(len(item) for item in value)
+        if field == "contexts" and len(value) > config.max_contexts:
+            measured, limit, setting = (
+                f"holds {len(value):,} items",
+                config.max_contexts,
+                "max_contexts",
+            )
+        elif depth > config.max_json_depth:
+            measured, limit, setting = (
+                f"nests {depth:,} levels deep",
+                config.max_json_depth,
+                "max_json_depth",
+            )
+        elif size > config.max_field_chars:
+            measured, limit, setting = (
+                f"has {size:,} characters",
+                config.max_field_chars,
+                "max_field_chars",
+            )
+        else:
+            continue
+        problems[field] = f"{field} {over_limit(measured, limit, setting)}"
+    return problems
+
+
+class LimitedSample(Sample):
+    """A sample whose fields past an input limit cannot be read: reading one raises
+    `InputTooLarge`, so exactly the metrics that use the field fail, with the reason,
+    before any work on it. Made by `limited`; the other fields read as usual."""
+
+    _over_limit: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in _LIMITED:
+            over = object.__getattribute__(self, "__pydantic_private__")["_over_limit"]
+            if name in over:
+                raise InputTooLarge(name, over[name])
+        return super().__getattribute__(name)
+
+
+_LIMITED = frozenset(LIMITED_FIELDS)
+
+
+def limited(sample: Sample, problems: dict[str, str]) -> LimitedSample:
+    """A `LimitedSample` holding the same values as ``sample`` (nothing is copied or
+    validated again) whose fields in ``problems`` raise `InputTooLarge` when read."""
+    view = LimitedSample.model_construct(_fields_set=sample.model_fields_set, **sample.__dict__)
+    view._over_limit = dict(problems)
+    return view

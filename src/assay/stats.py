@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 __all__ = [
     "DEFAULT_PERCENTILES",
+    "TOO_LARGE",
     "Summary",
     "bootstrap_ci",
     "clean",
@@ -157,9 +158,18 @@ def bootstrap_ci(
     return float(low) * scale, float(high) * scale
 
 
+#: why a statistic of finite values is None: its value is past the float range
+TOO_LARGE = "exceeds the largest float (1.8e308)"
+
+
 @dataclass(frozen=True)
 class Summary:
-    """Aggregate of one series: count, missing count, mean, spread and percentiles."""
+    """Aggregate of one series: count, missing count, mean, spread and percentiles.
+
+    ``reasons`` names each statistic that is None although there are enough values, and
+    why (only the std can be: a spread past the float range, e.g. of -1.7e308 and 1.7e308;
+    the mean, percentiles and interval lie between the min and max, so they always fit).
+    """
 
     n: int
     n_missing: int
@@ -172,6 +182,7 @@ class Summary:
     p99: float | None
     ci_low: float | None
     ci_high: float | None
+    reasons: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -199,11 +210,12 @@ def summarize(
     )
     scale = _scale(array)
     std = float((array / scale).std(ddof=1)) * scale if n >= 2 else None
+    reasons = {} if std is None or math.isfinite(std) else {"std": TOO_LARGE}
     return Summary(
         n=n,
         n_missing=len(raw) - n,
         mean=_mean(array),
-        std=std if std is None or math.isfinite(std) else None,
+        std=None if reasons else std,
         min=float(array.min()),
         max=float(array.max()),
         p50=pct["p50"],
@@ -211,4 +223,5 @@ def summarize(
         p99=pct["p99"],
         ci_low=low,
         ci_high=high,
+        reasons=reasons,
     )

@@ -11,8 +11,9 @@ Inputs (what ``assay json-eval`` accepts):
   Optional per line: ``id`` or ``name`` (the row's name, default ``line N``) and
   ``safety_score`` (the RQS safety input, default 1.0).
 
-A document that cannot be read (malformed JSON, missing partner) becomes a `DocResult` with
-an ``error`` naming its path; the rest of the batch is still evaluated.
+A document that cannot be read (malformed JSON, missing partner, nesting deeper than
+``max_json_depth`` levels) becomes a `DocResult` with an ``error`` naming its path; the
+rest of the batch is still evaluated.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from assay.config import load_config
 from assay.models.embedders import ModelUnavailable
 from assay.sample import FIELD_ALIASES
 from assay.structured.pipeline import EvalOptions, JsonEvalResult, evaluate_many
 from assay.structured.scorers import FieldScorer
 from assay.structured.strategies import StrategyConfig
+from assay.structured.values import check_document, depth_limit
 
 __all__ = [
     "DocPair",
@@ -252,11 +255,44 @@ def evaluate_pairs(
     options: EvalOptions | None = None,
     scorer: FieldScorer | None = None,
     safety_score: float = 1.0,
+    max_depth: int | None = None,
 ) -> list[DocResult]:
     """Evaluate every readable pair in one batch; unreadable ones keep their error.
-    ``safety_score`` is the RQS safety input of pairs that do not carry their own."""
-    good = [p for p in pairs if p.error is None]
-    config = StrategyConfig.coerce(strategies)
+    ``safety_score`` is the RQS safety input of pairs that do not carry their own. A
+    document nesting deeper than ``max_depth`` levels (default: the configured
+    ``max_json_depth``, 500 unless set) is an error row naming where."""
+    with depth_limit(load_config().max_json_depth if max_depth is None else max_depth):
+        return _evaluate_pairs(
+            pairs, StrategyConfig.coerce(strategies), options, scorer, safety_score
+        )
+
+
+def _unusable(pair: DocPair) -> str | None:
+    """Why a read pair cannot be compared (too deep, keys JSON cannot hold), naming the file."""
+    for document, side, source in (
+        (pair.expected, "expected JSON", pair.expected_source),
+        (pair.output, "output JSON", pair.output_source),
+    ):
+        try:
+            check_document(document, side)
+        except ValueError as exc:
+            return f"{source or pair.name}: {exc}"
+    return None
+
+
+def _evaluate_pairs(
+    pairs: Sequence[DocPair],
+    config: StrategyConfig,
+    options: EvalOptions | None,
+    scorer: FieldScorer | None,
+    safety_score: float,
+) -> list[DocResult]:
+    errors: dict[int, str] = {}
+    for p in pairs:
+        problem = None if p.error else _unusable(p)
+        if problem:
+            errors[id(p)] = problem
+    good = [p for p in pairs if p.error is None and id(p) not in errors]
 
     def run(batch: list[DocPair]) -> list[JsonEvalResult]:
         return evaluate_many(
@@ -269,7 +305,6 @@ def evaluate_pairs(
             ],
         )
 
-    errors: dict[int, str] = {}
     try:
         evaluated: list[JsonEvalResult | None] = list(run(good))
     except ModelUnavailable:

@@ -18,7 +18,8 @@ Value types (used to auto-detect a field's strategy, checked in this order):
 - ``array`` (JSON array), ``object`` (JSON object);
 - ``text``: every other string.
 
-Documents (`check_document`): at most `MAX_DEPTH` levels of nesting, and object keys that
+Documents (`check_document`): at most `MAX_DEPTH` levels of nesting (a run's
+``max_json_depth``, see `depth_limit`), and object keys that
 JSON can hold. Parsed JSON always has string keys; a Python ``dict`` may also use ``int``,
 ``float``, ``bool`` or ``None`` keys, which are named as ``json.dumps`` writes them
 (``1`` -> ``"1"``, ``True`` -> ``"true"``, ``None`` -> ``"null"``), so a document compares
@@ -33,8 +34,13 @@ import decimal
 import json
 import math
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
+
+from assay.config import DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH_CEILING, raise_hint
 
 __all__ = [
     "MAX_DEPTH",
@@ -42,20 +48,24 @@ __all__ = [
     "as_text",
     "canonical",
     "check_document",
+    "depth_limit",
     "detect_type",
     "int_text",
     "is_date",
     "is_email",
     "is_null",
     "is_numeric_text",
+    "json_extent",
     "json_safe",
     "key_name",
+    "rebuild",
 ]
 
 VALUE_TYPES = ("boolean", "numeric", "date", "email", "array", "object", "text")
-#: deepest nesting of objects/arrays a document may have (a deeper one is a ValueError: the
-#: comparison and its JSON rendering recurse once per level)
-MAX_DEPTH = 500
+#: default deepest nesting of objects/arrays a document may have (a deeper one is a
+#: ValueError); a run's ``max_json_depth`` replaces it through `depth_limit`
+MAX_DEPTH = DEFAULT_MAX_JSON_DEPTH
+_DEPTH: ContextVar[int] = ContextVar("assay_max_json_depth", default=MAX_DEPTH)
 # ints with more bits than this may exceed Python's 4,300-digit str() limit
 _BIG_INT_BITS = 14_000
 
@@ -91,32 +101,98 @@ def json_safe(value: Any) -> Any:
     become the strings "NaN"/"Infinity"/"-Infinity" (``json.dumps`` would write bare
     ``NaN``, which jq, JavaScript and PostgreSQL reject), ints over 4,300 digits their
     decimal text, keys their JSON names, tuples lists. Other values are returned as-is."""
+    return rebuild(value, _safe_scalar)
+
+
+def _safe_scalar(value: Any) -> Any:
     if isinstance(value, float):
         if math.isfinite(value):
             return value
         return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, int) and not isinstance(value, bool):
         return value if value.bit_length() <= _BIG_INT_BITS else int_text(value)
-    if isinstance(value, dict):
-        return {key_name(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
     return value
 
 
+def rebuild(
+    value: Any,
+    scalar: Callable[[Any], Any],
+    key: Callable[[Any], str] = key_name,
+    sequences: tuple[type, ...] = (list, tuple),
+) -> Any:
+    """A copy of ``value`` with dicts rebuilt (keys through ``key``), ``sequences`` as
+    lists and every other value through ``scalar``. Iterative: nesting costs no recursion,
+    so documents as deep as ``max_json_depth`` allows never meet Python's recursion limit.
+    """
+    if not isinstance(value, (dict, *sequences)):
+        return scalar(value)
+    root: dict[str, Any] | list[Any] = {} if isinstance(value, dict) else []
+    stack: list[tuple[Any, dict[str, Any] | list[Any]]] = [(value, root)]
+    while stack:
+        source, target = stack.pop()
+        items = source.items() if isinstance(source, dict) else enumerate(source)
+        for k, item in items:
+            if isinstance(item, (dict, *sequences)):
+                copy: Any = {} if isinstance(item, dict) else []
+                stack.append((item, copy))
+            else:
+                copy = scalar(item)
+            if isinstance(target, dict):
+                target[key(k)] = copy
+            else:
+                target.append(copy)
+    return root
+
+
+def json_extent(value: Any) -> tuple[int, int]:
+    """``(size, depth)`` of a JSON value: size counts the characters of its strings and
+    object keys plus one per value; depth the objects/arrays on its deepest path (a scalar
+    is 0 deep, ``{"a": [1]}`` 2). Iterative, like `rebuild`."""
+    size, depth = 0, 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        size += 1
+        if isinstance(item, str):
+            size += len(item)
+        elif isinstance(item, dict):
+            depth = max(depth, level + 1)
+            size += sum(len(k) for k in item if isinstance(k, str))
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list | tuple):
+            depth = max(depth, level + 1)
+            stack.extend((v, level + 1) for v in item)
+    return size, depth
+
+
+@contextmanager
+def depth_limit(levels: int) -> Iterator[None]:
+    """Within the block, `check_document` allows ``levels`` levels of nesting (a run's
+    ``max_json_depth``; at most the ceiling Python's JSON parser can hold)."""
+    if not 1 <= levels <= MAX_JSON_DEPTH_CEILING:
+        raise ValueError(f"max_json_depth must be in 1..{MAX_JSON_DEPTH_CEILING}. Got {levels}.")
+    token = _DEPTH.set(levels)
+    try:
+        yield
+    finally:
+        _DEPTH.reset(token)
+
+
 def check_document(document: Any, side: str = "document") -> None:
-    """Raise ValueError when ``document`` nests deeper than `MAX_DEPTH` or has an object
-    whose keys are not JSON keys or collide once named (``1`` and ``"1"``)."""
+    """Raise ValueError when ``document`` nests deeper than the depth limit (`MAX_DEPTH`
+    unless `depth_limit` says otherwise) or has an object whose keys are not JSON keys or
+    collide once named (``1`` and ``"1"``)."""
+    limit = _DEPTH.get()
     stack: list[tuple[Any, int]] = [(document, 0)]
     while stack:  # fast pass: no paths are built unless something is wrong
         value, depth = stack.pop()
         if isinstance(value, dict):
-            if depth >= MAX_DEPTH or not (all(type(k) is str for k in value) or _names_ok(value)):
-                _locate_problem(document, side)  # raises, naming the place
+            if depth >= limit or not (all(type(k) is str for k in value) or _names_ok(value)):
+                _locate_problem(document, side, limit)  # raises, naming the place
             stack.extend((v, depth + 1) for v in value.values())
         elif isinstance(value, list | tuple):
-            if depth >= MAX_DEPTH:
-                _locate_problem(document, side)
+            if depth >= limit:
+                _locate_problem(document, side, limit)
             stack.extend((v, depth + 1) for v in value)
 
 
@@ -129,7 +205,7 @@ def _names_ok(obj: dict[Any, Any]) -> bool:
     return len(names) == len(obj)
 
 
-def _locate_problem(document: Any, side: str) -> None:
+def _locate_problem(document: Any, side: str, limit: int) -> None:
     """Second pass of `check_document`: find the first problem and raise it with its path."""
     stack: list[tuple[Any, int, str]] = [(document, 0, "$")]
     while stack:
@@ -140,11 +216,11 @@ def _locate_problem(document: Any, side: str) -> None:
             items = list(enumerate(value))
         else:
             continue
-        if depth >= MAX_DEPTH:
+        if depth >= limit:
             shown = where if len(where) <= 60 else where[:40] + "…" + where[-19:]
             raise ValueError(
-                f"{side} nests deeper than {MAX_DEPTH} levels (at {shown}); Assay compares "
-                f"JSON documents up to {MAX_DEPTH} levels deep"
+                f"{side} nests deeper than {limit} levels (at {shown}), the limit of "
+                f"max_json_depth; {raise_hint('max_json_depth')}"
             )
         if isinstance(value, dict):
             names: dict[str, Any] = {}
@@ -247,6 +323,10 @@ def detect_type(value: Any) -> str:
 
 
 def _normalise(value: Any) -> Any:
+    return rebuild(value, _normal_scalar)
+
+
+def _normal_scalar(value: Any) -> Any:
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int) and value.bit_length() > _BIG_INT_BITS:
@@ -257,10 +337,6 @@ def _normalise(value: Any) -> Any:
         return value
     if isinstance(value, str):
         return value.strip()
-    if isinstance(value, dict):
-        return {key_name(k): _normalise(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_normalise(v) for v in value]
     return value
 
 
