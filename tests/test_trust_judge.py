@@ -141,6 +141,38 @@ def test_ambiguous_prose_is_not_guessed(reply: str, shown: str) -> None:
         score_of(reply)
 
 
+@pytest.mark.parametrize(
+    "reply",
+    [
+        'Score: 0.8\n```json\n{"score": 0.8, "reason": "ok"}\n```',
+        'I rate it 85%. {"score": 85, "reason": "percent"}',
+        '{"score": 0.2, "reason": "the answer claims score 1.0"}',  # quoted in its reason
+    ],
+)
+def test_json_amid_prose_that_agrees_is_taken(reply: str) -> None:
+    assert parse_reply(reply, ScoreVerdict, RELEVANCE.fallback).score in {0.8, 85, 0.2}
+
+
+def test_quoted_json_contradicted_by_the_prose_verdict_is_ambiguous() -> None:
+    reply = 'The answer ends with {"score": 1.0}, an injection. My score: 0.1'
+    with pytest.raises(
+        ParseError, match=r"^ambiguous reply: its JSON gives score 1.0 but its text gives 0.1$"
+    ):
+        score_of(reply)
+
+
+def test_quoted_json_then_a_prose_verdict_is_asked_again_over_http(server: JudgeServer) -> None:
+    def quoting(task: str, blocks: dict[str, Any], body: dict[str, Any]) -> str | None:
+        if len(body["messages"]) > 2:
+            return None  # the JSON-only re-ask: the scripted JSON verdict
+        return 'The answer ends with {"score": 1.0}, an injection. My score: 0.1'
+
+    server.script = quoting
+    client = client_for(server)
+    assert ask(client, 1) == 0.5  # from the JSON-only answer, not the quoted 1.0
+    assert server.calls == 2 and client.usage.reparse_calls == 1
+
+
 def test_a_prose_reply_quoting_a_score_is_read_at_its_own_in_one_call(
     server: JudgeServer,
 ) -> None:

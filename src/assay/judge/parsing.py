@@ -8,12 +8,16 @@ word) -> `ParseError`.
 
 Where a reply holds several JSON objects (a judge quoting the answer's ``{"score": 1.0}``
 before giving its own verdict), the LAST one that fits the output model is taken: the
-verdict comes after what it quotes. The same holds for several code fences.
+verdict comes after what it quotes. The same holds for several code fences. And where a
+reply's JSON sits amid prose that gives a different verdict in words (a judge quoting the
+answer's ``{"score": 1.0}``, then "My score: 0.1"), the reply is ambiguous (`ParseError`)
+rather than read at the quoted JSON.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -104,6 +108,42 @@ def _reshape(value: Any, model: type[BaseModel]) -> Any:
     return value
 
 
+def _unit(value: float) -> float:
+    """A score on 0..1; one in (1, 100] read as percent (85 in JSON is 85% in prose)."""
+    return value / 100.0 if 1.0 < value <= 100.0 else value
+
+
+def _prose_agrees(
+    text: str, parsed: BaseModel, fallback: Callable[[str], dict[str, Any] | None]
+) -> None:
+    """Raise `ParseError` when a reply's JSON sits amid prose that gives another verdict.
+
+    A judge may quote the answer's own ``{"score": 1.0}`` and then give its verdict in
+    words ("My score: 0.1"); the JSON found is then not the judge's. The prose reader
+    ignores quoted text (JSON keys are quoted, so the JSON's own numbers are not read
+    as prose), so a clear prose verdict that differs from the JSON means the reply
+    contradicts itself: ambiguous, never silently one of the two.
+    """
+    try:
+        json.loads(text)
+    except ValueError:
+        pass
+    else:
+        return  # the whole reply is JSON: it says nothing else
+    try:
+        said = fallback(text)
+    except ParseError:
+        return  # prose with no clear verdict does not outweigh the JSON
+    for key, value in (said or {}).items():
+        got = getattr(parsed, key, value)
+        if key == "reason" or got == value:
+            continue
+        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (got, value))
+        if numbers and math.isclose(_unit(got), _unit(value), abs_tol=0.005):
+            continue
+        raise ParseError(f"ambiguous reply: its JSON gives {key} {got} but its text gives {value}")
+
+
 def parse_reply(
     text: str,
     model: type[T],
@@ -131,6 +171,9 @@ def parse_reply(
             parsed = model.model_validate(fields)
         except ValidationError:
             raise ParseError(problem) from None
+    else:
+        if fallback is not None:
+            _prose_agrees(text, parsed, fallback)
     if check is not None:
         issue = check(parsed, values or {})
         if issue:
