@@ -132,18 +132,3 @@ def test_an_unregistered_metric_is_stored_too(pytester, cache_dir, monkeypatch):
     assert conn.execute("SELECT metric_name, metric_value FROM scoring_details").fetchall() == [
         ("shout_ratio", 0.5)
     ]
-
-
-def test_a_store_that_cannot_be_opened_is_a_usage_error(pytester, cache_dir, monkeypatch):
-    monkeypatch.setenv("ASSAY_CACHE_DIR", cache_dir)
-    pytester.makepyfile(test_inner=INNER_TESTS)
-    result = pytester.runpytest_subprocess(
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:playwright",
-        "--assay-store=postgresql://nobody@127.0.0.1:1/nothing",
-    )
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.re_match_lines([r".*--assay-store: cannot open the results store .*"])
-    assert "Traceback" not in result.stderr.str() + result.stdout.str()
