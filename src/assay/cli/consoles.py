@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import sys
 from typing import Any
 
 from rich.console import Console
 
-from assay.redaction import known_secrets, redact_text
+from assay.redaction import REDACTED, known_secrets, redact_text
 
 __all__ = ["RedactingConsole", "messages", "results", "silence_stdout"]
+
+_BARE_MARKER = re.compile(r"(?<!\\)" + re.escape(REDACTED))
 
 
 class RedactingConsole(Console):
@@ -26,9 +29,14 @@ class RedactingConsole(Console):
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         secrets = known_secrets()
-        super().print(
-            *(redact_text(o, secrets) if isinstance(o, str) else o for o in objects), **kwargs
-        )
+        markup = kwargs.get("markup", self._markup) is not False
+
+        def clean(text: str) -> str:
+            text = redact_text(text, secrets)
+            # the marker must show as written, not be read as a markup tag and vanish
+            return _BARE_MARKER.sub(rf"\\{REDACTED}", text) if markup else text
+
+        super().print(*(clean(o) if isinstance(o, str) else o for o in objects), **kwargs)
 
     def on_broken_pipe(self) -> None:
         """A closed pipe is an output failure for the command to report (rich would exit 1
