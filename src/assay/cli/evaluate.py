@@ -141,7 +141,11 @@ def evaluate_command(
     ] = None,
     resume: Annotated[
         str | None,
-        typer.Option("--resume", help="Continue a stored run: score only samples not yet stored."),
+        typer.Option(
+            "--resume",
+            help="Continue a stored run: score the samples not stored and those that errored, "
+            "report the whole run. Refused when the dataset, metrics, settings or judge differ.",
+        ),
     ] = None,
     run_name: Annotated[
         str | None, typer.Option("--run-name", help="Name of the stored run.")
