@@ -6,6 +6,7 @@
   output models; untrusted text goes only into escaped, tagged data blocks.
 - `parsing`: JSON, json-repair and the prompt's prose fallback, in that order.
 - `prose`: the score (or label) a prose reply gives, never one it quotes.
+- `verdicts`: the prompts' output models (what a reply must hold).
 - `cache.JudgeCache`: persistent replies by hash of (model, messages, parameters).
 - `usage.JudgeUsage`: calls, cache hits, tokens, latency and cost of a run.
 - `aio.run_sync`: run judge coroutines from sync code, even inside a running loop.
