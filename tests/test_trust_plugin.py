@@ -215,9 +215,14 @@ def test_an_unreachable_postgresql_store_warns_spools_and_hides_the_password(inn
     assert PASSWORD.encode() not in spooled and API_KEY.encode() not in spooled
 
 
-def test_a_locked_sqlite_store_warns_and_spools(inner):
+@pytest.mark.parametrize("journal", ["wal", "delete"])
+def test_a_locked_sqlite_store_warns_and_spools(inner, journal):
     db = inner.path / "results.db"
-    Store(str(db)).close()  # an existing store (WAL), as another writer would have it
+    if journal == "wal":
+        Store(str(db)).close()  # an existing store, as another writer would have it
+    else:  # a plain SQLite file: the lock blocks even the store's first pragma
+        with sqlite3.connect(db) as plain:
+            plain.execute("CREATE TABLE other (x)")
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")  # another process is writing
     try:
@@ -239,7 +244,11 @@ def test_a_locked_sqlite_store_warns_and_spools(inner):
     )
     assert _outcomes(rows) == FIVE_OUTCOMES
     conn = sqlite3.connect(db)
-    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if journal == "wal":
+        assert conn.execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)
+    else:
+        assert tables == {"other"}
     conn.close()
     assert import_spool(inner.path / ".assay-spool" / f"{head['run_id']}.jsonl", str(db))
     conn = sqlite3.connect(db)

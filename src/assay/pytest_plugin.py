@@ -271,10 +271,13 @@ def _open_store(url: str, timeout: float | None) -> Store:
 
     store = Store(url, migrate=False)
     if timeout is not None and store.dialect == "sqlite":
-        # runs after the store's own connect listener, so this busy timeout wins
-        @event.listens_for(store.engine, "connect")
-        def _busy_timeout(dbapi_connection: Any, _record: Any) -> None:
-            dbapi_connection.execute(f"PRAGMA busy_timeout={round(timeout * 1000)}")
+        pragma = f"PRAGMA busy_timeout={round(timeout * 1000)}"
+        # before the store's own connect listener (its journal_mode pragma can wait on a
+        # lock too) and after it (it sets its own 10 s busy timeout)
+        for first in (True, False):
+            event.listen(
+                store.engine, "connect", lambda conn, _record: conn.execute(pragma), insert=first
+            )
 
     store.migrate()
     return store
