@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
-import math
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from assay.server.app import create_app
+from assay.server.errors import STORE_UNREADABLE
 from assay.server.live import running_server
 from assay.store.db import Store
 
@@ -221,26 +222,149 @@ def test_hostile_bodies_get_4xx_never_500(client, raw):
             assert path == "/api/json-eval" and raw.startswith(b'{"gt": NaN')
 
 
-def test_json_responses_never_carry_nan_or_infinity(store):
+#: a number token the pages must never show, as text or in an attribute
+NON_FINITE = re.compile(r"\b(?:-?inf|nan|infinity)\b", re.IGNORECASE)
+PAGE_DATA = re.compile(r'<script type="application/json" id="page-data">(.*?)</script>', re.S)
+
+
+def _record_runs(store, values: dict[str, float]) -> None:
+    """One run per entry: three samples with that latency and throughput (which also
+    sets their duration, in seconds, made positive) and no bleu value."""
     from assay.result import MetricResult
     from assay.sample import Sample
 
-    store.start_run("big", metrics=["e2e_latency"])
-    for i in range(2):
-        store.record(
-            "big",
-            i,
-            Sample(id=f"s{i}", response="x"),
-            {"e2e_latency": MetricResult("e2e_latency", 1.7e308, method="measurement")},
-            status="passed",
-        )
-    store.finish_run("big", status="finished")
-    client = TestClient(create_app(store, token=""), base_url="http://localhost")
-    for path in ("/api/statistics", "/api/runs", "/api/runs/big", "/api/history"):
-        response = client.get(path)
+    for run_id, value in values.items():
+        store.start_run(run_id, metrics=["e2e_latency", "throughput", "bleu"])
+        for i in range(3):
+            scores = {
+                "e2e_latency": MetricResult("e2e_latency", value, method="measurement"),
+                "throughput": MetricResult("throughput", value, method="measurement"),
+                "bleu": MetricResult("bleu", None, method="skipped"),
+            }
+            sample = Sample(id=f"s{i}", response="x", duration=abs(value), tags={"method": "m"})
+            store.record(run_id, i, sample, scores, status="passed")
+        store.finish_run(run_id, status="finished")
+
+
+@pytest.fixture
+def extreme_client(store) -> TestClient:
+    """Runs whose values overflow every sum (1e308 ms, 1e308 s, 1e308 tokens/s), one of
+    ordinary values, and a metric (bleu) with only missing values."""
+    _record_runs(store, {"big": 1e308, "other": 12.5})
+    return TestClient(create_app(store, token=""), base_url="http://localhost")
+
+
+def test_json_responses_never_carry_nan_or_infinity(extreme_client):
+    for path in (
+        "/api/statistics",
+        "/api/runs",
+        "/api/runs/big",
+        "/api/runs/big/groups",
+        "/api/history",
+        "/api/compare?a=big&b=other",
+    ):
+        response = extreme_client.get(path)
         assert response.status_code == 200, (path, response.text)
         _strict(response.text)
-    for path in ("/", "/runs", "/runs/big", "/history"):
-        page = client.get(path).text.lower()
-        assert ">inf<" not in page and "infinity" not in page and ">nan<" not in page
-    assert math.isfinite(1.7e308)
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/", "/?hours=24", "/runs", "/runs/big", "/history", "/compare?a=big&b=other"],
+)
+def test_pages_never_show_inf_or_nan(extreme_client, path):
+    page = extreme_client.get(path)
+    assert page.status_code == 200
+    assert NON_FINITE.findall(page.text) == []
+    for block in PAGE_DATA.findall(page.text):
+        _strict(block)  # the charts' data is standard JSON too
+
+
+def _cell(page: str, metric: str) -> str:
+    """The value cell of ``metric``'s row in a page's metric table."""
+    row = re.search(rf'id="metric-{metric}".*?<td class="num"[^>]*>([^<]*)</td>', page, re.S)
+    assert row is not None, metric
+    return row.group(1)
+
+
+def test_pages_show_huge_values_formatted_and_missing_ones_as_na(extreme_client):
+    from assay.server.pages import fmt_metric
+
+    run = extreme_client.get("/runs/big").text
+    assert '<span class="chip " data-metric="e2e_latency">e2e_latency 1.00e+308 ms</span>' in run
+    assert '<span class="chip na" data-metric="bleu">bleu N/A</span>' in run
+    assert run.count('<span class="dur">1.00e+308 s</span>') == 3  # each sample's duration
+    # their average overflows (SQL's AVG sums first): N/A, as in the API
+    assert re.search(
+        r'id="card-avg_duration" data-value="">\s*<div[^>]*>Avg duration</div>'
+        r'\s*<div class="card-value">N/A</div>',
+        run,
+    )
+    # the overview shows what the API says, formatted: a sum that overflowed is N/A
+    overview = extreme_client.get("/").text
+    averages = extreme_client.get("/api/statistics").json()["metrics"]
+    assert averages["e2e_latency"]["display"] is None  # the all-time total overflowed
+    assert _cell(overview, "e2e_latency") == fmt_metric(None, "ms") == "N/A"
+    assert _cell(overview, "throughput") == "N/A"
+    assert _cell(overview, "bleu") == "N/A"
+
+
+def test_a_store_whose_averages_cannot_be_computed_is_a_503_not_a_500(store):
+    # +1e308 and -1e308 run totals overflow to +inf and -inf; SQL sums them to NULL,
+    # which the store's statistics and history cannot read (assay.store.queries)
+    _record_runs(store, {"up": 1e308, "down": -1e308})
+    client = TestClient(
+        create_app(store, token=""), base_url="http://localhost", raise_server_exceptions=False
+    )
+    for path in ("/api/statistics", "/api/history", "/", "/history"):
+        response = client.get(path)
+        assert response.status_code == 503, path
+        assert response.json() == {"detail": STORE_UNREADABLE}
+    assert client.get("/api/runs").status_code == 200  # what does not aggregate still reads
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (None, "N/A"),
+        (float("nan"), "N/A"),
+        (float("inf"), "N/A"),
+        (float("-inf"), "N/A"),
+        (10**400, "N/A"),  # past the float range
+        ("12", "N/A"),
+        (True, "N/A"),
+        (1e308, "1.00e+308"),
+        (-1.7e308, "-1.70e+308"),
+        (1e12, "1.00e+12"),
+        (999_999_999_999.0, "999999999999.00"),
+        (2, "2.00"),
+        (-0.005, "-0.01"),
+    ],
+)
+def test_one_number_formatter_handles_every_value(value, text):
+    from assay.server.pages import data_value, fmt_number
+
+    assert fmt_number(value) == text
+    assert data_value(value) == ("" if text == "N/A" else str(value))
+
+
+def test_every_number_filter_goes_through_the_one_formatter():
+    from assay.server.pages import (
+        fmt_metric,
+        fmt_p,
+        fmt_percent,
+        fmt_seconds,
+        fmt_signed,
+        trend_info,
+    )
+
+    inf, nan = float("inf"), float("nan")
+    assert [fmt_percent(inf), fmt_seconds(nan), fmt_metric(-inf, "ms"), fmt_p(nan)] == ["N/A"] * 4
+    assert fmt_signed(inf, "ratio") == "N/A"
+    assert fmt_metric(1e308, "ms") == "1.00e+308 ms"
+    assert fmt_metric(0.5, "ratio") == "0.50%"
+    assert fmt_signed(1.234, "ratio") == "+1.23 pts"
+    assert fmt_signed(-2.0, "tokens/s") == "-2.00 tok/s"
+    assert fmt_p(0.0001) == "< 0.001" and fmt_p(0.25) == "0.250"
+    assert trend_info(inf)["text"] == trend_info(None)["text"] == "no trend"
+    assert trend_info(12.345)["text"] == "+12.3%" and trend_info(-1e20)["text"] == "-1.0e+20%"

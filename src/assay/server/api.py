@@ -33,7 +33,7 @@ from assay.jsonout import to_jsonable
 from assay.registry import list_metrics, suite_names
 from assay.result import MetricResult
 from assay.sample import Sample
-from assay.server.errors import ERROR_RESPONSES, StrictJSONResponse
+from assay.server.errors import ERROR_RESPONSES, StrictJSONResponse, store_read
 from assay.server.inputs import parse_json_file, reject_unencodable
 from assay.server.views import compare_view, tag_groups
 from assay.store.db import Store
@@ -106,7 +106,8 @@ def statistics(
 ) -> dict[str, Any]:
     """Seed 000's overview: pass rate, average duration (s), timeout rate, health, safety
     (seed formula) and safety index, metric averages, and the 24 h trends (%)."""
-    return _store(request).statistics(run_id=run_id, hours=hours)
+    with store_read():
+        return _store(request).statistics(run_id=run_id, hours=hours)
 
 
 @router.get("/runs", tags=["results"])
@@ -128,7 +129,8 @@ def get_run(
 ) -> dict[str, Any]:
     """One run: its summary, statistics, and per-sample results with evidence (paginated
     by ``limit``/``offset`` over sample indices)."""
-    detail = _store(request).run_detail(run_id, limit=limit, offset=offset)
+    with store_read():
+        detail = _store(request).run_detail(run_id, limit=limit, offset=offset)
     if detail is None:
         raise HTTPException(404, f"no run {run_id!r}")
     detail["page"] = {"limit": limit, "offset": offset, "total": detail["run"]["samples"]}
@@ -166,7 +168,8 @@ def history(
 ) -> dict[str, Any]:
     """Hourly buckets over the last ``hours``: tests (total, passed, pass rate, average
     duration) and each metric's average (of one family with ``metric_type``)."""
-    return _store(request).history(hours, metric_type=metric_type)
+    with store_read():
+        return _store(request).history(hours, metric_type=metric_type)
 
 
 @router.get("/compare", tags=["results"])

@@ -5,12 +5,18 @@
   is never quoted back (FastAPI's default puts the whole body in ``input``).
 - Every other error: ``{"detail": "message"}`` (`ErrorMessage`).
 
+`store_read` turns a store aggregation that fails on the stored values into a 503 that
+says so (never a 500).
+
 `StrictJSONResponse` is the app's response class: it writes through `assay.jsonout`, so
 no NaN or Infinity token leaves the server.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -26,6 +32,7 @@ __all__ = [
     "ErrorMessage",
     "StrictJSONResponse",
     "install_error_handlers",
+    "store_read",
     "well_formed",
 ]
 
@@ -62,8 +69,33 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorMessage, "description": "No such run or configuration."},
     413: {"model": ErrorMessage, "description": "The request body or batch is too large."},
     415: {"model": ErrorMessage, "description": "A write whose body is not JSON."},
-    503: {"model": ErrorMessage, "description": "A model the scoring needs is not installed."},
+    503: {
+        "model": ErrorMessage,
+        "description": "A model the scoring needs is not installed, or the store holds values "
+        "its averages cannot be computed from.",
+    },
 }
+
+
+log = logging.getLogger("assay.server")
+
+#: the answer when a store aggregation fails on what is stored
+STORE_UNREADABLE = (
+    "the results store holds values its averages cannot be computed from (e.g. +1e308 and "
+    "-1e308 totals, whose sum is no number); the server log has the details"
+)
+
+
+@contextmanager
+def store_read() -> Iterator[None]:
+    """Around a store query that aggregates: a failure on the stored values (SQL sums of
+    +inf and -inf come back NULL, which the store then cannot read as a number) is
+    logged and answered 503 with `STORE_UNREADABLE`, never a 500."""
+    try:
+        yield
+    except (TypeError, ArithmeticError):
+        log.exception("a store aggregation failed on the stored values")
+        raise HTTPException(503, STORE_UNREADABLE) from None
 
 
 def _validation_items(detail: Any) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from markupsafe import Markup, escape
 
 from assay import jsonout
 from assay.server.api import MAX_HOURS
+from assay.server.errors import store_read
 from assay.server.views import (
     SEED003_TAGS,
     compare_view,
@@ -189,7 +190,8 @@ def overview(
     request: Request,
     hours: Annotated[float | None, Query(gt=0, le=MAX_HOURS)] = None,
 ) -> HTMLResponse:
-    stats = _store(request).statistics(hours=hours)
+    with store_read():
+        stats = _store(request).statistics(hours=hours)
     return render(
         request,
         "overview.html",
@@ -206,7 +208,8 @@ def history_page(
     request: Request,
     hours: Annotated[float, Query(gt=0, le=24 * 366)] = 24,
 ) -> HTMLResponse:
-    data = _store(request).history(hours)
+    with store_read():
+        data = _store(request).history(hours)
     units = {name: metric_meta(name)[0] for name in data["metrics"]}
     return render(
         request,
@@ -235,7 +238,10 @@ def runs_page(request: Request, page: Page = 1) -> HTMLResponse:
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(request: Request, run_id: str, page: Page = 1) -> HTMLResponse:
     store = _store(request)
-    detail = store.run_detail(run_id, limit=SAMPLES_PER_PAGE, offset=(page - 1) * SAMPLES_PER_PAGE)
+    with store_read():
+        detail = store.run_detail(
+            run_id, limit=SAMPLES_PER_PAGE, offset=(page - 1) * SAMPLES_PER_PAGE
+        )
     if detail is None:
         return render(
             request, "not_found.html", status_code=404, what="run", name=run_id, active="runs"
