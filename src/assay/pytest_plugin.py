@@ -67,7 +67,7 @@ from assay.sample import Sample
 if TYPE_CHECKING:
     from assay.store.db import Store
 
-__all__ = ["AssayChecker", "CheckResult"]
+__all__ = ["AssayChecker", "CheckResult", "import_spool"]
 
 _CHECKS = pytest.StashKey[list["CheckResult"]]()
 _REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
