@@ -209,8 +209,9 @@ def test_resume_scores_errored_samples_again_and_gates_the_whole_run(db_url, env
         {"id": "x3", "response": "d", "expected": "no"},
     ]
     data = _lines(env / "d.jsonl", rows)
+    out = env / "o.jsonl"
     args = ["evaluate", str(data), "-m", "exact_match", "--db", db_url, "--format", "json"]
-    args += ["--fail-under", "exact_match=0.5"]
+    args += ["-o", str(out), "--fail-under", "exact_match=0.5"]
     monkeypatch.setattr(cls, "compute", flaky)
     first = runner.invoke(app, args)
     assert first.exit_code == 3, first.output  # 2 errored samples
@@ -226,7 +227,19 @@ def test_resume_scores_errored_samples_again_and_gates_the_whole_run(db_url, env
     resumed = runner.invoke(app, [*args, "--resume", run_id])
     # the two re-scored samples alone have mean 0.0 (< 0.5); the whole run has 0.5
     assert resumed.exit_code == 0, resumed.output
-    assert f"resuming run {run_id}: 2 samples already stored, 2 to go" in resumed.output
+    assert resumed.stderr.splitlines() == [
+        f"resuming run {run_id}: 2 samples already stored, 2 to go (2 errored before)",
+        f"note: {out} keeps the lines of the 2 samples that errored; their new lines follow",
+    ]
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["id"], r["exact_match"]) for r in lines] == [
+        ("s0", 1.0),
+        ("s1", 1.0),
+        ("x2", None),
+        ("x3", None),
+        ("x2", 0.0),
+        ("x3", 0.0),
+    ]
     summary = _summary(resumed)
     assert (summary["samples"], summary["n"], summary["n_error"]) == (4, 4, 0)
     assert (summary["mean"], summary["pass_rate"]) == (0.5, 0.5)

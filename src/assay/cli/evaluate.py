@@ -242,9 +242,10 @@ def evaluate_command(
             fail(f"the results store cannot be used: {exc}")
         recorder = opened.recorder
         if resume:
+            retried = f" ({len(opened.retried)} errored before)" if opened.retried else ""
             err.print(
                 f"resuming run {resume}: {len(opened.stored)} samples already stored, "
-                f"{len(opened.todo)} to go"
+                f"{len(opened.todo)} to go{retried}"
             )
         samples = [samples[i] for i in opened.todo]
 
@@ -256,6 +257,11 @@ def evaluate_command(
             if recorder is not None:
                 recorder.store.close()
             fail(f"{out}: cannot write: {_reason(exc)}")
+    if sink is not None and opened is not None and opened.retried:
+        err.print(
+            f"[yellow]note:[/yellow] {escape(str(out))} keeps the lines of the "
+            f"{len(opened.retried)} samples that errored; their new lines follow"
+        )
     if resume and out is not None and sink is None:
         err.print(
             f"[yellow]note:[/yellow] {escape(str(out))} will hold only the samples scored "

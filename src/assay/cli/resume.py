@@ -159,11 +159,13 @@ def refusal(run_id: str, stored: dict[str, Any] | None, current: dict[str, Any])
 @dataclass
 class OpenedRun:
     """A stored run ready to record: what to score now (indices into the dataset's
-    samples) and the stored results of the samples that are done."""
+    samples), the stored results of the samples that are done, and the stored samples
+    that errored (scored again)."""
 
     recorder: RunRecorder
     todo: list[int]
     stored: dict[int, dict[str, MetricResult]]
+    retried: set[int]
 
 
 def open_run(
@@ -181,6 +183,7 @@ def open_run(
     store = Store(db)
     try:
         stored: dict[int, dict[str, MetricResult]] = {}
+        retried: set[int] = set()
         if resume:
             if not store.run_exists(resume):
                 raise StoreError(f"no run {resume!r} in {store.safe_url} to resume")
@@ -188,6 +191,7 @@ def open_run(
             if why is not None:
                 raise ResumeRefused(why)
             stored = store.stored_results(resume)
+            retried = store.errored_indices(resume)
         run_id = resume or uuid.uuid4().hex[:12]
         store.start_run(
             run_id,
@@ -203,7 +207,7 @@ def open_run(
         raise
     todo = [i for i in range(n_samples) if i not in stored]
     recorder = RunRecorder(store, run_id, metrics, config, index_map=todo, replace=bool(resume))
-    return OpenedRun(recorder, todo, stored)
+    return OpenedRun(recorder, todo, stored, retried)
 
 
 def whole_run(

@@ -280,6 +280,18 @@ class Store:
                 )
         return {i: rows for i, rows in sorted(found.items()) if i not in errored}
 
+    def errored_indices(self, run_id: str) -> set[int]:
+        """Sample indices stored for a run with a metric error (a resumed run scores them
+        again)."""
+        stmt = (
+            select(TestResult.sample_index)
+            .join(ScoringDetail, ScoringDetail.test_result_id == TestResult.id)
+            .where(TestResult.run_id == run_id, ScoringDetail.error.is_not(None))
+            .distinct()
+        )
+        with self.session() as session:
+            return {index for (index,) in session.execute(stmt)}
+
     def run_exists(self, run_id: str) -> bool:
         with self.session() as session:
             return session.get(Run, run_id) is not None
