@@ -8,7 +8,8 @@ judged_relevance=0.5``, default ``--max-errors 0``), once per scenario:
 - ``clean``: no faults (the reference values and exit code);
 - ``10 %``, ``30 %``, ``50 %``: that share of requests gets a fault drawn uniformly from
   every kind the server has (429, 500, hang, reset mid-body, slow drip, prose, ambiguous
-  prose, empty choices, no message, null content, refusal, truncated reply), seeded;
+  prose, empty choices, no message, null content, refusal, truncated reply, content
+  filter), seeded;
 - ``429 storm``: after the first 20 requests, every request is answered 429 with
   ``Retry-After: 1`` for a second (all those in flight meet it), then the server
   recovers.

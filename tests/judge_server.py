@@ -22,7 +22,7 @@ Faults (`FAULTS`), for the adversarial tests and ``benchmarks/faults.py``: ``fau
 list of fault kinds the next requests get, in order (a script; ``None`` is a normal
 reply); ``inject(rate, kinds, seed)`` then gives each later request one of ``kinds`` with
 probability ``rate`` (a seeded RNG); ``storm(seconds)`` answers every request 429 with
-``Retry-After`` for that long (from now, or from a later request). The kinds:
+``Retry-After`` for that long (from the next request, or a later one). The kinds:
 
 - ``429`` (with ``Retry-After: retry_after``), ``500``;
 - ``hang``: no reply for ``hang_seconds`` (the client must time out);
@@ -33,7 +33,8 @@ probability ``rate`` (a seeded RNG); ``storm(seconds)`` answers every request 42
   my score is 0.4.``); ``ambiguous``: prose stating two scores, neither marked as given;
 - ``empty``: ``choices: []``; ``no_message``: a choice without ``message``;
   ``null_content``: ``message.content`` null; ``refusal``: ``message.refusal`` set;
-  ``length``: half the reply with ``finish_reason: "length"``.
+  ``length``: half the reply with ``finish_reason: "length"``; ``filtered``: no content,
+  ``finish_reason: "content_filter"``.
 
 ``faults_served`` counts the faults given, by kind.
 
@@ -77,6 +78,7 @@ FAULTS: tuple[str, ...] = (
     "null_content",
     "refusal",
     "length",
+    "filtered",
 )
 #: faults that break the transport, not the reply: the handler carries them out
 _TRANSPORT = frozenset({"reset", "drip"})
@@ -277,13 +279,10 @@ class JudgeServer:
             self.fault_rate, self.fault_kinds, self._rng = rate, kinds, random.Random(seed)
 
     def storm(self, seconds: float, retry_after: str = "1", after: int = 0) -> None:
-        """Answer every request 429 with ``Retry-After: retry_after`` for ``seconds``,
-        starting now or, with ``after``, at the request after the next ``after``."""
+        """Answer every request 429 with ``Retry-After: retry_after`` for ``seconds``
+        from the arrival of the request that follows the next ``after`` ones."""
         with self._lock:
-            if after:
-                self._storm, self.storm_until = (seconds, self.calls + after), 0.0
-            else:
-                self._storm, self.storm_until = (0.0, 0), time.monotonic() + seconds
+            self._storm, self.storm_until = (seconds, self.calls + after), 0.0
             self.retry_after = retry_after
 
     def _fault(self) -> str | None:
@@ -427,6 +426,9 @@ def _choice(fault: str | None, reply: str | dict[str, Any], content: str) -> dic
         choice["finish_reason"] = "length"
     elif fault == "null_content":
         message["content"] = None
+    elif fault == "filtered":
+        message["content"] = None
+        choice["finish_reason"] = "content_filter"
     elif fault == "refusal":
         message.update(content=None, refusal="I can't help with evaluating this content.")
     elif fault == "no_message":

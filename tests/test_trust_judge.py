@@ -244,6 +244,7 @@ MALFORMED = {
     "content.",
     "length": "JudgeError: the judge's reply was cut off at the token limit "
     "(finish_reason 'length')",
+    "filtered": "JudgeError: the judge's reply was withheld by the server's content filter",
 }
 
 
@@ -297,7 +298,7 @@ def test_a_429_storm_is_waited_out_by_the_probe_alone(server: JudgeServer) -> No
     client = client_for(server, backoff_max=1.0, max_retries=6)
     replies = client.gather(client.ask(RELEVANCE, query=q, response=a) for q, a, _ in ROWS)
     assert [r.output.score for r in replies] == [1.0, 0.5, 0.67, 0.33]
-    # only the probe met the storm: 0.3 s apart, it was refused at about 0 s and 0.3 s
+    # only the probe met the storm: 0.3 s apart, it was refused at 0 s and about 0.3 s
     # (maybe 0.6 s); the other three waited for it instead of adding to the storm
     assert 2 <= server.faults_served["429"] <= 3
     assert server.calls == server.faults_served["429"] + 4
@@ -363,16 +364,19 @@ def test_half_the_requests_faulty_loses_no_sample_and_invents_no_value(
     assert len(values) == 30
     assert all((v is None) != (e is None) for v, e in values)  # a value or an error, never both
     assert {v for v, _ in values if v is not None} == {0.25}  # river of 4 words: never made up
-    reasons = {e.split(": ", 1)[1].split(" (")[0] for _, e in values if e}
-    assert reasons <= {
+    known = (
         "the judge's reply has no choices",
         "the judge's reply has no message",
         "the judge's reply has no content",
         "the judge refused to answer: I can't help with evaluating this content.",
         "the judge's reply was cut off at the token limit",
+        "the judge's reply was withheld by the server's content filter",
         "judge reply to seed001_relevance@1 unparsable after a JSON-only retry: ambiguous "
         "reply: it states several scores",
-    }
+        "judge request failed after 4 retries: ",  # 5 transport faults in a row (rare)
+    )
+    errors = [e.removeprefix("JudgeError: ") for _, e in values if e]
+    assert [e for e in errors if not e.startswith(known)] == []
     assert sum(server.faults_served.values()) > 0
 
 
