@@ -22,6 +22,7 @@ from assay.sinks import JsonlSink
 from assay.stats import summarize
 from assay.structured import evaluate_json
 from assay.structured.batch import evaluate_pairs, pairs_from_jsonl
+from judge_server import JudgeServer
 
 FIELD_HINT = "raise it with ASSAY_MAX_FIELD_CHARS or max_field_chars in [tool.assay]"
 DEPTH_HINT = "raise it (up to 800) with ASSAY_MAX_JSON_DEPTH or max_json_depth in [tool.assay]"
@@ -172,6 +173,24 @@ def test_the_default_field_limit_stops_a_5_mb_answer_before_any_work(plain) -> N
     )
     assert (row["rouge"].error, row["bleu"].error) == (message, message)
     assert row["e2e_latency"].value == 1000.0
+
+
+def test_a_sample_past_a_limit_asks_the_judge_nothing(tmp_path) -> None:
+    with JudgeServer() as server:
+        res = _limited(
+            tmp_path,
+            max_field_chars=200,
+            judge_model="test-judge",
+            judge_base_url=server.url,
+            judge_cache=False,
+        )
+        data = [{"query": "Why?", "response": "Because."}, {"query": "Why?", "response": "x" * 201}]
+        run = evaluate(data, metrics=["judged_relevance"], resources=res)
+        assert server.calls == 1  # the first sample's question only
+    assert run.results[0]["judged_relevance"].method == "llm"
+    assert run.results[1]["judged_relevance"].error == (
+        f"response has 201 characters, over the limit of 200 (max_field_chars); {FIELD_HINT}"
+    )
 
 
 def test_limits_follow_the_config_precedence(tmp_path, monkeypatch) -> None:

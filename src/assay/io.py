@@ -18,6 +18,9 @@ What the readers accept, and what they reject (every rejection names file, line,
   fine; missing cells are absent; more cells than header columns is an error.
 * A record with no known field (only unknown keys, or all empty) is an error: nothing in
   it could be scored, and it usually means misspelt column names.
+* A field nesting objects/arrays deeper than ``max_json_depth`` (500 by default) is an
+  error of its record; the other limits (``max_field_chars``, ``max_contexts``) are
+  applied per metric when scoring (``docs/input.md``, "Limits").
 """
 
 from __future__ import annotations

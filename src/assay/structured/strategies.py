@@ -21,6 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from assay.jsonout import dumps
 from assay.structured.paths import PathPattern
 
 __all__ = [
@@ -193,7 +194,7 @@ class StrategyConfig(Mapping[str, Strategy]):
 
     def save(self, path: str | Path) -> None:
         """Write the config as a JSON object (the format `load` reads)."""
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        Path(path).write_text(dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
 
     @classmethod
     def coerce(
