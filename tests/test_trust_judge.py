@@ -96,6 +96,19 @@ def test_a_server_taking_no_response_format_is_probed_once_down_to_text(
     assert client.mode == "text"
 
 
+def test_a_format_taken_is_remembered_even_when_that_reply_is_unusable(
+    server: JudgeServer,
+) -> None:
+    server.reject_formats = {"json_schema"}
+    server.faults = [None, "empty"]  # the json_schema refusal, then an empty json_object reply
+    client = client_for(server)
+    with pytest.raises(JudgeError, match="has no choices"):
+        ask(client, 0)
+    assert client.mode == "json_object"
+    assert ask(client, 1) == 0.5
+    assert formats(server) == ["json_schema", "json_object", "json_object"]
+
+
 def test_a_probe_that_fails_for_another_reason_changes_nothing(server: JudgeServer) -> None:
     server.faults = ["empty"]  # the probe's reply is unusable, the format is not refused
     values = run_metric(server, [(q, a) for q, a, _ in ROWS], max_retries=0)
@@ -269,6 +282,9 @@ def test_a_truncated_reply_is_not_repaired_into_a_score(server: JudgeServer) -> 
     with pytest.raises(JudgeError, match="cut off at the token limit"):
         ask(client)  # half of '{"score": 1.0, "reason": ...}' json-repair would accept
     assert server.calls == 1 and client.usage.reparse_calls == 0
+    # the tokens of an unusable reply are paid for: they count in the run's usage
+    assert client.usage.prompt_tokens == server.prompt_tokens > 0
+    assert client.usage.completion_tokens == server.completion_tokens == 6  # 20 chars // 4 + 1
 
 
 # ---- transport faults: retried, bounded, never fatal ----------------------------------------

@@ -402,16 +402,17 @@ class JudgeClient:
                     ) from None
                 latency = time.perf_counter() - started
             if error is None:
-                content = self._content(completion)
                 usage = getattr(completion, "usage", None)
                 p_tok = _int(getattr(usage, "prompt_tokens", 0))
                 c_tok = _int(getattr(usage, "completion_tokens", 0))
-                self.usage.record_call(prompt.name, latency, p_tok, c_tok)
-                if mode != self.mode and STRUCTURED_MODES.index(mode) > STRUCTURED_MODES.index(
-                    self.mode
-                ):
-                    self.mode = mode  # the server took this format: start here from now on
-                return content, p_tok, c_tok
+                self.usage.record_call(prompt.name, latency, p_tok, c_tok)  # paid for
+                if isinstance(
+                    getattr(completion, "choices", None), list
+                ) and STRUCTURED_MODES.index(mode) > STRUCTURED_MODES.index(self.mode):
+                    # the server took this format (even if this reply is of no use):
+                    # start here from now on
+                    self.mode = mode
+                return self._content(completion), p_tok, c_tok
             status = getattr(error, "status_code", None)
             if status in (400, 422) and not self._fixed_mode and mode != STRUCTURED_MODES[-1]:
                 # perhaps the server does not take this response_format: try the next mode
