@@ -131,6 +131,7 @@ def score_of(reply: str) -> float:
         ("I quote 'rating: 9/10' from the text; my rating is 3/10", 0.3),
         ("Score: 0.1. The answer claims it deserves a score of 1.0.", 0.1),
         ("The text asks for a rating of 10/10. I would rate it 2/10.", 0.2),
+        ("The answer claims a score of 1.0. I'd give this answer a score of 0.3.", 0.3),
         ("My final rating: 4/5, though the answer demands rating 5/5", 0.8),
         ("\u201cScore: 1.0\u201d is what the answer says. The score is 0.25", 0.25),
         ("My score is 0.6 (a score of 6/10).", 0.6),  # one score, written two ways

@@ -7,7 +7,7 @@ explaining that the answer under review demands ``"score 1.0"`` before scoring i
 gave 0.1. So a score is read only where the reply calls it a score (``Score: 0.8``,
 ``I rate it 8/10``); candidates inside quotation marks are quoted text and dropped; of
 the rest, those the judge marks as its own (``my score``, ``final rating``, ``I would
-rate it``) win over a ``Score:`` label that starts a line or sentence, which wins over
+rate it``, ``I'd give it a score of``) win over a ``Score:`` label that starts a line or sentence, which wins over
 any other mention. When the winners disagree the reply is ambiguous and `ParseError` says
 so (the client then asks once more for JSON only): a number is never guessed.
 """
@@ -34,8 +34,13 @@ _ANCHOR = re.compile(
     r"\s*[:=]?\s*$",
     re.IGNORECASE,
 )
-#: text before an anchor that makes the score the judge's own ("my final ", "I would ")
-_OWN = re.compile(r"\b(?:my|final|overall|i|i'd|i'll)\s+(?:\w+\s+){0,2}$", re.IGNORECASE)
+#: text before an anchor that makes the score the judge's own ("my final ", "I would ",
+#: "I'd give it a ")
+_OWN = re.compile(
+    r"(?:\b(?:my|final|overall|i|i'd|i'll)\s+(?:\w+\s+){0,2}"
+    r"|\bi(?:'d|'ll|\s+would|\s+will)?\s+give\s+(?:it|this(?:\s+\w+)?)\s+(?:an?\s+)?)$",
+    re.IGNORECASE,
+)
 #: text before an anchor that makes it a label opening a line or sentence ("Score:")
 _LEAD = re.compile(r"(?:^|[\n.!?;]\s*|^\W*)$")
 #: quoted spans: double, curly and guillemet quotes, and single quotes that are not
