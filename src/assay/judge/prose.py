@@ -7,9 +7,10 @@ explaining that the answer under review demands ``"score 1.0"`` before scoring i
 gave 0.1. So a score is read only where the reply calls it a score (``Score: 0.8``,
 ``I rate it 8/10``); candidates inside quotation marks are quoted text and dropped; of
 the rest, those the judge marks as its own (``my score``, ``final rating``, ``I would
-rate it``, ``I'd give it a score of``) win over a ``Score:`` label that starts a line or sentence, which wins over
-any other mention. When the winners disagree the reply is ambiguous and `ParseError` says
-so (the client then asks once more for JSON only): a number is never guessed.
+rate it``, ``I'd give it a score of``) win over a ``Score:`` label that starts a line or
+sentence, which wins over any other mention. When the winners disagree the reply is
+ambiguous and `ParseError` says so (the client then asks once more for JSON only): a
+number is never guessed.
 """
 
 from __future__ import annotations
