@@ -36,8 +36,7 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from assay.config import load_config, over_limit
-from assay.sample import FIELD_ALIASES, Sample, _key_form
-from assay.structured.values import json_extent
+from assay.sample import FIELD_ALIASES, Sample, _key_form, json_extent
 
 __all__ = [
     "InputError",

@@ -26,6 +26,8 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from assay.config import over_limit
+
 if TYPE_CHECKING:
     from assay.config import AssayConfig
 
@@ -36,6 +38,7 @@ __all__ = [
     "LimitedSample",
     "Sample",
     "ToolCall",
+    "json_extent",
     "limit_problems",
     "limited",
 ]
@@ -418,17 +421,41 @@ _JSON_FIELDS = ("expected_json", "output_json", "json_schema")
 LIMITED_FIELDS = (*_TEXT_FIELDS, "language", *_TEXT_LIST_FIELDS, *_JSON_FIELDS)
 
 
+def json_extent(value: Any) -> tuple[int, int]:
+    """``(size, depth)`` of a JSON value: size counts the characters of its strings and
+    object keys plus one per value; depth the objects/arrays on its deepest path (a scalar
+    is 0 deep, ``{"a": [1]}`` 2). Level by level: nesting costs no recursion."""
+    size, depth = 0, 0
+    level: list[Any] = [value]
+    while level:
+        size += len(level)
+        below: list[Any] = []
+        containers = False
+        for item in level:
+            if isinstance(item, str):
+                size += len(item)
+            elif isinstance(item, dict):
+                containers = True
+                size += sum(len(k) for k in item if isinstance(k, str))
+                below.extend(item.values())
+            elif isinstance(item, list | tuple):
+                containers = True
+                below.extend(item)
+        if containers:
+            depth += 1
+        level = below
+    return size, depth
+
+
 def limit_problems(sample: Sample, config: AssayConfig) -> dict[str, str]:
     """Field -> why it is past an input limit of ``config``: ``max_contexts`` (items of
     ``contexts``), ``max_json_depth`` (nesting of a JSON field) and ``max_field_chars``
     (the characters of a text, of all items of a list together, or of a JSON field's
     strings and keys plus one per value). Empty when every field is within the limits."""
-    from assay.config import over_limit
-    from assay.structured.values import json_extent
-
+    values = sample.__dict__
     problems: dict[str, str] = {}
     for field in LIMITED_FIELDS:
-        value = getattr(sample, field)
+        value = values[field]
         if value is None:
             continue
         depth = 0
@@ -437,7 +464,7 @@ def limit_problems(sample: Sample, config: AssayConfig) -> dict[str, str]:
         elif field in _JSON_FIELDS:
             size, depth = json_extent(value)
         else:
-            size = sum(len(item) for item in value)
+            size = sum(map(len, value))
         if field == "contexts" and len(value) > config.max_contexts:
             measured, limit, setting = (
                 f"holds {len(value):,} items",

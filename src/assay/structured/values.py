@@ -55,7 +55,6 @@ __all__ = [
     "is_email",
     "is_null",
     "is_numeric_text",
-    "json_extent",
     "json_safe",
     "key_name",
     "rebuild",
@@ -142,27 +141,6 @@ def rebuild(
             else:
                 target.append(copy)
     return root
-
-
-def json_extent(value: Any) -> tuple[int, int]:
-    """``(size, depth)`` of a JSON value: size counts the characters of its strings and
-    object keys plus one per value; depth the objects/arrays on its deepest path (a scalar
-    is 0 deep, ``{"a": [1]}`` 2). Iterative, like `rebuild`."""
-    size, depth = 0, 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, level = stack.pop()
-        size += 1
-        if isinstance(item, str):
-            size += len(item)
-        elif isinstance(item, dict):
-            depth = max(depth, level + 1)
-            size += sum(len(k) for k in item if isinstance(k, str))
-            stack.extend((v, level + 1) for v in item.values())
-        elif isinstance(item, list | tuple):
-            depth = max(depth, level + 1)
-            stack.extend((v, level + 1) for v in item)
-    return size, depth
 
 
 @contextmanager
