@@ -472,7 +472,11 @@ def _handler(owner: JudgeServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/stats"):
-                stats = {"calls": owner.calls, "calls_by_task": owner.calls_by_task()}
+                stats = {
+                    "calls": owner.calls,
+                    "calls_by_task": owner.calls_by_task(),
+                    "faults": dict(owner.faults_served),
+                }
                 self._send(200, stats, {})
             else:
                 self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
@@ -541,7 +545,7 @@ def _handler(owner: JudgeServer) -> type[BaseHTTPRequestHandler]:
 def main(argv: list[str] | None = None) -> None:
     """Serve from the command line (a separate process, as a real judge would be):
     ``python tests/judge_server.py --delay 0.2 --fault-rate 0.1`` prints the base URL,
-    then serves until killed. ``GET /v1/stats`` returns the call counts."""
+    then serves until killed. ``GET /v1/stats`` returns the call and fault counts."""
     import argparse
     import sys
 
