@@ -121,10 +121,8 @@ class Metric:
             if problems:
                 over[i] = limited(sample, problems)
                 continue
-            missing = self.missing_inputs(sample)
-            if missing:
-                results[i] = self.na("missing input: " + ", ".join(missing), missing=list(missing))
-            else:
+            results[i] = self._lacking(sample)
+            if results[i] is None:
                 todo.append(i)
         with depth_limit(res.config.max_json_depth):
             if todo:
@@ -143,16 +141,21 @@ class Metric:
         """Score a sample with a field past a limit: reading that field fails the metric
         for this sample (`InputTooLarge`); a metric that does not read it scores as usual."""
         try:
-            missing = self.missing_inputs(view)
+            lacking = self._lacking(view)
         except InputTooLarge as exc:
             return self.failed(exc)
-        if missing:
-            return self.na("missing input: " + ", ".join(missing), missing=list(missing))
-        return self._compute_one_safely(view, res)
+        return lacking or self._compute_one_safely(view, res)
 
     def missing_inputs(self, sample: Sample) -> list[str]:
         """Required fields the sample lacks."""
         return [f for f in self.requires if not sample.has(f)]
+
+    def _lacking(self, sample: Sample) -> MetricResult | None:
+        """None with the reason when a required input is missing; None when all are there."""
+        missing = self.missing_inputs(sample)
+        if not missing:
+            return None
+        return self.na("missing input: " + ", ".join(missing), missing=list(missing))
 
     # ---- hooks ---------------------------------------------------------------------
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
