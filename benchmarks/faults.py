@@ -10,6 +10,8 @@ judged_relevance=0.5``, default ``--max-errors 0``), once per scenario:
   every kind the server has (429, 500, hang, reset mid-body, slow drip, prose, ambiguous
   prose, empty choices, no message, null content, refusal, truncated reply, content
   filter), seeded;
+- ``50 % rcv``: half the requests get a recoverable fault (429, 500, hang, reset, drip,
+  prose, ambiguous prose): all of them should end in the right value;
 - ``429 storm``: after the first 20 requests, every request is answered 429 with
   ``Retry-After: 1`` for a second (all those in flight meet it), then the server
   recovers.
@@ -48,6 +50,8 @@ from judge_server import FAULTS, JudgeServer
 METRIC = "judged_relevance"
 GATE = 0.5
 EXIT_ERRORS = 3
+#: faults a retry or the JSON-only re-ask gets past (the others repeat if asked again)
+RECOVERABLE = ("429", "500", "hang", "reset", "drip", "prose", "ambiguous")
 
 
 @dataclass
@@ -161,12 +165,18 @@ def main(argv: list[str] | None = None) -> int:
         server.hang_seconds, server.drip_seconds = 60.0, 5.0
         clean, reference = run("clean", server, data, workdir, n, None, None)
         outcomes.append(clean)
-        scenarios: list[tuple[str, float]] = [("10 %", 0.1), ("30 %", 0.3), ("50 %", 0.5)]
-        for name, rate in [*scenarios, ("429 storm", 0.0)]:
+        scenarios: list[tuple[str, float, tuple[str, ...]]] = [
+            ("10 %", 0.1, FAULTS),
+            ("30 %", 0.3, FAULTS),
+            ("50 %", 0.5, FAULTS),
+            ("50 % rcv", 0.5, RECOVERABLE),
+            ("429 storm", 0.0, ()),
+        ]
+        for name, rate, kinds in scenarios:
             server.reset()
             server.hang_seconds, server.drip_seconds = 60.0, 5.0
             if rate:
-                server.inject(rate, FAULTS, seed=args.seed)
+                server.inject(rate, kinds, seed=args.seed)
             else:
                 server.storm(1.0, retry_after="1", after=20)
             outcome, _ = run(name, server, data, workdir, n, reference, clean.exit_code)
