@@ -98,7 +98,7 @@ def test_only_allowed_host_names_are_answered(store, host, extra, status):
     response = client.get("/api/runs", headers={"Host": host})
     assert response.status_code == status
     if status == 400:
-        assert "--allowed-host" in response.json()["detail"]
+        assert "ASSAY_ALLOWED_HOSTS" in response.json()["detail"]
     assert client.get("/", headers={"Host": host}).status_code == status  # pages too
 
 
@@ -368,3 +368,42 @@ def test_every_number_filter_goes_through_the_one_formatter():
     assert fmt_p(0.0001) == "< 0.001" and fmt_p(0.25) == "0.250"
     assert trend_info(inf)["text"] == trend_info(None)["text"] == "no trend"
     assert trend_info(12.345)["text"] == "+12.3%" and trend_info(-1e20)["text"] == "-1.0e+20%"
+
+
+def test_error_bodies_quote_little_of_the_request(client):
+    long_value = "X" * 100_000
+    response = client.put(STRATEGIES, json={"strategies": {"total": long_value}})
+    assert response.status_code == 422
+    (item,) = response.json()["detail"]
+    assert item["msg"].endswith("… (99611 more characters)") and len(item["msg"]) < 600
+    # a key is quoted in "loc": cut too
+    response = client.post(
+        "/api/evaluate", json={"samples": [{"response": "a"}], "tags": {"K" * 5000: 1}}
+    )
+    assert response.json()["detail"][0]["loc"] == [
+        "body",
+        "tags",
+        "K" * 100 + "… (4900 more characters)",
+    ]
+    # thousands of problems: the first 50 and a count of the rest
+    response = client.post("/api/evaluate", json={"samples": [{"duration": -1}] * 900})
+    detail = response.json()["detail"]
+    assert len(detail) == 51 and detail[0]["loc"] == ["body", "samples", 0, "duration"]
+    assert detail[-1] == {
+        "loc": ["body"],
+        "msg": "850 more problems not listed; fix these first",
+        "type": "too_many_errors",
+    }
+    assert len(client.get("/api/runs/" + "R" * 5000).json()["detail"]) < 600
+
+
+def test_the_body_limit_comes_from_the_environment(store, monkeypatch):
+    monkeypatch.setenv("ASSAY_MAX_BODY_BYTES", "2000")
+    client = TestClient(create_app(store, token=""), base_url="http://localhost")
+    body = {"samples": [{"response": "x" * 3000}], "metrics": ["exact_match"]}
+    response = client.post("/api/evaluate", json=body)
+    assert response.status_code == 413
+    assert response.json() == {"detail": "request body over 2000 bytes: send less"}
+    monkeypatch.setenv("ASSAY_MAX_BODY_BYTES", "20MB")
+    with pytest.raises(ValueError, match="ASSAY_MAX_BODY_BYTES='20MB': give a positive"):
+        create_app(store, token="")

@@ -30,9 +30,11 @@ if TYPE_CHECKING:
 
     from assay.resources import Resources
 
-__all__ = ["TOKEN_ENV", "WRITE_METHODS", "create_app", "plotly_js_path"]
+__all__ = ["MAX_BODY_ENV", "TOKEN_ENV", "WRITE_METHODS", "create_app", "plotly_js_path"]
 
 TOKEN_ENV = "ASSAY_API_TOKEN"
+MAX_BODY_ENV = "ASSAY_MAX_BODY_BYTES"
+DEFAULT_MAX_BODY_BYTES = 20 * 1024 * 1024
 HERE = Path(__file__).parent
 
 #: Content-Security-Policy of the dashboard pages: scripts only from this server (no inline
@@ -76,7 +78,7 @@ def create_app(
     *,
     resources: Resources | None = None,
     max_samples: int = 1000,
-    max_body_bytes: int = 20 * 1024 * 1024,
+    max_body_bytes: int | None = None,
     allowed_hosts: Iterable[str] | None = None,
 ) -> FastAPI:
     """The Assay API and dashboard over ``store`` (default: `assay.store.db.default_url`).
@@ -90,7 +92,8 @@ def create_app(
             (default: the process-wide `assay.resources.default_resources`).
         max_samples: most samples one ``POST /api/evaluate`` may carry.
         max_body_bytes: largest request body accepted, counted on the bytes received
-            (chunked bodies too); larger ones get 413 before anything is scored.
+            (chunked bodies too); larger ones get 413 before anything is scored. Default
+            ``ASSAY_MAX_BODY_BYTES``, else 20 MiB.
         allowed_hosts: Host names the server answers to besides the loopback names
             (behind a proxy: its public name); default ``ASSAY_ALLOWED_HOSTS``, comma
             separated.
@@ -98,6 +101,8 @@ def create_app(
     from assay.server import api, pages
 
     token = token if token is not None else os.environ.get(TOKEN_ENV)
+    if max_body_bytes is None:
+        max_body_bytes = _body_limit_from_env()
     app = FastAPI(
         title="Assay",
         summary="Quality metrics of LLM answers: results store, comparisons and scoring.",
@@ -169,6 +174,16 @@ def create_app(
     app.include_router(api.router)
     app.include_router(pages.router)
     return app
+
+
+def _body_limit_from_env() -> int:
+    """``ASSAY_MAX_BODY_BYTES`` as a positive whole number of bytes, else the default."""
+    text = os.environ.get(MAX_BODY_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_BODY_BYTES
+    if not (text.isascii() and text.isdigit()) or int(text) == 0:
+        raise ValueError(f"{MAX_BODY_ENV}={text!r}: give a positive whole number of bytes")
+    return int(text)
 
 
 def _version() -> str:

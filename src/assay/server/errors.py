@@ -5,6 +5,10 @@
   is never quoted back (FastAPI's default puts the whole body in ``input``).
 - Every other error: ``{"detail": "message"}`` (`ErrorMessage`).
 
+Messages name the field and the problem; what they quote of the request (a key, an
+unknown strategy name, a run id) is cut at `MAX_MESSAGE_CHARS` / `MAX_LOC_CHARS`, and at
+most `MAX_ITEMS` problems are listed.
+
 `store_read` turns a store aggregation that fails on the stored values into a 503 that
 says so (never a 500).
 
@@ -98,20 +102,38 @@ def store_read() -> Iterator[None]:
         raise HTTPException(503, STORE_UNREADABLE) from None
 
 
+#: bounds of an error body: what it quotes of the request (a key in ``loc``, a value in a
+#: message) stays short, and a body with thousands of problems lists the first ones
+MAX_MESSAGE_CHARS = 500
+MAX_LOC_CHARS = 100
+MAX_ITEMS = 50
+
+
+def cut(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` up to ``limit`` characters, saying how much was left off."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
 def _validation_items(detail: Any) -> list[dict[str, Any]]:
     items = detail if isinstance(detail, list) else [detail]
-    out = []
-    for item in items:
+    out: list[dict[str, Any]] = []
+    for item in items[:MAX_ITEMS]:
         if isinstance(item, dict) and "msg" in item:
+            loc = [
+                p if isinstance(p, int) else cut(str(p), MAX_LOC_CHARS) for p in item.get("loc", [])
+            ]
             out.append(
                 {
-                    "loc": [str(p) if not isinstance(p, int) else p for p in item.get("loc", [])],
-                    "msg": str(item["msg"]),
+                    "loc": loc,
+                    "msg": cut(str(item["msg"])),
                     "type": str(item.get("type", "value_error")),
                 }
             )
         else:
-            out.append({"loc": ["body"], "msg": str(item), "type": "value_error"})
+            out.append({"loc": ["body"], "msg": cut(str(item)), "type": "value_error"})
+    if len(items) > MAX_ITEMS:
+        more = f"{len(items) - MAX_ITEMS} more problems not listed; fix these first"
+        out.append({"loc": ["body"], "msg": more, "type": "too_many_errors"})
     return out
 
 
@@ -127,7 +149,7 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 422:
             body: dict[str, Any] = {"detail": _validation_items(exc.detail)}
         else:
-            body = {"detail": str(exc.detail)}
+            body = {"detail": cut(str(exc.detail))}
         return StrictJSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
     async def too_deep(request: Request, exc: Exception) -> JSONResponse:

@@ -4,7 +4,8 @@ One ASGI middleware, in this order:
 
 1. **Host** (DNS rebinding): the ``Host`` header must name an allowed host — the
    loopback names (``localhost``, ``127.0.0.1``, ``[::1]``) by default, plus the names
-   given with ``assay serve --allowed-host`` / ``ASSAY_ALLOWED_HOSTS``; else 400.
+   in ``ASSAY_ALLOWED_HOSTS`` (comma separated) or ``create_app(allowed_hosts=...)``;
+   else 400.
 2. **Cross-site writes** (CSRF): a POST, PUT, PATCH or DELETE whose ``Origin`` (or, when
    that is absent, ``Referer``) is present must come from the server's own origin or an
    allowed host; else 403. A write with a body must say ``Content-Type:
@@ -131,8 +132,8 @@ class RequestGuard:
         host = headers.get("host", "")
         if host_name(host) not in self.allowed_hosts:
             return 400, (
-                "this server does not answer to that Host name; add it with "
-                f"'assay serve --allowed-host NAME' or {ALLOWED_HOSTS_ENV}"
+                "this server does not answer to that Host name; add it to "
+                f"{ALLOWED_HOSTS_ENV} (comma-separated names) or create_app(allowed_hosts=...)"
             )
         if method not in WRITE_METHODS or not routed:
             return None
