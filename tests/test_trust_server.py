@@ -407,3 +407,16 @@ def test_the_body_limit_comes_from_the_environment(store, monkeypatch):
     monkeypatch.setenv("ASSAY_MAX_BODY_BYTES", "20MB")
     with pytest.raises(ValueError, match="ASSAY_MAX_BODY_BYTES='20MB': give a positive"):
         create_app(store, token="")
+
+
+def test_evaluate_answers_cut_known_secret_values_out_of_evidence(store, monkeypatch):
+    secret = "leak.Zz99secret@example.com"  # an e-mail value: compared EXACT, no model
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    client = TestClient(create_app(store, token=""), base_url="http://localhost")
+    sample = {"response": "x", "output_json": {"k": secret}, "expected_json": {"k": secret}}
+    response = client.post(
+        "/api/evaluate", json={"samples": [sample], "metrics": ["json_accuracy"]}
+    )
+    assert response.status_code == 200 and secret not in response.text
+    (field,) = response.json()["results"][0]["scores"]["json_accuracy"]["details"]["fields"]
+    assert (field["expected"], field["output"], field["score"]) == ("[redacted]", "[redacted]", 1.0)

@@ -30,6 +30,7 @@ from pydantic import (
 
 from assay import jsonout
 from assay.jsonout import to_jsonable
+from assay.redaction import known_secrets, redact
 from assay.registry import list_metrics, suite_names
 from assay.result import MetricResult
 from assay.sample import Sample
@@ -249,8 +250,11 @@ def _sample_errors(exc: ValidationError, index: int) -> list[dict[str, Any]]:
     return out
 
 
-def _result_json(result: MetricResult) -> dict[str, Any]:
-    return to_jsonable(result.to_dict())
+def _result_json(result: MetricResult, secrets: list[str]) -> dict[str, Any]:
+    """A result as the store keeps it: evidence with known secret values cut out."""
+    data = to_jsonable(result.to_dict())
+    data["details"] = redact(data.get("details"), secrets, by_name=False)
+    return data
 
 
 @router.post("/evaluate", tags=["scoring"])
@@ -323,13 +327,14 @@ def evaluate(request: Request, req: EvaluateRequest) -> dict[str, Any]:
     if recorder is not None:
         store.finish_run(run_id, status="finished", judge_usage=evaluation.judge_usage)
     results = []
+    secrets = known_secrets(resources.config)
     for i, (sample, row) in enumerate(zip(evaluation.samples, evaluation.results, strict=True)):
         results.append(
             {
                 "index": i,
                 "id": sample.id,
                 "status": sample_status(evaluation.metrics, row, evaluation.config),
-                "scores": {name: _result_json(r) for name, r in row.items()},
+                "scores": {name: _result_json(r, secrets) for name, r in row.items()},
             }
         )
     return {
