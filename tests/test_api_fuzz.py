@@ -12,17 +12,20 @@ uvicorn by the ten thousand.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import pytest
+from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assay.result import MetricResult
 from assay.sample import Sample
+from assay.server import pages
 from assay.server.app import create_app
 from assay.store.db import Store
 
@@ -428,6 +431,43 @@ def test_encode_writes_the_tokens_json_dumps_cannot() -> None:
     assert text.startswith('{"a":[NaN,10000') and text.endswith("1" + "]" * 300 + "}")
     assert corrupt("abc", "invalid utf-8", 1) == b"a\xff\xfebc"
     assert corrupt("abc", "truncate", 2) == b"ab"
+
+
+PAGE_DATA = re.compile(r'<script type="application/json" id="page-data">(.*?)</script>', re.S)
+#: a non-finite number where the pages put numbers (reflected query text may say "nan")
+NON_FINITE_NUMBER = re.compile(r'(?i)data-(?:value|trend)="-?(?:inf|nan)')
+
+
+def page_operations() -> list[Operation]:
+    """Every dashboard page (not in the OpenAPI document), with its parameters."""
+    return [
+        Operation(
+            method="GET",
+            template=route.path,
+            path_params=tuple(p.name for p in route.dependant.path_params),
+            query_params=tuple(p.name for p in route.dependant.query_params),
+            has_body=False,
+        )
+        for route in pages.router.routes
+        if isinstance(route, APIRoute)
+    ]
+
+
+@pytest.mark.parametrize("operation", page_operations(), ids=lambda o: o.template)
+def test_hostile_page_requests_never_get_a_5xx(client: TestClient, operation: Operation) -> None:
+    @settings(FUZZ, max_examples=25)
+    @given(request=hostile_requests(operation))
+    def check(request: HostileRequest) -> None:
+        response = client.get(request.url)
+        assert response.status_code < 500, request.describe()
+        if response.headers["content-type"].startswith("text/html"):
+            assert NON_FINITE_NUMBER.findall(response.text) == [], request.describe()
+            for block in PAGE_DATA.findall(response.text):
+                strict_json(block)
+        else:
+            check_response(response.status_code, response.headers["content-type"], response.text)
+
+    check()
 
 
 # ---- what the fuzzing found (each was a 500) ----------------------------------------------
