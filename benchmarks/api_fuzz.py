@@ -76,7 +76,9 @@ class Report:
     )
     examples: list[str] = field(default_factory=list)
 
-    def record(self, key: tuple[str, str], status: int, content_type: str, text: str, what: str):
+    def record(
+        self, key: tuple[str, str], status: int, content_type: str, text: str, what: str
+    ) -> None:
         tally = self.tallies[key]
         tally.sent += 1
         tally.statuses[status] += 1

@@ -17,6 +17,7 @@ from assay.server.app import create_app
 from assay.server.errors import STORE_UNREADABLE
 from assay.server.live import running_server
 from assay.store.db import Store
+from test_api_fuzz import PAGE_DATA, deep_text, strict_json
 
 JSON = {"Content-Type": "application/json"}
 STRATEGIES = "/api/field-strategies/invoices"
@@ -159,15 +160,6 @@ def test_the_size_limit_holds_on_chunked_bodies_and_no_error_echoes_the_body(sto
         assert status == 413
 
 
-def _strict(text: str) -> Any:
-    """Parse as standard JSON: NaN, Infinity and -Infinity tokens are refused."""
-
-    def refuse(token: str) -> Any:
-        raise ValueError(f"non-standard JSON token {token}")
-
-    return json.loads(text, parse_constant=refuse)
-
-
 def _deep(levels: int) -> Any:
     value: Any = "x"
     for _ in range(levels):
@@ -184,14 +176,11 @@ def test_deeply_nested_json_is_a_4xx_on_every_write(client, levels):
         f"{STRATEGIES}/import": deep,
     }
     for path, body in bodies.items():
-        text = json.dumps(body) if levels < 900 else _deep_text(levels)
+        # json.dumps recurses: deeper documents are written as text
+        deep_body = '{"gt": ' + deep_text(levels, "{") + ', "output": {}}'
+        text = json.dumps(body) if levels < 900 else deep_body
         response = client.post(path, content=text.encode(), headers=JSON)
         assert response.status_code < 500, (path, levels, response.text[:300])
-
-
-def _deep_text(levels: int) -> str:
-    """A document too deep for json.dumps (which recurses), written by hand."""
-    return '{"gt": ' + '{"a": ' * levels + '"x"' + "}" * levels + ', "output": {}}'
 
 
 @pytest.mark.parametrize(
@@ -215,7 +204,7 @@ def test_hostile_bodies_get_4xx_never_500(client, raw):
     for path in ("/api/evaluate", "/api/json-eval", f"{STRATEGIES}/import"):
         response = client.post(path, content=raw, headers=JSON)
         assert response.status_code < 500, (path, raw[:60], response.text[:300])
-        body = _strict(response.text)  # standard JSON, whatever was posted
+        body = strict_json(response.text)  # standard JSON, whatever was posted
         if response.status_code >= 400:
             assert body["detail"]
         else:  # json-eval reads NaN/Infinity as the texts "NaN"/"Infinity"
@@ -224,7 +213,6 @@ def test_hostile_bodies_get_4xx_never_500(client, raw):
 
 #: a number token the pages must never show, as text or in an attribute
 NON_FINITE = re.compile(r"\b(?:-?inf|nan|infinity)\b", re.IGNORECASE)
-PAGE_DATA = re.compile(r'<script type="application/json" id="page-data">(.*?)</script>', re.S)
 
 
 def _record_runs(store, values: dict[str, float]) -> None:
@@ -265,7 +253,7 @@ def test_json_responses_never_carry_nan_or_infinity(extreme_client):
     ):
         response = extreme_client.get(path)
         assert response.status_code == 200, (path, response.text)
-        _strict(response.text)
+        strict_json(response.text)
 
 
 @pytest.mark.parametrize(
@@ -277,7 +265,7 @@ def test_pages_never_show_inf_or_nan(extreme_client, path):
     assert page.status_code == 200
     assert NON_FINITE.findall(page.text) == []
     for block in PAGE_DATA.findall(page.text):
-        _strict(block)  # the charts' data is standard JSON too
+        strict_json(block)  # the charts' data is standard JSON too
 
 
 def _cell(page: str, metric: str) -> str:
