@@ -164,3 +164,11 @@ def test_redaction_by_name_by_value_and_in_urls():
     )
     assert redact_url("https://host/v1") == "https://host/v1"
     assert redact_url("https://u@host/v1") == "https://u@host/v1"
+
+
+def test_credential_query_parameters_in_urls_are_redacted_and_others_kept():
+    url = "https://judge.example/v1?api-version=2024&key=AIza123&access_token=t0k&x=1#top"
+    assert redact_url(url) == (
+        f"https://judge.example/v1?api-version=2024&key={REDACTED}&access_token={REDACTED}&x=1#top"
+    )
+    assert redact_text(f"calling {url} failed", []) == f"calling {redact_url(url)} failed"

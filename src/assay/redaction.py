@@ -55,6 +55,11 @@ _SECRET_NAMES = {"key", "auth", "pwd", "bearer"}
 _URL_PASSWORD = re.compile(
     r"(?P<head>\b[a-z][a-z0-9+.\-]{0,30}://[^\s/@:]*):(?P<password>[^\s/@]*)@", re.I
 )
+# a query parameter in a URL ("?key=…", "&access_token=…"); redacted when its name
+# names a credential (see is_secret_name)
+_URL_QUERY_PARAMETER = re.compile(
+    r"(?P<head>[?&](?P<name>[A-Za-z0-9_.\-]{1,60})=)(?P<value>[^&#\s]+)"
+)
 # HTTP credentials quoted in free text: "Bearer abc…", "Basic dXNlcjpwYXNz" (the
 # base64 of user:password that an HTTP client sends for a URL with credentials)
 _BEARER = re.compile(r"(?P<head>\b(?:bearer|basic)\s+)(?P<token>[A-Za-z0-9._~+/=\-]{8,})", re.I)
@@ -103,8 +108,12 @@ def known_secrets(config: Any = None, environ: dict[str, str] | None = None) -> 
 
 
 def redact_url(url: str) -> str:
-    """``url`` with any password replaced: ``postgresql://u:[redacted]@host/db``."""
-    return _URL_PASSWORD.sub(lambda m: f"{m['head']}:{REDACTED}@", url)
+    """``url`` with any password and credential-named query parameter replaced:
+    ``postgresql://u:[redacted]@host/db``, ``https://host/v1?key=[redacted]``."""
+    url = _URL_PASSWORD.sub(lambda m: f"{m['head']}:{REDACTED}@", url)
+    return _URL_QUERY_PARAMETER.sub(
+        lambda m: f"{m['head']}{REDACTED}" if is_secret_name(m["name"]) else m[0], url
+    )
 
 
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
