@@ -21,7 +21,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from assay.jsonout import dumps
 from assay.structured.paths import PathPattern
 
 __all__ = [
@@ -194,6 +193,10 @@ class StrategyConfig(Mapping[str, Strategy]):
 
     def save(self, path: str | Path) -> None:
         """Write the config as a JSON object (the format `load` reads)."""
+        # imported here: assay.jsonout imports assay.structured.values, whose package
+        # imports this module, so a top-level import is a cycle when jsonout comes first
+        from assay.jsonout import dumps
+
         Path(path).write_text(dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
 
     @classmethod
