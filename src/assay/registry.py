@@ -8,9 +8,10 @@ download; judged metrics fall back to their local estimator).
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from assay.metric import Metric
+if TYPE_CHECKING:
+    from assay.metric import Metric
 
 __all__ = [
     "SUITE_DESCRIPTIONS",

@@ -10,30 +10,9 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from sqlalchemy.exc import SQLAlchemyError
 
 from assay.cli import app, consoles
-from assay.cli.report import (
-    EXIT_BAD_INPUT,
-    EXIT_GATE_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_METRIC_ERRORS,
-    ErrorTolerance,
-    error_gate,
-    error_notes,
-    gate_failures,
-    print_report,
-)
-from assay.cli.resume import OpenedRun, ResumeRefused, open_run, resume_command, whole_run
-from assay.config import AssayWarning, ConfigError, load_config
-from assay.io import InputErrors, read_samples
-from assay.models.embedders import ModelUnavailable
-from assay.registry import metric_class, resolve_metrics, suite_names
-from assay.resources import Resources
-from assay.runner import Evaluation, evaluate, flat_row
-from assay.sinks import JsonlSink, write_table
-from assay.store.db import StoreError
+from assay.registry import metric_class, suite_names
 
 
 def _parse_pairs(items: list[str], option: str) -> dict[str, float]:
@@ -166,6 +145,36 @@ def evaluate_command(
     or output; 3 samples errored on a metric beyond --max-errors (before 1: a gate over
     values that could not all be computed does not pass); 130 interrupted.
     """
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from assay.cli.report import (
+        EXIT_BAD_INPUT,
+        EXIT_GATE_FAILED,
+        EXIT_INTERRUPTED,
+        EXIT_METRIC_ERRORS,
+        ErrorTolerance,
+        error_gate,
+        error_notes,
+        gate_failures,
+        print_report,
+    )
+    from assay.cli.resume import OpenedRun, ResumeRefused, open_run, resume_command, whole_run
+    from assay.config import ConfigError, load_config
+    from assay.io import InputErrors, read_samples
+    from assay.models.embedders import ModelUnavailable
+    from assay.registry import resolve_metrics
+    from assay.resources import Resources
+    from assay.runner import Evaluation, evaluate, flat_row
+    from assay.sinks import JsonlSink, write_table
+    from assay.store.db import StoreError
+
     console = consoles.messages()
     err = consoles.messages()
 
@@ -478,6 +487,7 @@ def _check_bounds(
 
 def _warning_printer(err: Any, fallback: Any) -> Any:
     """Show Assay's own warnings (e.g. an unusable cache) as one plain line."""
+    from assay.config import AssayWarning
 
     def show(message: Any, category: type, *args: Any, **kwargs: Any) -> None:
         if issubclass(category, AssayWarning):

@@ -12,31 +12,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from statistics import fmean
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from assay.cli import app, consoles
-from assay.models.embedders import ModelUnavailable
-from assay.resources import default_resources
-from assay.structured import (
-    DocResult,
-    EvalOptions,
-    FieldAggregate,
-    InputError,
-    RQSWeights,
-    StrategyConfig,
-    StrategyConfigError,
-    default_scorer,
-    detect_config,
-    evaluate_pairs,
-    field_aggregates,
-    load_pairs,
-)
-from assay.structured.batch import unreadable_json
-from assay.structured.values import json_safe
+
+if TYPE_CHECKING:
+    from assay.structured import DocResult, FieldAggregate, RQSWeights
 
 EXIT_BAD_INPUT = 2
 SCORES = ("completeness", "hallucination", "accuracy", "rqs")
@@ -54,6 +39,8 @@ def _fail(message: str) -> typer.Exit:
 
 
 def _parse_weights(text: str | None) -> RQSWeights:
+    from assay.structured import RQSWeights
+
     if not text:
         return RQSWeights()
     values: dict[str, float] = {}
@@ -200,6 +187,20 @@ def json_eval_command(
     objects) or SEMANTIC (other text). Nested objects are compared field by field under
     dotted paths (address.city), arrays of objects by index (items.0.sku).
     """
+    from assay.models.embedders import ModelUnavailable
+    from assay.resources import default_resources
+    from assay.structured import (
+        EvalOptions,
+        InputError,
+        StrategyConfig,
+        StrategyConfigError,
+        default_scorer,
+        evaluate_pairs,
+        field_aggregates,
+        load_pairs,
+    )
+    from assay.structured.values import json_safe
+
     if output_format not in {"table", "json"}:
         raise typer.BadParameter("choose table or json", param_hint="--format")
     rqs_weights = _parse_weights(weights)
@@ -274,6 +275,8 @@ def validate_command(
     file: Annotated[Path, typer.Argument(help="A field-strategy config (JSON).")],
 ) -> None:
     """Check a field-strategy config: every value must be EXACT, FUZZY, SEMANTIC or IGNORE."""
+    from assay.structured import StrategyConfig, StrategyConfigError
+
     try:
         config = StrategyConfig.load(file)
     except StrategyConfigError as exc:
@@ -299,6 +302,9 @@ def export_command(
 ) -> None:
     """Write the auto-detected strategy of every non-null field of a document: a starting
     config to edit (array elements are pooled as items.*.field)."""
+    from assay.structured import detect_config
+    from assay.structured.batch import unreadable_json
+
     if not from_doc.is_file():
         raise _fail(f"{from_doc}: no such file")
     try:
