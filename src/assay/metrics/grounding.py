@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sklearn.feature_extraction.text import TfidfVectorizer
-
+from assay.extras import require
 from assay.metric import Metric, clamp01
 from assay.registry import register
 from assay.resources import Resources
@@ -42,7 +41,8 @@ def tfidf_cosine(a: str, b: str) -> float | None:
     Arabic diacritics and tatweel removed), as for the Jaccard half, so a vocalised Arabic
     word is one term equal to its plain spelling; English text is unchanged by it.
     """
-    vectoriser = TfidfVectorizer(stop_words="english")
+    sklearn_text = require("sklearn.feature_extraction.text", "relevance (TF-IDF)")
+    vectoriser = sklearn_text.TfidfVectorizer(stop_words="english")
     try:
         matrix = vectoriser.fit_transform([normalise(a), normalise(b)])
     except ValueError:  # empty vocabulary: both texts are stop words only

