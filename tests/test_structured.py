@@ -9,7 +9,9 @@ import pytest
 from rapidfuzz import fuzz
 from rapidfuzz.utils import default_process
 
+from assay.config import AssayConfig
 from assay.registry import get_metric, metric_class, suite
+from assay.resources import Resources
 from assay.sample import Sample
 from assay.structured import (
     BUCKETS,
@@ -827,7 +829,10 @@ def test_documents_json_refuses_become_error_rows(tmp_path, text: str, message: 
     (line,) = pairs_from_jsonl(jsonl)
     assert line.error.startswith(f"{jsonl}:1: a document string is {message}")
     metric = get_metric("json_hallucination")
-    result = metric.score(Sample(expected_json=text, output_json={"a": 1}))
+    # the 200,000-character text is past the default max_field_chars (100,000): raised here
+    # so the parser's refusal is what the metric reports
+    res = Resources(AssayConfig(use_cache=False, max_field_chars=len(text)))
+    result = metric.score(Sample(expected_json=text, output_json={"a": 1}), res)
     assert result.error is None and result.value is None
     assert result.reason.startswith(f"expected_json: {message}")
 

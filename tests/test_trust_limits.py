@@ -159,20 +159,26 @@ def test_a_list_field_counts_all_its_items_and_metric_score_is_limited_too(tmp_p
     assert get_metric("cot_validity").score(at_limit, res).error is None
 
 
-def test_the_default_field_limit_stops_a_5_mb_answer_before_any_work(plain) -> None:
-    answer = "word " * 1_000_000  # 5,000,000 characters, past the default 1,000,000
+def test_the_default_field_limit_is_100_000_characters(plain) -> None:
+    # 20,000 x "word " = 100,000 characters: scored. rouge-L against "word": LCS 1,
+    # precision 1/20,000, recall 1 -> F1 = 2 * (1/20000) / (1/20000 + 1) = 2 / 20,001
+    at = "word " * 20_000
+    past = at + "x"
     run = evaluate(
-        [{"response": answer, "expected": "word", "duration": 1.0}],
-        metrics=["rouge", "bleu", "e2e_latency"],
+        [
+            {"response": at, "expected": "word", "duration": 1.0},
+            {"response": past, "expected": "word", "duration": 1.0},
+        ],
+        metrics=["rouge", "e2e_latency"],
         resources=plain,
     )
-    row = run.results[0]
-    message = (
-        "response has 5,000,000 characters, over the limit of 1,000,000 (max_field_chars); "
+    at_row, past_row = run.results
+    assert at_row["rouge"].value == pytest.approx(2 / 20_001)
+    assert past_row["rouge"].error == (
+        "response has 100,001 characters, over the limit of 100,000 (max_field_chars); "
         + FIELD_HINT
     )
-    assert (row["rouge"].error, row["bleu"].error) == (message, message)
-    assert row["e2e_latency"].value == 1000.0
+    assert past_row["e2e_latency"].value == 1000.0
 
 
 def test_a_sample_past_a_limit_asks_the_judge_nothing(tmp_path) -> None:
@@ -195,7 +201,7 @@ def test_a_sample_past_a_limit_asks_the_judge_nothing(tmp_path) -> None:
 
 def test_limits_follow_the_config_precedence(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    assert (AssayConfig().max_field_chars, AssayConfig().max_json_depth) == (1_000_000, 500)
+    assert (AssayConfig().max_field_chars, AssayConfig().max_json_depth) == (100_000, 500)
     assert AssayConfig().max_contexts == 1_000
     monkeypatch.setenv("ASSAY_MAX_FIELD_CHARS", "2000")
     monkeypatch.setenv("ASSAY_MAX_JSON_DEPTH", "600")
@@ -311,7 +317,7 @@ def test_the_limits_are_documented_with_their_defaults_and_settings() -> None:
     docs = (Path(__file__).resolve().parent.parent / "docs" / "input.md").read_text("utf-8")
     limits = docs.split("## Limits", 1)[1].split("\n## ", 1)[0]
     for setting, env, default in (
-        ("max_field_chars", "ASSAY_MAX_FIELD_CHARS", "1,000,000"),
+        ("max_field_chars", "ASSAY_MAX_FIELD_CHARS", "100,000"),
         ("max_json_depth", "ASSAY_MAX_JSON_DEPTH", "500"),
         ("max_contexts", "ASSAY_MAX_CONTEXTS", "1,000"),
     ):

@@ -194,7 +194,7 @@ class AssayConfig(BaseSettings):
     # input limits (docs/input.md, "Limits"): past one, the metrics that read the field
     # give a per-sample error; the rest of the run goes on
     max_field_chars: int = Field(
-        1_000_000,
+        100_000,
         ge=1,
         validation_alias=_env("ASSAY_MAX_FIELD_CHARS", "max_field_chars"),
         description=(
