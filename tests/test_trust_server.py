@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from assay.server.app import create_app
-from assay.server.errors import STORE_UNREADABLE
+from assay.server.errors import INTERNAL_ERROR, STORE_UNREADABLE
 from assay.server.live import running_server
 from assay.store.db import Store
 from test_api_fuzz import PAGE_DATA, deep_text, strict_json
@@ -408,3 +408,17 @@ def test_evaluate_answers_cut_known_secret_values_out_of_evidence(store, monkeyp
     assert response.status_code == 200 and secret not in response.text
     (field,) = response.json()["results"][0]["scores"]["json_accuracy"]["details"]["fields"]
     assert (field["expected"], field["output"], field["score"]) == ("[redacted]", "[redacted]", 1.0)
+
+
+def test_a_bug_is_a_json_500_that_says_nothing_of_it(store, monkeypatch):
+    def broken(**kwargs: Any) -> Any:
+        raise RuntimeError("secret internals /etc/assay")
+
+    monkeypatch.setattr(store, "runs", broken)
+    client = TestClient(
+        create_app(store, token=""), base_url="http://localhost", raise_server_exceptions=False
+    )
+    response = client.get("/api/runs")
+    assert response.status_code == 500
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {"detail": INTERNAL_ERROR}

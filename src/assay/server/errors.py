@@ -3,7 +3,8 @@
 - 422 (invalid input): FastAPI's validation shape ``{"detail": [{"loc", "msg", "type"}]}``
   for every 422, whether pydantic or an endpoint found the problem. The offending input
   is never quoted back (FastAPI's default puts the whole body in ``input``).
-- Every other error: ``{"detail": "message"}`` (`ErrorMessage`).
+- Every other error: ``{"detail": "message"}`` (`ErrorMessage`), a bug's 500 included
+  (`INTERNAL_ERROR`, no detail of the exception).
 
 Messages name the field and the problem; what they quote of the request (a key, an
 unknown strategy name, a run id) is cut at `MAX_MESSAGE_CHARS` / `MAX_LOC_CHARS`, and at
@@ -83,6 +84,9 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 log = logging.getLogger("assay.server")
 
+#: the answer to a request that met a bug (never meant to be seen; the log has the trace)
+INTERNAL_ERROR = "internal server error; the server log has the details"
+
 #: the answer when a store aggregation fails on what is stored
 STORE_UNREADABLE = (
     "the results store holds values its averages cannot be computed from (e.g. +1e308 and "
@@ -159,6 +163,12 @@ def install_error_handlers(app: FastAPI) -> None:
             status_code=422,
         )
 
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # a bug, not the client's fault: logged by the server; the body stays JSON and
+        # says nothing of the request or the exception
+        return StrictJSONResponse({"detail": INTERNAL_ERROR}, status_code=500)
+
+    app.add_exception_handler(Exception, unexpected)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RecursionError, too_deep)
