@@ -61,7 +61,6 @@ from assay.redaction import (
 from assay.registry import resolve_metrics
 from assay.resources import Resources
 from assay.result import MetricResult
-from assay.runner import applied_threshold, passes
 from assay.sample import Sample
 
 if TYPE_CHECKING:
@@ -140,6 +139,8 @@ class AssayChecker:
         Metrics without any threshold that compute a value or are N/A are reported but
         never fail.
         """
+        from assay.runner import applied_threshold, passes  # loads every metric: on first use
+
         sample = sample or Sample.model_validate(fields)
         chosen = self._metrics(metrics, suites)
         results = {m.name: m.score(sample, self._resources) for m in chosen}

