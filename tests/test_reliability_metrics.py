@@ -210,7 +210,11 @@ def test_schema_compliance_responses_json_refuses_are_not_json(resources, respon
     assert reason in result.details["errors"][0]["message"]
 
 
-def test_schema_compliance_messages_are_cut(resources):
+def test_schema_compliance_messages_are_cut(resources, monkeypatch):
+    # past the default max_field_chars (100,000): raised to test the metric itself
+    monkeypatch.setattr(
+        resources, "config", resources.config.model_copy(update={"max_field_chars": 2_000_000})
+    )
     huge = '"' + "x" * 100_000 + '"'
     result = score("schema_compliance", resources, response=huge, json_schema={"type": "integer"})
     assert result.value == 0.0
@@ -219,7 +223,7 @@ def test_schema_compliance_messages_are_cut(resources):
     assert len(message) <= 500 and message.endswith("… (99567 more characters)")
 
 
-def test_schema_compliance_recursive_schema_on_a_very_deep_instance_is_none(resources):
+def test_schema_compliance_recursive_schema_on_a_very_deep_instance_is_an_error(resources):
     deep: dict = {}
     node = deep
     for _ in range(2000):
@@ -230,8 +234,10 @@ def test_schema_compliance_recursive_schema_on_a_very_deep_instance_is_none(reso
         "$ref": "#/$defs/n",
     }
     result = score("schema_compliance", resources, output_json=deep, json_schema=schema)
-    assert result.error is None and result.value is None
-    assert "nests too deeply" in result.reason
+    # 2,001 levels are past max_json_depth (500): the input-limit error, before any schema
+    # recursion
+    assert (result.value, result.reason) == (None, "input over a limit")
+    assert result.error.startswith("output_json nests 2,001 levels deep, over the limit of 500")
 
 
 def test_schema_compliance_fence_followed_by_blank_lines_is_fast(resources):

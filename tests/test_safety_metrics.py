@@ -210,11 +210,17 @@ def test_email_detector_takes_unicode_local_parts_whole() -> None:
     assert find_pii("a." * 50_000 + "@", load_patterns("safety")) == []
 
 
-def test_many_findings_are_fast_and_the_evidence_is_capped(resources: Resources) -> None:
+def test_many_findings_are_fast_and_the_evidence_is_capped(
+    resources: Resources, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # 20,000 addresses: the old overlap check compared each finding with every earlier one
     # (about 8 s here); the evidence lists the first 100, the counts are complete
     import time
 
+    # past the default max_field_chars (100,000): raised to test the metric itself
+    monkeypatch.setattr(
+        resources, "config", resources.config.model_copy(update={"max_field_chars": 2_000_000})
+    )
     start = time.perf_counter()
     result = get_metric("data_leakage").score(Sample(response="1.2.3.4 " * 20_000), resources)
     assert time.perf_counter() - start < 3.0

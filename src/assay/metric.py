@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from assay.config import AssayConfig
 from assay.result import MetricResult
 from assay.sample import InputTooLarge, Sample, limit_problems, limited
 from assay.structured.values import depth_limit
@@ -27,6 +29,11 @@ __all__ = ["PASS_THRESHOLD", "Metric", "clamp01"]
 #: key of ``MetricResult.details`` where a metric puts a per-sample pass threshold that
 #: replaces the configured one for that sample (e.g. the Arabic similarity threshold)
 PASS_THRESHOLD = "pass_threshold"
+
+
+@cache
+def _default_limits() -> AssayConfig:
+    return AssayConfig()
 
 
 def clamp01(value: float) -> float:
@@ -113,18 +120,20 @@ class Metric:
         from assay.resources import default_resources
 
         res = resources or default_resources()
+        # a stand-in for Resources without a config (a test double) gets the defaults
+        limits = getattr(res, "config", None) or _default_limits()
         results: list[MetricResult | None] = [None] * len(samples)
         todo: list[int] = []
         over: dict[int, Sample] = {}  # samples with a field past an input limit
         for i, sample in enumerate(samples):
-            problems = limit_problems(sample, res.config)
+            problems = limit_problems(sample, limits)
             if problems:
                 over[i] = limited(sample, problems)
                 continue
             results[i] = self._lacking(sample)
             if results[i] is None:
                 todo.append(i)
-        with depth_limit(res.config.max_json_depth):
+        with depth_limit(limits.max_json_depth):
             if todo:
                 batch = [samples[i] for i in todo]
                 try:
