@@ -32,12 +32,13 @@ unrelated text sits near 0 and can fall slightly below it.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import threading
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -155,7 +156,7 @@ class BERTScorer:
             )
         self.baseline_path: str | None = None if baseline_path is None else str(baseline_path)
 
-        self._scorer = self._load(path, device)
+        self._encoder = TokenEncoder(path, self.num_layers, device)
         self.baseline: np.ndarray | None = None  # b for (P, R, F) at num_layers
         if self.baseline_path is not None:
             self.baseline = self._read_baseline()
@@ -186,47 +187,19 @@ class BERTScorer:
         )
 
     # ---- loading ------------------------------------------------------------------
-    def _load(self, path: str, device: str):  # -> bert_score.BERTScorer
-        try:
-            import bert_score
-            from transformers.utils import logging as hf_logging
-        except ImportError as exc:
-            raise ModelUnavailable(
-                "BERTScore needs the packages 'bert-score' and 'torch' "
-                "(pip install torch==2.13.0 bert-score)"
-            ) from exc
-        bar_was_on = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()
-        try:
-            return bert_score.BERTScorer(
-                model_type=path,
-                num_layers=self.num_layers,
-                lang="en",  # only names bert-score's own baseline folder; never used here
-                rescale_with_baseline=False,  # applied here, so raw scores stay available
-                baseline_path=self.baseline_path,
-                batch_size=self.batch_size,
-                device=device,
-            )
-        except OSError as exc:
-            raise ModelUnavailable(
-                f"cannot load a transformer and tokenizer from {path!r}: {exc}"
-            ) from exc
-        finally:
-            if bar_was_on:
-                hf_logging.enable_progress_bar()
-
     def _read_baseline(self) -> np.ndarray:
-        # bert-score's own reader: row `num_layers` of the LAYER,P,R,F table
+        """Row ``num_layers`` of the LAYER,P,R,F table, as (P, R, F)."""
         try:
-            with warnings.catch_warnings():  # pandas hands torch a read-only array; harmless
-                warnings.simplefilter("ignore", UserWarning)
-                values = self._scorer.baseline_vals.numpy().astype(np.float64)
-        except (IndexError, KeyError, ValueError) as exc:
+            with open(self.baseline_path, encoding="utf-8", newline="") as handle:  # type: ignore[arg-type]
+                rows = {int(row["LAYER"]): row for row in csv.DictReader(handle)}
+            row = rows[self.num_layers]
+            values = np.array([float(row[k]) for k in ("P", "R", "F")], dtype=np.float64)
+        except (OSError, IndexError, KeyError, TypeError, ValueError) as exc:
             raise ConfigError(
                 f"BERTScore baseline {self.baseline_path!r} is not a LAYER,P,R,F table with a "
-                f"row for layer {self.num_layers}: {exc}"
+                f"row for layer {self.num_layers}: {exc!r}"
             ) from exc
-        if values.shape != (3,) or not np.all(np.isfinite(values)) or np.any(values >= 1):
+        if not np.all(np.isfinite(values)) or np.any(values >= 1):
             raise ConfigError(
                 f"BERTScore baseline {self.baseline_path!r}: layer {self.num_layers} values "
                 f"{values.tolist()} are not three finite numbers below 1"
@@ -255,11 +228,7 @@ class BERTScorer:
                 dict.fromkeys(p for p in pairs if p not in known and p[0].strip() and p[1].strip())
             )
             if todo:
-                prec, rec, f1 = self._scorer.score(
-                    [c for c, _ in todo], [r for _, r in todo], batch_size=self.batch_size
-                )
-                values = np.stack([prec.numpy(), rec.numpy(), f1.numpy()], axis=1)
-                values = values.astype(np.float64)
+                values = self._encoder.score_pairs(todo, self.batch_size)
                 self.calls += len(todo)
                 fresh = dict(zip(todo, values, strict=True))
                 if len(self._memo) + len(fresh) > _MEMO_LIMIT:
@@ -296,3 +265,167 @@ class BERTScorer:
 
     def __repr__(self) -> str:
         return f"BERTScorer({self.signature!r})"
+
+
+#: fast tokenizers that need a space before the first word to tokenise it like later words
+#: (bert-score encodes with ``add_prefix_space=True`` for GPT-2 and RoBERTa tokenizers)
+_PREFIX_SPACE = ("GPT2", "Roberta", "Longformer", "Bart")
+#: pairs matched per ``bmm`` (bounds the memory of the padded similarity tensors)
+_MATCH_BATCH = 256
+
+
+def _cut_layers(model: Any, num_layers: int) -> bool:
+    """Drop the layers after ``num_layers`` from a transformer's layer list, in place.
+
+    Returns False when the model keeps its layers somewhere this does not know; its
+    hidden state ``num_layers`` is then read instead (same values, all layers run).
+    """
+    import torch
+
+    for owner in (getattr(model, "encoder", None), getattr(model, "transformer", None), model):
+        for name in ("layer", "layers"):
+            layers = getattr(owner, name, None) if owner is not None else None
+            if isinstance(layers, torch.nn.ModuleList):
+                setattr(owner, name, torch.nn.ModuleList(list(layers)[:num_layers]))
+                return True
+    return False
+
+
+class TokenEncoder:
+    """A transformer cut after ``num_layers`` layers, with its fast tokenizer, that scores
+    (candidate, reference) pairs with BERTScore's greedy matching.
+
+    Each distinct text of a call is tokenised once (one batched call of the fast
+    tokenizer, as bert-score does: stripped, special tokens added, truncated at the
+    model's maximum length) and embedded once; texts run through the model longest first
+    in batches of similar length, so little of a batch is padding. Token vectors are
+    L2-normalised; for a pair, ``sim = C @ R.T`` over its tokens, P = mean over the
+    candidate's tokens of the row maximum, R = mean over the reference's tokens of the
+    column maximum, F = 2PR/(P+R). As in bert-score without idf, the [CLS] and [SEP]
+    tokens weigh 0 in the means but can still be matched, and a text with no token
+    between them scores P = R = F = 0.
+    """
+
+    def __init__(self, path: str, num_layers: int, device: str = "cpu") -> None:
+        try:
+            import torch
+            from transformers import AutoModel, AutoTokenizer
+            from transformers.utils import logging as hf_logging
+        except ImportError as exc:
+            raise ModelUnavailable(
+                "BERTScore needs the packages 'torch' and 'transformers' "
+                "(pip install torch==2.13.0 transformers)"
+            ) from exc
+        self._torch = torch
+        bar_was_on = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True, local_files_only=True)
+            if type(tokenizer).__name__.startswith(_PREFIX_SPACE):
+                tokenizer = AutoTokenizer.from_pretrained(
+                    path, use_fast=True, local_files_only=True, add_prefix_space=True
+                )
+            model = AutoModel.from_pretrained(path, local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise ModelUnavailable(
+                f"cannot load a transformer and tokenizer from {path!r}: {exc}"
+            ) from exc
+        finally:
+            if bar_was_on:
+                hf_logging.enable_progress_bar()
+        model.eval()
+        if hasattr(model, "encoder") and hasattr(model, "decoder"):
+            model = model.encoder
+        self._hidden_index = None if _cut_layers(model, num_layers) else num_layers
+        self._model = model.to(device)
+        self._device = device
+        self.tokenizer = tokenizer
+        limit = int(tokenizer.model_max_length)
+        if limit > 100_000:  # "no limit" in the tokenizer files: the model's positions
+            limit = int(getattr(model.config, "max_position_embeddings", 512))
+        self.max_length = limit
+        self._pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self._unweighted = {
+            t for t in (tokenizer.cls_token_id, tokenizer.sep_token_id) if t is not None
+        }
+
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of each text, as bert-score encodes them."""
+        encoded = self.tokenizer(
+            [t.strip() for t in texts],
+            add_special_tokens=True,
+            truncation=True,
+            max_length=self.max_length,
+        )
+        return [list(ids) for ids in encoded["input_ids"]]
+
+    def embed(self, ids: list[list[int]], batch_size: int) -> Any:
+        """Normalised token vectors of every text, concatenated in order (a torch tensor
+        of shape (total tokens, hidden size))."""
+        torch = self._torch
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
+        rows: list[Any] = [None] * len(ids)
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                batch = order[start : start + batch_size]
+                width = len(ids[batch[0]])
+                input_ids = torch.full((len(batch), width), self._pad, dtype=torch.long)
+                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                for row, i in enumerate(batch):
+                    input_ids[row, : len(ids[i])] = torch.tensor(ids[i], dtype=torch.long)
+                    mask[row, : len(ids[i])] = 1
+                hidden = self._forward(input_ids.to(self._device), mask.to(self._device))
+                hidden = torch.nn.functional.normalize(hidden.float(), dim=-1).cpu()
+                for row, i in enumerate(batch):
+                    rows[i] = hidden[row, : len(ids[i])]
+        return torch.cat(rows) if rows else torch.zeros((0, 1))
+
+    def _forward(self, input_ids: Any, mask: Any) -> Any:
+        if self._hidden_index is None:
+            return self._model(input_ids=input_ids, attention_mask=mask)[0]
+        out = self._model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
+        return out.hidden_states[self._hidden_index]
+
+    def score_pairs(self, pairs: Sequence[tuple[str, str]], batch_size: int) -> np.ndarray:
+        """Raw BERTScore (P, R, F) of each (candidate, reference) pair, shape (n, 3)."""
+        torch = self._torch
+        texts = list(dict.fromkeys(t for pair in pairs for t in pair))
+        ids = self.token_ids(texts)
+        vectors = self.embed(ids, batch_size)
+        lengths = np.array([len(x) for x in ids], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        # one extra zero row: padded positions gather it, so their cosines are 0 (as
+        # bert-score's mask multiplication makes them)
+        vectors = torch.cat([vectors, torch.zeros((1, vectors.shape[1]))])
+        weights = torch.tensor(
+            [0.0 if t in self._unweighted else 1.0 for x in ids for t in x] + [0.0]
+        )
+        where = {text: i for i, text in enumerate(texts)}
+        cand = np.array([where[c] for c, _ in pairs], dtype=np.int64)
+        ref = np.array([where[r] for _, r in pairs], dtype=np.int64)
+        out = np.zeros((len(pairs), 3), dtype=np.float64)
+        with torch.inference_mode():
+            for start in range(0, len(pairs), _MATCH_BATCH):
+                part = slice(start, start + _MATCH_BATCH)
+                c_rows = _gather_index(offsets[cand[part]], lengths[cand[part]], len(weights) - 1)
+                r_rows = _gather_index(offsets[ref[part]], lengths[ref[part]], len(weights) - 1)
+                sim = torch.bmm(vectors[c_rows], vectors[r_rows].transpose(1, 2))
+                w_c, w_r = weights[c_rows], weights[r_rows]
+                prec = (sim.max(dim=2).values * w_c).sum(dim=1) / w_c.sum(dim=1)
+                rec = (sim.max(dim=1).values * w_r).sum(dim=1) / w_r.sum(dim=1)
+                f1 = 2 * prec * rec / (prec + rec)
+                out[part] = torch.stack([prec, rec, f1], dim=1).double().numpy()
+        # a text of [CLS] [SEP] only: bert-score's P = R = F = 0
+        empty = (lengths[cand] <= 2) | (lengths[ref] <= 2)
+        out[empty] = 0.0
+        return np.nan_to_num(out, nan=0.0)
+
+
+def _gather_index(offsets: np.ndarray, lengths: np.ndarray, pad_row: int) -> Any:
+    """Rows of each text's tokens in the concatenated vectors, padded with ``pad_row``."""
+    import torch
+
+    width = int(lengths.max())
+    positions = offsets[:, None] + np.arange(width)[None, :]
+    inside = np.arange(width)[None, :] < lengths[:, None]
+    return torch.from_numpy(np.where(inside, positions, pad_row))

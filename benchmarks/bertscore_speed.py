@@ -1,0 +1,85 @@
+"""Side by side, in one process: the ``bertscore`` metric against the bert-score library.
+
+Both score the same 1,000 generated (response, expected) pairs of ``throughput.py`` with
+the shipped all-MiniLM-L6-v2 at layer 6, after warm-up (models loaded, 32 other pairs
+scored). Ours: ``assay.runner.evaluate`` with only ``bertscore`` (chunks of
+``batch_size`` samples, as users run it; memo and cache start empty). The library:
+``bert_score.BERTScorer(...).score(cands, refs)`` (what ``bert_score.score()`` runs once
+its model is loaded), batch size 64. Rounds alternate the two, each round on new pairs.
+
+    python benchmarks/bertscore_speed.py            # 3 rounds of 1,000 pairs
+    python benchmarks/bertscore_speed.py --rounds 5 --pairs 500
+
+Prints per round: our samples/s, the library's, the ratio, and the largest difference in
+raw F1 (ours minus the library's) over the pairs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np
+
+from throughput import make_samples
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--pairs", type=int, default=1000)
+    args = parser.parse_args(argv)
+
+    import bert_score
+
+    from assay.config import AssayConfig
+    from assay.models.embedders import minilm_path
+    from assay.registry import resolve_metrics
+    from assay.resources import Resources
+    from assay.runner import evaluate
+
+    metrics = resolve_metrics(["bertscore"], None)
+    res = Resources(AssayConfig(use_cache=False))
+    library = bert_score.BERTScorer(model_type=minilm_path(), num_layers=6, batch_size=64)
+    warm = make_samples(32, seed=1)
+    evaluate(warm, metrics=metrics, resources=res)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        library.score([s["response"] for s in warm], [s["expected"] for s in warm])
+
+    print(f"{'round':<7}{'ours/s':>9}{'library/s':>11}{'ratio':>7}{'max |dF1| raw':>15}")
+    for round_ in range(args.rounds):
+        samples = make_samples(args.pairs, seed=100 + round_)
+        cands = [s["response"] for s in samples]
+        refs = [s["expected"] for s in samples]
+
+        start = time.perf_counter()
+        run = evaluate(samples, metrics=metrics, resources=res)
+        ours_s = time.perf_counter() - start
+
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _, _, lib_f1 = library.score(cands, refs)
+        lib_s = time.perf_counter() - start
+
+        ours_f1 = np.array([r["bertscore"].details["raw"]["f1"] for r in run.results])
+        diff = float(np.max(np.abs(ours_f1 - lib_f1.numpy())))
+        ours_rate, lib_rate = args.pairs / ours_s, args.pairs / lib_s
+        print(
+            f"{round_ + 1:<7}{ours_rate:>9.1f}{lib_rate:>11.1f}{ours_rate / lib_rate:>7.2f}"
+            f"{diff:>15.2e}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
