@@ -2,9 +2,10 @@
 
 Makes an empty venv (its site-packages is the zero point), installs this checkout into it
 (not editable, so Assay's own files count), and prints the MB of the 15 largest installed
-distributions and the total added to site-packages. With ``--extras`` naming ``models`` or
-``all``, torch==2.13.0 (the CPU build, as ./scripts/setup installs it) goes in first: an
-unpinned torch would pull a multi-GB CUDA build.
+distributions, the MB of files added to site-packages and the MiB they take on disk. With
+``--extras`` naming ``models``, ``all`` or ``dev``, torch==2.13.0 (the CPU build, as
+./scripts/setup installs it) goes in first: an unpinned torch would pull a multi-GB CUDA
+build.
 
     python benchmarks/install_size.py                 # the base install
     python benchmarks/install_size.py --extras all    # everything
@@ -37,10 +38,14 @@ print(json.dumps(sizes))
 """
 
 
-def folder_mb(path: Path) -> float:
-    """MB of the files under ``path`` (links not followed)."""
-    files = (f for f in path.rglob("*") if f.is_file() and not f.is_symlink())
-    return sum(f.stat().st_size for f in files) / 1e6
+def folder_size(path: Path) -> tuple[float, float]:
+    """MB (10**6 bytes) of the files under ``path``, and the MiB they and the folders take
+    on disk (what ``du -sm`` says; small files round up to whole blocks)."""
+    entries = [path, *path.rglob("*")]
+    stats = [e.lstat() for e in entries]
+    files = sum(s.st_size for e, s in zip(entries, stats, strict=True) if e.is_file())
+    disk = sum(s.st_blocks * 512 for s in stats)
+    return files / 1e6, disk / 2**20
 
 
 def site_packages(venv: Path) -> Path:
@@ -62,7 +67,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="assay-size-") as tmp:
         empty = Path(tmp) / "empty"
         make_venv(empty)
-        zero = folder_mb(site_packages(empty))
+        zero_files, zero_disk = folder_size(site_packages(empty))
         python = make_venv(Path(tmp) / "venv")
         pip = [str(python), "-m", "pip", "install", "-q", "--no-cache-dir"]
         if {"models", "all", "dev"} & set(extras):
@@ -71,14 +76,15 @@ def main() -> None:
         report = subprocess.run(
             [str(python), "-c", SIZES], capture_output=True, text=True, check=True
         ).stdout
-        total = folder_mb(site_packages(Path(tmp) / "venv")) - zero
+        files, disk = folder_size(site_packages(Path(tmp) / "venv"))
     sizes = json.loads(report)
     for name in ("pip", "setuptools"):  # the empty venv's own, counted in the zero point
         sizes.pop(name, None)
     print(f"pip install {'assay-eval' + (f'[{args.extras}]' if extras else '')}")
     for name, mb in sorted(sizes.items(), key=lambda kv: -kv[1])[: args.top]:
         print(f"{mb:9.1f} MB  {name}")
-    print(f"{total:9.1f} MB  total added to site-packages ({len(sizes)} distributions)")
+    print(f"{files - zero_files:9.1f} MB  added to site-packages ({len(sizes)} distributions)")
+    print(f"{disk - zero_disk:9.1f} MiB on disk (du -sm)")
 
 
 if __name__ == "__main__":
