@@ -16,6 +16,7 @@ import pytest
 
 from assay.config import AssayConfig
 from assay.models.embedders import (
+    Embedder,
     ModelUnavailable,
     OpenAICompatibleEmbedder,
     SentenceTransformerEmbedder,
@@ -163,7 +164,8 @@ def test_openai_compatible_embedder_normalises_server_vectors(embeddings_server:
     (request,) = _EmbeddingsHandler.requests
     assert request["path"] == "/v1/embeddings"
     assert request["body"]["model"] == "my-embed-model"
-    assert request["body"]["input"] == ["alpha", "beta", "gamma"]
+    # texts go to the model longest first (stable for equal lengths), rows come back in order
+    assert request["body"]["input"] == ["alpha", "gamma", "beta"]
     assert request["auth"] == "Bearer secret-key"
     assert embedder.name == f"openai:my-embed-model@{embeddings_server}"
 
@@ -195,3 +197,47 @@ def test_very_long_texts_are_cut_before_encoding() -> None:
     # cut at the last space after the first 50 characters' midpoint: "word " x 9 + "word"
     assert emb.seen == ["word " * 9 + "word", "short"]
     assert all(len(t) <= 50 for t in emb.seen)
+
+
+def _recorder() -> Embedder:
+    """An embedder whose vectors are fixed by hand: cos(a, b) = 0.6, cos(a, c) = 0,
+    cos(b, c) = 0.8; it records every batch sent to the model."""
+
+    class Recorder(Embedder):
+        name = "recorder"
+        table: ClassVar[dict[str, list[float]]] = {
+            "a": [1.0, 0.0, 0.0],
+            "bb": [0.6, 0.8, 0.0],
+            "ccc": [0.0, 1.0, 0.0],
+        }
+
+        def __init__(self) -> None:
+            super().__init__(batch_size=2)
+            self.batches: list[list[str]] = []
+
+        def _encode(self, texts: list[str]) -> np.ndarray:
+            self.batches.append(list(texts))
+            return np.array([self.table[t] for t in texts], dtype=np.float32)
+
+    return Recorder()
+
+
+def test_embed_sends_distinct_texts_longest_first_in_batches() -> None:
+    emb = _recorder()
+    rows = emb.embed(["a", "ccc", "bb", "a", "", "ccc"])
+    assert emb.batches == [["ccc", "bb"], ["a"]]  # each text once, longest first
+    np.testing.assert_allclose(rows[0], [1.0, 0.0, 0.0])
+    np.testing.assert_allclose(rows[4], [0.0, 0.0, 0.0])  # blank: zero vector
+    np.testing.assert_allclose(rows[5], [0.0, 1.0, 0.0])
+
+
+def test_similarities_compute_each_distinct_pair_once() -> None:
+    emb = _recorder()
+    sims = emb.similarities([("a", "bb"), ("bb", "ccc"), ("a", "ccc"), ("bb", "a")])
+    # cos(a, bb) = 1*0.6 = 0.6; cos(bb, ccc) = 0.8*1 = 0.8; cos(a, ccc) = 0
+    np.testing.assert_allclose(sims, [0.6, 0.8, 0.0, 0.6], atol=1e-6)
+    assert emb.cosines == 3  # (bb, a) is (a, bb): cosine is symmetric
+    again = emb.pair_similarity(["ccc", "a", ""], ["bb", "bb", "a"])
+    np.testing.assert_allclose(again, [0.8, 0.6, 0.0], atol=1e-6)
+    assert emb.cosines == 4  # only the pair with the blank text is new
+    assert emb.calls == 3  # every text reached the model once

@@ -24,7 +24,14 @@ from assay.sample import Sample
 from assay.text.lang import is_arabic
 from assay.text.tokenize import non_blank, words
 
-__all__ = ["TextVectors", "check_k", "field_cosines", "normalised_answer", "with_settings"]
+__all__ = [
+    "PairCosines",
+    "TextVectors",
+    "check_k",
+    "field_cosines",
+    "normalised_answer",
+    "with_settings",
+]
 
 
 class TextVectors:
@@ -38,6 +45,19 @@ class TextVectors:
     def cos(self, a: str, b: str) -> float:
         """Cosine of two texts of the batch (0 when either is blank: it embeds as zeros)."""
         return float(np.dot(self._rows[a], self._rows[b]))
+
+
+class PairCosines:
+    """The cosines of a batch's (a, b) pairs, from one ``similarities`` call of the
+    embedder (whose memo computes each distinct pair once, across metrics)."""
+
+    def __init__(self, embedder: Embedder, pairs: Iterable[tuple[str, str]]) -> None:
+        unique = list(dict.fromkeys(pairs))
+        self._sims = dict(zip(unique, embedder.similarities(unique).tolist(), strict=True))
+
+    def cos(self, a: str, b: str) -> float:
+        """Cosine of a pair given to the constructor (0 when either text is blank)."""
+        return self._sims[(a, b)]
 
 
 def with_settings(result: MetricResult, settings: dict[str, Any], **details: Any) -> MetricResult:
@@ -240,8 +260,7 @@ class SourceGrounding(Metric):
                 pairs.append(("expected", s.expected, s.response))  # type: ignore[arg-type]
             else:
                 pairs.append(None)
-        texts = [t for p in pairs if p for t in p[1:]]
-        vectors = TextVectors(res.embedder, texts)
+        vectors = PairCosines(res.embedder, [(p[1], p[2]) for p in pairs if p])
         out = []
         for pair in pairs:
             if pair is None:
@@ -292,14 +311,13 @@ class TopKAccuracy(Metric):
         k = self.k if self.k is not None else res.config.retrieval_k
         threshold = res.config.top_k_similarity_threshold
         settings = {"k": k, "top_k_similarity_threshold": threshold}
-        texts: list[str] = []
+        pairs: list[tuple[str, str]] = []
         for s in samples:
-            texts.append(s.expected)  # type: ignore[arg-type]
             if s.candidates is not None:
-                texts.extend(non_blank(s.candidates)[:k])
+                pairs.extend((c, s.expected) for c in non_blank(s.candidates)[:k])  # type: ignore[misc]
             elif s.has("response"):
-                texts.append(s.response)  # type: ignore[arg-type]
-        vectors = TextVectors(res.embedder, texts)
+                pairs.append((s.response, s.expected))  # type: ignore[arg-type]
+        vectors = PairCosines(res.embedder, pairs)
         out = []
         for s in samples:
             expected: str = s.expected  # type: ignore[assignment]
@@ -328,7 +346,7 @@ class TopKAccuracy(Metric):
         expected: str,
         k: int,
         threshold: float,
-        vectors: TextVectors,
+        vectors: PairCosines,
         res: Resources,
         settings: dict[str, Any],
     ) -> MetricResult:
@@ -377,10 +395,10 @@ class _KnownFactsCheck(Metric):
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         threshold = res.config.hallucination_detection_threshold
         facts_of = [non_blank(s.known_facts) for s in samples]
-        texts = [
-            t for s, facts in zip(samples, facts_of, strict=True) for t in [s.response, *facts]
-        ]
-        vectors = TextVectors(res.embedder, texts)  # type: ignore[arg-type]
+        vectors = PairCosines(
+            res.embedder,
+            [(s.response, f) for s, facts in zip(samples, facts_of, strict=True) for f in facts],  # type: ignore[misc]
+        )
         out = []
         for sample, facts in zip(samples, facts_of, strict=True):
             if not facts:
@@ -476,7 +494,10 @@ class Consistency(Metric):
 
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         groups = [non_blank([s.response or "", *(s.previous_responses or [])]) for s in samples]
-        vectors = TextVectors(res.embedder, [t for g in groups for t in g])
+        vectors = PairCosines(
+            res.embedder,
+            [(g[i], g[j]) for g in groups for i in range(len(g)) for j in range(i + 1, len(g))],
+        )
         out = []
         for group in groups:
             if len(group) < 2:

@@ -31,6 +31,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+#: distinct (text, text) similarities kept per embedder; the memo starts over when full
+_SIMILARITY_MEMO_LIMIT = 100_000
+
+
 class ModelUnavailable(RuntimeError):
     """A model cannot be loaded; the message names the package or path to fix it."""
 
@@ -56,17 +60,24 @@ class Embedder(ABC):
         self.cache = cache if cache is not None else EmbeddingCache(None)
         self.batch_size = batch_size
         self.calls = 0  # how many texts reached the model (cache misses)
+        self.cosines = 0  # how many distinct similarities were computed (memo misses)
+        self._similarity_memo: dict[tuple[str, str], float] = {}
 
     @abstractmethod
     def _encode(self, texts: list[str]) -> np.ndarray:
         """Vectors for texts, one row each (need not be normalised)."""
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Normalised embeddings, one row per text (empty text embeds as a zero vector)."""
+        """Normalised embeddings, one row per text (empty text embeds as a zero vector).
+
+        Each distinct text is looked up in the cache once; the missing ones go to the
+        model longest first, in batches of ``batch_size``, so texts of similar length
+        share a batch (less padding for the transformer models).
+        """
         texts = [self._cut(t if isinstance(t, str) else str(t)) for t in texts]
         unique = list(dict.fromkeys(t for t in texts if t.strip()))
         known = self.cache.get_many(self.name, unique)
-        todo = [t for t in unique if t not in known]
+        todo = sorted((t for t in unique if t not in known), key=len, reverse=True)
         for start in range(0, len(todo), self.batch_size):
             chunk = todo[start : start + self.batch_size]
             vectors = _normalise(self._encode(chunk))
@@ -95,15 +106,45 @@ class Embedder(ABC):
     def dimension(self) -> int:
         return int(self._encode(["dimension probe"]).shape[1])
 
+    def similarities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """Cosine of each (a, b) pair (0 when either text is blank).
+
+        Each distinct pair is computed once per embedder: a memo keyed by the two texts
+        (in either order; cosine is symmetric) serves the metrics that ask for the same
+        similarity again, e.g. the five metrics of the semantic suite built on the
+        response-expected cosine. ``cosines`` counts the pairs actually computed.
+        """
+        keys = [_pair_key(_text(a), _text(b)) for a, b in pairs]
+        memo = self._similarity_memo
+        found = {k: memo[k] for k in keys if k in memo}
+        todo = list(dict.fromkeys(k for k in keys if k not in found))
+        if todo:
+            texts = list(dict.fromkeys(t for k in todo for t in k))
+            vectors = self.embed(texts)
+            row = {text: i for i, text in enumerate(texts)}
+            left = vectors[[row[a] for a, _ in todo]]
+            right = vectors[[row[b] for _, b in todo]]
+            fresh = dict(zip(todo, np.einsum("ij,ij->i", left, right).tolist(), strict=True))
+            self.cosines += len(todo)
+            if len(memo) + len(fresh) > _SIMILARITY_MEMO_LIMIT:
+                memo.clear()
+            memo.update(fresh)
+            found.update(fresh)
+        return np.array([found[k] for k in keys], dtype=np.float32)
+
     def pair_similarity(self, left: Sequence[str], right: Sequence[str]) -> np.ndarray:
-        """Cosine of left[i] with right[i], for each i."""
+        """Cosine of left[i] with right[i], for each i (see `similarities`)."""
         if len(left) != len(right):
             raise ValueError("pair_similarity needs two lists of the same length")
-        if not left:
-            return np.zeros(0, dtype=np.float32)
-        vectors = self.embed([*left, *right])
-        a, b = vectors[: len(left)], vectors[len(left) :]
-        return np.einsum("ij,ij->i", a, b)
+        return self.similarities(list(zip(left, right, strict=True)))
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+def _pair_key(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a <= b else (b, a)
 
 
 class USEMultilingualEmbedder(Embedder):
