@@ -17,7 +17,7 @@ from assay.metric import Metric
 from assay.registry import get_metric
 from assay.resources import Resources
 from assay.runner import evaluate
-from assay.sample import Sample
+from assay.sample import Sample, limit_problems
 from assay.sinks import JsonlSink
 from assay.stats import summarize
 from assay.structured import evaluate_json
@@ -179,6 +179,23 @@ def test_the_default_field_limit_is_100_000_characters(plain) -> None:
         + FIELD_HINT
     )
     assert past_row["e2e_latency"].value == 1000.0
+
+
+def test_the_runner_measures_each_sample_once_not_once_per_metric(plain, monkeypatch) -> None:
+    import assay.metric
+
+    calls: list[str | None] = []
+
+    def counting(sample: Sample, config: AssayConfig) -> dict[str, str]:
+        calls.append(sample.id)
+        return limit_problems(sample, config)
+
+    monkeypatch.setattr(assay.metric, "limit_problems", counting)
+    data = [{"id": "a", "response": "x", "expected": "x"}, {"id": "b", "response": "y"}]
+    evaluate(data, metrics=["exact_match", "bleu", "rouge"], resources=plain)
+    assert calls == ["a", "b"]  # 2 samples x 3 metrics, measured once each
+    get_metric("exact_match").score(Sample(id="c", response="x", expected="x"), plain)
+    assert calls == ["a", "b", "c"]  # outside a run, score_batch measures itself
 
 
 def test_a_sample_past_a_limit_asks_the_judge_nothing(tmp_path) -> None:

@@ -12,7 +12,9 @@ sample (its result carries the error; the others are still scored) and never let
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -24,7 +26,7 @@ from assay.structured.values import depth_limit
 if TYPE_CHECKING:
     from assay.resources import Resources
 
-__all__ = ["PASS_THRESHOLD", "Metric", "clamp01"]
+__all__ = ["PASS_THRESHOLD", "Metric", "clamp01", "limits_checked"]
 
 #: key of ``MetricResult.details`` where a metric puts a per-sample pass threshold that
 #: replaces the configured one for that sample (e.g. the Arabic similarity threshold)
@@ -34,6 +36,36 @@ PASS_THRESHOLD = "pass_threshold"
 @cache
 def _default_limits() -> AssayConfig:
     return AssayConfig()
+
+
+# limit checks made once for many metrics: (limits, sample id -> problems); see limits_checked
+_CHECKED: ContextVar[tuple[tuple[int, int, int], dict[int, dict[str, str]]] | None] = ContextVar(
+    "assay_checked_limits", default=None
+)
+
+
+def _limits_key(config: AssayConfig) -> tuple[int, int, int]:
+    return (config.max_field_chars, config.max_contexts, config.max_json_depth)
+
+
+@contextmanager
+def limits_checked(samples: Sequence[Sample], config: AssayConfig) -> Iterator[None]:
+    """Check the input limits of ``samples`` once; within the block every metric's
+    `Metric.score_batch` reuses the result instead of measuring each sample again (the
+    runner wraps each chunk in it). The samples must not change inside the block."""
+    checked = {id(s): limit_problems(s, config) for s in samples}
+    token = _CHECKED.set((_limits_key(config), checked))
+    try:
+        yield
+    finally:
+        _CHECKED.reset(token)
+
+
+def _problems(sample: Sample, config: AssayConfig) -> dict[str, str]:
+    memo = _CHECKED.get()
+    if memo is not None and memo[0] == _limits_key(config) and id(sample) in memo[1]:
+        return memo[1][id(sample)]
+    return limit_problems(sample, config)
 
 
 def clamp01(value: float) -> float:
@@ -126,7 +158,7 @@ class Metric:
         todo: list[int] = []
         over: dict[int, Sample] = {}  # samples with a field past an input limit
         for i, sample in enumerate(samples):
-            problems = limit_problems(sample, limits)
+            problems = _problems(sample, limits)
             if problems:
                 over[i] = limited(sample, problems)
                 continue

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from assay.config import AssayConfig
-from assay.metric import PASS_THRESHOLD, Metric
+from assay.metric import PASS_THRESHOLD, Metric, limits_checked
 from assay.metrics.judged import prefetch
 from assay.registry import resolve_metrics
 from assay.resources import Resources
@@ -241,22 +241,23 @@ def evaluate(
     for start in range(0, len(samples), chunk_size):
         chunk = samples[start : start + chunk_size]
         rows: list[dict[str, MetricResult]] = [{} for _ in chunk]
-        if res.config.judge_configured:
-            # every judge question of the chunk, all metrics at once, in one concurrent
-            # round; the metrics below then read the answers from the run's memo
-            t0 = time.perf_counter()
-            # (a sample with a field past an input limit asks nothing: its metrics fail)
-            prefetch(unique, [s for s in chunk if not limit_problems(s, cfg)], res)
-            seconds["judge prefetch"] += time.perf_counter() - t0
-        for metric in unique:
-            t0 = time.perf_counter()
-            try:
-                scored = metric.score_batch(chunk, res)
-            except Exception as exc:  # a model that cannot load fails every sample of it
-                scored = [metric.failed(exc) for _ in chunk]
-            seconds[metric.name] += time.perf_counter() - t0
-            for row, result in zip(rows, scored, strict=True):
-                row[metric.name] = result
+        with limits_checked(chunk, cfg):  # each sample's input limits measured once
+            if res.config.judge_configured:
+                # every judge question of the chunk, all metrics at once, in one concurrent
+                # round; the metrics below then read the answers from the run's memo
+                t0 = time.perf_counter()
+                # (a sample with a field past an input limit asks nothing: its metrics fail)
+                prefetch(unique, [s for s in chunk if not limit_problems(s, cfg)], res)
+                seconds["judge prefetch"] += time.perf_counter() - t0
+            for metric in unique:
+                t0 = time.perf_counter()
+                try:
+                    scored = metric.score_batch(chunk, res)
+                except Exception as exc:  # a model that cannot load fails every sample of it
+                    scored = [metric.failed(exc) for _ in chunk]
+                seconds[metric.name] += time.perf_counter() - t0
+                for row, result in zip(rows, scored, strict=True):
+                    row[metric.name] = result
         for offset, row in enumerate(rows):
             evaluation.results.append(row)
             if on_sample is not None:
