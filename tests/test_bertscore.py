@@ -1,6 +1,6 @@
-"""BERTScore: the scorer on the shipped all-MiniLM-L6-v2 (layer 6), its baseline rescaling
-checked by hand against the shipped baseline file, and the metrics bertscore, f1 and
-bert_score_f1."""
+"""BERTScore: the scorer on the shipped all-MiniLM-L6-v2 (layer 6) checked against the
+reference implementation (``bert_score.BERTScorer``), its baseline rescaling checked by
+hand against the shipped baseline file, and the metrics bertscore, f1 and bert_score_f1."""
 
 from __future__ import annotations
 
@@ -51,6 +51,68 @@ def user_model_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 # ---- the scorer -----------------------------------------------------------------------
+
+#: hand-picked pairs: paraphrase, subset, unrelated, identical, word order, case and
+#: punctuation, numbers, repeated words, a one-word text, non-English text, an emoji,
+#: a zero-width space next to a word, and a text longer than the model's 512 tokens
+REFERENCE_PAIRS = [
+    (PARAPHRASE, EXPECTED),
+    ("The cat sat.", PARAPHRASE),
+    (UNRELATED, EXPECTED),
+    ("Cornish heath", "Cornish heath"),
+    ("the mat sat on the cat", PARAPHRASE),
+    ("THE CAT SAT ON THE MAT!!!", PARAPHRASE),
+    ("The refund takes 3 business days.", "Refunds are processed within 30 days."),
+    ("no no no no no no", "no"),
+    ("Paris", "The capital of France is Paris."),
+    ("Le chat est assis sur le tapis.", "القط يجلس على السجادة"),
+    ("Great job \U0001f44d", "Well done!"),
+    ("\u200bParis is big.", "Paris is a large city."),
+    ("river " * 600, "A long text about rivers and lakes."),
+]
+
+
+def test_scores_equal_the_reference_implementation(scorer: BERTScorer) -> None:
+    """Raw P, R, F of our implementation against bert-score's own on the same model and
+    layer (no idf, no rescaling), within 1e-4."""
+    import bert_score
+
+    library = bert_score.BERTScorer(model_type=minilm_path(), num_layers=6, batch_size=4)
+    cands, refs = zip(*REFERENCE_PAIRS, strict=True)
+    expected = np.stack([t.numpy() for t in library.score(list(cands), list(refs))], axis=1)
+    mine = np.stack(scorer.score(cands, refs, rescale=False), axis=1)
+    np.testing.assert_allclose(mine, expected, atol=1e-4)
+
+
+def test_cut_model_equals_reference_at_a_lower_layer() -> None:
+    """Layer 3 of 6: the encoder is cut after three layers, as bert-score cuts it."""
+    import bert_score
+
+    pairs = REFERENCE_PAIRS[:7]
+    cands, refs = [c for c, _ in pairs], [r for _, r in pairs]
+    library = bert_score.BERTScorer(model_type=minilm_path(), num_layers=3)
+    expected = np.stack([t.numpy() for t in library.score(cands, refs)], axis=1)
+    mine = np.stack(BERTScorer(minilm_path(), 3, rescale=False).score(cands, refs), axis=1)
+    np.testing.assert_allclose(mine, expected, atol=1e-4)
+
+
+def test_batch_order_and_padding_do_not_change_scores(scorer: BERTScorer) -> None:
+    # scored together (sorted by length, padded) or each alone: the same numbers
+    together = scorer._encoder.score_pairs(REFERENCE_PAIRS, batch_size=64)
+    alone = np.concatenate(
+        [scorer._encoder.score_pairs([p], batch_size=1) for p in REFERENCE_PAIRS]
+    )
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
+def test_shipped_folder_given_as_a_path_is_the_default_scorer(scorer: BERTScorer) -> None:
+    res = Resources(AssayConfig(bertscore_model=minilm_path(), use_cache=False))
+    mine = res.bertscorer
+    assert mine.name == "all-MiniLM-L6-v2@L6"
+    assert mine.baseline_path == str(DEFAULT_BASELINE)
+    cands, refs = [PARAPHRASE, UNRELATED], [EXPECTED, EXPECTED]
+    for a, b in zip(mine.score(cands, refs), scorer.score(cands, refs), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6)
 
 
 def test_default_scorer_is_minilm_layer6_with_shipped_baseline(scorer: BERTScorer) -> None:
