@@ -60,6 +60,7 @@ RICH = {
     "tools_used": ["search", "calculator"],
     "tools_succeeded": ["search"],
     "errors_encountered": 1,
+    "expected_tool_calls": [{"name": "search", "arguments": {"q": "Eiffel Tower height"}}],
     "tags": {"method": "local_search", "question_type": "fact_retrieval"},
 }
 PLAIN = {

@@ -51,7 +51,15 @@ _LIST_FIELDS = {
     for name, field in Sample.model_fields.items()
     if "list" in str(field.annotation) or "dict" in str(field.annotation)
 }
-_JSON_FIELDS = {"expected_json", "output_json", "json_schema", "tags", "metadata", "trace"}
+_JSON_FIELDS = {
+    "expected_json",
+    "output_json",
+    "json_schema",
+    "tags",
+    "metadata",
+    "trace",
+    "expected_tool_calls",
+}
 # errors whose message already says what was given and which names are involved
 _SELF_EXPLAINED = {"conflicting_fields", "milliseconds"}
 # a lone surrogate: what undecodable bytes become under errors="surrogateescape"

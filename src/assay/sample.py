@@ -193,6 +193,7 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "expected_json": ("expected_json", "ground_truth_json", "gt_json"),
     "output_json": ("output_json", "aio_json", "extracted_json"),
     "json_schema": ("json_schema", "schema", "response_schema"),
+    "expected_tool_calls": ("expected_tool_calls", "reference_tool_calls"),
 }
 
 
@@ -282,6 +283,9 @@ class Sample(BaseModel):
     tools_succeeded: list[str] | None = None
     errors_encountered: int | None = Field(default=None, ge=0)
     trace: list[ToolCall] | None = None
+    expected_tool_calls: list[ToolCall] | None = Field(
+        default=None, validation_alias=_alias(*FIELD_ALIASES["expected_tool_calls"])
+    )
     # grouping and anything else
     tags: dict[str, str] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,297 @@
+"""Tool calls against reference calls: did the agent call the right tools, with the right
+arguments, in the right order?
+
+The calls made are the ``kind == "tool"`` steps of ``Sample.trace`` (from ``assay.trace``,
+an OTLP import, or a chat log's ``tool_calls``); the reference is
+``Sample.expected_tool_calls``. A made call can only match a reference call of the same
+name. The **argument agreement** of such a pair is the share of the reference call's
+arguments that the made call got right, each argument compared with the same per-field
+strategies as the JSON comparison (`assay.structured`: numbers, booleans, dates and
+nested values EXACT; text SEMANTIC, or what the ``argument_strategies`` parameter names
+per argument path; IGNORE leaves an argument out)::
+
+    agreement(r, a) = correct arguments of a / arguments of r      (1 when r has none)
+
+Missing arguments count as wrong; arguments the reference does not name are listed in
+the evidence but not scored (extra optional arguments are common and harmless).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from assay.metric import Metric
+from assay.registry import register
+from assay.resources import Resources
+from assay.result import MetricResult
+from assay.sample import Sample, ToolCall
+from assay.structured.pipeline import evaluate_many
+from assay.structured.scorers import LocalFieldScorer
+from assay.structured.strategies import Strategy, StrategyConfig
+
+__all__ = ["CallMatch", "argument_agreements", "match_calls"]
+
+#: a tie-break that prefers matching two calls of the same name over leaving them
+#: unmatched when their arguments agree on nothing (changes no score)
+_PREFER_MATCH = 1e-9
+
+
+@dataclass(frozen=True)
+class CallMatch:
+    """The best pairing of made calls with reference calls, and what it scores."""
+
+    pairs: tuple[tuple[int, int, float], ...]  # (reference index, made index, agreement)
+    reference: int
+    made: int
+
+    @property
+    def total(self) -> float:
+        return sum(agreement for _, _, agreement in self.pairs)
+
+
+def _made_calls(sample: Sample) -> list[ToolCall]:
+    return [step for step in sample.trace or [] if step.kind == "tool"]
+
+
+def argument_agreements(
+    reference: Sequence[ToolCall],
+    made: Sequence[ToolCall],
+    strategies: StrategyConfig,
+    resources: Resources | None,
+) -> dict[tuple[int, int], tuple[float, list[dict[str, Any]]]]:
+    """Agreement and per-argument evidence of every same-name (reference, made) pair; all
+    pairs' arguments are compared in one batch."""
+    keys = [
+        (i, j)
+        for i, r in enumerate(reference)
+        for j, a in enumerate(made)
+        if r.name == a.name and r.arguments
+    ]
+    out: dict[tuple[int, int], tuple[float, list[dict[str, Any]]]] = {
+        (i, j): (1.0, [])
+        for i, r in enumerate(reference)
+        for j, a in enumerate(made)
+        if r.name == a.name and not r.arguments
+    }
+    if not keys:
+        return out
+    documents = [(reference[i].arguments, made[j].arguments or {}) for i, j in keys]
+    results = evaluate_many(documents, strategies, scorer=LocalFieldScorer(resources))
+    for key, result in zip(keys, results, strict=True):
+        expected = [
+            path
+            for path in result.classification.gt_non_null
+            if strategies.lookup(path) is not Strategy.IGNORE
+        ]
+        correct = sum(f.score or 0.0 for f in result.fields if f.field in set(expected))
+        evidence = [
+            {"argument": f.field, "score": f.score, "reason": f.reason}
+            for f in result.fields
+            if f.score is not None
+        ]
+        missing = sorted(set(expected) - {f.field for f in result.fields})
+        evidence += [{"argument": p, "score": 0.0, "reason": "missing"} for p in missing]
+        extra = sorted(result.classification.extra_keys)
+        evidence += [
+            {"argument": p, "score": None, "reason": "not in the reference"} for p in extra
+        ]
+        out[key] = (correct / len(expected) if expected else 1.0, evidence)
+    return out
+
+
+def match_calls(
+    reference: Sequence[ToolCall],
+    made: Sequence[ToolCall],
+    agreements: Mapping[tuple[int, int], float],
+    ordered: bool,
+) -> CallMatch:
+    """The pairing of same-name calls with the largest total agreement.
+
+    ``ordered``: the pairs must keep both sequences' order (a weighted longest common
+    subsequence, by dynamic programming). Otherwise any one-to-one pairing (the
+    assignment problem, solved exactly by scipy's ``linear_sum_assignment``).
+    """
+    n, m = len(reference), len(made)
+    if not agreements:
+        return CallMatch((), n, m)
+    if ordered:
+        best = [[0.0] * (m + 1) for _ in range(n + 1)]
+        for i in range(1, n + 1):
+            for j in range(1, m + 1):
+                best[i][j] = max(best[i - 1][j], best[i][j - 1])
+                if (i - 1, j - 1) in agreements:
+                    paired = best[i - 1][j - 1] + agreements[(i - 1, j - 1)] + _PREFER_MATCH
+                    best[i][j] = max(best[i][j], paired)
+        pairs = []
+        i, j = n, m
+        while i and j:
+            if best[i][j] == best[i - 1][j]:
+                i -= 1
+            elif best[i][j] == best[i][j - 1]:
+                j -= 1
+            else:
+                pairs.append((i - 1, j - 1, agreements[(i - 1, j - 1)]))
+                i, j = i - 1, j - 1
+        return CallMatch(tuple(reversed(pairs)), n, m)
+    import numpy as np
+    from scipy.optimize import linear_sum_assignment
+
+    weights = np.zeros((n, m))
+    for (i, j), agreement in agreements.items():
+        weights[i, j] = agreement + _PREFER_MATCH
+    rows, cols = linear_sum_assignment(weights, maximize=True)
+    pairs = [
+        (i, j, agreements[(i, j)]) for i, j in zip(rows, cols, strict=True) if (i, j) in agreements
+    ]
+    return CallMatch(tuple(sorted(pairs)), n, m)
+
+
+class _ToolCallMetric(Metric):
+    """Shared inputs and matching of the reference-call metrics."""
+
+    family = "agent"
+    suites = ("agent",)
+    requires = ("expected_tool_calls",)
+    needs = frozenset({"embedder"})
+    ordered = False
+
+    def __init__(self, argument_strategies: Mapping[str, str] | None = None) -> None:
+        self.argument_strategies = dict(argument_strategies or {})
+        self._strategies = StrategyConfig.coerce(self.argument_strategies)
+
+    def params(self) -> dict[str, Any]:
+        return {"argument_strategies": self.argument_strategies} if self.argument_strategies else {}
+
+    def missing_inputs(self, sample: Sample) -> list[str]:
+        """An empty ``expected_tool_calls`` is an answer (no tool should be called), not a
+        missing input: only None is missing."""
+        return ["expected_tool_calls"] if sample.expected_tool_calls is None else []
+
+    def match(self, sample: Sample, res: Resources) -> tuple[CallMatch, dict[str, Any]]:
+        reference = list(sample.expected_tool_calls or [])
+        made = _made_calls(sample)
+        scored = argument_agreements(reference, made, self._strategies, res)
+        matched = match_calls(reference, made, {k: v[0] for k, v in scored.items()}, self.ordered)
+        details = {
+            "reference_calls": [r.name for r in reference],
+            "made_calls": [a.name for a in made],
+            "matches": [
+                {
+                    "reference": i,
+                    "made": j,
+                    "tool": reference[i].name,
+                    "argument_agreement": agreement,
+                    "arguments": scored[(i, j)][1],
+                }
+                for i, j, agreement in matched.pairs
+            ],
+            "unmatched_reference": [
+                reference[i].name
+                for i in range(len(reference))
+                if i not in {p[0] for p in matched.pairs}
+            ],
+            "unmatched_made": [
+                made[j].name for j in range(len(made)) if j not in {p[1] for p in matched.pairs}
+            ],
+        }
+        return matched, details
+
+
+@register
+class ToolCallAccuracy(_ToolCallMetric):
+    """Tool calls against reference calls, arguments included, order respected.
+
+    Formula: ``max over order-keeping pairings of Σ agreement(r, a) / max(|R|, |A|)``,
+    where R are the reference calls, A the calls made, each pair has the same tool name,
+    and ``agreement`` is the share of the reference call's arguments the made call got
+    right (module docstring). The pairing is a weighted longest common subsequence, so a
+    right call made out of order counts once the order is restored by skipping others.
+    No reference calls and no calls made gives 1 (nothing was asked, nothing was done);
+    calls made when none were expected give 0. Range 0..1, higher is better; None
+    without ``expected_tool_calls``. ``tool_call_accuracy_unordered`` is the same without
+    the order. Evidence: every matched pair with its per-argument reasons, and the
+    unmatched calls on each side. Weakness: argument text is compared with the offline
+    embedder unless ``argument_strategies`` says otherwise.
+    """
+
+    name = "tool_call_accuracy"
+    ordered = True
+    default_threshold = 0.8
+
+    def compute(self, sample: Sample, res: Resources) -> MetricResult:
+        matched, details = self.match(sample, res)
+        if matched.reference == 0 and matched.made == 0:
+            return self.result(
+                1.0, method="measurement", reason="no calls expected, none made", **details
+            )
+        value = matched.total / max(matched.reference, matched.made)
+        return self.result(value, method="measurement", **details)
+
+
+@register
+class ToolCallAccuracyUnordered(ToolCallAccuracy):
+    """Tool calls against reference calls, arguments included, in any order.
+
+    Formula: ``max over one-to-one pairings of Σ agreement(r, a) / max(|R|, |A|)`` (the
+    assignment problem, solved exactly), with the same conventions as
+    ``tool_call_accuracy``. Range 0..1, higher is better; None without
+    ``expected_tool_calls``. Use it when the tools are independent (parallel lookups).
+    """
+
+    name = "tool_call_accuracy_unordered"
+    ordered = False
+
+
+@register
+class ToolCallF1(_ToolCallMetric):
+    """F1 of the calls made against the reference calls: right tool with right arguments.
+
+    A made call is correct when it is paired (one-to-one, any order) with a reference call
+    of the same name whose arguments it all got right (agreement 1; lower with the
+    ``min_agreement`` parameter). ``precision = correct / |A|``, ``recall = correct /
+    |R|``, ``F1 = 2PR / (P + R)`` (0 when P + R = 0). No calls made: precision undefined
+    (component None), F1 0 if calls were expected. No calls expected: recall undefined,
+    F1 0 if calls were made. Neither: 1. Range 0..1, higher is better; None without
+    ``expected_tool_calls``. Components: ``precision``, ``recall``.
+    """
+
+    name = "tool_call_f1"
+    components = ("precision", "recall")
+    default_threshold = 0.8
+
+    def __init__(
+        self, argument_strategies: Mapping[str, str] | None = None, min_agreement: float = 1.0
+    ) -> None:
+        super().__init__(argument_strategies)
+        if not 0.0 <= min_agreement <= 1.0:
+            raise ValueError("min_agreement must be within 0..1")
+        self.min_agreement = min_agreement
+
+    def params(self) -> dict[str, Any]:
+        return {**super().params(), "min_agreement": self.min_agreement}
+
+    def compute(self, sample: Sample, res: Resources) -> MetricResult:
+        matched, details = self.match(sample, res)
+        n_ref, n_made = matched.reference, matched.made
+        correct = sum(1 for _, _, agreement in matched.pairs if agreement >= self.min_agreement)
+        if n_ref == 0 and n_made == 0:
+            return self.result(
+                1.0,
+                components={"precision": 1.0, "recall": 1.0},
+                method="measurement",
+                reason="no calls expected, none made",
+                **details,
+            )
+        precision = correct / n_made if n_made else None
+        recall = correct / n_ref if n_ref else None
+        p, r = precision or 0.0, recall or 0.0
+        f1 = 2 * p * r / (p + r) if p + r else 0.0
+        return self.result(
+            f1,
+            components={"precision": precision, "recall": recall},
+            method="measurement",
+            correct=correct,
+            **details,
+        )
