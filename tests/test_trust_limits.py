@@ -340,3 +340,42 @@ def test_the_limits_are_documented_with_their_defaults_and_settings() -> None:
     ):
         row = next(line for line in limits.splitlines() if f"`{setting}`" in line)
         assert f"`{env}`" in row and default in row
+
+
+# ---- evidence as deep as the depth limit, and text that is not UTF-8, reach the files ------
+class DeepEvidence(Metric):
+    """Test metric: 1.0, with evidence nesting a known secret 600 arrays deep."""
+
+    name = "deep_evidence"
+    family = "structured"
+
+    def compute(self, sample: Sample, res: Resources) -> Any:
+        return self.result(1.0, method="measurement", nested=_deep("key sk-deep-secret-1", 600))
+
+
+def _deep(value: Any, depth: int) -> Any:
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_deep_evidence_and_lone_surrogates_are_written_as_utf8_json(
+    plain, tmp_path, monkeypatch
+) -> None:
+    # redaction walked evidence recursively (RecursionError near 500 levels), and a lone
+    # surrogate in a Sample made in Python (the readers refuse them) could not be encoded
+    # into the UTF-8 file
+    monkeypatch.setenv("ASSAY_JUDGE_API_KEY", "sk-deep-secret-1")
+    out = tmp_path / "out.jsonl"
+    sink = JsonlSink(out)
+    run = evaluate(
+        [Sample(id="s\udcff1", response="caf\udce9")],
+        metrics=[DeepEvidence()],
+        resources=plain,
+        on_sample=lambda i, s, r: sink.write({"id": s.id, "deep_evidence": 1.0}, s, r),
+    )
+    sink.close()
+    row = _strict(out.read_bytes().decode("utf-8"))
+    assert row["id"] == "s\ufffd1"
+    assert row["evidence"]["deep_evidence"]["details"]["nested"] == _deep("key [redacted]", 600)
+    assert run.results[0]["deep_evidence"].value == 1.0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from assay.structured.values import int_text, rebuild
@@ -19,13 +20,25 @@ from assay.structured.values import int_text, rebuild
 __all__ = ["dumps", "to_jsonable"]
 
 _MAX_INT_BITS = 14_000  # json.dumps (via str) refuses ints over 4,300 decimal digits
+# a lone surrogate (what undecodable input bytes become under surrogateescape) cannot be
+# written as UTF-8: it becomes U+FFFD, the replacement character
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def to_jsonable(value: Any) -> Any:
     """``value`` with only JSON types left: non-finite floats as None, numpy scalars as
-    numbers, tuples and sets as lists, keys as strings, huge ints as decimal text. Nesting
-    costs no recursion (`assay.structured.values.rebuild`)."""
-    return rebuild(value, _scalar, key=str, sequences=(list, tuple, set, frozenset))
+        numbers, tuples and sets as lists, keys as strings, huge ints as decimal text, lone
+    surrogates as U+FFFD (so the text encodes as UTF-8). Nesting
+        costs no recursion (`assay.structured.values.rebuild`)."""
+    return rebuild(value, _scalar, key=_key, sequences=(list, tuple, set, frozenset))
+
+
+def _text(value: str) -> str:
+    return _LONE_SURROGATE.sub("\ufffd", value)
+
+
+def _key(key: Any) -> str:
+    return _text(str(key))
 
 
 def _scalar(value: Any) -> Any:
@@ -35,9 +48,11 @@ def _scalar(value: Any) -> Any:
         return to_jsonable(value.item())
     if isinstance(value, int) and not isinstance(value, bool):
         return int_text(value) if value.bit_length() > _MAX_INT_BITS else value
-    if isinstance(value, str | int | float | bool) or value is None:
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, int | float | bool) or value is None:
         return value
-    return str(value)
+    return _text(str(value))
 
 
 def dumps(

@@ -135,20 +135,28 @@ def redact(value: Any, secrets: Iterable[str] | None = None, *, by_name: bool = 
 
 
 def _redact(value: Any, secrets: list[str], by_name: bool) -> Any:
-    if isinstance(value, str):
-        return redact_text(value, secrets)
-    if isinstance(value, dict):
-        return {
-            key: (
-                REDACTED
-                if by_name
-                and isinstance(key, str)
-                and is_secret_name(key)
-                and item not in (None, "")
-                else _redact(item, secrets, by_name)
-            )
-            for key, item in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [_redact(item, secrets, by_name) for item in value]
-    return value
+    """The redacted copy, built level by level: documents as deep as ``max_json_depth``
+    allows never meet Python's recursion limit."""
+    if not isinstance(value, dict | list | tuple):
+        return redact_text(value, secrets) if isinstance(value, str) else value
+    root: dict[Any, Any] | list[Any] = {} if isinstance(value, dict) else []
+    stack: list[tuple[Any, dict[Any, Any] | list[Any]]] = [(value, root)]
+    while stack:
+        source, target = stack.pop()
+        named = isinstance(source, dict)
+        for key, item in source.items() if named else enumerate(source):
+            copy: Any
+            if by_name and named and isinstance(key, str) and is_secret_name(key):
+                copy = REDACTED if item not in (None, "") else item
+            elif isinstance(item, dict | list | tuple):
+                copy = {} if isinstance(item, dict) else []
+                stack.append((item, copy))
+            elif isinstance(item, str):
+                copy = redact_text(item, secrets)
+            else:
+                copy = item
+            if isinstance(target, dict):
+                target[key] = copy
+            else:
+                target.append(copy)
+    return root
