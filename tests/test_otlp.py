@@ -357,3 +357,29 @@ def test_non_finite_doubles_stay_text_and_values_of_every_type_decode(tmp_path):
         "raw": "hi",
         "empty": None,
     }
+
+
+def test_assay_evaluate_reads_an_otlp_export_by_its_content_or_when_told(env):
+    from typer.testing import CliRunner
+
+    from assay.cli import app
+
+    path = env / "traces.json"
+    path.write_text(json.dumps(request(genai_agent_trace() + openinference_rag_trace())))
+    args = ["-m", "tool_usage_accuracy", "-m", "exact_match", "--format", "json"]
+    result = CliRunner().invoke(app, ["evaluate", str(path), *args])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout[result.stdout.index("{") :])
+    by_name = {m["name"]: m for m in payload["metrics"]}
+    # trace A used get_weather twice, once successfully: 1 distinct tool, succeeded -> 1.0;
+    # trace B used no tool: N/A. exact_match has no expected answer in either: N/A
+    assert (by_name["tool_usage_accuracy"]["n"], by_name["tool_usage_accuracy"]["mean"]) == (1, 1.0)
+    assert (by_name["exact_match"]["n"], by_name["exact_match"]["n_na"]) == (0, 2)
+
+    renamed = env / "traces.log"
+    renamed.write_text(path.read_text())
+    told = CliRunner().invoke(app, ["evaluate", str(renamed), "--input-format", "otlp", *args])
+    assert told.exit_code == 0, told.output
+    unknown = CliRunner().invoke(app, ["evaluate", str(renamed), "--input-format", "xml", *args])
+    assert unknown.exit_code == 2
+    assert "unknown input format 'xml': use jsonl, csv, json, otlp" in unknown.output

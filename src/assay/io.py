@@ -39,6 +39,7 @@ from assay.config import load_config, over_limit
 from assay.sample import FIELD_ALIASES, Sample, _key_form, json_extent
 
 __all__ = [
+    "INPUT_FORMATS",
     "InputError",
     "InputErrors",
     "read_samples",
@@ -437,15 +438,31 @@ def _depth_setting(max_json_depth: int | None) -> int:
     return load_config().max_json_depth if max_json_depth is None else max_json_depth
 
 
-def read_samples(
-    path: str | Path, strict: bool = False, *, max_json_depth: int | None = None
-) -> tuple[list[Sample], list[InputError]]:
-    """Read samples from a .jsonl, .csv (.tsv) or .json (array of objects) file.
+#: what ``input_format`` may name, and the file suffixes each is taken from by default
+INPUT_FORMATS = {
+    "jsonl": (".jsonl", ".ndjson"),
+    "csv": (".csv", ".tsv"),
+    "json": (".json",),
+    "otlp": (),
+}
 
-    Returns the valid samples and the errors of the invalid records (a field nesting
-    deeper than ``max_json_depth``, default the configured one, is one). Raises
-    `FileNotFoundError` for a missing file and `InputErrors` in strict mode or when the
-    file cannot be read at all (a directory, no permission, not a known format).
+
+def read_samples(
+    path: str | Path,
+    strict: bool = False,
+    *,
+    max_json_depth: int | None = None,
+    input_format: str | None = None,
+) -> tuple[list[Sample], list[InputError]]:
+    """Read samples from a .jsonl, .csv (.tsv) or .json (array of objects) file, or from
+    an OpenTelemetry trace export (OTLP JSON, one sample per trace: `assay.otlp`).
+
+    ``input_format`` (jsonl, csv, json or otlp) overrides what the suffix says; without
+    it, a .json or .jsonl file that starts like an OTLP export is read as one. Returns the
+    valid samples and the errors of the invalid records (a field nesting deeper than
+    ``max_json_depth``, default the configured one, is one). Raises `FileNotFoundError`
+    for a missing file and `InputErrors` in strict mode or when the file cannot be read
+    at all (a directory, no permission, not a known format).
     """
     path = Path(path)
     source = str(path)
@@ -457,10 +474,32 @@ def read_samples(
         raise FileNotFoundError(f"{path}: no such file")
     suffix = path.suffix.lower()
     errors: list[InputError] = []
-    if suffix not in {".jsonl", ".ndjson", ".csv", ".tsv", ".json"}:
+    if input_format is not None and input_format not in INPUT_FORMATS:
+        raise InputErrors(
+            [
+                InputError(
+                    source,
+                    None,
+                    None,
+                    f"unknown input format {input_format!r}: use {', '.join(INPUT_FORMATS)}",
+                )
+            ]
+        )
+    if input_format is None and suffix not in {".jsonl", ".ndjson", ".csv", ".tsv", ".json"}:
         raise InputErrors(
             [InputError(source, None, None, "unknown format: use .jsonl, .csv or .json")]
         )
+    if input_format == "otlp" or (input_format is None and suffix in {".json", ".jsonl"}):
+        from assay.otlp import is_otlp, read_otlp
+
+        try:
+            if input_format == "otlp" or is_otlp(path):
+                return read_otlp(path, strict=strict)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise InputErrors([InputError(source, None, None, f"cannot read: {reason}")]) from None
+    if input_format is not None:
+        suffix = INPUT_FORMATS[input_format][0]
     try:
         if suffix == ".json":
             records, unit = _json_records(path, errors, strict)

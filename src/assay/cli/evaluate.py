@@ -40,7 +40,13 @@ def _parse_pairs(items: list[str], option: str) -> dict[str, float]:
 @app.command("evaluate")
 def evaluate_command(
     ctx: typer.Context,
-    data: Annotated[Path, typer.Argument(help="Samples: a .jsonl, .csv or .json file.")],
+    data: Annotated[
+        Path,
+        typer.Argument(
+            help="Samples: a .jsonl, .csv or .json file, or an OpenTelemetry trace export "
+            "(OTLP JSON: one sample per trace)."
+        ),
+    ],
     suite: Annotated[
         list[str] | None,
         typer.Option("--suite", "-s", help=f"Suite(s) to run: {', '.join(suite_names())}."),
@@ -76,6 +82,14 @@ def evaluate_command(
     strict: Annotated[
         bool, typer.Option("--strict", help="Stop at the first malformed record.")
     ] = False,
+    input_format: Annotated[
+        str | None,
+        typer.Option(
+            "--input-format",
+            help="jsonl, csv, json or otlp (OpenTelemetry traces as OTLP JSON, one sample "
+            "per trace). Default: from the suffix; an OTLP export is recognised by its content.",
+        ),
+    ] = None,
     output_format: Annotated[
         str, typer.Option("--format", help="table (human) or json (machines).")
     ] = "table",
@@ -220,7 +234,7 @@ def evaluate_command(
                 "fails when its mean is below the bound. Did you mean --fail-over?"
             )
     try:
-        samples, input_errors = read_samples(data, strict=strict)
+        samples, input_errors = read_samples(data, strict=strict, input_format=input_format)
     except (FileNotFoundError, InputErrors) as exc:
         fail(str(exc))
     for problem in input_errors:
