@@ -826,6 +826,25 @@ def test_serve_binds_with_token_or_on_loopback(
     assert calls[-1][0].state.api_token == "t0k"
 
 
+def test_serve_answers_the_hosts_given_with_allowed_host(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    from assay.cli import app
+
+    calls: list[Any] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append(app))
+    monkeypatch.delenv("ASSAY_ALLOWED_HOSTS", raising=False)
+    db = str(tmp_path / "serve.db")
+    result = CliRunner().invoke(app, ["serve", "--db", db, "--allowed-host", "evals.example.org"])
+    assert result.exit_code == 0, result.output
+    client = TestClient(calls[-1], base_url="http://127.0.0.1")
+    assert client.get("/api/runs", headers={"Host": "evals.example.org"}).status_code == 200
+    assert client.get("/api/runs", headers={"Host": "localhost:8000"}).status_code == 200
+    assert client.get("/api/runs", headers={"Host": "rebind.attacker.test"}).status_code == 400
+
+
 # ---- the same reads on PostgreSQL ----------------------------------------------------------
 PG_ADMIN_URL = os.environ.get(
     "ASSAY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"

@@ -1,6 +1,8 @@
 """``assay serve``: the API and dashboard over the results store (uvicorn).
 
-Binds 127.0.0.1:8000 by default. A non-loopback address is refused unless
+Binds 127.0.0.1:8000 by default and answers only requests whose Host is a loopback name
+or one given with ``--allowed-host`` / ``ASSAY_ALLOWED_HOSTS``. A non-loopback address is
+refused unless
 ``ASSAY_API_TOKEN`` is set: with a token every write request needs
 ``Authorization: Bearer <token>``; without one, anyone who can reach the port could write.
 """
@@ -42,6 +44,15 @@ def serve_command(
         ),
     ] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="A Host name to answer besides the loopback names (behind a proxy: its "
+            "public name); repeat for several. Default: ASSAY_ALLOWED_HOSTS (comma separated). "
+            "Requests naming any other host are refused (DNS rebinding).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the JSON API (/api, docs at /docs) and the dashboard."""
     from rich.markup import escape
@@ -80,6 +91,7 @@ def serve_command(
         highlight=False,
     )
     try:
-        uvicorn.run(create_app(store, token=token), host=host, port=port, log_level=log_level)
+        app_ = create_app(store, token=token, allowed_hosts=allowed_host or None)
+        uvicorn.run(app_, host=host, port=port, log_level=log_level)
     finally:
         store.close()
