@@ -26,6 +26,7 @@ CONFIGS = {
     "lexical+embedding": {"suites": ["lexical", "semantic"], "exclude_needs": "bertscore"},
     "bertscore": {"metrics": ["bertscore"]},
     "base": {"suites": ["base"]},
+    "semantic": {"suites": ["semantic"]},
 }
 
 SUBJECTS = [
@@ -107,8 +108,21 @@ def run_one(name: str, n: int = 1000) -> dict:
         "seconds": round(seconds, 2),
         "samples_per_s": round(n / seconds, 1),
         "peak_rss_mb": round(rss_mb),
+        "model_work": _model_work(res),
         "slowest": sorted(run.seconds_by_metric.items(), key=lambda kv: -kv[1])[:3],
     }
+
+
+def _model_work(res: object) -> str:
+    """What reached the models in the whole run (warm-up included): texts embedded,
+    distinct cosines computed, BERTScore pairs scored."""
+    loaded = vars(res)
+    parts = []
+    if "embedder" in loaded:
+        parts.append(f"embedded {loaded['embedder'].calls}, cosines {loaded['embedder'].cosines}")
+    if "bertscorer" in loaded:
+        parts.append(f"bertscore pairs {loaded['bertscorer'].calls}")
+    return "; ".join(parts) or "-"
 
 
 def main(argv: list[str]) -> None:
@@ -117,7 +131,8 @@ def main(argv: list[str]) -> None:
         return
     names = argv or list(CONFIGS)
     print(
-        f"{'config':<20}{'metrics':>8}{'samples/s':>12}{'seconds':>9}{'peak RSS MB':>13}  slowest"
+        f"{'config':<20}{'metrics':>8}{'samples/s':>12}{'seconds':>9}{'peak RSS MB':>13}  "
+        "slowest | model work"
     )
     for name in names:
         out = subprocess.run(
@@ -131,7 +146,7 @@ def main(argv: list[str]) -> None:
         slow = ", ".join(f"{k} {v:.2f}s" for k, v in row["slowest"])
         print(
             f"{row['config']:<20}{row['metrics']:>8}{row['samples_per_s']:>12}{row['seconds']:>9}"
-            f"{row['peak_rss_mb']:>13}  {slow}"
+            f"{row['peak_rss_mb']:>13}  {slow} | {row['model_work']}"
         )
 
 

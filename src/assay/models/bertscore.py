@@ -8,10 +8,16 @@ side (cosine), and averages:
     R = mean over reference tokens of max cosine to a candidate token
     F = 2 P R / (P + R)
 
-The computation is the reference implementation's (package ``bert-score``, class
-``bert_score.BERTScorer``; no idf weighting); this module adds model selection from the
-configuration, a load-once model, an in-memory memo of pair scores shared by the metrics,
-and a rescaling baseline for the local model.
+The computation is our own implementation of the formula (`TokenEncoder`), kept equal to
+the reference implementation's (package ``bert-score``, class ``bert_score.BERTScorer``, no
+idf weighting; tests check 1e-4 on hand-picked pairs): the same tokenisation, the model
+cut after the chosen layer, the same weights ([CLS] and [SEP] weigh 0) and the same rule
+for texts without tokens. It is faster than the library on a batch because each distinct
+text is tokenised and embedded once, longest first, and the matching runs as one padded
+``bmm``. Dynamic int8 quantisation was tried and rejected: it moved F1 on STS-B dev pairs
+by up to 0.09 (per-channel) or 0.17 (per-tensor) and was not faster on AVX2. This module
+adds model selection from the configuration, a load-once model, an in-memory memo of pair
+scores shared by the metrics, and a rescaling baseline for the local model.
 
 Rescaling. Raw BERTScores of unrelated sentences are far above 0 (the token embeddings share
 a common direction), so bert-score's authors rescale with ``(raw - b) / (1 - b)``, where
