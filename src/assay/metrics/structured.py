@@ -233,8 +233,8 @@ class JsonCompleteness(_ComparedMetric):
     expected). Details: the bucket lists and counts.
     Weakness: presence only: a filled but wrong value counts as complete (see
     ``json_accuracy``); a key whose value is an empty ``{}`` or ``[]`` counts as filled.
-    Absent or blank document: None (missing input); unparseable JSON, or a document nested
-    deeper than 500 levels: None with the reason.
+    Absent or blank document: None (missing input); unparseable JSON: None with the
+    reason; a document nested deeper than ``max_json_depth`` (default 500): an error.
     """
 
     name = "json_completeness"
@@ -263,8 +263,8 @@ class JsonHallucination(_ComparedMetric):
     Weaknesses: as the seed specifies, an extra key counts even when its output value is
     null, and the denominator grows with the output's own extra keys (10 invented keys on
     a 10-field GT give 0.5, not 1.0).
-    Absent or blank document: None (missing input); unparseable JSON, or a document nested
-    deeper than 500 levels: None with the reason.
+    Absent or blank document: None (missing input); unparseable JSON: None with the
+    reason; a document nested deeper than ``max_json_depth`` (default 500): an error.
     """
 
     name = "json_hallucination"
@@ -300,8 +300,8 @@ class JsonAccuracy(_EvaluatedMetric):
     sends short codes and IDs ("SKU-12") to SEMANTIC, where embeddings of different codes
     can be close: name such fields EXACT in the config; dates in different formats fail
     EXACT.
-    Absent or blank document: None (missing input); unparseable JSON, or a document nested
-    deeper than 500 levels: None with the reason.
+    Absent or blank document: None (missing input); unparseable JSON: None with the
+    reason; a document nested deeper than ``max_json_depth`` (default 500): an error.
     """
 
     name = "json_accuracy"
@@ -335,8 +335,8 @@ class ResponseQualityScore(_EvaluatedMetric):
     document gets 0.15 for free, so an output with nothing right scores 0.15 minus its
     hallucination penalty; the components are not independent (a missing field lowers
     completeness and is not scored for accuracy).
-    Absent or blank document: None (missing input); unparseable JSON, or a document nested
-    deeper than 500 levels: None with the reason.
+    Absent or blank document: None (missing input); unparseable JSON: None with the
+    reason; a document nested deeper than ``max_json_depth`` (default 500): an error.
     """
 
     name = "rqs"

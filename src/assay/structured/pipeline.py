@@ -25,7 +25,8 @@ Nested documents are flattened *jointly* into leaf fields named by dotted paths
   compared whole.
 
 Both documents are checked first (`assay.structured.values.check_document`): nesting deeper
-than 500 levels, or object keys JSON cannot hold, is a ValueError naming the place; keys of
+than the depth limit (``max_json_depth``, default 500; `depth_limit` raises it for a block),
+or object keys JSON cannot hold, is a ValueError naming the place; keys of
 a Python ``dict`` are matched by their JSON name (``1`` and ``"1"`` are the same field).
 
 A flat document (the seed's case) gives exactly the seed's numbers.
