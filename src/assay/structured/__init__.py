@@ -24,22 +24,18 @@ from assay.structured.batch import (
     field_aggregates,
     load_pairs,
 )
+from assay.structured.flatten import BUCKETS, FlatPair, KeyClassification, classify, flatten_pair
 from assay.structured.pipeline import (
-    BUCKETS,
     EvalOptions,
     FieldResult,
-    FlatPair,
     JsonComparison,
     JsonEvalResult,
-    KeyClassification,
     RQSWeights,
     accuracy_score,
-    classify,
     compare_json,
     completeness_score,
     evaluate_json,
     evaluate_many,
-    flatten_pair,
     hallucination_score,
     rqs_normalized_score,
     rqs_score,
