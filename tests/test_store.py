@@ -8,11 +8,13 @@ import threading
 import time
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from assay.result import MetricResult
 from assay.sample import Sample
+from assay.store import db
 from assay.store.db import Store
 from assay.store.models import utcnow
 
@@ -378,3 +380,116 @@ def test_nul_characters_never_fail_a_write(store):
     # (SQLite's json_extract ends the extracted label at the NUL: a cosmetic quirk)
     label = "a" if store.dialect == "sqlite" else shown
     assert groups["groups"][0]["labels"] == {"m": {label: 1}}
+
+
+# ---- finite aggregates and provenance (revision 0004) ------------------------------
+
+
+def _huge_runs(store: Store, values: dict[str, float]) -> None:
+    """One run per entry, four e2e_latency values of that value each."""
+    for run_id, value in values.items():
+        store.start_run(run_id)
+        for i in range(4):
+            scores = {"e2e_latency": r("e2e_latency", value)}
+            store.record(run_id, i, Sample(id=f"s{i}"), scores, status="passed")
+        store.finish_run(run_id)
+
+
+def test_means_of_values_whose_sums_overflow_are_finite(store):
+    # 2**1023 = 8.98846567431158e307: four of them sum past the float maximum
+    _huge_runs(store, {"up": 2.0**1023, "half": 2.0**1022})
+    assert store.statistics(run_id="up")["metrics"]["e2e_latency"]["avg"] == 2.0**1023
+    # all time: run means 2**1023 and 2**1022, four values each: 1.5 * 2**1022
+    (entry,) = store.statistics()["metrics"].values()
+    assert (entry["avg"], entry["count"], entry["display"]) == (
+        1.5 * 2.0**1022,
+        8,
+        6.741349255733685e307,
+    )
+    # a window scans the scoring rows (sum of the eight values divided by 8 each)
+    (entry,) = store.statistics(hours=24)["metrics"].values()
+    assert (entry["avg"], entry["count"]) == (1.5 * 2.0**1022, 8)
+    # history averages the two runs' snapshots of the same hour
+    assert [p["avg"] for p in store.history(24)["metrics"]["e2e_latency"]] == [1.5 * 2.0**1022]
+
+
+def test_opposite_huge_runs_average_to_zero_not_null(store):
+    # +inf + -inf is NULL in SQL (float(None) raised TypeError before)
+    _huge_runs(store, {"up": 1e308, "down": -1e308})
+    (entry,) = store.statistics()["metrics"].values()
+    assert (entry["avg"], entry["count"], entry["display"]) == (0.0, 8, 0.0)
+    assert [p["avg"] for p in store.history(24)["metrics"]["e2e_latency"]] == [0.0]
+
+
+def test_a_running_run_joins_the_all_time_mean_weighted_by_its_count(store):
+    _huge_runs(store, {"up": 1e308, "down": -1e308})
+    store.start_run("live")  # not finished: read from its scoring rows
+    store.record(
+        "live", 0, Sample(id="x"), {"e2e_latency": r("e2e_latency", 9e307)}, status="passed"
+    )
+    (entry,) = store.statistics()["metrics"].values()
+    # (4 x 1e308 + 4 x -1e308 + 9e307) / 9 = 1e307
+    assert (entry["avg"], entry["count"]) == (1e307, 9)
+
+
+def test_scores_keep_their_components_and_signature(store):
+    store.start_run("p")
+    result = MetricResult(
+        name="rouge",
+        value=0.5,
+        components={"rouge1_f1": 0.5, "rougeL_f1": None},
+        signature="assay=1.0|metric=rouge@1|method=reference",
+    )
+    store.record(
+        "p",
+        0,
+        Sample(id="a", response="x"),
+        {"rouge": result},
+        status="passed",
+        quality={"has_minimum_length": False, "ends_with_punctuation": True},
+        validation={"similarity_score": 0.25, "threshold": 0.7, "is_relevant": False},
+    )
+    store.record("p", 1, Sample(id="b"), {"rouge": r("rouge", 1.0)}, status="passed")
+    store.finish_run("p")
+    stored = store.stored_results("p")
+    assert stored[0]["rouge"] == result
+    assert (stored[1]["rouge"].components, stored[1]["rouge"].signature) == ({}, "")
+    first, second = store.run_detail("p")["samples"]
+    score = first["scores"]["rouge"]
+    assert (score["components"], score["signature"]) == (
+        {"rouge1_f1": 0.5, "rougeL_f1": None},
+        "assay=1.0|metric=rouge@1|method=reference",
+    )
+    assert first["quality_checks"] == {"has_minimum_length": False, "ends_with_punctuation": True}
+    assert first["validation"] == {"similarity": 0.25, "threshold": 0.7, "relevant": False}
+    assert (second["quality_checks"], second["validation"]) == ({}, None)
+
+
+def test_revision_0004_turns_stored_totals_into_means(tmp_path):
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+
+    path = tmp_path / "old.db"
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(db.__file__).parent / "migrations"))
+    engine = create_engine(f"sqlite:///{path}")
+    with engine.begin() as connection:
+        cfg.attributes["connection"] = connection
+        command.upgrade(cfg, "0003")
+        connection.exec_driver_sql(
+            "INSERT INTO runs (id, source, status, started_at, metrics, tags, config) "
+            "VALUES ('old', 'cli', 'finished', '2026-11-24 10:00:00', '[]', '{}', '{}')"
+        )
+        connection.exec_driver_sql("INSERT INTO run_metric_totals VALUES ('old', 'bleu', 4, 3.0)")
+    engine.dispose()
+    store = Store(str(path))  # upgrades to the newest revision on open
+    assert store.statistics()["metrics"]["bleu"]["avg"] == 0.75
+    store.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute(
+        "SELECT run_id, metric_name, n, mean FROM run_metric_totals"
+    ).fetchall() == [("old", "bleu", 4, 0.75)]
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(scoring_details)")}
+    assert {"components", "signature"} <= columns
+    conn.close()

@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from assay.server.app import create_app
-from assay.server.errors import INTERNAL_ERROR, STORE_UNREADABLE
+from assay.server.errors import INTERNAL_ERROR
 from assay.server.live import running_server
 from assay.store.db import Store
 from test_api_fuzz import PAGE_DATA, deep_text, strict_json
@@ -288,27 +288,33 @@ def test_pages_show_huge_values_formatted_and_missing_ones_as_na(extreme_client)
         r'\s*<div class="card-value">N/A</div>',
         run,
     )
-    # the overview shows what the API says, formatted: a sum that overflowed is N/A
+    # the overview shows what the API says, formatted: the all-time mean of three 1e308
+    # and three 12.5 is 5e307 (their sum overflows; the store weights the run means)
     overview = extreme_client.get("/").text
     averages = extreme_client.get("/api/statistics").json()["metrics"]
-    assert averages["e2e_latency"]["display"] is None  # the all-time total overflowed
-    assert _cell(overview, "e2e_latency") == fmt_metric(None, "ms") == "N/A"
-    assert _cell(overview, "throughput") == "N/A"
-    assert _cell(overview, "bleu") == "N/A"
+    assert (averages["e2e_latency"]["avg"], averages["e2e_latency"]["display"]) == (5e307, 5e307)
+    assert _cell(overview, "e2e_latency") == fmt_metric(5e307, "ms") == "5.00e+307 ms"
+    assert _cell(overview, "throughput") == "5.00e+307 tok/s"
+    assert _cell(overview, "bleu") == fmt_metric(None, "ratio") == "N/A"
 
 
-def test_a_store_whose_averages_cannot_be_computed_is_a_503_not_a_500(store):
-    # +1e308 and -1e308 run totals overflow to +inf and -inf; SQL sums them to NULL,
-    # which the store's statistics and history cannot read (assay.store.queries)
+def test_runs_of_opposite_huge_values_average_to_their_finite_mean(store):
+    # run means of +1e308 and -1e308 (3 values each): their sums overflow to +inf and
+    # -inf (SQL sums those to NULL); the store keeps run means and weights them instead
     _record_runs(store, {"up": 1e308, "down": -1e308})
-    client = TestClient(
-        create_app(store, token=""), base_url="http://localhost", raise_server_exceptions=False
-    )
-    for path in ("/api/statistics", "/api/history", "/", "/history"):
-        response = client.get(path)
-        assert response.status_code == 503, path
-        assert response.json() == {"detail": STORE_UNREADABLE}
-    assert client.get("/api/runs").status_code == 200  # what does not aggregate still reads
+    client = TestClient(create_app(store, token=""), base_url="http://localhost")
+    averages = client.get("/api/statistics").json()["metrics"]
+    assert {name: (a["avg"], a["count"], a["display"]) for name, a in averages.items()} == {
+        "e2e_latency": (0.0, 6, 0.0),
+        "throughput": (0.0, 6, 0.0),
+    }
+    series = client.get("/api/history").json()["metrics"]
+    assert [(p["avg"], p["display"]) for p in series["e2e_latency"]] == [(0.0, 0.0)]
+    assert [(p["avg"], p["display"]) for p in series["throughput"]] == [(0.0, 0.0)]
+    overview = client.get("/").text
+    assert _cell(overview, "e2e_latency") == "0.00 ms"
+    assert _cell(overview, "throughput") == "0.00 tok/s"
+    assert client.get("/history").status_code == 200
 
 
 @pytest.mark.parametrize(

@@ -262,7 +262,8 @@ class Store:
 
     def stored_results(self, run_id: str) -> dict[int, dict[str, MetricResult]]:
         """The metric results of a run's samples, by sample index, as they were scored:
-        value, method, reason and evidence. Samples with a metric error are left out."""
+        value, components, method, reason, evidence and signature (empty for rows stored
+        before revision 0004). Samples with a metric error are left out."""
         stmt = (
             select(TestResult.sample_index, ScoringDetail)
             .outerjoin(ScoringDetail, ScoringDetail.test_result_id == TestResult.id)
@@ -280,9 +281,11 @@ class Store:
                 row[score.metric_name] = MetricResult(
                     name=score.metric_name,
                     value=score.metric_value,
+                    components=dict(score.components or {}),
                     details=dict(score.details or {}),
                     method=score.method or "local",
                     reason=score.reason,
+                    signature=score.signature or "",
                 )
         return {i: rows for i, rows in sorted(found.items()) if i not in errored}
 
@@ -369,6 +372,8 @@ class Store:
                     reason=r.reason,
                     error=r.error,
                     details=redact(to_jsonable(r.details), secrets, by_name=False),
+                    components=dict(r.components),
+                    signature=redact_text(r.signature, secrets),
                     timestamp=when,
                 )
                 for name, r in results.items()

@@ -195,6 +195,10 @@ class ScoringDetail(Base):
     reason: Mapped[str | None] = mapped_column(SafeText)
     error: Mapped[str | None] = mapped_column(SafeText)
     details: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # the result's components (sub-scores) and signature (`assay.result`); NULL on rows
+    # written before revision 0004
+    components: Mapped[dict[str, Any] | None] = mapped_column(SafeJSON)
+    signature: Mapped[str | None] = mapped_column(SafeText)
     timestamp: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
     test_result: Mapped[TestResult] = relationship(back_populates="scores")
@@ -229,10 +233,11 @@ class MetricSnapshot(Base):
 
 
 class RunMetricTotal(Base):
-    """Count and sum of one metric's non-null values in one finished run.
+    """Count and mean of one metric's non-null values in one finished run.
 
     Written when a run finishes, so all-time averages read a few rows per run instead of
-    scanning every scoring row (AVG = SUM(total) / SUM(n) over runs).
+    scanning every scoring row (the mean of the run means weighted by n). A mean, not a
+    sum: the sum of values near the float maximum (1.8e308) overflows, their mean never.
     """
 
     __tablename__ = "run_metric_totals"
@@ -240,7 +245,7 @@ class RunMetricTotal(Base):
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
     metric_name: Mapped[str] = mapped_column(SafeString(128), primary_key=True)
     n: Mapped[int] = mapped_column(Integer)
-    total: Mapped[float] = mapped_column(Float)
+    mean: Mapped[float] = mapped_column(Float)
 
 
 class FieldStrategyConfig(Base):

@@ -16,19 +16,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Select, case, delete, func, or_, select
+from sqlalchemy.exc import DataError
 from sqlalchemy.orm import Session
 
+from assay.stats import mean as finite_mean
 from assay.store.models import (
     MetricSnapshot,
+    QualityCheck,
     Run,
     RunMetricTotal,
     ScoringDetail,
     TestResult,
+    ValidationDetail,
     utcnow,
 )
 
@@ -85,6 +90,51 @@ def _window(
     return stmt
 
 
+def _finite_means(
+    session: Session, filters: Callable[[Select[Any]], Select[Any]]
+) -> dict[str, tuple[float | None, int]]:
+    """metric -> (mean, count) of the non-null values that ``filters`` selects.
+
+    SQL's AVG sums first: near the float maximum (1.8e308) that sum overflows (SQLite
+    returns inf, or NULL for inf + -inf; PostgreSQL raises). Such a mean is computed
+    again as SUM(value / count), whose partial sums stay within the largest value; None
+    only if even that is not a finite float (then `_average_entry` says so).
+    """
+    value = ScoringDetail.metric_value
+    grouped = select(ScoringDetail.metric_name).group_by(ScoringDetail.metric_name)
+    grouped = filters(grouped.having(func.count(value) > 0))
+    stmt = grouped.add_columns(func.avg(value), func.count(value))
+    if session.get_bind().dialect.name == "postgresql":
+        try:
+            with session.begin_nested():  # the failed statement is rolled back alone
+                rows = session.execute(stmt).all()
+        except DataError:  # a float8 sum overflowed
+            rows = [
+                (n, None, c) for n, c in session.execute(grouped.add_columns(func.count(value)))
+            ]
+    else:
+        rows = session.execute(stmt).all()
+    out: dict[str, tuple[float | None, int]] = {}
+    for name, avg, count in rows:
+        mean = math.nan if avg is None else float(avg)
+        if not math.isfinite(mean):
+            scaled = select(func.sum(value / float(count))).where(ScoringDetail.metric_name == name)
+            again = session.scalar(filters(scaled))
+            mean = math.nan if again is None else float(again)
+        out[name] = (mean if math.isfinite(mean) else None, int(count))
+    return out
+
+
+def _weighted_mean(parts: Sequence[tuple[float, int]]) -> float:
+    """The mean of several groups' means weighted by their counts, finite for finite
+    means: each mean is divided by the largest magnitude (when that is past 1e300)
+    before weighting, so no partial sum exceeds it."""
+    top = max(abs(mean) for mean, _ in parts)
+    scale = top if top > 1e300 else 1.0
+    n = sum(count for _, count in parts)
+    return math.fsum((mean / scale) * (count / n) for mean, count in parts) * scale
+
+
 def metric_averages(
     session: Session,
     *,
@@ -95,31 +145,28 @@ def metric_averages(
 ) -> dict[str, dict[str, Any]]:
     """AVG(metric_value), COUNT per metric (non-null values only), with display values.
 
-    Over all time (no run, no window) the finished runs are read from their stored totals
+    Over all time (no run, no window) the finished runs are read from their stored means
     and only the runs still running from the scoring rows.
     """
     if run_id is None and since is None and until is None:
         return _all_time_averages(session, names)
-    stmt = select(
-        ScoringDetail.metric_name,
-        func.avg(ScoringDetail.metric_value),
-        func.count(ScoringDetail.metric_value),
-    ).group_by(ScoringDetail.metric_name)
-    if run_id is not None:
-        stmt = stmt.where(ScoringDetail.run_id == run_id)
-    if names:
-        stmt = stmt.where(ScoringDetail.metric_name.in_(list(names)))
-    stmt = _window(stmt, ScoringDetail.timestamp, since, until)
-    stmt = stmt.having(func.count(ScoringDetail.metric_value) > 0)
+
+    def filters(stmt: Select[Any]) -> Select[Any]:
+        if run_id is not None:
+            stmt = stmt.where(ScoringDetail.run_id == run_id)
+        if names:
+            stmt = stmt.where(ScoringDetail.metric_name.in_(list(names)))
+        return _window(stmt, ScoringDetail.timestamp, since, until)
+
     return {
-        name: _average_entry(name, float(avg), int(count))
-        for name, avg, count in session.execute(stmt)
+        name: _average_entry(name, mean, count)
+        for name, (mean, count) in _finite_means(session, filters).items()
     }
 
 
-def _average_entry(name: str, avg: float, count: int) -> dict[str, Any]:
+def _average_entry(name: str, avg: float | None, count: int) -> dict[str, Any]:
     unit, higher, family = _metric_meta(name)
-    return {
+    entry = {
         "avg": avg,
         "count": count,
         "display": display_value(name, avg),
@@ -127,33 +174,32 @@ def _average_entry(name: str, avg: float, count: int) -> dict[str, Any]:
         "higher_is_better": higher,
         "family": family,
     }
+    if avg is None:
+        entry["problem"] = "the mean of the stored values is not a finite float"
+    return entry
 
 
 def _all_time_averages(session: Session, names: Sequence[str] | None) -> dict[str, dict[str, Any]]:
-    sums: dict[str, list[float]] = {}
-    totals = select(
-        RunMetricTotal.metric_name, func.sum(RunMetricTotal.total), func.sum(RunMetricTotal.n)
-    ).group_by(RunMetricTotal.metric_name)
-    live_runs = [r for (r,) in session.execute(select(Run.id).where(Run.status == "running"))]
-    live = (
-        select(
-            ScoringDetail.metric_name,
-            func.sum(ScoringDetail.metric_value),
-            func.count(ScoringDetail.metric_value),
-        )
-        .where(ScoringDetail.run_id.in_(live_runs))
-        .group_by(ScoringDetail.metric_name)
-    )
+    parts: dict[str, list[tuple[float, int]]] = {}
+    totals = select(RunMetricTotal.metric_name, RunMetricTotal.mean, RunMetricTotal.n)
     if names:
         totals = totals.where(RunMetricTotal.metric_name.in_(list(names)))
-        live = live.where(ScoringDetail.metric_name.in_(list(names)))
-    for stmt in (totals, live) if live_runs else (totals,):
-        for name, total, n in session.execute(stmt):
-            if n:
-                entry = sums.setdefault(name, [0.0, 0])
-                entry[0] += float(total)
-                entry[1] += int(n)
-    return {name: _average_entry(name, t / n, int(n)) for name, (t, n) in sums.items()}
+    for name, mean, n in session.execute(totals):
+        parts.setdefault(name, []).append((float(mean), int(n)))
+    live_runs = [r for (r,) in session.execute(select(Run.id).where(Run.status == "running"))]
+    if live_runs:
+
+        def live(stmt: Select[Any]) -> Select[Any]:
+            stmt = stmt.where(ScoringDetail.run_id.in_(live_runs))
+            return stmt.where(ScoringDetail.metric_name.in_(list(names))) if names else stmt
+
+        for name, (mean, n) in _finite_means(session, live).items():
+            if mean is not None:
+                parts.setdefault(name, []).append((mean, n))
+    return {
+        name: _average_entry(name, _weighted_mean(p), sum(n for _, n in p))
+        for name, p in parts.items()
+    }
 
 
 def _test_counts(
@@ -189,7 +235,11 @@ def _test_counts(
 def _health(
     pass_rate: float | None, averages: dict[str, dict[str, Any]]
 ) -> tuple[float | None, str]:
-    reliability = [averages[m]["avg"] for m in RELIABILITY_METRICS if m in averages]
+    reliability = [
+        averages[m]["avg"]
+        for m in RELIABILITY_METRICS
+        if m in averages and averages[m]["avg"] is not None
+    ]
     if pass_rate is None:
         return None, "no tests"
     if not reliability:
@@ -220,7 +270,7 @@ def _period(
 ) -> dict[str, Any]:
     counts = _test_counts(session, run_id, since, until)
     averages = metric_averages(session, run_id=run_id, since=since, until=until)
-    plain = {name: a["avg"] for name, a in averages.items()}
+    plain = {name: a["avg"] for name, a in averages.items() if a["avg"] is not None}
     health, basis = _health(counts["pass_rate"], averages)
     seed_safety, index, problem = _safety(plain)
     out = {
@@ -290,18 +340,20 @@ def history(
     )
     metric_bucket = _bucket(MetricSnapshot.timestamp, dialect).label("bucket")
     stmt = (
-        select(metric_bucket, MetricSnapshot.metric_name, func.avg(MetricSnapshot.metric_value))
+        select(metric_bucket, MetricSnapshot.metric_name, MetricSnapshot.metric_value)
         .where(MetricSnapshot.timestamp >= since)
-        .group_by(metric_bucket, MetricSnapshot.metric_name)
-        .order_by(metric_bucket)
+        .order_by(metric_bucket, MetricSnapshot.metric_name)
     )
     if metric_type is not None:
         stmt = stmt.where(MetricSnapshot.metric_type == metric_type)
-    metrics = session.execute(stmt)
+    points: dict[tuple[str, str], list[float]] = {}  # (bucket, metric) -> run averages
+    for b, name, value in session.execute(stmt):
+        points.setdefault((b, name), []).append(value)
     series: dict[str, list[dict[str, Any]]] = {}
-    for b, name, avg in metrics:
+    for (b, name), values in points.items():  # in bucket order
+        avg = finite_mean(values)  # finite for finite values, unlike SQL's AVG near 1.8e308
         series.setdefault(name, []).append(
-            {"bucket": b, "avg": float(avg), "display": display_value(name, float(avg))}
+            {"bucket": b, "avg": avg, "display": display_value(name, avg)}
         )
     return {
         "hours": hours,
@@ -324,11 +376,10 @@ def snapshot_run(session: Session, run: Run) -> None:
     when = utcnow()
     session.execute(delete(RunMetricTotal).where(RunMetricTotal.run_id == run.id))
     averages = metric_averages(session, run_id=run.id)
+    averages = {name: avg for name, avg in averages.items() if avg["avg"] is not None}
     for name, avg in averages.items():
         session.add(
-            RunMetricTotal(
-                run_id=run.id, metric_name=name, n=avg["count"], total=avg["avg"] * avg["count"]
-            )
+            RunMetricTotal(run_id=run.id, metric_name=name, n=avg["count"], mean=avg["avg"])
         )
     for name, avg in averages.items():
         session.add(
@@ -396,7 +447,9 @@ def runs(
 def run_detail(
     session: Session, run_id: str, *, limit: int = 200, offset: int = 0
 ) -> dict[str, Any] | None:
-    """A run with its metric averages and per-sample results and evidence (paginated)."""
+    """A run with its metric averages and per-sample results (paginated): each score's
+    value, evidence, components and signature, and the sample's quality checks and
+    validation (written by the pytest plugin; empty / None otherwise)."""
     run = session.get(Run, run_id)
     if run is None:
         return None
@@ -414,6 +467,23 @@ def run_detail(
             select(ScoringDetail).where(ScoringDetail.test_result_id.in_(ids))
         ):
             scores.setdefault(score.test_result_id, []).append(score)
+    checks: dict[int, dict[str, bool]] = {}
+    validations: dict[int, dict[str, Any]] = {}
+    if ids:
+        for check in session.scalars(
+            select(QualityCheck)
+            .where(QualityCheck.test_result_id.in_(ids))
+            .order_by(QualityCheck.id)
+        ):
+            checks.setdefault(check.test_result_id, {})[check.check_name] = check.passed
+        for v in session.scalars(
+            select(ValidationDetail).where(ValidationDetail.test_result_id.in_(ids))
+        ):
+            validations[v.test_result_id] = {
+                "similarity": v.similarity_score,
+                "threshold": v.threshold,
+                "relevant": v.is_relevant,
+            }
     summary = next(iter(runs(session, run_ids=[run_id])), None)
     return {
         "run": summary,
@@ -438,9 +508,13 @@ def run_detail(
                         "reason": s.reason,
                         "error": s.error,
                         "details": s.details,
+                        "components": s.components,
+                        "signature": s.signature,
                     }
                     for s in scores.get(r.id, [])
                 },
+                "quality_checks": checks.get(r.id, {}),
+                "validation": validations.get(r.id),
             }
             for r in results
         ],
