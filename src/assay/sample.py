@@ -27,6 +27,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from assay.config import over_limit
+from assay.steps import ToolCall, Turn, trace_from_turns
 
 if TYPE_CHECKING:
     from assay.config import AssayConfig
@@ -56,20 +57,17 @@ def _alias(*names: str) -> AliasChoices:
     return AliasChoices(*names)
 
 
-class ToolCall(BaseModel):
-    """One step of an agent trace: a tool call with its outcome and latency (seconds)."""
-
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-    name: str
-    arguments: dict[str, Any] | None = None
-    ok: bool = True
-    error: str | None = None
-    latency: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    kind: str = Field(default="tool", description="tool, llm or api")
-
-
-_TEXT_FIELDS = ("id", "query", "response", "expected", "gold_context", "parallel_response")
+_TEXT_FIELDS = (
+    "id",
+    "query",
+    "response",
+    "expected",
+    "gold_context",
+    "parallel_response",
+    "scenario",
+    "expected_outcome",
+    "role_description",
+)
 _TEXT_LIST_FIELDS = (
     "contexts",
     "expected_sources",
@@ -80,9 +78,12 @@ _TEXT_LIST_FIELDS = (
     "reference_steps",
     "tools_used",
     "tools_succeeded",
+    "allowed_topics",
 )
 # fields where one string (or number) stands for a list of one
-_ONE_IS_A_LIST = frozenset({"contexts", "expected_sources", "known_facts", "candidates"})
+_ONE_IS_A_LIST = frozenset(
+    {"contexts", "expected_sources", "known_facts", "candidates", "allowed_topics"}
+)
 _TIMINGS = ("duration", "first_token_time", "llm_latency", "tool_latency", "api_latency")
 _MS_KEYS = {f"{name}_ms": name for name in _TIMINGS} | {"total_latency_ms": "duration"}
 _TAG_SHORTHANDS = frozenset({"method", "question_type", "model", "run"})
@@ -194,6 +195,11 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "output_json": ("output_json", "aio_json", "extracted_json"),
     "json_schema": ("json_schema", "schema", "response_schema"),
     "expected_tool_calls": ("expected_tool_calls", "reference_tool_calls"),
+    "turns": ("turns", "messages", "conversation"),
+    "scenario": ("scenario",),
+    "expected_outcome": ("expected_outcome", "reference_outcome"),
+    "role_description": ("role_description", "chatbot_role", "assistant_role"),
+    "allowed_topics": ("allowed_topics", "topics"),
 }
 
 
@@ -286,6 +292,19 @@ class Sample(BaseModel):
     expected_tool_calls: list[ToolCall] | None = Field(
         default=None, validation_alias=_alias(*FIELD_ALIASES["expected_tool_calls"])
     )
+    # conversation: the turns in order (OpenAI chat messages as logged), what the user
+    # came for, what should come of it, the assistant's role, the topics it may discuss
+    turns: list[Turn] | None = Field(default=None, validation_alias=_alias(*FIELD_ALIASES["turns"]))
+    scenario: str | None = Field(default=None, validation_alias=_alias(*FIELD_ALIASES["scenario"]))
+    expected_outcome: str | None = Field(
+        default=None, validation_alias=_alias(*FIELD_ALIASES["expected_outcome"])
+    )
+    role_description: str | None = Field(
+        default=None, validation_alias=_alias(*FIELD_ALIASES["role_description"])
+    )
+    allowed_topics: list[str] | None = Field(
+        default=None, validation_alias=_alias(*FIELD_ALIASES["allowed_topics"])
+    )
     # grouping and anything else
     tags: dict[str, str] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -372,6 +391,13 @@ class Sample(BaseModel):
                 metadata[key] = value
             out["metadata"] = metadata
         return out
+
+    @model_validator(mode="after")
+    def _trace_from_turns(self) -> Sample:
+        """A conversation's tool calls are its agent trace when no trace is given."""
+        if self.trace is None and self.turns:
+            self.trace = trace_from_turns(self.turns)
+        return self
 
     @field_validator(*_TEXT_FIELDS, mode="before")
     @classmethod
