@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from assay.config import AssayConfig
+from assay.engine import execute
 from assay.judge.cache import JudgeCache
 from assay.judge.client import JudgeClient
 from assay.judge.estimators import _without_question_words, reference_agreement
+from assay.judge.prompts import RELEVANCE
 from assay.metrics.judged import (
     AnswerClassification,
     AnswerCorrectness,
@@ -29,7 +31,6 @@ from assay.metrics.judged import (
     RagasScore,
     average_precision,
     factual_grade,
-    prefetch,
     ragas_composite,
     weighted_correctness,
 )
@@ -340,7 +341,7 @@ def test_ragas_score_renormalises_over_missing_metrics(
     assert server.calls_by_task() == {"rag_verdicts": 1, "answer_questions": 1}
 
 
-def test_four_ragas_metrics_take_two_calls_per_sample_and_prefetch_warms_them(
+def test_four_ragas_metrics_take_two_calls_per_sample_asked_once_for_all(
     resources: Resources, tmp_path: Path, server: JudgeServer
 ) -> None:
     samples = [
@@ -350,11 +351,12 @@ def test_four_ragas_metrics_take_two_calls_per_sample_and_prefetch_warms_them(
     res = judged(resources, tmp_path, server)
     metrics = [RagasFaithfulness(), RagasContextPrecision(), RagasContextRecall()]
     metrics += [RagasAnswerRelevance(), RagasScore()]
-    assert prefetch(metrics, samples, res) > 0
-    assert server.calls == 6  # 3 samples x (rag_verdicts + answer_questions)
+    answers = execute(metrics, samples, res.judge)
+    assert len(answers) == 6  # 3 samples x (rag_verdicts + answer_questions)
+    assert server.calls_by_task() == {"rag_verdicts": 3, "answer_questions": 3}
     for metric in metrics:
         assert all(r.value is not None for r in metric.score_batch(samples, res))
-    assert server.calls == 6
+    assert server.calls == 6  # the metrics' own executions: answered by the client's memo
 
 
 # ---- seed 001 metrics with a judge ---------------------------------------------------------
@@ -555,7 +557,7 @@ def test_batch_runs_judge_calls_concurrently(
 ) -> None:
     server.delay = 0.2
     res = judged(resources, tmp_path, server)
-    res.judge.ask_sync(JudgedRelevance().requests(SAMPLE)[0][0], query="warm", response="up")
+    res.judge.ask_sync(RELEVANCE, query="warm", response="up")
     samples = [SAMPLE.model_copy(update={"query": f"Question {i}?"}) for i in range(32)]
     started = time.perf_counter()
     results = RagasContextPrecision().score_batch(samples, res)

@@ -1,7 +1,8 @@
 """The `Metric` base class: small stateless objects; the base does the public work.
 
 A metric declares its metadata as class attributes and implements one pure hook,
-``compute`` (one sample) or ``compute_batch`` (many, when the cost is a model call).
+``compute`` (one sample) or ``compute_batch`` (many, when the cost is a model call); a
+metric that asks a judge also declares its asks as data (``plan``, see `assay.engine`).
 ``score`` and ``score_batch`` live here once: they check required inputs (a missing input
 gives ``None`` with a reason, never 0), apply the input limits (a field past
 ``max_field_chars``, ``max_contexts`` or ``max_json_depth`` gives an error naming it to the
@@ -24,6 +25,7 @@ from assay.sample import InputTooLarge, Sample, limit_problems, limited
 from assay.structured.values import depth_limit
 
 if TYPE_CHECKING:
+    from assay.engine import Answers, Ask
     from assay.resources import Resources
 
 __all__ = ["PASS_THRESHOLD", "Metric", "clamp01", "limits_checked"]
@@ -207,6 +209,14 @@ class Metric:
         """Score samples whose required inputs are present. Override to vectorise."""
         return [self.compute(s, res) for s in samples]
 
+    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        """What this metric needs answered for ``sample`` (`assay.engine.Ask`), given the
+        answers so far: the runner executes the plans of all metrics of a chunk at once
+        (`assay.engine.execute`) before scoring. Metrics with asks (the judged ones) plan
+        them here and reduce the answers in ``compute_batch``; pure-formula metrics
+        plan nothing."""
+        return []
+
     # ---- result helpers --------------------------------------------------------------
     def result(
         self,
@@ -264,11 +274,10 @@ class Metric:
         )
 
     def signature(self, method: str, model: str | None) -> str:
-        parts = [f"{self.name}@{self.version}", method]
-        if model:
-            parts.append(f"model={model}")
-        parts.extend(f"{k}={v}" for k, v in sorted(self.params().items()))
-        return "|".join(parts)
+        """What produced a result (format: `assay.result`; built by `assay.provenance`)."""
+        from assay.provenance import build_signature
+
+        return build_signature(self.name, self.version, method, model, self.params())
 
     def _compute_one_safely(self, sample: Sample, res: Resources) -> MetricResult:
         try:

@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from assay.config import AssayConfig
+from assay.engine import Answers, answered, execute
 from assay.metric import PASS_THRESHOLD, Metric, limits_checked
-from assay.metrics.judged import prefetch
 from assay.registry import resolve_metrics
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -197,6 +197,20 @@ def _as_samples(data: Iterable[Any], max_json_depth: int) -> list[Sample]:
     return samples
 
 
+def _chunk_answers(
+    planners: Sequence[Metric], chunk: Sequence[Sample], res: Resources
+) -> Answers | None:
+    """The answers to every ask the metrics plan for the chunk, asked at once (deduplicated
+    across metrics, concurrent, follow-ups in further rounds); the metrics then reduce
+    them without a call of their own. A sample with a field past an input limit asks
+    nothing: its metrics fail. None without a judge or without metrics that plan."""
+    judge = res.judge if planners else None
+    if judge is None:
+        return None
+    cfg = res.config
+    return execute(planners, [s for s in chunk if not limit_problems(s, cfg)], judge)
+
+
 def evaluate(
     data: Sequence[Sample] | Sequence[dict[str, Any]] | Any,
     metrics: Sequence[str | Metric] | None = None,
@@ -233,6 +247,7 @@ def evaluate(
         chosen = resolve_metrics(None, ["base"])
     seen: set[str] = set()
     unique = [m for m in chosen if not (m.name in seen or seen.add(m.name))]
+    planners = [m for m in unique if type(m).plan is not Metric.plan]
 
     evaluation = Evaluation(samples=samples, metrics=unique, results=[], config=cfg)
     seconds: dict[str, float] = defaultdict(float)
@@ -242,22 +257,20 @@ def evaluate(
         chunk = samples[start : start + chunk_size]
         rows: list[dict[str, MetricResult]] = [{} for _ in chunk]
         with limits_checked(chunk, cfg):  # each sample's input limits measured once
-            if res.config.judge_configured:
-                # every judge question of the chunk, all metrics at once, in one concurrent
-                # round; the metrics below then read the answers from the run's memo
-                t0 = time.perf_counter()
-                # (a sample with a field past an input limit asks nothing: its metrics fail)
-                prefetch(unique, [s for s in chunk if not limit_problems(s, cfg)], res)
-                seconds["judge prefetch"] += time.perf_counter() - t0
-            for metric in unique:
-                t0 = time.perf_counter()
-                try:
-                    scored = metric.score_batch(chunk, res)
-                except Exception as exc:  # a model that cannot load fails every sample of it
-                    scored = [metric.failed(exc) for _ in chunk]
-                seconds[metric.name] += time.perf_counter() - t0
-                for row, result in zip(rows, scored, strict=True):
-                    row[metric.name] = result
+            t0 = time.perf_counter()
+            asked = _chunk_answers(planners, chunk, res)
+            if asked is not None:
+                seconds["judge asks"] += time.perf_counter() - t0
+            with answered(asked):
+                for metric in unique:
+                    t0 = time.perf_counter()
+                    try:
+                        scored = metric.score_batch(chunk, res)
+                    except Exception as exc:  # a model that cannot load fails every sample
+                        scored = [metric.failed(exc) for _ in chunk]
+                    seconds[metric.name] += time.perf_counter() - t0
+                    for row, result in zip(rows, scored, strict=True):
+                        row[metric.name] = result
         for offset, row in enumerate(rows):
             evaluation.results.append(row)
             if on_sample is not None:

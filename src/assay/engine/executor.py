@@ -1,0 +1,108 @@
+"""The local executor: every ask of a chunk, deduplicated, in concurrent rounds.
+
+`execute` asks the metrics for their plans over the samples, drops the asks already
+answered (in this chunk, by any metric) and duplicates (the same key from two metrics or
+two samples), runs what is left in one concurrent round, and repeats while the answers
+make new asks appear (follow-ups), at most `MAX_ROUNDS` times. Judge asks go through
+the run's `JudgeClient`, which keeps its own per-run memo, persistent cache, bounded
+concurrency, retries and structured-output probe: a cached question costs no call.
+
+The runner executes the plans of all metrics of a chunk first, inside `answered`, so
+each metric then finds its answers there and reduces them without another call; a
+metric scored on its own (``metric.score_batch``) runs the same `execute` for itself.
+This module is the only place asks are executed: another executor (e.g. Ray) replaces
+`_run_round`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Protocol
+
+from assay.engine.asks import Answers, Ask
+from assay.judge.client import JudgeClient
+from assay.sample import Sample
+
+__all__ = ["MAX_ROUNDS", "Planner", "answered", "execute", "planned"]
+
+#: most rounds of asks per execution (a first round and its follow-ups)
+MAX_ROUNDS = 4
+
+_CURRENT: ContextVar[Answers | None] = ContextVar("assay_chunk_answers", default=None)
+
+
+class Planner(Protocol):
+    """What `execute` needs of a metric: its required inputs and its plan."""
+
+    def missing_inputs(self, sample: Sample) -> list[str]: ...
+
+    def plan(self, sample: Sample, answers: Answers) -> list[Ask]: ...
+
+
+@contextmanager
+def answered(answers: Answers | None) -> Iterator[Answers | None]:
+    """Within the block, `execute` adds to and reads from ``answers`` (a chunk's; None:
+    each execution starts afresh)."""
+    token = _CURRENT.set(answers)
+    try:
+        yield answers
+    finally:
+        _CURRENT.reset(token)
+
+
+def planned(
+    metrics: Sequence[Planner], samples: Sequence[Sample], answers: Answers
+) -> dict[str, Ask]:
+    """The distinct asks, by key, that the metrics plan for the samples (those with all
+    required inputs) and that ``answers`` lacks. A plan that raises for a sample (e.g. a
+    field past an input limit) asks nothing: the metric reports the error when reducing."""
+    todo: dict[str, Ask] = {}
+    for metric in metrics:
+        for sample in samples:
+            if metric.missing_inputs(sample):
+                continue
+            try:
+                asks = metric.plan(sample, answers)
+            except Exception:
+                continue
+            for ask in asks:
+                if ask not in answers:
+                    todo.setdefault(ask.key, ask)
+    return todo
+
+
+def execute(metrics: Sequence[Planner], samples: Sequence[Sample], judge: JudgeClient) -> Answers:
+    """Answer every ask (and follow-up) the metrics plan for the samples.
+
+    Inside `answered` the chunk's answers are extended (nothing already answered is
+    asked again); otherwise a new `Answers` is returned. An ask that fails keeps its
+    error as its answer.
+    """
+    current = _CURRENT.get()
+    answers = current if current is not None and current.model == judge.model else None
+    if answers is None:
+        answers = Answers(judge.model)
+    for _ in range(MAX_ROUNDS):
+        todo = planned(metrics, samples, answers)
+        if not todo:
+            break
+        _run_round(list(todo.values()), answers, judge)
+    return answers
+
+
+def _run_round(asks: list[Ask], answers: Answers, judge: JudgeClient) -> None:
+    """Run one round of distinct asks concurrently; each answer (or error) into ``answers``."""
+    unknown = sorted({a.kind for a in asks} - {"judge"})
+    if unknown:
+        raise ValueError(f"the local executor runs judge asks only; got kinds {unknown}")
+
+    async def one(ask: Ask) -> Any:
+        try:
+            return await judge.ask(ask.prompt, **ask.values)
+        except Exception as exc:  # the ask's answer: its metric reports it per sample
+            return exc
+
+    for ask, answer in zip(asks, judge.gather(one(a) for a in asks), strict=True):
+        answers.put(ask, answer)

@@ -1,0 +1,86 @@
+"""Judged metrics: LLM-as-judge scores of seeds 001 and 003, with offline estimators.
+
+With a judge configured (`Resources.judge`, see `assay.judge.client`) each metric
+declares the judge asks a sample needs (its plan: the seeds' prompts of
+`assay.judge.prompts` with the sample's values), the engine (`assay.engine`) asks each
+distinct one once, concurrently, and the metric reduces the answers; its result says
+``method="llm"``. Without a judge, each falls back to a named local estimator
+(`assay.judge.estimators`) and says ``method="local"`` with ``details["estimator"]``. An
+ask that finally fails gives that sample ``None`` with the error.
+
+Asks per sample (the runner asks the union over a chunk's metrics once; the judge
+client's cache answers a question asked before):
+
+- seed 001 (`rubric`): one each for ``judged_relevance``, ``faithfulness``,
+  ``hallucination`` and ``contextual_relevance``; ``answer_correctness`` declares the
+  first two.
+- seed 003 (`ragas`): ``ragas_faithfulness``, ``ragas_context_precision`` and
+  ``ragas_context_recall`` declare the same ONE ask (`RAG_VERDICTS`);
+  ``ragas_answer_relevance`` one (a follow-up only when no question comes back);
+  ``ragas_score`` the four's: 2 per sample for the four and their composite.
+- seed 003 (`reference`): ``factual_accuracy`` one; ``answer_classification`` one unless
+  the answer contains an uncertainty phrase.
+
+Modules: `formulas` (pure formulas), `base` (the plan/reduce machinery), `rubric`,
+`ragas`, `reference` (the metrics).
+"""
+
+from __future__ import annotations
+
+from assay.metrics.judged.base import JudgedMetric, RubricScore
+from assay.metrics.judged.formulas import (
+    FACTUAL_ACCURACY_WEIGHTS,
+    RAGAS_WEIGHTS,
+    average_precision,
+    factual_grade,
+    ragas_composite,
+    unit_score,
+    weighted_correctness,
+)
+from assay.metrics.judged.ragas import (
+    RagasAnswerRelevance,
+    RagasContextPrecision,
+    RagasContextRecall,
+    RagasFaithfulness,
+    RagasScore,
+)
+from assay.metrics.judged.reference import (
+    AGREEMENT_THRESHOLD,
+    AnswerClassification,
+    FactualAccuracy,
+)
+from assay.metrics.judged.rubric import (
+    AnswerCorrectness,
+    ContextualRelevance,
+    Faithfulness,
+    Hallucination,
+    JudgedRelevance,
+)
+
+#: the name the judge client's tests import
+_unit_score = unit_score
+
+__all__ = [
+    "AGREEMENT_THRESHOLD",
+    "FACTUAL_ACCURACY_WEIGHTS",
+    "RAGAS_WEIGHTS",
+    "AnswerClassification",
+    "AnswerCorrectness",
+    "ContextualRelevance",
+    "FactualAccuracy",
+    "Faithfulness",
+    "Hallucination",
+    "JudgedMetric",
+    "JudgedRelevance",
+    "RagasAnswerRelevance",
+    "RagasContextPrecision",
+    "RagasContextRecall",
+    "RagasFaithfulness",
+    "RagasScore",
+    "RubricScore",
+    "average_precision",
+    "factual_grade",
+    "ragas_composite",
+    "unit_score",
+    "weighted_correctness",
+]

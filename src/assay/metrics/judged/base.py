@@ -1,0 +1,165 @@
+"""The judged metrics' base: one judge path (plan, then reduce) or the local estimator.
+
+With a judge, a metric's `JudgedMetric.plan` declares the judge asks a sample needs (prompt and
+block values, `assay.engine.Ask`), the engine executes them (`assay.engine.execute`:
+deduplicated, concurrent, cached; follow-ups in further rounds) and `JudgedMetric.reduce`
+turns the answers into the result. The runner executes the asks of every metric of a
+chunk first, so a metric scored there finds its answers and makes no call of its own.
+Without a judge, `JudgedMetric.estimate` computes the named local estimator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar
+
+from assay.engine import Answers, Ask, answered, execute, judge_ask
+from assay.judge.client import JudgeReply
+from assay.judge.prompts import Prompt
+from assay.metric import Metric
+from assay.metrics.judged.formulas import unit_score
+from assay.resources import Resources
+from assay.result import MetricResult
+from assay.sample import Sample
+
+__all__ = ["JudgedMetric", "RubricScore", "embedder_name", "rag_values", "score_details"]
+
+
+def rag_values(sample: Sample) -> dict[str, Any]:
+    """The block values of the RAG prompts (`RAG_VERDICTS`) for ``sample``."""
+    return {
+        "question": sample.query,
+        "answer": sample.response,
+        "reference_answer": sample.expected,
+        "contexts": sample.contexts,
+    }
+
+
+def embedder_name(res: Resources) -> str | None:
+    """The name of the run's embedder when it is loaded (None otherwise: never loads it)."""
+    embedder = res.__dict__.get("embedder")
+    return getattr(embedder, "name", None) if embedder is not None else None
+
+
+def score_details(reply: JudgeReply[Any]) -> tuple[float, dict[str, Any]]:
+    """A rubric reply's 0..1 value and the details every rubric result carries."""
+    value, rescaled = unit_score(float(reply.output.score))
+    details: dict[str, Any] = {"judge_reason": reply.output.reason, "judge_source": reply.source}
+    if rescaled:
+        details["judge_score_read_as_percent"] = float(reply.output.score)
+    return value, details
+
+
+class JudgedMetric(Metric):
+    """Shared machinery: the judge path (plan -> engine -> reduce) or the local estimator."""
+
+    family = "judged"
+    suites: ClassVar[tuple[str, ...]] = ("judged",)
+    needs = frozenset({"judge", "embedder"})
+    #: name of the offline estimator (details["estimator"] of local results)
+    estimator: ClassVar[str] = ""
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        judge = res.judge
+        if judge is None:
+            return self.estimate(samples, res)
+        answers = execute([self], samples, judge)  # nothing the chunk already answered
+        with answered(answers):
+            return self.reduce_batch(samples, answers, res)
+
+    # -- judge path
+    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        """The judge asks this metric needs for ``sample``, given the answers so far (a
+        follow-up is an ask that appears once the first answers are there)."""
+        raise NotImplementedError
+
+    def reduce(self, sample: Sample, answers: Answers) -> MetricResult:
+        """The result of ``sample`` from the answers of its plan; raises the error of a
+        failed ask (`reduced` turns it into the sample's error)."""
+        raise NotImplementedError
+
+    def reduce_batch(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
+        """One result per sample; override when reducing needs a model (batch it here)."""
+        return [self.reduced(s, answers) for s in samples]
+
+    def reduced(self, sample: Sample, answers: Answers) -> MetricResult:
+        """`reduce`, with a failed ask giving the sample None and the error."""
+        try:
+            return self.reduce(sample, answers)
+        except Exception as exc:
+            return self.judge_failed(exc, answers.model)
+
+    def judge_failed(self, error: BaseException, model: str) -> MetricResult:
+        return MetricResult(
+            name=self.name,
+            value=None,
+            method="llm",
+            reason="judge call failed",
+            error=f"{type(error).__name__}: {error}",
+            signature=self.signature("llm", model),
+        )
+
+    def llm(
+        self,
+        value: float | None,
+        model: str,
+        prompts: Iterable[Prompt[Any]],
+        *,
+        components: dict[str, float | None] | None = None,
+        reason: str | None = None,
+        **details: Any,
+    ) -> MetricResult:
+        signatures = [p.signature for p in prompts]
+        return self.result(
+            value,
+            components=components,
+            method="llm",
+            reason=reason,
+            model=f"{model};{','.join(signatures)}",
+            prompts=signatures,
+            **details,
+        )
+
+    # -- local path
+    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        raise NotImplementedError
+
+    def local(
+        self,
+        value: float | None,
+        res: Resources,
+        *,
+        components: dict[str, float | None] | None = None,
+        reason: str | None = None,
+        **details: Any,
+    ) -> MetricResult:
+        return self.result(
+            value,
+            components=components,
+            method="local",
+            reason=reason,
+            model=embedder_name(res),
+            estimator=self.estimator,
+            **details,
+        )
+
+
+class RubricScore(JudgedMetric):
+    """Seed 001's metrics: one ask with the metric's prompt; the judge's score is the value.
+
+    ``fields`` are the Sample fields the prompt's data blocks take, by the same names."""
+
+    prompt: ClassVar[Prompt[Any]]
+    fields: ClassVar[tuple[str, ...]]
+
+    def ask(self, sample: Sample) -> Ask:
+        return judge_ask(self.prompt, **{f: getattr(sample, f) for f in self.fields})
+
+    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        return [self.ask(sample)]
+
+    def reduce(self, sample: Sample, answers: Answers) -> MetricResult:
+        value, details = score_details(answers.reply(self.ask(sample)))
+        return self.llm(value, answers.model, [self.prompt], **details)

@@ -1,0 +1,453 @@
+"""Seed 003's RAGAS-style judged metrics and their composite, ``ragas_score``.
+
+``ragas_faithfulness``, ``ragas_context_precision`` and ``ragas_context_recall`` ask the
+same ONE question per sample (`RAG_VERDICTS`: claims extracted and verified, every
+context rated, reference statements attributed), asked once for the three;
+``ragas_answer_relevance`` asks one (3 generated questions) and, only when no question
+comes back, a follow-up (the direct rubric); ``ragas_score`` declares the asks of the
+four. So the four and their composite cost 2 calls per sample.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from assay.engine import Answers, Ask, judge_ask
+from assay.judge.client import JudgeReply
+from assay.judge.estimators import (
+    CONTEXT_RELEVANCE_THRESHOLD,
+    SUPPORT_THRESHOLD,
+    context_similarity,
+    sentence_support,
+)
+from assay.judge.prompts import (
+    ANSWER_QUESTIONS,
+    ANSWER_RELEVANCE_DIRECT,
+    RAG_VERDICTS,
+    RagVerdicts,
+)
+from assay.metrics.judged.base import JudgedMetric, embedder_name, rag_values
+from assay.metrics.judged.formulas import (
+    RAGAS_WEIGHTS,
+    average_precision,
+    ragas_composite,
+    unit_score,
+)
+from assay.metrics.judged.rubric import relevance_estimates
+from assay.registry import register
+from assay.resources import Resources
+from assay.result import MetricResult
+from assay.sample import Sample
+
+__all__ = [
+    "RagasAnswerRelevance",
+    "RagasContextPrecision",
+    "RagasContextRecall",
+    "RagasFaithfulness",
+    "RagasScore",
+]
+
+
+class _RagVerdictMetric(JudgedMetric):
+    """Metrics read from the one RAG_VERDICTS call of a sample."""
+
+    suites = ("judged", "rag")
+    seed = "003"
+
+    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        return [judge_ask(RAG_VERDICTS, **rag_values(sample))]
+
+    def reduce(self, sample: Sample, answers: Answers) -> MetricResult:
+        [ask] = self.plan(sample, answers)
+        return self.from_verdicts(sample, answers.reply(ask), answers.model)
+
+    def from_verdicts(
+        self, sample: Sample, reply: JudgeReply[RagVerdicts], model: str
+    ) -> MetricResult:
+        raise NotImplementedError
+
+
+class _SupportedShare(_RagVerdictMetric):
+    """A share of items (the answer's claims, the reference's statements) that the contexts
+    support: read from the RAG_VERDICTS reply, or estimated by sentence support.
+
+    Subclasses name the reply list (``items``), each item's text and verdict attributes,
+    the sample field the estimator splits into sentences, and the evidence keys."""
+
+    items: ClassVar[str]  # RagVerdicts attribute: "claims" or "statements"
+    item_text: ClassVar[str]  # attribute of an item holding its text
+    item_ok: ClassVar[str]  # attribute of an item holding its verdict
+    source: ClassVar[str]  # Sample field the local estimator checks sentence by sentence
+    count_key: ClassVar[str]
+    ok_key: ClassVar[str]
+    missing_key: ClassVar[str]
+    none_reason: ClassVar[str]  # reason of the 1.0 given when there is no item (seed rule)
+
+    def from_verdicts(
+        self, sample: Sample, reply: JudgeReply[RagVerdicts], model: str
+    ) -> MetricResult:
+        items = getattr(reply.output, self.items)
+        verdicts = [item.model_dump() for item in items]
+        if not items:
+            return self.llm(
+                1.0,
+                model,
+                [RAG_VERDICTS],
+                reason=f"{self.none_reason}: 1.0 by the seed's rule",
+                verdicts=verdicts,
+                **{self.count_key: 0, self.ok_key: 0},
+            )
+        ok = sum(bool(getattr(item, self.item_ok)) for item in items)
+        return self.llm(
+            ok / len(items),
+            model,
+            [RAG_VERDICTS],
+            verdicts=verdicts,
+            **{
+                self.count_key: len(items),
+                self.ok_key: ok,
+                self.missing_key: [
+                    getattr(item, self.item_text)
+                    for item in items
+                    if not getattr(item, self.item_ok)
+                ],
+            },
+        )
+
+    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        supports = sentence_support(
+            res,
+            [getattr(s, self.source) or "" for s in samples],
+            [s.contexts or [] for s in samples],
+        )
+        out = []
+        for support in supports:
+            n = len(support.sentences)
+            ok = support.supported_sentences
+            if n == 0:
+                out.append(self.local(1.0, res, reason=self.none_reason, **{self.count_key: 0}))
+                continue
+            missing = [x["text"] for x in support.sentences if not x["supported"]]
+            out.append(
+                self.local(
+                    ok / n,
+                    res,
+                    threshold=SUPPORT_THRESHOLD,
+                    **{self.count_key: n, self.ok_key: ok, self.missing_key: missing},
+                    **support.details(),
+                )
+            )
+        return out
+
+
+@register
+class RagasFaithfulness(_SupportedShare):
+    """Share of the answer's atomic claims that the retrieved contexts support (RAGAS-style, seed
+    003).
+
+    Formula: ``supported claims / claims``; the judge extracts the answer's atomic,
+    self-contained claims and verifies all of them against the contexts in ONE call
+    (shared with context precision and recall). An answer with no factual claim scores
+    1.0 (the seed's rule: nothing unsupported), flagged in the reason. Inputs: response,
+    contexts (question and reference used when present). Range 0..1 (seed: 0-100),
+    higher is better. Evidence: every claim with its verdict and reason.
+    Local estimator ``sentence_support``: each answer sentence is a claim, supported when
+    its sentence support (see ``faithfulness``) is at least 0.6 and none of its anchors
+    is unsupported. Weaknesses: the no-claims rule rewards evasive answers; the judge
+    may split claims unevenly (one long claim vs many small ones changes the ratio);
+    the estimator's sentences are not atomic claims.
+    """
+
+    name = "ragas_faithfulness"
+    requires = ("response", "contexts")
+    estimator = "sentence_support"
+    items = "claims"
+    item_text = "claim"
+    item_ok = "verdict"
+    source = "response"
+    count_key, ok_key, missing_key = "claims", "supported", "unsupported"
+    none_reason = "the answer makes no factual claim"
+
+
+@register
+class RagasContextPrecision(_RagVerdictMetric):
+    """Share of the retrieved contexts that are relevant to the question (RAGAS-style, seed 003).
+
+    Formula: ``(1/N) * sum(relevance_i)``, relevance_i in {0, 1} from the judge, which
+    rates all N contexts of a sample in ONE call (seed 003's JSON array form; the
+    reference answer, when given, informs the verdicts). Component ``precision_at_k``:
+    the rank-aware form ``sum_k(rel_k * P@k) / (relevant contexts in top K)`` (0 when
+    none is relevant), which rewards relevant contexts ranked first. Inputs: query,
+    contexts. Range 0..1 (seed: 0-100), higher is better. Evidence: each context's
+    verdict, 0-100 relevance score and reasoning.
+    Local estimator ``context_similarity``: a context is relevant when its best cosine
+    with the question or the reference (over the context and its sentences) is at least
+    0.5. Weaknesses: binary verdicts hide near misses; the estimator judges topic, not
+    whether the needed fact is present.
+    """
+
+    name = "ragas_context_precision"
+    requires = ("query", "contexts")
+    estimator = "context_similarity"
+    components = ("precision_at_k",)
+
+    def from_verdicts(
+        self, sample: Sample, reply: JudgeReply[RagVerdicts], model: str
+    ) -> MetricResult:
+        by_index = {v.context_index: v for v in reply.output.contexts}
+        n = len(sample.contexts or [])
+        flags = [bool(by_index[i].is_relevant) if i in by_index else False for i in range(1, n + 1)]
+        return self.llm(
+            sum(flags) / n,
+            model,
+            [RAG_VERDICTS],
+            components={"precision_at_k": average_precision(flags)},
+            relevant=sum(flags),
+            contexts=n,
+            verdicts=[by_index[i].model_dump() for i in range(1, n + 1) if i in by_index],
+        )
+
+    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        sims = context_similarity(
+            res,
+            [s.query or "" for s in samples],
+            [s.contexts or [] for s in samples],
+            [s.expected for s in samples],
+        )
+        out = []
+        for per in sims:
+            flags = [x >= CONTEXT_RELEVANCE_THRESHOLD for x in per]
+            out.append(
+                self.local(
+                    sum(flags) / len(flags),
+                    res,
+                    components={"precision_at_k": average_precision(flags)},
+                    relevant=sum(flags),
+                    contexts=len(flags),
+                    threshold=CONTEXT_RELEVANCE_THRESHOLD,
+                    per_context=[round(x, 4) for x in per],
+                )
+            )
+        return out
+
+
+@register
+class RagasContextRecall(_SupportedShare):
+    """Share of the reference answer's statements that the retrieved contexts support (RAGAS-style,
+    seed 003).
+
+    Formula: ``attributable statements / statements``; the judge breaks the reference
+    (ground truth) answer into atomic statements and attributes each to a context, in
+    the same ONE call as faithfulness and precision. No statements -> 1.0 (the seed's
+    rule, flagged in the reason). Inputs: expected (ground truth), contexts. Range 0..1
+    (seed: 0-100), higher is better. Evidence: statements with verdicts and supporting
+    context.
+    Local estimator ``sentence_support``: each reference sentence is a statement,
+    attributed when its sentence support by the contexts is at least 0.6 and none of its
+    anchors is unsupported. Weaknesses: a one-word reference ("Cornish heath") is one
+    statement, so recall is all or nothing; the estimator's sentences are not atomic.
+    """
+
+    name = "ragas_context_recall"
+    requires = ("expected", "contexts")
+    estimator = "sentence_support"
+    items = "statements"
+    item_text = "statement"
+    item_ok = "attributed"
+    source = "expected"
+    count_key, ok_key, missing_key = "statements", "attributed", "missing"
+    none_reason = "no statements in the reference"
+
+
+@register
+class RagasAnswerRelevance(JudgedMetric):
+    """How well the answer addresses the question: mean cosine of the question with 3 questions
+    generated from the answer (RAGAS-style, seed 003).
+
+    Formula: the judge generates 3 questions the answer would address (seeing the answer
+    only); the value is ``mean_i clip(cos(embed(question), embed(generated_i)), 0, 1)``
+    with the run's embedder. If the judge returns no question, the seed's direct rubric
+    (1.0 / 0.75 / 0.5 / 0.25 / 0.0) is asked instead (``details["fallback"]``). Inputs:
+    query, response. Range 0..1 (seed: 0-100), higher is better.
+    Local estimator ``question_answer_cosine``: clip(cos(question, answer), 0, 1), 0 for
+    a non-committal answer. Weaknesses: cosine levels depend on the embedder (the seed's
+    exact-answer example scores 0.83, not 1.0); generated questions can echo the answer's
+    wording; the estimator measures topic, not answer-ness.
+    """
+
+    name = "ragas_answer_relevance"
+    requires = ("query", "response")
+    suites = ("judged", "rag")
+    seed = "003"
+    estimator = "question_answer_cosine"
+
+    @staticmethod
+    def _questions(reply: JudgeReply[Any]) -> list[str]:
+        return [q.strip() for q in reply.output.questions if q and q.strip()][:3]
+
+    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        first = judge_ask(ANSWER_QUESTIONS, answer=sample.response)
+        reply = answers.get(first)
+        if reply is None or self._questions(reply):
+            return [first]
+        # follow-up: no question came back, so the direct rubric is asked
+        return [
+            first,
+            judge_ask(ANSWER_RELEVANCE_DIRECT, question=sample.query, answer=sample.response),
+        ]
+
+    def _asked(self, sample: Sample, answers: Answers) -> tuple[list[str], JudgeReply[Any]]:
+        """(generated questions, their reply), or ([], the direct rubric's reply)."""
+        first, *follow_up = self.plan(sample, answers)
+        reply = answers.reply(first)
+        if not follow_up:
+            return self._questions(reply), reply
+        return [], answers.reply(follow_up[0])
+
+    def reduce_batch(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
+        asked: list[tuple[list[str], JudgeReply[Any]] | BaseException] = []
+        for sample in samples:
+            try:
+                asked.append(self._asked(sample, answers))
+            except Exception as exc:  # a failed ask: this sample's error
+                asked.append(exc)
+        texts = [s.query or "" for s in samples] + [
+            q for a in asked if not isinstance(a, BaseException) for q in a[0]
+        ]
+        vectors = dict(zip(texts, res.embedder.embed(texts), strict=True)) if texts else {}
+        out = []
+        for sample, item in zip(samples, asked, strict=True):
+            if isinstance(item, BaseException):
+                out.append(self.judge_failed(item, answers.model))
+                continue
+            questions, reply = item
+            if not questions:
+                value, _ = unit_score(float(reply.output.score))
+                out.append(
+                    self.llm(
+                        value,
+                        answers.model,
+                        [ANSWER_QUESTIONS, ANSWER_RELEVANCE_DIRECT],
+                        fallback="direct rubric score (no question generated)",
+                        judge_reason=reply.output.reason,
+                    )
+                )
+                continue
+            q = vectors[sample.query or ""]
+            sims = [float(np.clip(q @ vectors[g], 0.0, 1.0)) for g in questions]
+            out.append(
+                self.llm(
+                    sum(sims) / len(sims),
+                    answers.model,
+                    [ANSWER_QUESTIONS],
+                    embedder=embedder_name(res),
+                    generated_questions=questions,
+                    similarities=[round(s, 4) for s in sims],
+                )
+            )
+        return out
+
+    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        return relevance_estimates(self, samples, res)
+
+
+@register
+class RagasScore(JudgedMetric):
+    """Weighted composite of the four RAGAS-style metrics, renormalised over the missing ones (seed
+    003).
+
+    Formula: ``sum_k w_k * m_k / sum_k w_k`` over the metrics m_k that have a value, with
+    w = faithfulness 0.30, context precision 0.20, context recall 0.20, answer relevance
+    0.30 (seed 003; its example 1.00, missing, 1.00, 0.8327 gives 0.9373). Inputs:
+    whatever the four need; None when none of them can be computed. Range 0..1 (seed:
+    0-100), higher is better. Components: the four values; details: the renormalised
+    weights. Declares the asks of the four (no call of its own: scored with them, they
+    are asked once; run alone, it asks their 2 questions per sample). Weaknesses: a
+    missing metric silently shifts the weight onto the others, so composites over
+    different subsets are not comparable; check ``details["weights"]``.
+    """
+
+    name = "ragas_score"
+    requires = ()
+    suites = ("judged", "rag")
+    seed = "003"
+    estimator = "composite of the four local estimators"
+    components = ("faithfulness", "context_precision", "context_recall", "answer_relevance")
+
+    def __init__(self, weights: Mapping[str, float] | None = None) -> None:
+        weights = dict(weights) if weights is not None else dict(RAGAS_WEIGHTS)
+        unknown = set(weights) - set(RAGAS_WEIGHTS)
+        if unknown or any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
+            raise ValueError(
+                f"RagasScore weights take keys {sorted(RAGAS_WEIGHTS)} with non-negative "
+                f"values and a positive sum. Got {weights}."
+            )
+        self.weights = weights
+
+    def params(self) -> dict[str, Any]:
+        return {} if self.weights == RAGAS_WEIGHTS else {"weights": self.weights}
+
+    @staticmethod
+    def members() -> dict[str, JudgedMetric]:
+        return {
+            "faithfulness": RagasFaithfulness(),
+            "context_precision": RagasContextPrecision(),
+            "context_recall": RagasContextRecall(),
+            "answer_relevance": RagasAnswerRelevance(),
+        }
+
+    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        return [
+            ask
+            for metric in self.members().values()
+            if not metric.missing_inputs(sample)
+            for ask in metric.plan(sample, answers)
+        ]
+
+    def reduce_batch(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
+        # inside the engine's `answered` block: the members find every answer there
+        return self._composite(samples, res)
+
+    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        return self._composite(samples, res)
+
+    def _composite(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        """The composite of the members' results, each scored by the member itself."""
+        members = self.members()
+        scored = {key: m.score_batch(samples, res) for key, m in members.items()}
+        out = []
+        for i in range(len(samples)):
+            parts = {key: scored[key][i] for key in members}
+            values = {key: r.value for key, r in parts.items()}
+            value, used = ragas_composite(values, self.weights)
+            methods = {key: r.method for key, r in parts.items()}
+            unavailable = {
+                key: (r.error or r.reason) for key, r in parts.items() if r.value is None
+            }
+            method = "llm" if res.judge is not None else "local"
+            if value is None:
+                result = self.na(
+                    "none of the four RAGAS metrics could be computed",
+                    method=method,
+                    unavailable=unavailable,
+                )
+                error = next((r.error for r in parts.values() if r.error), None)
+                out.append(dataclasses.replace(result, error=error) if error else result)
+                continue
+            details: dict[str, Any] = {
+                "weights": {k: round(w, 6) for k, w in used.items()},
+                "methods": methods,
+                "unavailable": unavailable,
+            }
+            if method == "local":
+                details["estimator"] = self.estimator
+            out.append(self.result(value, components=values, method=method, **details))
+        return out

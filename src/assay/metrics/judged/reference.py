@@ -1,0 +1,224 @@
+"""Seed 003's reference-based judged metrics: G-Eval factual accuracy and answer
+classification (CORRECT / WRONG / DON'T KNOW), one ask each per sample (none for an
+answer that declines to answer)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from assay.engine import Answers, Ask, judge_ask
+from assay.judge.estimators import reference_agreement, sentence_support, uncertainty_phrase
+from assay.judge.prompts import ANSWER_CLASSIFICATION, GEVAL_FACTUAL_ACCURACY
+from assay.metrics.judged.base import JudgedMetric
+from assay.metrics.judged.formulas import FACTUAL_ACCURACY_WEIGHTS, factual_grade
+from assay.registry import register
+from assay.resources import Resources
+from assay.result import MetricResult
+from assay.sample import Sample
+
+__all__ = ["AGREEMENT_THRESHOLD", "AnswerClassification", "FactualAccuracy"]
+
+
+def _reference_values(sample: Sample) -> dict[str, Any]:
+    """The block values of the reference-based prompts for ``sample``."""
+    return {
+        "question": sample.query,
+        "reference_answer": sample.expected,
+        "answer": sample.response,
+    }
+
+
+@register
+class FactualAccuracy(JudgedMetric):
+    """Factual accuracy of the answer against the reference: G-Eval correctness 50%, completeness
+    30%, consistency 20%, graded A–E (seed 003).
+
+    Formula: the judge scores three criteria 0-100 with seed 003's chain-of-thought
+    rubric; value = ``(0.5 * correctness + 0.3 * completeness + 0.2 * consistency) /
+    100`` (computed here, the judge's own final_score kept as evidence); grade A >= 0.8,
+    B >= 0.6, C >= 0.4, D >= 0.2, else E in ``details["grade"]``. Inputs: response,
+    expected (query used when present). Range 0..1, higher is better. Seed 003 reports it
+    as ``factual_accuracy_percentage`` (the grade of the same score); that is the 0-100
+    view of this metric, not a separate one.
+    Local estimator ``reference_agreement+coverage``: correctness = the
+    ``reference_agreement`` score (cosine of what answer and reference add to the
+    question, halved by each contradiction cue: negation mismatch, conflicting number,
+    date or entity, yes/no disagreement), completeness = sentence support of the
+    reference by the answer; consistency is not estimated offline, so the weights
+    renormalise to 0.625/0.375 (``details["weights"]``). Weaknesses: G-Eval's single
+    call asks for three numbers whose scale drifts between judges; the estimator cannot
+    tell a fluent misconception from the truth unless a cue marks it (see
+    ``reference_agreement``).
+    """
+
+    name = "factual_accuracy"
+    requires = ("response", "expected")
+    seed = "003"
+    estimator = "reference_agreement+coverage"
+    components = ("correctness", "completeness", "consistency")
+
+    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        return [judge_ask(GEVAL_FACTUAL_ACCURACY, **_reference_values(sample))]
+
+    def reduce(self, sample: Sample, answers: Answers) -> MetricResult:
+        [ask] = self.plan(sample, answers)
+        out = answers.reply(ask).output
+        components = {
+            "correctness": out.step1_correctness.score / 100.0,
+            "completeness": out.step2_completeness.score / 100.0,
+            "consistency": out.step3_consistency.score / 100.0,
+        }
+        value = sum(FACTUAL_ACCURACY_WEIGHTS[k] * v for k, v in components.items())
+        return self.llm(
+            value,
+            answers.model,
+            [GEVAL_FACTUAL_ACCURACY],
+            components=components,
+            grade=factual_grade(value),
+            judge_final_score=out.final_score,
+            confidence=out.confidence,
+            reasoning={
+                "correctness": out.step1_correctness.reasoning,
+                "completeness": out.step2_completeness.reasoning,
+                "consistency": out.step3_consistency.reasoning,
+                "overall": out.overall_reasoning,
+            },
+        )
+
+    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        agreements = reference_agreement(
+            res,
+            [s.query for s in samples],
+            [s.response or "" for s in samples],
+            [s.expected or "" for s in samples],
+        )
+        coverage = sentence_support(
+            res,
+            [s.expected or "" for s in samples],
+            [[s.response or ""] for s in samples],
+            use_anchors=False,
+        )
+        total = FACTUAL_ACCURACY_WEIGHTS["correctness"] + FACTUAL_ACCURACY_WEIGHTS["completeness"]
+        weights = {
+            "correctness": round(FACTUAL_ACCURACY_WEIGHTS["correctness"] / total, 6),
+            "completeness": round(FACTUAL_ACCURACY_WEIGHTS["completeness"] / total, 6),
+        }
+        out = []
+        for agreement, cover in zip(agreements, coverage, strict=True):
+            components = {
+                "correctness": agreement.score,
+                "completeness": cover.score,
+                "consistency": None,
+            }
+            value = weights["correctness"] * agreement.score + weights["completeness"] * cover.score
+            out.append(
+                self.local(
+                    value,
+                    res,
+                    components=components,
+                    grade=factual_grade(value),
+                    weights=weights,
+                    agreement=agreement.details(),
+                )
+            )
+        return out
+
+
+#: local classification: CORRECT at or above this reference agreement
+AGREEMENT_THRESHOLD = 0.5
+
+
+@register
+class AnswerClassification(JudgedMetric):
+    """Classifies the answer as CORRECT, WRONG or DON'T KNOW against the reference answer (seed
+    003).
+
+    Formula: an answer containing one of seed 003's uncertainty phrases ("i don't know",
+    "unknown", "not sure", "cannot determine", "no information", ... plus "no comment")
+    or a very short non-answer ("n/a") is DON'T KNOW without a judge call (``method``
+    "pattern"); otherwise the judge classifies CORRECT or WRONG with seed 003's prompt.
+    Value: 1.0 for CORRECT, 0.0 for WRONG and for DON'T KNOW, so the mean over a run is
+    the seed's "correct" percentage over all evaluations (17 of 24 = 70.8%); the label is
+    in ``details["label"]`` and the runner counts labels per run (seed 003's
+    correct/wrong/dont_know_answers_count). Inputs: response, expected (query used when
+    present). Range 0..1, higher is better.
+    Local estimator ``reference_agreement``: CORRECT when the agreement score (cosine of
+    answer and reference after removing the question's content words, halved by each
+    contradiction cue: a negation on one side only when neither is hedged, a number,
+    date or entity the two state differently, yes/no disagreement; see
+    `assay.judge.estimators.reference_agreement`) is at least 0.5; the score is the
+    ``agreement`` component. A DON'T KNOW answer keeps its label and value 0 but still
+    reports the ``agreement`` component (1 when the reference declines too, e.g. both "I
+    have no comment"; otherwise usually low, since a non-answer adds nothing the
+    reference says). On TruthfulQA dev: AUROC of the component 0.83 without the DON'T
+    KNOW answers, 0.82 as reported, 0.79 with DON'T KNOW scored 0; of the label, 0.74.
+    Weaknesses: the phrase test is a substring match ("the origin is unknown" is DON'T
+    KNOW even when true); a similarity threshold cannot tell a fluent misconception from
+    the truth unless a cue (negation, a different name or number) marks it.
+    """
+
+    name = "answer_classification"
+    requires = ("response", "expected")
+    seed = "003"
+    estimator = "reference_agreement"
+    components = ("agreement",)
+
+    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        if uncertainty_phrase(sample.response or ""):
+            return []  # DON'T KNOW by the pattern: no judge call
+        return [judge_ask(ANSWER_CLASSIFICATION, **_reference_values(sample))]
+
+    def _dont_know(self, phrase: str) -> MetricResult:
+        return self.result(0.0, method="pattern", label="DON'T KNOW", matched_phrase=phrase)
+
+    def reduce(self, sample: Sample, answers: Answers) -> MetricResult:
+        phrase = uncertainty_phrase(sample.response or "")
+        if phrase:
+            return self._dont_know(phrase)
+        [ask] = self.plan(sample, answers)
+        reply = answers.reply(ask)
+        label = reply.output.label
+        return self.llm(
+            1.0 if label == "CORRECT" else 0.0,
+            answers.model,
+            [ANSWER_CLASSIFICATION],
+            label=label,
+            judge_reason=reply.output.reason,
+        )
+
+    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        agreements = reference_agreement(
+            res,
+            [s.query for s in samples],
+            [s.response or "" for s in samples],
+            [s.expected or "" for s in samples],
+        )
+        out = []
+        for sample, agreement in zip(samples, agreements, strict=True):
+            phrase = uncertainty_phrase(sample.response or "")
+            if phrase:  # the label stays the pattern's; the agreement is still reported
+                out.append(
+                    self.result(
+                        0.0,
+                        components={"agreement": agreement.score},
+                        method="pattern",
+                        label="DON'T KNOW",
+                        matched_phrase=phrase,
+                        estimator=self.estimator,
+                        **agreement.details(),
+                    )
+                )
+                continue
+            correct = agreement.score >= AGREEMENT_THRESHOLD
+            out.append(
+                self.local(
+                    1.0 if correct else 0.0,
+                    res,
+                    components={"agreement": agreement.score},
+                    label="CORRECT" if correct else "WRONG",
+                    threshold=AGREEMENT_THRESHOLD,
+                    **agreement.details(),
+                )
+            )
+        return out

@@ -1,0 +1,275 @@
+"""Seed 001's judged metrics: four rubric scores and their composite, answer correctness.
+
+Each rubric metric asks the judge one question per sample (its own prompt);
+``answer_correctness`` declares the asks of ``judged_relevance`` and ``faithfulness``, so
+scored with them it costs no call of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from assay.engine import Answers, Ask
+from assay.judge.estimators import (
+    context_similarity,
+    question_answer_cosine,
+    sentence_support,
+    uncertainty_phrase,
+)
+from assay.judge.prompts import (
+    CONTEXTUAL_RELEVANCE,
+    FAITHFULNESS,
+    HALLUCINATION,
+    RELEVANCE,
+)
+from assay.metrics.judged.base import JudgedMetric, RubricScore
+from assay.metrics.judged.formulas import weighted_correctness
+from assay.registry import register
+from assay.resources import Resources
+from assay.result import MetricResult
+from assay.sample import Sample
+
+__all__ = [
+    "AnswerCorrectness",
+    "ContextualRelevance",
+    "Faithfulness",
+    "Hallucination",
+    "JudgedRelevance",
+    "relevance_estimates",
+]
+
+
+@register
+class JudgedRelevance(RubricScore):
+    """How relevant the response is to the query, rated 0..1 by an LLM judge (seed 001).
+
+    Formula: the judge's score with seed 001's relevance prompt and rubric (1.0 = directly
+    answers with complete information ... 0.0-0.3 = does not address the question),
+    on [0, 1] (a reply above 10 and at most 100 is read as a percentage; any other score
+    outside [0, 1] makes the reply unparsable, where the seed clamps it). Inputs:
+    query, response. Range 0..1, higher is better. Named ``judged_relevance`` because
+    ``relevance`` is seed 004's lexical metric.
+    Local estimator ``question_answer_cosine``: clip(cos(embed(query), embed(response)),
+    0, 1), and 0 for a non-committal answer ("I don't know"). Weaknesses: the judge is
+    a single holistic number (no evidence beyond its reason); the estimator measures
+    topical closeness, so an answer that restates the question scores high, and its
+    scale is compressed (good answers often sit at 0.4-0.7).
+    """
+
+    name = "judged_relevance"
+    requires = ("query", "response")
+    seed = "001"
+    estimator = "question_answer_cosine"
+    prompt = RELEVANCE
+    fields = ("query", "response")
+
+    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        return relevance_estimates(self, samples, res)
+
+
+def relevance_estimates(
+    metric: JudgedMetric, samples: Sequence[Sample], res: Resources
+) -> list[MetricResult]:
+    cosines = question_answer_cosine(
+        res, [s.query or "" for s in samples], [s.response or "" for s in samples]
+    )
+    out = []
+    for sample, cosine in zip(samples, cosines, strict=True):
+        phrase = uncertainty_phrase(sample.response or "")
+        value = 0.0 if phrase else cosine
+        out.append(metric.local(value, res, cosine=round(cosine, 4), noncommittal=phrase))
+    return out
+
+
+class _SupportBased(RubricScore):
+    """Faithfulness-style metrics whose local estimator is sentence support."""
+
+    def _supports(self, samples: Sequence[Sample], res: Resources) -> list[Any]:
+        return sentence_support(
+            res, [s.response or "" for s in samples], [s.contexts or [] for s in samples]
+        )
+
+
+@register
+class Faithfulness(_SupportBased):
+    """Whether the response is grounded in the retrieved context, rated 0..1 by an LLM judge (seed
+    001).
+
+    Formula: the judge's score with seed 001's faithfulness prompt (1.0 = every
+    fact/number in the response is directly from the context ... 0.0-0.3 = many
+    unsupported claims), on [0, 1] as for ``judged_relevance``. Inputs: response, contexts.
+    Range 0..1, higher is better.
+    Local estimator ``sentence_support``: for each response sentence, the mean of its best
+    embedding cosine against the context sentences and the share of its content words
+    found in the context; averaged over sentences and multiplied by
+    ``0.5 + 0.5 * (supported anchors / anchors)`` (numbers, dates, entities and asserted
+    subject-verb-object claims checked by `assay.text.anchors`; factor 1 without
+    anchors). AUROC 0.92 on BEGIN (attributable vs not). Weaknesses: the judge gives one
+    holistic number; the estimator rewards copying, under-rates faithful paraphrase, and
+    misses role swaps ("Beats acquired Apple"); see ``ragas_faithfulness`` for the
+    claim-by-claim judge method.
+    """
+
+    name = "faithfulness"
+    requires = ("response", "contexts")
+    suites = ("judged", "rag")
+    seed = "001"
+    estimator = "sentence_support"
+    prompt = FAITHFULNESS
+    fields = ("contexts", "response")
+
+    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        return [self.local(s.score, res, **s.details()) for s in self._supports(samples, res)]
+
+
+@register
+class Hallucination(_SupportBased):
+    """How much of the response is fabricated (not in the context), 0..1 from an LLM judge; lower
+    is better (seed 001).
+
+    Formula: the judge's score with seed 001's hallucination prompt (0.0 = everything is
+    from the context ... 0.9-1.0 = mostly or completely fabricated), on [0, 1] as for
+    ``judged_relevance``. Inputs: response, contexts. Range 0..1, LOWER is better.
+    Evaluated by its own prompt, not as 1 - faithfulness (the seed's choice).
+    Local estimator ``unsupported_share``: 1 - the ``sentence_support`` score of
+    ``faithfulness``. Weaknesses: as ``faithfulness``; an answer that is all hedges and
+    pleasantries scores low (nothing to fabricate) whether or not it helps.
+    """
+
+    name = "hallucination"
+    requires = ("response", "contexts")
+    higher_is_better = False
+    suites = ("judged", "rag")
+    seed = "001"
+    estimator = "unsupported_share"
+    prompt = HALLUCINATION
+    fields = ("contexts", "response")
+
+    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        return [
+            self.local(1.0 - s.score, res, support=round(s.score, 4), **s.details())
+            for s in self._supports(samples, res)
+        ]
+
+
+@register
+class ContextualRelevance(RubricScore):
+    """Whether the retrieved context is relevant for answering the query, rated 0..1 by an LLM
+    judge (seed 001).
+
+    Formula: the judge's score with seed 001's contextual relevance prompt (1.0 = context
+    directly contains the information needed ... 0.0-0.3 = irrelevant), on [0, 1] as for
+    ``judged_relevance``. Inputs: query, contexts. Range 0..1, higher is better.
+    Local estimator ``context_similarity``: the best cosine of the query with any context
+    or context sentence, clipped to [0, 1] (per-context values in details). Weaknesses:
+    topical similarity, not usefulness: a passage about the right subject that lacks the
+    needed fact still scores high.
+    """
+
+    name = "contextual_relevance"
+    requires = ("query", "contexts")
+    suites = ("judged", "rag")
+    seed = "001"
+    estimator = "context_similarity"
+    prompt = CONTEXTUAL_RELEVANCE
+    fields = ("query", "contexts")
+
+    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        sims = context_similarity(
+            res, [s.query or "" for s in samples], [s.contexts or [] for s in samples]
+        )
+        return [
+            self.local(max(per) if per else 0.0, res, per_context=[round(x, 4) for x in per])
+            for per in sims
+        ]
+
+
+@register
+class AnswerCorrectness(JudgedMetric):
+    """Seed 001's composite: 0.7 × judged relevance + 0.3 × faithfulness.
+
+    Formula: ``(w_r * judged_relevance + w_f * faithfulness) / (w_r + w_f)`` with weights
+    from ``answer_correctness_weights`` (default relevance 0.7, faithfulness 0.3, so
+    0.90 and 1.00 give 0.93). Inputs: query, response, contexts (those of its two
+    parts). Range 0..1, higher is better. With a judge it reuses the two judge calls
+    of ``judged_relevance`` and ``faithfulness`` (no call of its own); without one, their
+    local estimators. When either part is unavailable (e.g. its judge call failed) the
+    result is None with the reason. Weakness (the seed's design): despite its name it
+    never compares the answer with a reference answer, so a relevant, grounded but
+    wrong answer scores high; ``factual_accuracy`` and ``answer_classification``
+    compare with the expected answer.
+    """
+
+    name = "answer_correctness"
+    requires = ("query", "response", "contexts")
+    seed = "001"
+    estimator = "question_answer_cosine+sentence_support"
+    components = ("relevance", "faithfulness")
+
+    def __init__(self, weights: Mapping[str, float] | None = None) -> None:
+        if weights is not None:
+            if set(weights) != {"relevance", "faithfulness"}:
+                raise ValueError(
+                    "AnswerCorrectness weights need exactly the keys 'relevance' and "
+                    f"'faithfulness'. Got {sorted(weights)}."
+                )
+            if any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
+                raise ValueError(
+                    "AnswerCorrectness weights must be non-negative with a positive sum. "
+                    f"Got {dict(weights)}."
+                )
+        self.weights = dict(weights) if weights is not None else None
+
+    def params(self) -> dict[str, Any]:
+        return {"weights": self.weights} if self.weights else {}
+
+    def _weights(self, res: Resources) -> dict[str, float]:
+        return self.weights or dict(res.config.answer_correctness_weights)
+
+    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        return [JudgedRelevance().ask(sample), Faithfulness().ask(sample)]
+
+    def _combine(
+        self,
+        relevance: MetricResult,
+        faithfulness: MetricResult,
+        res: Resources,
+        model: str | None,
+    ) -> MetricResult:
+        weights = self._weights(res)
+        parts = {"relevance": relevance, "faithfulness": faithfulness}
+        missing = {k: r for k, r in parts.items() if r.value is None}
+        if missing:
+            why = "; ".join(f"{k}: {r.error or r.reason}" for k, r in missing.items())
+            return MetricResult(
+                name=self.name,
+                value=None,
+                method="llm" if model else "local",
+                reason=f"needs both parts; unavailable {why}",
+                error=next((r.error for r in missing.values() if r.error), None),
+                signature=self.signature("llm" if model else "local", None),
+            )
+        value = weighted_correctness(relevance.value, faithfulness.value, weights)  # type: ignore[arg-type]
+        components = {"relevance": relevance.value, "faithfulness": faithfulness.value}
+        if model is not None:
+            return self.llm(
+                value, model, [RELEVANCE, FAITHFULNESS], components=components, weights=weights
+            )
+        return self.local(value, res, components=components, weights=weights)
+
+    def reduce_batch(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
+        rel_metric, faith_metric = JudgedRelevance(), Faithfulness()
+        return [
+            self._combine(
+                rel_metric.reduced(s, answers), faith_metric.reduced(s, answers), res, answers.model
+            )
+            for s in samples
+        ]
+
+    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        rels = JudgedRelevance().estimate(samples, res)
+        faiths = Faithfulness().estimate(samples, res)
+        return [self._combine(r, f, res, None) for r, f in zip(rels, faiths, strict=True)]

@@ -1,0 +1,164 @@
+"""The execution engine: every judged metric pays exactly the distinct asks it plans (calls
+counted at the HTTP test server), asks shared across metrics and samples are asked once,
+follow-ups go round again, and a re-run on the judge cache makes no call."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assay.config import AssayConfig
+from assay.engine import Answers, execute, judge_ask, planned
+from assay.judge.cache import JudgeCache
+from assay.judge.client import JudgeClient
+from assay.judge.prompts import ANSWER_QUESTIONS, RELEVANCE
+from assay.metric import Metric
+from assay.registry import get_metric, list_metrics
+from assay.resources import Resources
+from assay.runner import evaluate
+from assay.sample import Sample
+from judge_server import JudgeServer
+
+CONTEXTS = [
+    "Canberra is the capital city of Australia. It was selected in 1908 as a compromise.",
+    "Sydney is the largest city in Australia and is known for its Opera House.",
+]
+FIRST = Sample(
+    id="first",
+    question="What is the capital of Australia?",
+    answer="The capital of Australia is Canberra. It was chosen in 1908.",
+    contexts=CONTEXTS,
+    ground_truth="Canberra is the capital of Australia.",
+)
+SECOND = FIRST.model_copy(
+    update={"id": "second", "query": "Which city is the largest?", "response": "Sydney."}
+)
+SAME_AS_FIRST = FIRST.model_copy(update={"id": "same"})  # every ask equals FIRST's
+# a declining answer: no classification ask; the contextual relevance ask (query and
+# contexts) is FIRST's
+DECLINES = FIRST.model_copy(update={"id": "declines", "response": "I don't know."})
+SAMPLES = [FIRST, SECOND, SAME_AS_FIRST, DECLINES]
+
+#: calls each judged metric pays on SAMPLES, by hand: 3 distinct samples per ask, except
+#: contextual relevance (DECLINES asks FIRST's question) and classification (DECLINES
+#: asks nothing); composites ask their parts' questions
+CALLS = {
+    "judged_relevance": 3,
+    "faithfulness": 3,
+    "hallucination": 3,
+    "contextual_relevance": 2,
+    "answer_correctness": 6,
+    "ragas_faithfulness": 3,
+    "ragas_context_precision": 3,
+    "ragas_context_recall": 3,
+    "ragas_answer_relevance": 3,
+    "ragas_score": 6,
+    "factual_accuracy": 3,
+    "answer_classification": 2,
+}
+
+
+@pytest.fixture
+def server() -> Iterator[JudgeServer]:
+    with JudgeServer() as srv:
+        yield srv
+
+
+def judged(resources: Resources, server: JudgeServer, cache: Path | None = None) -> Resources:
+    res = Resources(AssayConfig(judge_model=None, judge_base_url=None, judge_api_key=None))
+    res.__dict__["embedder"] = resources.embedder
+    res.__dict__["judge"] = JudgeClient(
+        "test-judge", server.url, cache=JudgeCache(cache) if cache else None
+    )
+    return res
+
+
+def distinct_asks(metrics: list[Metric], answers: Answers) -> int:
+    return len(planned(metrics, SAMPLES, answers))
+
+
+def test_the_table_covers_every_judged_metric() -> None:
+    assert set(CALLS) == {c.name for c in list_metrics("judged")}
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_each_judged_metric_pays_exactly_its_planned_asks(
+    resources: Resources, tmp_path: Path, server: JudgeServer, name: str
+) -> None:
+    metric = get_metric(name)
+    cache = tmp_path / "judge.sqlite"
+    plan = distinct_asks([metric], Answers("test-judge"))
+    assert plan == CALLS[name]
+    first = metric.score_batch(SAMPLES, judged(resources, server, cache))
+    assert server.calls == plan
+    assert all(r.method in ("llm", "pattern") and r.error is None for r in first), name
+    # a re-run on the cache: no call, the same values
+    again = metric.score_batch(SAMPLES, judged(resources, server, cache))
+    assert server.calls == plan
+    assert [r.value for r in again] == [r.value for r in first]
+    # identical samples give identical results
+    assert first[2].value == first[0].value
+
+
+def test_the_runner_asks_each_question_of_a_chunk_once_across_metrics(
+    resources: Resources, tmp_path: Path, server: JudgeServer
+) -> None:
+    metrics = [get_metric(n) for n in sorted(CALLS)]
+    # the union: relevance 3 + faithfulness 3 + hallucination 3 + contextual relevance 2
+    # + rag_verdicts 3 + answer_questions 3 + geval 3 + classification 2 = 22 (the
+    # composites and the three verdict metrics add none of their own)
+    assert distinct_asks(metrics, Answers("test-judge")) == 22
+    cache = tmp_path / "judge.sqlite"
+    res = judged(resources, server, cache)
+    run = evaluate(SAMPLES, metrics=metrics, resources=res)
+    assert server.calls == 22
+    assert res.judge.usage.calls == 22 and res.judge.usage.memo_hits == 0
+    assert server.calls_by_task() == {
+        "seed001_relevance": 3,
+        "seed001_faithfulness": 3,
+        "seed001_hallucination": 3,
+        "seed001_contextual_relevance": 2,
+        "rag_verdicts": 3,
+        "answer_questions": 3,
+        "geval_factual_accuracy": 3,
+        "answer_classification": 2,
+    }
+    again = evaluate(SAMPLES, metrics=metrics, resources=judged(resources, server, cache))
+    assert server.calls == 22  # the re-run is answered by the cache
+    assert [run.values(n) for n in CALLS] == [again.values(n) for n in CALLS]
+
+
+def test_a_follow_up_ask_goes_round_again(
+    resources: Resources, tmp_path: Path, server: JudgeServer
+) -> None:
+    def script(task: str, blocks: dict[str, Any], body: dict[str, Any]) -> Any:
+        if task == "answer_questions":
+            return {"questions": []}  # no question: the direct rubric follows
+        return (
+            {"score": 0.75, "reason": "minor gaps"} if task == "answer_relevance_direct" else None
+        )
+
+    server.script = script
+    metric = get_metric("ragas_answer_relevance")
+    res = judged(resources, server)
+    answers = Answers("test-judge")
+    assert distinct_asks([metric], answers) == 3  # first round: the question generation
+    answers = execute([metric], SAMPLES, res.judge)
+    assert server.calls_by_task() == {"answer_questions": 3, "answer_relevance_direct": 3}
+    assert len(answers) == 6 and distinct_asks([metric], answers) == 0
+    results = metric.score_batch(SAMPLES, res)
+    assert [r.value for r in results] == [0.75] * 4
+    assert server.calls == 6
+
+
+def test_ask_keys_are_the_prompt_and_its_values() -> None:
+    one = judge_ask(RELEVANCE, query="q", response="r")
+    assert one.key == judge_ask(RELEVANCE, response="r", query="q").key
+    assert one.key != judge_ask(RELEVANCE, query="q", response="other").key
+    assert one.key != judge_ask(ANSWER_QUESTIONS, answer="r").key
+    assert one.key.startswith(f"judge:{RELEVANCE.signature}:")
+    with pytest.raises(KeyError):
+        Answers("m").reply(one)  # reducing what the plan never declared fails loudly
