@@ -14,6 +14,7 @@ import pytest
 
 from assay.catalogue import BEGIN_MARK, END_MARK, metrics_markdown
 from assay.registry import SUITE_DESCRIPTIONS, list_metrics
+from assay.result import parse_signature
 from assay.sample import Sample
 
 METRICS = list_metrics()
@@ -138,7 +139,7 @@ def test_values_lie_in_the_declared_range_and_batches_are_independent(cls, resou
     for result, single in zip(batch, alone, strict=True):
         assert result.name == cls.name
         assert result.error is None, f"{cls.name}: {result.error}"
-        assert result.signature.startswith(f"{cls.name}@")
+        assert parse_signature(result.signature)["metric"] == f"{cls.name}@{cls.version}"
         if result.value is not None:
             assert low - 1e-9 <= result.value <= (high if high is not None else float("inf")) + 1e-9
         assert (

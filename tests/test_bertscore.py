@@ -16,6 +16,7 @@ from assay.models.bertscore import DEFAULT_BASELINE, BERTScorer
 from assay.models.embedders import ModelUnavailable, minilm_path
 from assay.registry import get_metric, metric_class
 from assay.resources import Resources
+from assay.result import parse_signature
 from assay.sample import Sample
 
 EXPECTED = "A cat was sitting on the mat."
@@ -238,7 +239,7 @@ def test_user_model_without_baseline_is_raw_and_says_so(
     assert result.value == pytest.approx(raw_f, abs=1e-6)
     assert result.details["rescaled"] is False
     assert "no rescaling baseline" in result.details["rescale_note"]
-    assert result.signature.endswith("+raw")
+    assert parse_signature(result.signature)["model"].endswith("+raw")
 
 
 # ---- the metrics ----------------------------------------------------------------------

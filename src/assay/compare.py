@@ -11,13 +11,14 @@ given.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from assay.result import signature_differences
 from assay.stats import mean
 from assay.store.models import ScoringDetail, TestResult
 
@@ -61,6 +62,9 @@ class Comparison:
     ci_high: float | None
     p_value: float | None
     paired: bool
+    #: how the metric's result signatures differ between the sides (`assay.result`),
+    #: one line per differing part; empty when they agree or were not stored
+    signature_differences: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -166,11 +170,36 @@ def _values(session: Session, selection: Selection) -> dict[str, dict[str, float
     return out
 
 
+def _signatures(session: Session, selection: Selection) -> dict[str, set[str]]:
+    """metric -> the distinct signatures of one selection's results that were computed
+    (errored results and rows stored before signatures were kept are left out)."""
+    stmt = select(ScoringDetail.metric_name, ScoringDetail.signature).where(
+        ScoringDetail.signature.is_not(None), ScoringDetail.error.is_(None)
+    )
+    if selection.run_id:
+        stmt = stmt.where(ScoringDetail.run_id == selection.run_id)
+    if selection.tag:  # (PostgreSQL's json has no equality: no DISTINCT over tags)
+        stmt = stmt.add_columns(TestResult.tags).join(
+            TestResult, TestResult.id == ScoringDetail.test_result_id
+        )
+    else:
+        stmt = stmt.distinct()
+    out: dict[str, set[str]] = {}
+    for metric, signature, *tags in session.connection().execute(stmt):
+        if tags and (tags[0] or {}).get(selection.tag) != selection.value:
+            continue
+        out.setdefault(metric, set()).add(signature)
+    return out
+
+
 def compare(
     session: Session, a: Selection, b: Selection, *, seed: int = 0, n_resamples: int = 2000
 ) -> list[Comparison]:
-    """Per-metric comparison of selection B against selection A."""
+    """Per-metric comparison of selection B against selection A, with the parts in which
+    the metric's signatures differ between them (a different model, judge, prompt,
+    method, parameter or version: the difference may not be the system's)."""
     left, right = _values(session, a), _values(session, b)
+    signatures = _signatures(session, a), _signatures(session, b)
     resampler = _Resampler(n_resamples, seed)
     out = []
     for metric in sorted(set(left) | set(right)):
@@ -201,6 +230,11 @@ def compare(
                 ci_high=high,
                 p_value=p,
                 paired=paired,
+                signature_differences=signature_differences(
+                    signatures[0].get(metric, set()), signatures[1].get(metric, set())
+                )
+                if metric in signatures[0] and metric in signatures[1]
+                else [],
             )
         )
     return out

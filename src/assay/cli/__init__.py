@@ -43,6 +43,6 @@ def main(
 
 
 # the command modules register themselves on `app` when imported
-from assay.cli import evaluate, json_eval, metrics_cmd, serve  # noqa: E402
+from assay.cli import compare_cmd, evaluate, json_eval, metrics_cmd, serve  # noqa: E402
 
-__all__ = ["app", "evaluate", "json_eval", "metrics_cmd", "serve"]
+__all__ = ["app", "compare_cmd", "evaluate", "json_eval", "metrics_cmd", "serve"]
