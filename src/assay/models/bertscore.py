@@ -15,7 +15,7 @@ cut after the chosen layer, the same weights ([CLS] and [SEP] weigh 0) and the s
 for texts without tokens. It is faster than the library on a batch because each distinct
 text is tokenised and embedded once, longest first, and the matching runs as one padded
 ``bmm``. Dynamic int8 quantisation was tried and rejected: it moved F1 on STS-B dev pairs
-by up to 0.09 (per-channel) or 0.17 (per-tensor) and was not faster on AVX2. This module
+by up to 0.09 (per-channel) or 0.17 (per-tensor), for at most 1.3x on AVX2. This module
 adds model selection from the configuration, a load-once model, an in-memory memo of pair
 scores shared by the metrics, and a rescaling baseline for the local model.
 
