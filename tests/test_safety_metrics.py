@@ -388,11 +388,16 @@ def test_toxicity_falls_back_when_the_model_is_missing(
     without_model = Resources(AssayConfig(cache_dir=str(tmp_path)))
     result = get_metric("toxicity_score").score(Sample(response="you idiot"), without_model)
     assert result.method == "pattern"
-    assert "pip install alt-profanity-check" in result.details["fallback_reason"]
+    assert result.details["fallback_reason"] == (
+        'the toxicity classifier needs the models extra: pip install "assay-eval[models]"'
+    )
     assert result.value == pytest.approx(0.6 * 1.002)  # 2 words
     strict = Resources(AssayConfig(toxicity_method="model", cache_dir=str(tmp_path)))
     failed = get_metric("toxicity_score").score(Sample(response="you idiot"), strict)
-    assert failed.value is None and "ModelUnavailable" in (failed.error or "")
+    assert (failed.value, failed.error) == (
+        None,
+        'MissingExtra: the toxicity classifier needs the models extra: pip install "assay-eval[models]"',
+    )
 
 
 def test_toxicity_method_is_validated() -> None:
