@@ -396,7 +396,8 @@ def test_toxicity_falls_back_when_the_model_is_missing(
     failed = get_metric("toxicity_score").score(Sample(response="you idiot"), strict)
     assert (failed.value, failed.error) == (
         None,
-        'MissingExtra: the toxicity classifier needs the models extra: pip install "assay-eval[models]"',
+        "MissingExtra: the toxicity classifier needs the models extra: "
+        'pip install "assay-eval[models]"',
     )
 
 
