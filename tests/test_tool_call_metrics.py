@@ -105,3 +105,20 @@ def test_argument_strategies_can_ignore_an_argument():
     assert get_metric("tool_call_accuracy", argument_strategies={"q": "IGNORE"}).params() == {
         "argument_strategies": {"q": "IGNORE"}
     }
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 3), (4, 7), (7, 4), (9, 9)])
+def test_the_assignment_equals_scipys_optimum(shape):
+    np = pytest.importorskip("numpy")
+    optimize = pytest.importorskip("scipy.optimize")
+    from assay.metrics.tool_calls import max_weight_assignment
+
+    rng = np.random.default_rng(sum(shape))
+    for _ in range(20):
+        weights = rng.random(shape).round(2)
+        weights[rng.random(shape) < 0.3] = 0.0
+        rows, cols = optimize.linear_sum_assignment(weights, maximize=True)
+        pairs = max_weight_assignment(weights.tolist())
+        assert len(pairs) == min(shape)
+        assert len({i for i, _ in pairs}) == len({j for _, j in pairs}) == min(shape)
+        assert sum(weights[i, j] for i, j in pairs) == pytest.approx(weights[rows, cols].sum())

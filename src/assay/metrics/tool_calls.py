@@ -31,7 +31,7 @@ from assay.structured.pipeline import evaluate_many
 from assay.structured.scorers import LocalFieldScorer
 from assay.structured.strategies import Strategy, StrategyConfig
 
-__all__ = ["CallMatch", "argument_agreements", "match_calls"]
+__all__ = ["CallMatch", "argument_agreements", "match_calls", "max_weight_assignment"]
 
 #: a tie-break that prefers matching two calls of the same name over leaving them
 #: unmatched when their arguments agree on nothing (changes no score)
@@ -111,7 +111,7 @@ def match_calls(
 
     ``ordered``: the pairs must keep both sequences' order (a weighted longest common
     subsequence, by dynamic programming). Otherwise any one-to-one pairing (the
-    assignment problem, solved exactly by scipy's ``linear_sum_assignment``).
+    assignment problem, solved exactly by `max_weight_assignment`).
     """
     n, m = len(reference), len(made)
     if not agreements:
@@ -135,17 +135,61 @@ def match_calls(
                 pairs.append((i - 1, j - 1, agreements[(i - 1, j - 1)]))
                 i, j = i - 1, j - 1
         return CallMatch(tuple(reversed(pairs)), n, m)
-    import numpy as np
-    from scipy.optimize import linear_sum_assignment
-
-    weights = np.zeros((n, m))
+    weights = [[0.0] * m for _ in range(n)]
     for (i, j), agreement in agreements.items():
-        weights[i, j] = agreement + _PREFER_MATCH
-    rows, cols = linear_sum_assignment(weights, maximize=True)
-    pairs = [
-        (i, j, agreements[(i, j)]) for i, j in zip(rows, cols, strict=True) if (i, j) in agreements
-    ]
-    return CallMatch(tuple(sorted(pairs)), n, m)
+        weights[i][j] = agreement + _PREFER_MATCH
+    chosen = max_weight_assignment(weights)
+    pairs = [(i, j, agreements[(i, j)]) for i, j in chosen if (i, j) in agreements]
+    return CallMatch(tuple(pairs), n, m)
+
+
+def max_weight_assignment(weights: Sequence[Sequence[float]]) -> list[tuple[int, int]]:
+    """(row, column) pairs, one-to-one, of the largest total weight, sorted by row.
+
+    The Hungarian method with potentials (Kuhn-Munkres, O(n²·m) for n ≤ m rows; a wider
+    than tall matrix is transposed): each row in turn is added along a shortest
+    augmenting path in the reduced costs ``-w[i][j] - u[i] - v[j]``.
+    """
+    n = len(weights)
+    m = len(weights[0]) if n else 0
+    if n == 0 or m == 0:
+        return []
+    transposed = n > m
+    cost = [[-w for w in row] for row in weights]
+    if transposed:
+        cost = [list(column) for column in zip(*cost, strict=True)]
+        n, m = m, n
+    inf = float("inf")
+    u, v = [0.0] * (n + 1), [0.0] * (m + 1)
+    owner, way = [0] * (m + 1), [0] * (m + 1)  # owner[j]: row (1-based) on column j
+    for row in range(1, n + 1):
+        owner[0], column = row, 0
+        slack, used = [inf] * (m + 1), [False] * (m + 1)
+        while owner[column]:
+            used[column] = True
+            i, delta, nearest = owner[column], inf, 0
+            for j in range(1, m + 1):
+                if not used[j]:
+                    reduced = cost[i - 1][j - 1] - u[i] - v[j]
+                    if reduced < slack[j]:
+                        slack[j], way[j] = reduced, column
+                    if slack[j] < delta:
+                        delta, nearest = slack[j], j
+            for j in range(m + 1):
+                if used[j]:
+                    u[owner[j]] += delta
+                    v[j] -= delta
+                else:
+                    slack[j] -= delta
+            column = nearest
+        while column:
+            previous = way[column]
+            owner[column] = owner[previous]
+            column = previous
+    pairs = [(owner[j] - 1, j - 1) for j in range(1, m + 1) if owner[j]]
+    if transposed:
+        pairs = [(j, i) for i, j in pairs]
+    return sorted(pairs)
 
 
 class _ToolCallMetric(Metric):
