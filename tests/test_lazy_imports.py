@@ -322,3 +322,26 @@ def test_shipped_stop_words_are_scikit_learns() -> None:
     sklearn_text = pytest.importorskip("sklearn.feature_extraction.text")
     assert frozenset(sklearn_text.ENGLISH_STOP_WORDS) == ENGLISH_STOP_WORDS
     assert len(ENGLISH_STOP_WORDS) == 318
+
+
+def test_a_suite_leaves_out_metrics_whose_extra_is_missing_and_says_so(tmp_path: Path) -> None:
+    out = _run(
+        """
+        import json, warnings
+        from assay import resolve_metrics
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            base = [m.name for m in resolve_metrics(suites=["base"])]
+            asked = [m.name for m in resolve_metrics(["bertscore"])]
+        print(json.dumps({"base": base, "asked": asked,
+                          "warnings": [str(w.message) for w in caught]}))
+        """,
+        tmp_path,
+        ("torch",),
+    )
+    assert "bertscore" not in out["base"] and "rouge" in out["base"]
+    assert out["asked"] == ["bertscore"]  # asked for by name: kept, it fails with the command
+    assert out["warnings"] == [
+        "left out bertscore: it needs the models extra, which is not installed "
+        '(pip install "assay-eval[models]")'
+    ]

