@@ -345,3 +345,24 @@ def test_a_suite_leaves_out_metrics_whose_extra_is_missing_and_says_so(tmp_path:
         "left out bertscore: it needs the models extra, which is not installed "
         '(pip install "assay-eval[models]")'
     ]
+
+
+def test_a_table_output_without_the_pandas_extra_is_refused_before_scoring(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_text('{"response": "a", "expected": "a"}\n')
+    out = _run(
+        """
+        import json
+        from typer.testing import CliRunner
+        from assay.cli import app
+        result = CliRunner().invoke(app, ["evaluate", "d.jsonl", "-m", "exact_match",
+                                          "--out", "r.parquet"])
+        print(json.dumps({"code": result.exit_code, "output": result.output}))
+        """,
+        tmp_path,
+        ("pandas",),
+    )
+    assert out["code"] == 2
+    assert (
+        'r.parquet: writing .parquet needs the pandas extra: pip install "assay-eval[pandas]"'
+        in (" ".join(out["output"].split()))
+    )

@@ -22,6 +22,7 @@ __all__ = [
     "EXTRA_OF",
     "NEED_PACKAGES",
     "MissingExtra",
+    "installed",
     "missing_extra",
     "missing_extra_of_needs",
     "needs_extra",
@@ -65,17 +66,21 @@ NEED_PACKAGES: dict[str, tuple[str, ...]] = {
 def missing_extra_of_needs(needs: frozenset[str]) -> str | None:
     """The extra a metric with these ``needs`` lacks in this installation, or None. Looks
     the packages up without importing them."""
-    from importlib.util import find_spec
-
     for need in sorted(needs):
         for package in NEED_PACKAGES.get(need, ()):
-            try:
-                found = find_spec(package) is not None
-            except (ImportError, ValueError):  # a finder that refuses it, a broken entry
-                found = False
-            if not found:
+            if not installed(package):
                 return EXTRA_OF[package]
     return None
+
+
+def installed(package: str) -> bool:
+    """Whether ``package`` can be imported, looked up without importing it."""
+    from importlib.util import find_spec
+
+    try:
+        return find_spec(package) is not None
+    except (ImportError, ValueError):  # a finder that refuses it, a broken entry
+        return False
 
 
 def pip_command(extra: str) -> str:

@@ -67,9 +67,10 @@ class JsonlSink:
 
 
 def write_table(rows: list[dict[str, Any]], path: str | Path) -> None:
-    """Write flat rows as CSV or Parquet, chosen by the file extension."""
-    import pandas as pd
+    """Write flat rows as CSV or Parquet, chosen by the file extension (the pandas extra)."""
+    from assay.extras import require
 
+    pd = require("pandas", f"writing {Path(path).suffix}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame([to_jsonable(r) for r in rows])
