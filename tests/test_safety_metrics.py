@@ -15,12 +15,8 @@ from pathlib import Path
 import pytest
 
 from assay.config import AssayConfig
-from assay.metrics.safety import (
-    find_pii,
-    length_normalised,
-    mask_value,
-    weighted_toxicity,
-)
+from assay.metrics.pii import find_pii, mask_value
+from assay.metrics.safety import length_normalised, weighted_toxicity
 from assay.registry import get_metric, metric_class, suite
 from assay.resources import Resources
 from assay.safety_scores import (

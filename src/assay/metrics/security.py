@@ -36,7 +36,8 @@ import re
 from typing import Any
 
 from assay.metric import Metric
-from assay.metrics.safety import find_pii, safety_patterns
+from assay.metrics.pii import find_pii
+from assay.metrics.safety import safety_patterns
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
