@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from assay.text.anchors import (
-    ALL_KINDS,
-    SEED_KINDS,
-    NumberMention,
-    analyse,
-    extract_anchors,
-    parse_numbers,
-    topic_overlap,
-)
+from assay.text.anchors import ALL_KINDS, SEED_KINDS, analyse, extract_anchors, topic_overlap
+from assay.text.numbers import NumberMention, parse_numbers
 
 
 @pytest.fixture(scope="module")
