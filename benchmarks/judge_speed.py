@@ -165,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     cache = f"{tmp}/{group}-{engine}"
                     res = make_resources(url, cache, embedder, args.concurrency)
                     rows, total, calls = run_metrics(names, samples, res, engine)
+                    res.close()  # its connections: left open, one hung the next group 60 s
                     report(f"{group}, {label}", rows, total, calls, n)
                     summary[f"{group} {label}"] = {"seconds": total, "calls": calls}
             res = make_resources(url, f"{tmp}/ref", embedder, args.concurrency)

@@ -179,6 +179,14 @@ def scripted_reply(task: str, blocks: dict[str, Any]) -> dict[str, Any]:
     if task == "answer_classification":
         label = "CORRECT" if _f1(answer, reference) >= 0.5 else "WRONG"
         return {"label": label, "reason": "overlap"}
+    if task == "seed001_grounding":  # the three seed 001 rubrics in one reply
+        keys = ("faithfulness", "hallucination", "contextual_relevance")
+        return {key: scripted_reply(f"seed001_{key}", blocks) for key in keys}
+    if task == "reference_verdicts":  # G-Eval and the classification in one reply
+        return {
+            "factual_accuracy": scripted_reply("geval_factual_accuracy", blocks),
+            "classification": scripted_reply("answer_classification", blocks),
+        }
     return {"score": 0.5, "reason": f"unknown task {task}"}
 
 

@@ -37,19 +37,18 @@ SECOND = FIRST.model_copy(
     update={"id": "second", "query": "Which city is the largest?", "response": "Sydney."}
 )
 SAME_AS_FIRST = FIRST.model_copy(update={"id": "same"})  # every ask equals FIRST's
-# a declining answer: no classification ask; the contextual relevance ask (query and
-# contexts) is FIRST's
+# a declining answer: no classification ask (its reference verdicts ask comes from
+# factual accuracy alone)
 DECLINES = FIRST.model_copy(update={"id": "declines", "response": "I don't know."})
 SAMPLES = [FIRST, SECOND, SAME_AS_FIRST, DECLINES]
 
 #: calls each judged metric pays on SAMPLES, by hand: 3 distinct samples per ask, except
-#: contextual relevance (DECLINES asks FIRST's question) and classification (DECLINES
-#: asks nothing); composites ask their parts' questions
+#: classification (DECLINES asks nothing); composites ask their parts' questions
 CALLS = {
     "judged_relevance": 3,
     "faithfulness": 3,
     "hallucination": 3,
-    "contextual_relevance": 2,
+    "contextual_relevance": 3,
     "answer_correctness": 6,
     "ragas_faithfulness": 3,
     "ragas_context_precision": 3,
@@ -107,27 +106,26 @@ def test_the_runner_asks_each_question_of_a_chunk_once_across_metrics(
     resources: Resources, tmp_path: Path, server: JudgeServer
 ) -> None:
     metrics = [get_metric(n) for n in sorted(CALLS)]
-    # the union: relevance 3 + faithfulness 3 + hallucination 3 + contextual relevance 2
-    # + rag_verdicts 3 + answer_questions 3 + geval 3 + classification 2 = 22 (the
-    # composites and the three verdict metrics add none of their own)
-    assert distinct_asks(metrics, Answers("test-judge")) == 22
+    # the union, 5 asks per distinct sample: relevance, grounding (faithfulness,
+    # hallucination, contextual relevance), rag_verdicts (the three RAGAS verdict
+    # metrics), answer_questions, reference_verdicts (factual accuracy, classification);
+    # the composites add none of their own: 5 x 3 = 15 (the 12 metrics alone pay 41)
+    assert distinct_asks(metrics, Answers("test-judge")) == 15
+    assert sum(CALLS.values()) == 41
     cache = tmp_path / "judge.sqlite"
     res = judged(resources, server, cache)
     run = evaluate(SAMPLES, metrics=metrics, resources=res)
-    assert server.calls == 22
-    assert res.judge.usage.calls == 22 and res.judge.usage.memo_hits == 0
+    assert server.calls == 15
+    assert res.judge.usage.calls == 15 and res.judge.usage.memo_hits == 0
     assert server.calls_by_task() == {
         "seed001_relevance": 3,
-        "seed001_faithfulness": 3,
-        "seed001_hallucination": 3,
-        "seed001_contextual_relevance": 2,
+        "seed001_grounding": 3,
         "rag_verdicts": 3,
         "answer_questions": 3,
-        "geval_factual_accuracy": 3,
-        "answer_classification": 2,
+        "reference_verdicts": 3,
     }
     again = evaluate(SAMPLES, metrics=metrics, resources=judged(resources, server, cache))
-    assert server.calls == 22  # the re-run is answered by the cache
+    assert server.calls == 15  # the re-run is answered by the cache
     assert [run.values(n) for n in CALLS] == [again.values(n) for n in CALLS]
 
 

@@ -90,6 +90,34 @@ def by_task(replies: dict[str, Any]):
     return script
 
 
+def grounding(
+    faithfulness: Any = 0.9, hallucination: Any = 0.1, contextual_relevance: Any = 0.9
+) -> dict[str, Any]:
+    """A `seed001_grounding` reply (the three seed 001 rubrics in one reply)."""
+    scores = {
+        "faithfulness": faithfulness,
+        "hallucination": hallucination,
+        "contextual_relevance": contextual_relevance,
+    }
+    return {k: {"score": v, "reason": k} if v is not None else None for k, v in scores.items()}
+
+
+def reference(steps: tuple[int, int, int] = (80, 80, 80), label: str = "CORRECT") -> dict:
+    """A `reference_verdicts` reply (G-Eval steps and the classification in one reply)."""
+    c, p, s = steps
+    return {
+        "factual_accuracy": {
+            "step1_correctness": {"score": c, "reasoning": "r1"},
+            "step2_completeness": {"score": p, "reasoning": "r2"},
+            "step3_consistency": {"score": s, "reasoning": "r3"},
+            "final_score": 0,  # ignored: the weighted value is computed here
+            "overall_reasoning": "summary",
+            "confidence": 90,
+        },
+        "classification": {"label": label, "reason": "compared"},
+    }
+
+
 # ---- the seeds' worked numbers -----------------------------------------------------------
 
 
@@ -107,7 +135,7 @@ def test_answer_correctness_end_to_end_from_judge_scores(
     server.script = by_task(
         {
             "seed001_relevance": {"score": 0.90, "reason": "good detail"},
-            "seed001_faithfulness": {"score": 1.00, "reason": "all from context"},
+            "seed001_grounding": grounding(faithfulness=1.00),
         }
     )
     res = judged(resources, tmp_path, server)
@@ -134,7 +162,7 @@ def test_answer_correctness_is_none_when_a_part_fails(
     resources: Resources, tmp_path: Path, server: JudgeServer
 ) -> None:
     # the faithfulness judge answers nonsense twice -> that part fails -> None with reason
-    server.script = by_task({"seed001_faithfulness": "I refuse to grade this."})
+    server.script = by_task({"seed001_grounding": "I refuse to grade this."})
     res = judged(resources, tmp_path, server)
     result = AnswerCorrectness().score(SAMPLE, res)
     assert result.value is None
@@ -217,24 +245,16 @@ def test_factual_accuracy_from_geval_steps(
     value: float,
     grade: str,
 ) -> None:
-    c, p, s = steps
-    server.script = by_task(
-        {
-            "geval_factual_accuracy": {
-                "step1_correctness": {"score": c, "reasoning": "r1"},
-                "step2_completeness": {"score": p, "reasoning": "r2"},
-                "step3_consistency": {"score": s, "reasoning": "r3"},
-                "final_score": 0,  # ignored: the weighted value is computed here
-                "overall_reasoning": "summary",
-                "confidence": 90,
-            }
-        }
-    )
-    result = FactualAccuracy().score(SAMPLE, judged(resources, tmp_path, server))
+    server.script = by_task({"reference_verdicts": reference(steps)})
+    res = judged(resources, tmp_path, server)
+    result = FactualAccuracy().score(SAMPLE, res)
     assert result.value == pytest.approx(value)
     assert result.details["grade"] == grade
-    assert result.components["correctness"] == pytest.approx(c / 100)
+    assert result.components["correctness"] == pytest.approx(steps[0] / 100)
     assert result.details["reasoning"]["overall"] == "summary"
+    # the classification reads the same reply: no second call
+    assert AnswerClassification().score(SAMPLE, res).details["label"] == "CORRECT"
+    assert server.calls_by_task() == {"reference_verdicts": 1}
 
 
 def test_average_precision_rank_aware_form() -> None:
@@ -366,11 +386,12 @@ def test_four_ragas_metrics_take_two_calls_per_sample_asked_once_for_all(
     ("metric", "task", "reply", "value"),
     [
         (JudgedRelevance(), "seed001_relevance", "0.85", 0.85),  # the seed's bare number
-        (Faithfulness(), "seed001_faithfulness", {"score": 0.95, "reason": "x"}, 0.95),
-        (Hallucination(), "seed001_hallucination", {"score": 0.5, "reason": "John Doe"}, 0.5),
-        (ContextualRelevance(), "seed001_contextual_relevance", {"score": 1.0}, 1.0),
+        (Faithfulness(), "seed001_grounding", grounding(faithfulness=0.95), 0.95),
+        (Hallucination(), "seed001_grounding", grounding(hallucination=0.5), 0.5),
+        (ContextualRelevance(), "seed001_grounding", grounding(contextual_relevance=1.0), 1.0),
         (JudgedRelevance(), "seed001_relevance", {"score": 85, "reason": "pct"}, 0.85),
-        (Faithfulness(), "seed001_faithfulness", "The score is 0.9", 0.9),  # seed regex
+        (Faithfulness(), "seed001_grounding", grounding(faithfulness=85), 0.85),  # percent
+        (JudgedRelevance(), "seed001_relevance", "The score is 0.9", 0.9),  # seed regex
     ],
 )
 def test_seed001_scores(
@@ -392,11 +413,13 @@ def test_seed001_scores(
 @pytest.mark.parametrize(
     ("metric", "task", "reply"),
     [
-        (Hallucination(), "seed001_hallucination", "-0.3"),  # clamped by the seed: 0.0
+        (Hallucination(), "seed001_grounding", grounding(hallucination=-0.3)),  # seed: 0.0
         (JudgedRelevance(), "seed001_relevance", "150"),  # the seed regex: 1.0
         (JudgedRelevance(), "seed001_relevance", '{"score": NaN, "reason": "?"}'),  # was 0.0
-        (Faithfulness(), "seed001_faithfulness", '{"score": 8, "reason": "out of 10?"}'),
-        (ContextualRelevance(), "seed001_contextual_relevance", "I cannot rate this. 1. ..."),
+        (Faithfulness(), "seed001_grounding", grounding(faithfulness=8)),  # out of 10?
+        (ContextualRelevance(), "seed001_grounding", "I cannot rate this. 1. ..."),
+        # a task given but its key left null: the reply is incomplete
+        (ContextualRelevance(), "seed001_grounding", grounding(contextual_relevance=None)),
     ],
 )
 def test_off_scale_judge_scores_give_none_with_the_error(
@@ -405,7 +428,7 @@ def test_off_scale_judge_scores_give_none_with_the_error(
     server: JudgeServer,
     metric: Any,
     task: str,
-    reply: str,
+    reply: Any,
 ) -> None:
     server.script = by_task({task: reply})  # the same off-scale reply to the JSON-only retry
     result = metric.score(SAMPLE, judged(resources, tmp_path, server))
@@ -432,19 +455,20 @@ def test_classification_dont_know_needs_no_judge_call(
     assert server.calls == 0
 
 
-@pytest.mark.parametrize(("reply", "value"), [("CORRECT", 1.0), ("WRONG", 0.0)])
+@pytest.mark.parametrize(("label", "value"), [("CORRECT", 1.0), ("WRONG", 0.0)])
 def test_classification_with_a_judge(
-    resources: Resources, tmp_path: Path, server: JudgeServer, reply: str, value: float
+    resources: Resources, tmp_path: Path, server: JudgeServer, label: str, value: float
 ) -> None:
-    server.script = by_task({"answer_classification": reply})  # one word, as the seed asks
+    server.script = by_task({"reference_verdicts": reference(label=label)})
     result = AnswerClassification().score(SAMPLE, judged(resources, tmp_path, server))
-    assert (result.value, result.details["label"], result.method) == (value, reply, "llm")
+    assert (result.value, result.details["label"], result.method) == (value, label, "llm")
+    assert result.details["judge_reason"] == "compared"
 
 
 def test_label_counts_per_run(resources: Resources, tmp_path: Path, server: JudgeServer) -> None:
     from assay.runner import evaluate
 
-    server.script = by_task({"answer_classification": {"label": "CORRECT", "reason": "ok"}})
+    server.script = by_task({"reference_verdicts": reference(label="CORRECT")})
     data = [
         SAMPLE,
         SAMPLE.model_copy(update={"response": "Not sure."}),
@@ -507,7 +531,7 @@ def test_injection_stays_inside_the_data_field_and_the_verdict_is_recorded(
 ) -> None:
     server.script = by_task(
         {
-            "seed001_faithfulness": {"score": 0.1, "reason": "Sydney is not the capital"},
+            "seed001_grounding": grounding(faithfulness=0.1),
             "rag_verdicts": {**VERDICTS, "claims": [{"claim": "x", "verdict": 0}]},
         }
     )

@@ -11,18 +11,23 @@ ask that finally fails gives that sample ``None`` with the error.
 Asks per sample (the runner asks the union over a chunk's metrics once; the judge
 client's cache answers a question asked before):
 
-- seed 001 (`rubric`): one each for ``judged_relevance``, ``faithfulness``,
-  ``hallucination`` and ``contextual_relevance``; ``answer_correctness`` declares the
-  first two.
+- seed 001 (`rubric`): one for ``judged_relevance``; ``faithfulness``,
+  ``hallucination`` and ``contextual_relevance`` declare the same ONE ask (`GROUNDING`:
+  the three rubrics in one reply); ``answer_correctness`` declares the first two's.
 - seed 003 (`ragas`): ``ragas_faithfulness``, ``ragas_context_precision`` and
   ``ragas_context_recall`` declare the same ONE ask (`RAG_VERDICTS`);
   ``ragas_answer_relevance`` one (a follow-up only when no question comes back);
   ``ragas_score`` the four's: 2 per sample for the four and their composite.
-- seed 003 (`reference`): ``factual_accuracy`` one; ``answer_classification`` one unless
-  the answer contains an uncertainty phrase.
+- seed 003 (`reference`): ``factual_accuracy`` and ``answer_classification`` declare the
+  same ONE ask (`REFERENCE_VERDICTS`; classification none for an answer with an
+  uncertainty phrase).
 
-Modules: `formulas` (pure formulas), `base` (the plan/reduce machinery), `rubric`,
-`ragas`, `reference` (the metrics).
+So the whole suite asks 5 questions per sample (relevance, grounding, RAG verdicts,
+generated questions, reference verdicts), the four RAGAS metrics 2.
+
+Modules: `formulas` (pure formulas), `base` (the plan/reduce machinery),
+`shared_prompts` (the prompts several metrics share), `rubric`, `ragas`, `reference`
+(the metrics).
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 from assay.engine import Answers, Ask, answered, execute, judge_ask
-from assay.judge.client import JudgeReply
 from assay.judge.prompts import Prompt
+from assay.judge.verdicts import ScoreVerdict
 from assay.metric import Metric
 from assay.metrics.judged.formulas import unit_score
 from assay.resources import Resources
@@ -41,12 +41,12 @@ def embedder_name(res: Resources) -> str | None:
     return getattr(embedder, "name", None) if embedder is not None else None
 
 
-def score_details(reply: JudgeReply[Any]) -> tuple[float, dict[str, Any]]:
-    """A rubric reply's 0..1 value and the details every rubric result carries."""
-    value, rescaled = unit_score(float(reply.output.score))
-    details: dict[str, Any] = {"judge_reason": reply.output.reason, "judge_source": reply.source}
+def score_details(verdict: ScoreVerdict, source: str) -> tuple[float, dict[str, Any]]:
+    """A rubric verdict's 0..1 value and the details every rubric result carries."""
+    value, rescaled = unit_score(float(verdict.score))
+    details: dict[str, Any] = {"judge_reason": verdict.reason, "judge_source": source}
     if rescaled:
-        details["judge_score_read_as_percent"] = float(reply.output.score)
+        details["judge_score_read_as_percent"] = float(verdict.score)
     return value, details
 
 
@@ -149,10 +149,13 @@ class JudgedMetric(Metric):
 class RubricScore(JudgedMetric):
     """Seed 001's metrics: one ask with the metric's prompt; the judge's score is the value.
 
-    ``fields`` are the Sample fields the prompt's data blocks take, by the same names."""
+    ``fields`` are the Sample fields the prompt's data blocks take, by the same names;
+    ``key`` is the reply's key holding this metric's verdict when the prompt is shared by
+    several metrics (`assay.metrics.judged.shared_prompts`), None when the reply is it."""
 
     prompt: ClassVar[Prompt[Any]]
     fields: ClassVar[tuple[str, ...]]
+    key: ClassVar[str | None] = None
 
     def ask(self, sample: Sample) -> Ask:
         return judge_ask(self.prompt, **{f: getattr(sample, f) for f in self.fields})
@@ -161,5 +164,9 @@ class RubricScore(JudgedMetric):
         return [self.ask(sample)]
 
     def reduce(self, sample: Sample, answers: Answers) -> MetricResult:
-        value, details = score_details(answers.reply(self.ask(sample)))
+        reply = answers.reply(self.ask(sample))
+        verdict = reply.output if self.key is None else getattr(reply.output, self.key)
+        if verdict is None:  # the prompt's check makes the judge give it: a safeguard
+            raise ValueError(f"the judge's reply has no {self.key!r} verdict")
+        value, details = score_details(verdict, reply.source)
         return self.llm(value, answers.model, [self.prompt], **details)

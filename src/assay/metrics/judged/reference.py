@@ -1,17 +1,17 @@
 """Seed 003's reference-based judged metrics: G-Eval factual accuracy and answer
-classification (CORRECT / WRONG / DON'T KNOW), one ask each per sample (none for an
-answer that declines to answer)."""
+classification (CORRECT / WRONG / DON'T KNOW). Both read the same ONE ask per sample
+(`REFERENCE_VERDICTS`: the seed's two task texts, each filling its key of the reply);
+classification asks nothing for an answer that declines to answer."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from assay.engine import Answers, Ask, judge_ask
 from assay.judge.estimators import reference_agreement, sentence_support, uncertainty_phrase
-from assay.judge.prompts import ANSWER_CLASSIFICATION, GEVAL_FACTUAL_ACCURACY
 from assay.metrics.judged.base import JudgedMetric
 from assay.metrics.judged.formulas import FACTUAL_ACCURACY_WEIGHTS, factual_grade
+from assay.metrics.judged.shared_prompts import REFERENCE_VERDICTS
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -20,13 +20,14 @@ from assay.sample import Sample
 __all__ = ["AGREEMENT_THRESHOLD", "AnswerClassification", "FactualAccuracy"]
 
 
-def _reference_values(sample: Sample) -> dict[str, Any]:
-    """The block values of the reference-based prompts for ``sample``."""
-    return {
-        "question": sample.query,
-        "reference_answer": sample.expected,
-        "answer": sample.response,
-    }
+def _reference_ask(sample: Sample) -> Ask:
+    """The `REFERENCE_VERDICTS` ask of ``sample``, shared by both metrics."""
+    return judge_ask(
+        REFERENCE_VERDICTS,
+        question=sample.query,
+        reference_answer=sample.expected,
+        answer=sample.response,
+    )
 
 
 @register
@@ -35,9 +36,11 @@ class FactualAccuracy(JudgedMetric):
     30%, consistency 20%, graded A–E (seed 003).
 
     Formula: the judge scores three criteria 0-100 with seed 003's chain-of-thought
-    rubric; value = ``(0.5 * correctness + 0.3 * completeness + 0.2 * consistency) /
-    100`` (computed here, the judge's own final_score kept as evidence); grade A >= 0.8,
-    B >= 0.6, C >= 0.4, D >= 0.2, else E in ``details["grade"]``. Inputs: response,
+    rubric (the ``factual_accuracy`` task of the `REFERENCE_VERDICTS` ask shared with
+    ``answer_classification``); value = ``(0.5 * correctness + 0.3 * completeness +
+    0.2 * consistency) / 100`` (computed here, the judge's own final_score kept as
+    evidence); grade A >= 0.8, B >= 0.6, C >= 0.4, D >= 0.2, else E in
+    ``details["grade"]``. Inputs: response,
     expected (query used when present). Range 0..1, higher is better. Seed 003 reports it
     as ``factual_accuracy_percentage`` (the grade of the same score); that is the 0-100
     view of this metric, not a separate one.
@@ -59,11 +62,10 @@ class FactualAccuracy(JudgedMetric):
     components = ("correctness", "completeness", "consistency")
 
     def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
-        return [judge_ask(GEVAL_FACTUAL_ACCURACY, **_reference_values(sample))]
+        return [_reference_ask(sample)]
 
     def reduce(self, sample: Sample, answers: Answers) -> MetricResult:
-        [ask] = self.plan(sample, answers)
-        out = answers.reply(ask).output
+        out = answers.reply(_reference_ask(sample)).output.factual_accuracy
         components = {
             "correctness": out.step1_correctness.score / 100.0,
             "completeness": out.step2_completeness.score / 100.0,
@@ -73,7 +75,7 @@ class FactualAccuracy(JudgedMetric):
         return self.llm(
             value,
             answers.model,
-            [GEVAL_FACTUAL_ACCURACY],
+            [REFERENCE_VERDICTS],
             components=components,
             grade=factual_grade(value),
             judge_final_score=out.final_score,
@@ -137,7 +139,9 @@ class AnswerClassification(JudgedMetric):
     Formula: an answer containing one of seed 003's uncertainty phrases ("i don't know",
     "unknown", "not sure", "cannot determine", "no information", ... plus "no comment")
     or a very short non-answer ("n/a") is DON'T KNOW without a judge call (``method``
-    "pattern"); otherwise the judge classifies CORRECT or WRONG with seed 003's prompt.
+    "pattern"); otherwise the judge classifies CORRECT or WRONG with seed 003's prompt
+    text (the ``classification`` task of the `REFERENCE_VERDICTS` ask shared with
+    ``factual_accuracy``).
     Value: 1.0 for CORRECT, 0.0 for WRONG and for DON'T KNOW, so the mean over a run is
     the seed's "correct" percentage over all evaluations (17 of 24 = 70.8%); the label is
     in ``details["label"]`` and the runner counts labels per run (seed 003's
@@ -167,7 +171,7 @@ class AnswerClassification(JudgedMetric):
     def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         if uncertainty_phrase(sample.response or ""):
             return []  # DON'T KNOW by the pattern: no judge call
-        return [judge_ask(ANSWER_CLASSIFICATION, **_reference_values(sample))]
+        return [_reference_ask(sample)]
 
     def _dont_know(self, phrase: str) -> MetricResult:
         return self.result(0.0, method="pattern", label="DON'T KNOW", matched_phrase=phrase)
@@ -176,15 +180,14 @@ class AnswerClassification(JudgedMetric):
         phrase = uncertainty_phrase(sample.response or "")
         if phrase:
             return self._dont_know(phrase)
-        [ask] = self.plan(sample, answers)
-        reply = answers.reply(ask)
-        label = reply.output.label
+        verdict = answers.reply(_reference_ask(sample)).output.classification
+        label = verdict.label
         return self.llm(
             1.0 if label == "CORRECT" else 0.0,
             answers.model,
-            [ANSWER_CLASSIFICATION],
+            [REFERENCE_VERDICTS],
             label=label,
-            judge_reason=reply.output.reason,
+            judge_reason=verdict.reason,
         )
 
     def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:

@@ -1,8 +1,11 @@
 """Seed 001's judged metrics: four rubric scores and their composite, answer correctness.
 
-Each rubric metric asks the judge one question per sample (its own prompt);
-``answer_correctness`` declares the asks of ``judged_relevance`` and ``faithfulness``, so
-scored with them it costs no call of its own.
+``judged_relevance`` asks one question per sample (seed 001's relevance prompt);
+``faithfulness``, ``hallucination`` and ``contextual_relevance`` ask the same ONE
+question (`GROUNDING`: seed 001's three rubrics, each filling its key of the reply), so
+together they cost one call per sample; ``answer_correctness`` declares the asks of
+``judged_relevance`` and ``faithfulness``, so scored with them it costs no call of its
+own.
 """
 
 from __future__ import annotations
@@ -17,14 +20,10 @@ from assay.judge.estimators import (
     sentence_support,
     uncertainty_phrase,
 )
-from assay.judge.prompts import (
-    CONTEXTUAL_RELEVANCE,
-    FAITHFULNESS,
-    HALLUCINATION,
-    RELEVANCE,
-)
+from assay.judge.prompts import RELEVANCE
 from assay.metrics.judged.base import JudgedMetric, RubricScore
 from assay.metrics.judged.formulas import weighted_correctness
+from assay.metrics.judged.shared_prompts import GROUNDING
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -96,7 +95,9 @@ class Faithfulness(_SupportBased):
     """Whether the response is grounded in the retrieved context, rated 0..1 by an LLM judge (seed
     001).
 
-    Formula: the judge's score with seed 001's faithfulness prompt (1.0 = every
+    Formula: the judge's score with seed 001's faithfulness rubric (the ``faithfulness``
+    task of the `GROUNDING` ask shared with ``hallucination`` and ``contextual_relevance``;
+    1.0 = every
     fact/number in the response is directly from the context ... 0.0-0.3 = many
     unsupported claims), on [0, 1] as for ``judged_relevance``. Inputs: response, contexts.
     Range 0..1, higher is better.
@@ -116,8 +117,9 @@ class Faithfulness(_SupportBased):
     suites = ("judged", "rag")
     seed = "001"
     estimator = "sentence_support"
-    prompt = FAITHFULNESS
-    fields = ("contexts", "response")
+    prompt = GROUNDING
+    fields = ("query", "contexts", "response")
+    key = "faithfulness"
 
     def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         return [self.local(s.score, res, **s.details()) for s in self._supports(samples, res)]
@@ -128,10 +130,11 @@ class Hallucination(_SupportBased):
     """How much of the response is fabricated (not in the context), 0..1 from an LLM judge; lower
     is better (seed 001).
 
-    Formula: the judge's score with seed 001's hallucination prompt (0.0 = everything is
+    Formula: the judge's score with seed 001's hallucination rubric (its task in the
+    `GROUNDING` ask shared with ``faithfulness``; 0.0 = everything is
     from the context ... 0.9-1.0 = mostly or completely fabricated), on [0, 1] as for
     ``judged_relevance``. Inputs: response, contexts. Range 0..1, LOWER is better.
-    Evaluated by its own prompt, not as 1 - faithfulness (the seed's choice).
+    Evaluated by its own rubric, not as 1 - faithfulness (the seed's choice).
     Local estimator ``unsupported_share``: 1 - the ``sentence_support`` score of
     ``faithfulness``. Weaknesses: as ``faithfulness``; an answer that is all hedges and
     pleasantries scores low (nothing to fabricate) whether or not it helps.
@@ -143,8 +146,9 @@ class Hallucination(_SupportBased):
     suites = ("judged", "rag")
     seed = "001"
     estimator = "unsupported_share"
-    prompt = HALLUCINATION
-    fields = ("contexts", "response")
+    prompt = GROUNDING
+    fields = ("query", "contexts", "response")
+    key = "hallucination"
 
     def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         return [
@@ -158,7 +162,8 @@ class ContextualRelevance(RubricScore):
     """Whether the retrieved context is relevant for answering the query, rated 0..1 by an LLM
     judge (seed 001).
 
-    Formula: the judge's score with seed 001's contextual relevance prompt (1.0 = context
+    Formula: the judge's score with seed 001's contextual relevance rubric (its task in
+    the `GROUNDING` ask shared with ``faithfulness``; 1.0 = context
     directly contains the information needed ... 0.0-0.3 = irrelevant), on [0, 1] as for
     ``judged_relevance``. Inputs: query, contexts. Range 0..1, higher is better.
     Local estimator ``context_similarity``: the best cosine of the query with any context
@@ -172,8 +177,9 @@ class ContextualRelevance(RubricScore):
     suites = ("judged", "rag")
     seed = "001"
     estimator = "context_similarity"
-    prompt = CONTEXTUAL_RELEVANCE
-    fields = ("query", "contexts")
+    prompt = GROUNDING
+    fields = ("query", "contexts", "response")
+    key = "contextual_relevance"
 
     def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         sims = context_similarity(
@@ -254,7 +260,7 @@ class AnswerCorrectness(JudgedMetric):
         components = {"relevance": relevance.value, "faithfulness": faithfulness.value}
         if model is not None:
             return self.llm(
-                value, model, [RELEVANCE, FAITHFULNESS], components=components, weights=weights
+                value, model, [RELEVANCE, GROUNDING], components=components, weights=weights
             )
         return self.local(value, res, components=components, weights=weights)
 
