@@ -31,7 +31,7 @@ from assay.text.patterns import (
     PatternSet,
     _compile_entry,
     load_patterns,
-    normalize,
+    normalise,
     sentence_spans,
 )
 
@@ -61,13 +61,13 @@ def pset(*entries: object) -> PatternSet:
 
 
 # ---- pattern engine --------------------------------------------------------------------------
-def test_normalize_folds_arabic_marks_alef_forms_and_quotes() -> None:
+def test_normalise_folds_arabic_marks_alef_forms_and_quotes() -> None:
     # fatha/kasra/shadda removed, tatweel removed, أ -> ا, ة -> ه, ’ -> '
-    assert normalize("غَبِيّ") == "غبي"
-    assert normalize("أحمـــق") == "احمق"
-    assert normalize("خطيرة") == "خطيره"
-    assert normalize("I can’t") == "I can't"
-    assert normalize("ＦＵＬＬ") == "FULL"  # NFKC folds full-width letters
+    assert normalise("غَبِيّ") == "غبي"
+    assert normalise("أحمـــق") == "احمق"
+    assert normalise("خطيرة") == "خطيره"
+    assert normalise("I can’t") == "I can't"
+    assert normalise("ＦＵＬＬ") == "FULL"  # NFKC folds full-width letters
 
 
 def test_matching_is_word_aware_and_case_insensitive() -> None:
@@ -127,7 +127,7 @@ def test_every_shipped_entry_matches_its_examples(name: str) -> None:
             if entry.is_regex:
                 assert entry.examples, f"{list_name}: regex {entry.pattern!r} has no example"
             for example in entry.examples:
-                assert entry.regex.search(normalize(example)), (list_name, entry.pattern)
+                assert entry.regex.search(normalise(example)), (list_name, entry.pattern)
                 # and through the literal prefilter of PatternSet.find
                 found = {h.pattern for h in patterns.find(example)}
                 assert entry.pattern in found, (list_name, entry.pattern, example)
@@ -143,11 +143,11 @@ def test_every_phrase_matches_itself_and_not_glued_into_a_word(name: str) -> Non
             if entry.is_regex:
                 continue
             phrase = entry.pattern
-            assert entry.regex.search(normalize(f"Note: {phrase} ok")), (list_name, phrase)
+            assert entry.regex.search(normalise(f"Note: {phrase} ok")), (list_name, phrase)
             assert phrase in {h.pattern for h in patterns.find(f"Note: {phrase.upper()} ok")}
-            assert entry.regex.search(normalize(phrase.upper())), (list_name, phrase)
-            assert not entry.regex.search(normalize(f"zq{phrase}")), (list_name, phrase)
-            assert not entry.regex.search(normalize(f"{phrase}zq")), (list_name, phrase)
+            assert entry.regex.search(normalise(phrase.upper())), (list_name, phrase)
+            assert not entry.regex.search(normalise(f"zq{phrase}")), (list_name, phrase)
+            assert not entry.regex.search(normalise(f"{phrase}zq")), (list_name, phrase)
 
 
 # Inputs that made a pattern rescan a long run from each of its characters (quadratic time):
@@ -246,21 +246,21 @@ def test_invisible_characters_and_look_alikes_do_not_hide_an_injection(
     assert value("prompt_injection", resources, query=query, response="-") == expected
 
 
-def test_normalize_keeps_other_scripts_and_accents() -> None:
-    assert normalize("Привет, сосна") == "Привет, сосна"  # all-Cyrillic words stay
-    assert normalize("café naïve") == "café naïve"  # precomposed accents stay
-    assert normalize("раypal") == "paypal"  # a mixed-script word is folded
-    assert normalize("a\u200db\ufeffc") == "abc"
+def test_normalise_keeps_other_scripts_and_accents() -> None:
+    assert normalise("Привет, сосна") == "Привет, сосна"  # all-Cyrillic words stay
+    assert normalise("café naïve") == "café naïve"  # precomposed accents stay
+    assert normalise("раypal") == "paypal"  # a mixed-script word is folded
+    assert normalise("a\u200db\ufeffc") == "abc"
 
 
 def test_long_texts_do_not_fill_the_caches() -> None:
     from assay.text import patterns
 
-    before = patterns._normalize_cached.cache_info().currsize
+    before = patterns._normalise_cached.cache_info().currsize
     text = "lorem ipsum " * 5_000 + "unique-7d1f"  # 60,000 characters
     assert load_patterns("safety")["refusal"].find(text) == []
-    assert normalize(text) == text
-    assert patterns._normalize_cached.cache_info().currsize == before
+    assert normalise(text) == text
+    assert patterns._normalise_cached.cache_info().currsize == before
 
 
 def test_pattern_files_are_versioned() -> None:

@@ -25,7 +25,7 @@ from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample
 from assay.text.lang import is_arabic
-from assay.text.patterns import Hit, PatternBundle, PatternSet, load_patterns, normalize
+from assay.text.patterns import Hit, PatternBundle, PatternSet, load_patterns, normalise
 from assay.text.tokenize import words
 
 __all__ = [
@@ -390,7 +390,7 @@ class HarmfulInstructions(Metric):
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
         bundle = safety_patterns(res)
         text = sample.response or ""
-        norm = normalize(text)
+        norm = normalise(text)
         topics = bundle["harmful_topics"].find(text)
         cues = bundle["instruction_cues"].find(text)
         kept: list[Hit] = []

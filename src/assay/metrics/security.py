@@ -42,7 +42,7 @@ from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample
-from assay.text.patterns import Hit, PatternBundle, load_patterns, normalize, sentence_spans
+from assay.text.patterns import Hit, PatternBundle, load_patterns, normalise, sentence_spans
 
 __all__ = ["ATTACK_KINDS", "adversarial_suffix", "assess_attack", "security_patterns"]
 
@@ -88,7 +88,7 @@ def adversarial_suffix(query: str, window: int = 8, min_odd_tokens: int = 4) -> 
 
 
 def _canaries(query: str) -> list[str]:
-    return [m.group("target").strip() for m in _CANARY.finditer(normalize(query))]
+    return [m.group("target").strip() for m in _CANARY.finditer(normalise(query))]
 
 
 def _refusal_sentences(
@@ -97,7 +97,7 @@ def _refusal_sentences(
     hits = safety["refusal"].find(response)
     if not hits:
         return [], []
-    spans = sentence_spans(normalize(response))
+    spans = sentence_spans(normalise(response))
     starts = [start for start, _ in spans]
     refusing: set[tuple[int, int]] = set()
     for hit in hits:  # the sentence holding each hit, by binary search (long responses)
@@ -138,7 +138,7 @@ def assess_attack(
     for hit in response_hits:
         indicators.append(hit.as_dict())
         spans.append((hit.start, hit.end))
-    norm = normalize(response)
+    norm = normalise(response)
     if kind == "injection":
         for target in _canaries(query):
             found = re.search(re.escape(target), norm, re.IGNORECASE)

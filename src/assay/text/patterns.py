@@ -12,7 +12,7 @@ of ``phrase`` (words matched as whole words, any run of whitespace between them)
 ``seed`` (true when seed 000 lists it), ``note`` and ``example`` (a text the entry must
 match; the tests check every example).
 
-Normalisation, applied to texts and to patterns alike (`normalize`): Unicode NFKC (folds
+Normalisation, applied to texts and to patterns alike (`normalise`): Unicode NFKC (folds
 full-width letters, mathematical alphanumerics and Arabic presentation forms), Arabic
 diacritics (tashkeel) and tatweel removed, alef variants (أ إ آ ٱ) to ا, ى to ي, ة to ه,
 curly apostrophes to '. Against evasion: invisible format characters (zero-width space and
@@ -66,7 +66,7 @@ __all__ = [
     "PatternError",
     "PatternSet",
     "load_patterns",
-    "normalize",
+    "normalise",
     "sentence_spans",
 ]
 
@@ -155,7 +155,7 @@ def _unconfuse_word(m: re.Match[str]) -> str:
     return word
 
 
-def _normalize(text: str) -> str:
+def _normalise(text: str) -> str:
     text = unicodedata.normalize("NFKC", text)
     text = _ARABIC_MARKS.sub("", text)
     text = _INVISIBLE.sub("", text).translate(_TAGS)
@@ -165,14 +165,14 @@ def _normalize(text: str) -> str:
     return text.translate(_FOLD)
 
 
-_normalize_cached = lru_cache(maxsize=16384)(_normalize)
+_normalise_cached = lru_cache(maxsize=16384)(_normalise)
 
 
-def normalize(text: str) -> str:
+def normalise(text: str) -> str:
     """The matching form of ``text`` (see the module docstring); cached for short texts."""
     if len(text) > CACHE_MAX_CHARS:
-        return _normalize(text)
-    return _normalize_cached(text)
+        return _normalise(text)
+    return _normalise_cached(text)
 
 
 _lower_cached = lru_cache(maxsize=16384)(str.lower)
@@ -305,7 +305,7 @@ class Entry:
 
 
 def _phrase_regex(phrase: str) -> str:
-    words = normalize(phrase).split()
+    words = normalise(phrase).split()
     if not words:
         raise ValueError("empty phrase")
     first = words[0]
@@ -349,7 +349,7 @@ def _compile_entry(raw: Any, where: str) -> Entry:
         )
     case_sensitive = bool(raw.get("case_sensitive", False))
     try:
-        body = normalize(text) if is_regex else _phrase_regex(text)
+        body = normalise(text) if is_regex else _phrase_regex(text)
         source = f"{_LEFT}(?:{body}){_RIGHT}"
         regex = re.compile(source, 0 if case_sensitive else re.IGNORECASE)
     except (re.error, ValueError) as exc:
@@ -437,7 +437,7 @@ class PatternSet:
         return iter(self.entries)
 
     def find(self, text: str | None) -> list[Hit]:
-        """All matches in ``normalize(text)``; overlapping hits of one entry are not repeated."""
+        """All matches in ``normalise(text)``; overlapping hits of one entry are not repeated."""
         if not text or not self.entries:
             return []
         if len(text) > CACHE_MAX_CHARS:
@@ -454,7 +454,7 @@ class PatternSet:
         return (max((h.weight for h in hits), default=0.0), hits)
 
     def _find_uncached(self, text: str) -> tuple[Hit, ...]:
-        norm = normalize(text)
+        norm = normalise(text)
         low = _lower(norm)
         hits: list[Hit] = []
         for e in self.entries:
