@@ -4,14 +4,20 @@
    metric values each: the way `assay evaluate --store` writes) into SQLite and PostgreSQL.
 2. Query latency at 10k and 1M scoring rows (100k samples x 10 metrics spread over the
    last 30 days): every query the dashboard makes, median of 5 runs after one warm-up.
-   Goal: each under 200 ms on SQLite at 1M rows.
+   Goal: each under 200 ms on SQLite at 1M rows. CPU time is printed next to the wall
+   time and the load average with them: on a shared machine the wall time of the same
+   query doubles under load (compare went from 131 to ~300 ms with no code change).
 
-    python benchmarks/store_bench.py [--sizes 10000,1000000] [--postgres URL]
+    python benchmarks/store_bench.py [--sizes 10000,1000000] [--postgres URL] [--keep DIR]
+
+``--keep DIR`` keeps the filled query stores in DIR and reuses them on the next run
+(filling 1M rows takes minutes).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import tempfile
@@ -59,7 +65,7 @@ def write_throughput(store: Store, n: int = 1000) -> float:
     return n / (time.perf_counter() - start)
 
 
-def bulk_fill(store: Store, scoring_rows: int) -> str:
+def bulk_fill(store: Store, scoring_rows: int) -> None:
     """Insert scoring_rows / 10 samples with 10 metric values each, over 30 days, 100 runs."""
     rng = random.Random(1)
     n_samples = scoring_rows // len(METRICS)
@@ -110,6 +116,7 @@ def bulk_fill(store: Store, scoring_rows: int) -> str:
                         "metric_value": rng.random(),
                         "method": "local",
                         "details": {},
+                        "signature": f"assay=0.1.0|metric={m}@1|method=local",
                         "timestamp": when,
                     }
                 )
@@ -119,20 +126,21 @@ def bulk_fill(store: Store, scoring_rows: int) -> str:
             conn.execute(insert(ScoringDetail), scores)
     for run in runs:  # close every run the way a real run ends (totals, snapshots, ANALYZE)
         store.finish_run(run)
-    return runs[-1]
 
 
-def timed(fn, repeat: int = 5) -> float:
+def timed(fn, repeat: int = 5) -> tuple[float, float]:
+    """Median wall and CPU milliseconds of ``repeat`` calls after one warm-up."""
     fn()
-    times = []
+    wall, cpu = [], []
     for _ in range(repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1000
+        wall.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+    return statistics.median(wall) * 1000, statistics.median(cpu) * 1000
 
 
-def query_latencies(store: Store, last_run: str, first_run: str) -> dict[str, float]:
+def query_latencies(store: Store, last_run: str, first_run: str) -> dict[str, tuple[float, float]]:
     return {
         "statistics (all time)": timed(lambda: store.statistics()),
         "statistics (24 h)": timed(lambda: store.statistics(hours=24)),
@@ -150,6 +158,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,1000000")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--keep", help="folder to keep the filled query stores in and reuse")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         backends = [("sqlite", str(Path(tmp) / "w.db"))]
@@ -165,18 +174,20 @@ def main() -> None:
             print(f"  {name}: {write_throughput(store):,.0f} samples/s")
             store.close()
         for size in (int(s) for s in args.sizes.split(",")):
-            store = Store(str(Path(tmp) / f"q{size}.db"))
+            path = Path(args.keep or tmp) / f"q{size}.db"
+            filled = path.exists()
+            store = Store(str(path))
             t = time.perf_counter()
-            last = bulk_fill(store, size)
+            if not filled:
+                bulk_fill(store, size)
             with store.session() as s:
-                first = s.query(Run.id).order_by(Run.started_at).first()[0]
-            print(
-                f"\nSQLite, {size:,} scoring rows "
-                f"(filled in {time.perf_counter() - t:.0f}s): median ms"
-            )
-            for label, ms in query_latencies(store, last, first).items():
+                ids = [r[0] for r in s.query(Run.id).order_by(Run.started_at)]
+            how = f"reused {path}" if filled else f"filled in {time.perf_counter() - t:.0f}s"
+            print(f"\nSQLite, {size:,} scoring rows ({how}): median ms, wall and CPU")
+            print(f"  load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+            for label, (ms, cpu) in query_latencies(store, ids[-1], ids[0]).items():
                 flag = "" if ms < 200 else "  > 200 ms goal"
-                print(f"  {label:<28}{ms:>9.1f}{flag}")
+                print(f"  {label:<28}{ms:>9.1f}{cpu:>9.1f}{flag}")
             store.close()
 
 

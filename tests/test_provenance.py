@@ -181,3 +181,34 @@ def test_the_compare_page_shows_the_warnings_escaped(db):
         "&lt;b&gt;x&lt;/b&gt;): the difference may not be the system's.</p>"
     ) in page
     assert "<b>x</b>" not in page
+
+
+def test_the_run_page_shows_components_signature_checks_and_validation(tmp_path):
+    store = Store(str(tmp_path / "detail.db"))
+    store.start_run("p")
+    result = MetricResult(
+        "rouge", 0.5, components={"rouge1_f1": 0.5}, signature="metric=rouge@1|judge=<i>j</i>"
+    )
+    store.record(
+        "p",
+        0,
+        Sample(id="a", response="x"),
+        {"rouge": result},
+        status="passed",
+        quality={"has_minimum_length": False},
+        validation={"similarity_score": 0.25, "threshold": 0.7, "is_relevant": False},
+    )
+    store.finish_run("p")
+    page = TestClient(create_app(store, token=""), base_url="http://localhost").get("/runs/p")
+    store.close()
+    assert page.status_code == 200
+    text = page.text
+    assert '<pre class="details components">{\n  &#34;rouge1_f1&#34;: 0.5\n}</pre>' in text
+    assert '<code class="signature">metric=rouge@1|judge=&lt;i&gt;j&lt;/i&gt;</code>' in text
+    assert (
+        '<p class="quality-checks">Quality checks: <span class="tag">has_minimum_length '
+        "failed</span> </p>"
+    ) in text
+    assert (
+        '<p class="validation">Validation: similarity 0.25, threshold 0.70: not relevant</p>'
+    ) in text

@@ -80,18 +80,21 @@ class _Resampler:
         self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def matrices(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """(bootstrap indices, ±1 signs), each n_resamples × n. The indices are int32
-        draws and each sign is one random bit: at 10,000 pairs this takes a third of
-        the time of drawing 64-bit integers for both (and half the memory)."""
+        """(bootstrap counts, ±1 signs), each n_resamples × n: how often each pair is
+        drawn into each resample (so a resample's mean is one row's dot product with the
+        differences: one matrix product per metric instead of a gather), and one random
+        bit per sign."""
         if n not in self._cache:
             rng = np.random.default_rng(self.seed)
             size = self.n_resamples * n
             idx = rng.integers(0, n, size=(self.n_resamples, n), dtype=np.int32)
+            idx += np.arange(0, size, n, dtype=np.int32)[:, None]  # row r counts in r*n..
+            counts = np.bincount(idx.ravel(), minlength=size).astype(np.float64)
             bits = np.unpackbits(np.frombuffer(rng.bytes((size + 7) // 8), np.uint8), count=size)
             signs = bits.reshape(self.n_resamples, n).astype(np.float64)
             signs *= 2.0
             signs -= 1.0
-            self._cache[n] = (idx, signs)
+            self._cache[n] = (counts.reshape(self.n_resamples, n), signs)
         return self._cache[n]
 
 
@@ -108,9 +111,9 @@ def paired_difference(
     if d.size == 0:
         raise ValueError("paired_difference needs at least one pair")
     resampler = resampler or _Resampler(n_resamples, seed)
-    idx, signs = resampler.matrices(d.size)
+    counts, signs = resampler.matrices(d.size)
     observed = float(d.mean())
-    means = d[idx].mean(axis=1)
+    means = (counts @ d) / d.size
     low, high = np.percentile(means, [2.5, 97.5])
     flipped = np.abs(signs @ d) / d.size
     # +1 in numerator and denominator: the observed arrangement is one of the permutations
@@ -157,7 +160,9 @@ def _values(session: Session, selection: Selection) -> dict[str, dict[str, float
     out: dict[str, dict[str, float]] = {}
     seen: dict[tuple[str, str, str], int] = {}
     # Core rows (no ORM entity loading): a run's 10,000s of rows come back as tuples
-    for metric, value, sample_id, test_name, run_id, *tags in session.connection().execute(stmt):
+    for metric, value, sample_id, test_name, run_id, *tags in (
+        session.connection().execute(stmt).all()
+    ):
         if tags and (tags[0] or {}).get(selection.tag) != selection.value:
             continue
         key = sample_id or test_name
@@ -185,7 +190,7 @@ def _signatures(session: Session, selection: Selection) -> dict[str, set[str]]:
     else:
         stmt = stmt.distinct()
     out: dict[str, set[str]] = {}
-    for metric, signature, *tags in session.connection().execute(stmt):
+    for metric, signature, *tags in session.connection().execute(stmt).all():
         if tags and (tags[0] or {}).get(selection.tag) != selection.value:
             continue
         out.setdefault(metric, set()).add(signature)

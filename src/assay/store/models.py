@@ -180,7 +180,10 @@ class ScoringDetail(Base):
     __tablename__ = "scoring_details"
     __table_args__ = (
         Index("ix_scoring_metric_time", "metric_name", "timestamp", "metric_value"),
-        Index("ix_scoring_run_metric", "run_id", "metric_name", "metric_value"),
+        # test_result_id too: comparing runs reads a run's values from this index alone
+        Index(
+            "ix_scoring_run_metric_test", "run_id", "metric_name", "metric_value", "test_result_id"
+        ),
         Index("ix_scoring_time", "timestamp"),
     )
 
