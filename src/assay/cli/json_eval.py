@@ -187,11 +187,11 @@ def json_eval_command(
     objects) or SEMANTIC (other text). Nested objects are compared field by field under
     dotted paths (address.city), arrays of objects by index (items.0.sku).
     """
+    from assay.io import InputErrors
     from assay.models.embedders import ModelUnavailable
     from assay.resources import default_resources
     from assay.structured import (
         EvalOptions,
-        InputError,
         StrategyConfig,
         StrategyConfigError,
         default_scorer,
@@ -210,7 +210,7 @@ def json_eval_command(
         raise _fail(str(exc)) from None
     try:
         pairs = load_pairs(paths)
-    except InputError as exc:
+    except InputErrors as exc:
         raise _fail(str(exc)) from None
     options = EvalOptions(
         fuzzy_threshold=fuzzy_threshold,

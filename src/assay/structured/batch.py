@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.config import load_config
+from assay.io import InputError, InputErrors
 from assay.models.embedders import ModelUnavailable
 from assay.sample import FIELD_ALIASES
 from assay.structured.pipeline import EvalOptions, JsonEvalResult, evaluate_many
@@ -37,7 +38,6 @@ __all__ = [
     "DocPair",
     "DocResult",
     "FieldAggregate",
-    "InputError",
     "evaluate_pairs",
     "field_aggregates",
     "load_pairs",
@@ -50,9 +50,11 @@ EXPECTED_KEYS = FIELD_ALIASES["expected_json"]
 OUTPUT_KEYS = FIELD_ALIASES["output_json"]
 
 
-class InputError(ValueError):
+def _whole_input_error(source: Path | str, message: str) -> InputErrors:
     """The input as a whole is unusable (a path that does not exist, a file and a
-    directory mixed); one bad document is not an InputError but an error row."""
+    directory mixed): Assay's one input error, as the sample readers raise it. One bad
+    document is not that but an error row."""
+    return InputErrors([InputError(str(source), None, None, message)])
 
 
 @dataclass(slots=True)
@@ -168,7 +170,7 @@ def pairs_from_jsonl(path: Path) -> list[DocPair]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
+        raise _whole_input_error(path, f"cannot read: {exc}") from None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -224,27 +226,29 @@ def pairs_from_jsonl(path: Path) -> list[DocPair]:
 def load_pairs(paths: Sequence[str | Path]) -> list[DocPair]:
     """Pairs from ``[GT, OUT]`` (two files or two directories) or ``[PAIRS.jsonl]``.
 
-    Raises `InputError` when the input as a whole is unusable.
+    Raises `assay.io.InputErrors` when the input as a whole is unusable.
     """
     paths = [Path(p) for p in paths]
     for p in paths:
         if not p.exists():
-            raise InputError(f"{p}: no such file or directory")
+            raise _whole_input_error(p, "no such file or directory")
     if len(paths) == 1:
         (single,) = paths
         if single.is_dir():
-            raise InputError(
-                f"{single} is a directory: give GT and OUT directories, or one JSONL file of pairs"
+            raise _whole_input_error(
+                single, "is a directory: give GT and OUT directories, or one JSONL file of pairs"
             )
         return pairs_from_jsonl(single)
     if len(paths) != 2:
-        raise InputError(f"expected GT OUT or PAIRS.jsonl, got {len(paths)} paths")
+        raise _whole_input_error(
+            " ".join(map(str, paths)), f"expected GT OUT or PAIRS.jsonl, got {len(paths)} paths"
+        )
     gt, out = paths
     if gt.is_dir() and out.is_dir():
         return pairs_from_directories(gt, out)
     if gt.is_file() and out.is_file():
         return pairs_from_files(gt, out)
-    raise InputError(f"{gt} and {out} must both be files or both be directories")
+    raise _whole_input_error(f"{gt} and {out}", "must both be files or both be directories")
 
 
 # ---- evaluating --------------------------------------------------------------------------
