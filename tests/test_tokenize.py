@@ -57,3 +57,14 @@ def test_sentences_and_non_blank() -> None:
     assert sentences("   ") == []
     assert non_blank(["a", " ", "", "b"]) == ["a", "b"]
     assert non_blank(None) == []
+
+
+def test_one_arabic_normaliser_strips_marks_and_folds_letter_forms():
+    from assay.text.arabic import fold_letters, normalise_arabic, strip_marks
+
+    # fatha, sukun and tatweel go; hamza alef -> alef; alef maqsura -> ya; tanwin goes and
+    # ta marbuta -> ha; wasla alef -> alef
+    assert normalise_arabic("أَحْمـــد إلى مدرسةٍ ٱلعلم") == "احمد الي مدرسه العلم"
+    assert strip_marks("مَدِينَةٌ") == "مدينة"
+    assert fold_letters("مدينة") == "مدينه"
+    assert normalise_arabic("Café naïve") == "Café naïve"

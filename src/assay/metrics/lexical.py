@@ -18,6 +18,7 @@ from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample
+from assay.text.arabic import normalise_arabic
 from assay.text.lang import is_arabic
 from assay.text.quality import quality_checks
 from assay.text.tokenize import words
@@ -333,8 +334,6 @@ class ResponseQuality(Metric):
 
 # ---- fallback detection (seed 000 test layer) ------------------------------------------
 
-_AR_NORMALISE = str.maketrans({"أ": "ا", "إ": "ا", "آ": "ا", "ى": "ي", "ة": "ه", "ـ": None})
-_AR_DIACRITICS = re.compile("[\u064b-\u0652\u0670]")
 _AR_PREFIX = r"(?<!\w)(?:[وف])?"  # attached conjunction: "وحاول مرة أخرى"
 _AR_SUFFIX = r"(?:ك|كم|كي|ه|ها|هم|ني)?(?!\w)"  # attached pronoun: "لم أفهمك"
 
@@ -360,7 +359,7 @@ ERROR_WORD_MAX_WORDS = 25
 
 def _normalise_for_fallback(text: str) -> str:
     text = text.lower().replace("’", "'").replace("‘", "'")
-    text = _AR_DIACRITICS.sub("", text).translate(_AR_NORMALISE)
+    text = normalise_arabic(text)
     return re.sub(r"\s+", " ", text)
 
 

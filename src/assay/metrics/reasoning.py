@@ -25,6 +25,7 @@ from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample
+from assay.text.arabic import normalise_arabic
 from assay.text.tokenize import STOP_WORDS, sentences, words
 
 __all__ = [
@@ -37,13 +38,10 @@ __all__ = [
 
 # ---- shared helpers ----------------------------------------------------------------------
 
-_AR_NORMALISE = str.maketrans({"أ": "ا", "إ": "ا", "آ": "ا", "ى": "ي", "ة": "ه", "ـ": None})
-_AR_DIACRITICS = re.compile("[\u064b-\u0652\u0670]")
-
 
 def _normalise(text: str) -> str:
     text = text.lower().replace("’", "'").replace("‘", "'")
-    return _AR_DIACRITICS.sub("", text).translate(_AR_NORMALISE)
+    return normalise_arabic(text)
 
 
 def _phrase_regex(phrases: Sequence[str]) -> re.Pattern[str]:

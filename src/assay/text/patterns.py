@@ -59,6 +59,8 @@ from typing import Any
 
 import yaml
 
+from assay.text.arabic import fold_letters, strip_marks
+
 __all__ = [
     "VALIDATORS",
     "Hit",
@@ -70,24 +72,7 @@ __all__ = [
     "sentence_spans",
 ]
 
-_ARABIC_MARKS = re.compile(
-    "[\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06dc\u06df-\u06e8\u06ea-\u06ed\u0640]"
-)
-_FOLD = str.maketrans(
-    {
-        "أ": "ا",
-        "إ": "ا",
-        "آ": "ا",
-        "ٱ": "ا",
-        "ى": "ي",
-        "ة": "ه",
-        "’": "'",
-        "‘": "'",
-        "ʼ": "'",
-        "“": '"',
-        "”": '"',
-    }
-)
+_QUOTES = str.maketrans({"’": "'", "‘": "'", "ʼ": "'", "“": '"', "”": '"'})
 _ARABIC_LETTER = re.compile("[\u0620-\u064a\u066e-\u06d3]")
 _W = r"[^\W_]"
 _LEFT = rf"(?:(?<!{_W})|(?!{_W}))"
@@ -157,12 +142,12 @@ def _unconfuse_word(m: re.Match[str]) -> str:
 
 def _normalise(text: str) -> str:
     text = unicodedata.normalize("NFKC", text)
-    text = _ARABIC_MARKS.sub("", text)
+    text = strip_marks(text)
     text = _INVISIBLE.sub("", text).translate(_TAGS)
     text = _COMBINING.sub("", text)
     if _CONFUSABLE_CHAR.search(text):
         text = _LETTERS.sub(_unconfuse_word, text)
-    return text.translate(_FOLD)
+    return fold_letters(text).translate(_QUOTES)
 
 
 _normalise_cached = lru_cache(maxsize=16384)(_normalise)

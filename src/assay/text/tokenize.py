@@ -20,12 +20,9 @@ from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
-__all__ = ["STOP_WORDS", "content_words", "non_blank", "normalise", "sentences", "words"]
+from assay.text.arabic import strip_marks
 
-#: optional marks of Arabic script (diacritics, Quranic annotations) and the tatweel
-_ARABIC_OPTIONAL = re.compile(
-    "[\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06dc\u06df-\u06e8\u06ea-\u06ed\u0640]"
-)
+__all__ = ["STOP_WORDS", "content_words", "non_blank", "normalise", "sentences", "words"]
 
 
 def _combining_mark_ranges() -> str:
@@ -65,7 +62,7 @@ def normalise(text: str | None) -> str:
     text = text or ""
     if text.isascii():
         return text
-    return _ARABIC_OPTIONAL.sub("", unicodedata.normalize("NFC", text))
+    return strip_marks(unicodedata.normalize("NFC", text))
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?؟。])\s+|\n+")
