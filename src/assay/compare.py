@@ -113,9 +113,11 @@ def paired_difference(
     resampler = resampler or _Resampler(n_resamples, seed)
     counts, signs = resampler.matrices(d.size)
     observed = float(d.mean())
-    means = (counts @ d) / d.size
+    # einsum, not BLAS: OpenBLAS's threads wait on each other on a busy machine (a gemv
+    # of 2000 x 1000 took 8-16 ms there against 1.3 ms in einsum's one loop)
+    means = np.einsum("ij,j->i", counts, d) / d.size
     low, high = np.percentile(means, [2.5, 97.5])
-    flipped = np.abs(signs @ d) / d.size
+    flipped = np.abs(np.einsum("ij,j->i", signs, d)) / d.size
     # +1 in numerator and denominator: the observed arrangement is one of the permutations
     p = (1 + int(np.sum(flipped >= abs(observed) - 1e-12))) / (resampler.n_resamples + 1)
     return observed, float(low), float(high), float(p)
