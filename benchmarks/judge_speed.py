@@ -112,7 +112,7 @@ def run_metrics(
     answers = None
     if engine:
         t0, c0 = time.perf_counter(), judge.usage.calls
-        answers = execute(metrics, samples, judge)
+        answers = execute(metrics, samples, res)
         rows.append(("(engine asks)", judge.usage.calls - c0, time.perf_counter() - t0))
     with answered(answers):
         for metric in metrics:

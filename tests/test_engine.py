@@ -75,8 +75,8 @@ def judged(resources: Resources, server: JudgeServer, cache: Path | None = None)
     return res
 
 
-def distinct_asks(metrics: list[Metric], answers: Answers) -> int:
-    return len(planned(metrics, SAMPLES, answers))
+def distinct_asks(metrics: list[Metric], answers: Answers, kind: str = "judge") -> int:
+    return sum(a.kind == kind for a in planned(metrics, SAMPLES, answers).values())
 
 
 def test_the_table_covers_every_judged_metric() -> None:
@@ -111,6 +111,8 @@ def test_the_runner_asks_each_question_of_a_chunk_once_across_metrics(
     # metrics), answer_questions, reference_verdicts (factual accuracy, classification);
     # the composites add none of their own: 5 x 3 = 15 (the 12 metrics alone pay 41)
     assert distinct_asks(metrics, Answers("test-judge")) == 15
+    # and, in the first round, the 2 distinct questions to embed (answer relevance)
+    assert distinct_asks(metrics, Answers("test-judge"), "embed") == 2
     assert sum(CALLS.values()) == 41
     cache = tmp_path / "judge.sqlite"
     res = judged(resources, server, cache)
@@ -144,9 +146,11 @@ def test_a_follow_up_ask_goes_round_again(
     res = judged(resources, server)
     answers = Answers("test-judge")
     assert distinct_asks([metric], answers) == 3  # first round: the question generation
-    answers = execute([metric], SAMPLES, res.judge)
+    answers = execute([metric], SAMPLES, res)
     assert server.calls_by_task() == {"answer_questions": 3, "answer_relevance_direct": 3}
-    assert len(answers) == 6 and distinct_asks([metric], answers) == 0
+    # 3 + 3 judge answers and the 2 distinct questions' vectors; nothing left to ask
+    assert len(answers) == 8 and distinct_asks([metric], answers) == 0
+    assert distinct_asks([metric], answers, "embed") == 0
     results = metric.score_batch(SAMPLES, res)
     assert [r.value for r in results] == [0.75] * 4
     assert server.calls == 6

@@ -371,8 +371,8 @@ def test_four_ragas_metrics_take_two_calls_per_sample_asked_once_for_all(
     res = judged(resources, tmp_path, server)
     metrics = [RagasFaithfulness(), RagasContextPrecision(), RagasContextRecall()]
     metrics += [RagasAnswerRelevance(), RagasScore()]
-    answers = execute(metrics, samples, res.judge)
-    assert len(answers) == 6  # 3 samples x (rag_verdicts + answer_questions)
+    execute(metrics, samples, res)
+    # 3 samples x (rag_verdicts + answer_questions)
     assert server.calls_by_task() == {"rag_verdicts": 3, "answer_questions": 3}
     for metric in metrics:
         assert all(r.value is not None for r in metric.score_batch(samples, res))

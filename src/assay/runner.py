@@ -204,11 +204,10 @@ def _chunk_answers(
     across metrics, concurrent, follow-ups in further rounds); the metrics then reduce
     them without a call of their own. A sample with a field past an input limit asks
     nothing: its metrics fail. None without a judge or without metrics that plan."""
-    judge = res.judge if planners else None
-    if judge is None:
+    if not planners or res.judge is None:
         return None
     cfg = res.config
-    return execute(planners, [s for s in chunk if not limit_problems(s, cfg)], judge)
+    return execute(planners, [s for s in chunk if not limit_problems(s, cfg)], res)
 
 
 def evaluate(

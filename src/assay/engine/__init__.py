@@ -4,8 +4,9 @@ makes the calls, metrics reduce the answers.
 - `asks`: the `Ask` data type and its key, `Answers` (what came back, by key).
 - `executor`: the local executor: collects the asks of many metrics over a chunk of
   samples, removes duplicates, runs judge asks concurrently through the run's
-  `JudgeClient` (its memo, persistent cache, retries and format probe in front), and goes
-  round again for follow-up asks planned from the first answers.
+  `JudgeClient` (its memo, persistent cache, retries and format probe in front) while
+  the embed asks run on the run's embedder in a thread (so the model loads while the
+  judge answers), and goes round again for follow-up asks planned from the answers.
 
 A metric taking part implements ``plan(sample, answers) -> list[Ask]`` (called with the
 answers so far; an ask already answered is not asked again, so a follow-up is simply an
@@ -14,7 +15,16 @@ ask that the first answers make appear) and reduces the answers to a `MetricResu
 
 from __future__ import annotations
 
-from assay.engine.asks import Answers, Ask, judge_ask
+from assay.engine.asks import Answers, Ask, embed_ask, judge_ask
 from assay.engine.executor import Planner, answered, execute, planned
 
-__all__ = ["Answers", "Ask", "Planner", "answered", "execute", "judge_ask", "planned"]
+__all__ = [
+    "Answers",
+    "Ask",
+    "Planner",
+    "answered",
+    "embed_ask",
+    "execute",
+    "judge_ask",
+    "planned",
+]

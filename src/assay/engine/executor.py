@@ -6,6 +6,9 @@ two samples), runs what is left in one concurrent round, and repeats while the a
 make new asks appear (follow-ups), at most `MAX_ROUNDS` times. Judge asks go through
 the run's `JudgeClient`, which keeps its own per-run memo, persistent cache, bounded
 concurrency, retries and structured-output probe: a cached question costs no call.
+Embed asks of a round go to the run's embedder in one batch, in a thread while the
+judge asks of the same round are in flight: the first round loads the model (and
+embeds what is known up front, e.g. the questions) during the judge's latency.
 
 The runner executes the plans of all metrics of a chunk first, inside `answered`, so
 each metric then finds its answers there and reduces them without another call; a
@@ -16,14 +19,18 @@ This module is the only place asks are executed: another executor (e.g. Ray) rep
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from assay.engine.asks import Answers, Ask
 from assay.judge.client import JudgeClient
 from assay.sample import Sample
+
+if TYPE_CHECKING:
+    from assay.resources import Resources
 
 __all__ = ["MAX_ROUNDS", "Planner", "answered", "execute", "planned"]
 
@@ -73,13 +80,17 @@ def planned(
     return todo
 
 
-def execute(metrics: Sequence[Planner], samples: Sequence[Sample], judge: JudgeClient) -> Answers:
-    """Answer every ask (and follow-up) the metrics plan for the samples.
+def execute(metrics: Sequence[Planner], samples: Sequence[Sample], res: Resources) -> Answers:
+    """Answer every ask (and follow-up) the metrics plan for the samples, with the run's
+    judge (``res.judge``, which must be configured) and embedder.
 
     Inside `answered` the chunk's answers are extended (nothing already answered is
     asked again); otherwise a new `Answers` is returned. An ask that fails keeps its
     error as its answer.
     """
+    judge = res.judge
+    if judge is None:
+        raise ValueError("execute needs a judge (Resources.judge is None)")
     current = _CURRENT.get()
     answers = current if current is not None and current.model == judge.model else None
     if answers is None:
@@ -88,21 +99,46 @@ def execute(metrics: Sequence[Planner], samples: Sequence[Sample], judge: JudgeC
         todo = planned(metrics, samples, answers)
         if not todo:
             break
-        _run_round(list(todo.values()), answers, judge)
+        _run_round(list(todo.values()), answers, res, judge)
     return answers
 
 
-def _run_round(asks: list[Ask], answers: Answers, judge: JudgeClient) -> None:
-    """Run one round of distinct asks concurrently; each answer (or error) into ``answers``."""
-    unknown = sorted({a.kind for a in asks} - {"judge"})
+def _run_round(asks: list[Ask], answers: Answers, res: Resources, judge: JudgeClient) -> None:
+    """Run one round of distinct asks: the embed asks in a thread, the judge asks
+    concurrently meanwhile; each answer (or error) into ``answers``."""
+    unknown = sorted({a.kind for a in asks} - {"judge", "embed"})
     if unknown:
-        raise ValueError(f"the local executor runs judge asks only; got kinds {unknown}")
+        raise ValueError(f"the local executor runs judge and embed asks; got kinds {unknown}")
+    embeds = [a for a in asks if a.kind == "embed"]
+    worker = threading.Thread(target=_embed, args=(embeds, answers, res), name="assay-embed")
+    if embeds:
+        worker.start()
+    judged = [a for a in asks if a.kind == "judge"]
 
     async def one(ask: Ask) -> Any:
+        assert ask.prompt is not None
         try:
             return await judge.ask(ask.prompt, **ask.values)
         except Exception as exc:  # the ask's answer: its metric reports it per sample
             return exc
 
-    for ask, answer in zip(asks, judge.gather(one(a) for a in asks), strict=True):
-        answers.put(ask, answer)
+    if judged:
+        for ask, answer in zip(judged, judge.gather(one(a) for a in judged), strict=True):
+            answers.put(ask, answer)
+    if embeds:
+        worker.join()
+
+
+def _embed(asks: list[Ask], answers: Answers, res: Resources) -> None:
+    """Embed the texts of ``asks`` in one batch (a model that cannot load: each ask's
+    answer is that error)."""
+    try:
+        embedder = res.embedder
+        vectors = embedder.embed([a.values["text"] for a in asks])
+    except Exception as exc:
+        for ask in asks:
+            answers.put(ask, exc)
+        return
+    answers.embedder = embedder.name
+    for ask, vector in zip(asks, vectors, strict=True):
+        answers.put(ask, vector)

@@ -60,10 +60,9 @@ class JudgedMetric(Metric):
     estimator: ClassVar[str] = ""
 
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        judge = res.judge
-        if judge is None:
+        if res.judge is None:
             return self.estimate(samples, res)
-        answers = execute([self], samples, judge)  # nothing the chunk already answered
+        answers = execute([self], samples, res)  # nothing the chunk already answered
         with answered(answers):
             return self.reduce_batch(samples, answers, res)
 

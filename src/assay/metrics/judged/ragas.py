@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from assay.engine import Answers, Ask, judge_ask
+from assay.engine import Answers, Ask, embed_ask, judge_ask
 from assay.judge.client import JudgeReply
 from assay.judge.estimators import (
     CONTEXT_RELEVANCE_THRESHOLD,
@@ -30,7 +30,7 @@ from assay.judge.prompts import (
     RAG_VERDICTS,
     RagVerdicts,
 )
-from assay.metrics.judged.base import JudgedMetric, embedder_name, rag_values
+from assay.metrics.judged.base import JudgedMetric, rag_values
 from assay.metrics.judged.formulas import (
     RAGAS_WEIGHTS,
     average_precision,
@@ -291,67 +291,42 @@ class RagasAnswerRelevance(JudgedMetric):
 
     def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         first = judge_ask(ANSWER_QUESTIONS, answer=sample.response)
+        question = embed_ask(sample.query or "")
         reply = answers.get(first)
-        if reply is None or self._questions(reply):
-            return [first]
-        # follow-up: no question came back, so the direct rubric is asked
-        return [
-            first,
-            judge_ask(ANSWER_RELEVANCE_DIRECT, question=sample.query, answer=sample.response),
-        ]
-
-    def _asked(self, sample: Sample, answers: Answers) -> tuple[list[str], JudgeReply[Any]]:
-        """(generated questions, their reply), or ([], the direct rubric's reply)."""
-        first, *follow_up = self.plan(sample, answers)
-        reply = answers.reply(first)
-        if not follow_up:
-            return self._questions(reply), reply
-        return [], answers.reply(follow_up[0])
-
-    def reduce_batch(
-        self, samples: Sequence[Sample], answers: Answers, res: Resources
-    ) -> list[MetricResult]:
-        asked: list[tuple[list[str], JudgeReply[Any]] | BaseException] = []
-        for sample in samples:
-            try:
-                asked.append(self._asked(sample, answers))
-            except Exception as exc:  # a failed ask: this sample's error
-                asked.append(exc)
-        texts = [s.query or "" for s in samples] + [
-            q for a in asked if not isinstance(a, BaseException) for q in a[0]
-        ]
-        vectors = dict(zip(texts, res.embedder.embed(texts), strict=True)) if texts else {}
-        out = []
-        for sample, item in zip(samples, asked, strict=True):
-            if isinstance(item, BaseException):
-                out.append(self.judge_failed(item, answers.model))
-                continue
-            questions, reply = item
-            if not questions:
-                value, _ = unit_score(float(reply.output.score))
-                out.append(
-                    self.llm(
-                        value,
-                        answers.model,
-                        [ANSWER_QUESTIONS, ANSWER_RELEVANCE_DIRECT],
-                        fallback="direct rubric score (no question generated)",
-                        judge_reason=reply.output.reason,
-                    )
-                )
-                continue
-            q = vectors[sample.query or ""]
-            sims = [float(np.clip(q @ vectors[g], 0.0, 1.0)) for g in questions]
-            out.append(
-                self.llm(
-                    sum(sims) / len(sims),
-                    answers.model,
-                    [ANSWER_QUESTIONS],
-                    embedder=embedder_name(res),
-                    generated_questions=questions,
-                    similarities=[round(s, 4) for s in sims],
-                )
+        if reply is None:  # the first round: the question embeds while the judge answers
+            return [first, question]
+        generated = self._questions(reply)
+        if not generated:  # follow-up: no question came back, so the direct rubric is asked
+            direct = judge_ask(
+                ANSWER_RELEVANCE_DIRECT, question=sample.query, answer=sample.response
             )
-        return out
+            return [first, direct]
+        # follow-up: the generated questions' vectors
+        return [first, question, *(embed_ask(g) for g in generated)]
+
+    def reduce(self, sample: Sample, answers: Answers) -> MetricResult:
+        first, *rest = self.plan(sample, answers)
+        questions = self._questions(answers.reply(first))
+        if not questions:
+            direct = answers.reply(rest[0])
+            value, _ = unit_score(float(direct.output.score))
+            return self.llm(
+                value,
+                answers.model,
+                [ANSWER_QUESTIONS, ANSWER_RELEVANCE_DIRECT],
+                fallback="direct rubric score (no question generated)",
+                judge_reason=direct.output.reason,
+            )
+        q, *generated = (answers.reply(ask) for ask in rest)
+        sims = [float(np.clip(q @ g, 0.0, 1.0)) for g in generated]
+        return self.llm(
+            sum(sims) / len(sims),
+            answers.model,
+            [ANSWER_QUESTIONS],
+            embedder=answers.embedder,
+            generated_questions=questions,
+            similarities=[round(s, 4) for s in sims],
+        )
 
     def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         return relevance_estimates(self, samples, res)
