@@ -164,3 +164,67 @@ def test_ask_keys_are_the_prompt_and_its_values() -> None:
     assert one.key.startswith(f"judge:{RELEVANCE.signature}:")
     with pytest.raises(KeyError):
         Answers("m").reply(one)  # reducing what the plan never declared fails loudly
+
+
+# ---- declared resources (needs) are enforced ----------------------------------------------
+
+#: Metric.needs value -> the Resources attribute that loads it
+RESOURCE_OF = {
+    "embedder": "embedder",
+    "bertscore": "bertscorer",
+    "spacy": "nlp",
+    "toxicity": "toxicity",
+    "judge": "judge",
+}
+#: metrics that touch a model they do not declare (another family's; their owner is told):
+#: strict xfail, so declaring it makes this list fail until the entry is removed
+UNDECLARED = {"compliance_score", "ethical_violation", "toxicity_score"}  # the toxicity model
+
+
+class Guarded(Resources):
+    """Resources that hand out only the declared models (those of ``shared``; no judge:
+    the offline paths) and log, then refuse, every other one."""
+
+    def __init__(self, shared: Resources, allowed: frozenset[str]) -> None:
+        super().__init__(shared.config)
+        self.shared, self.allowed, self.touched = shared, allowed, []
+
+
+def _guard(need: str, attr: str) -> property:
+    def get(self: Guarded) -> Any:
+        if need not in self.allowed:
+            self.touched.append(need)
+            raise RuntimeError(f"undeclared resource {need!r}")
+        return None if need == "judge" else getattr(self.shared, attr)
+
+    return property(get)
+
+
+for _need, _attr in RESOURCE_OF.items():
+    setattr(Guarded, _attr, _guard(_need, _attr))
+
+
+def test_the_guard_catches_an_undeclared_model(resources: Resources) -> None:
+    res = Guarded(resources, frozenset({"judge"}))  # faithfulness also needs the embedder
+    result = get_metric("faithfulness").score(FIRST, res)
+    assert set(res.touched) == {"embedder"}  # (asked again when the batch is retried alone)
+    assert result.error == "RuntimeError: undeclared resource 'embedder'"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(c.name, marks=pytest.mark.xfail(strict=True, reason="undeclared model"))
+        if c.name in UNDECLARED
+        else c.name
+        for c in list_metrics()
+    ],
+)
+def test_a_metric_touches_only_the_models_it_declares(resources: Resources, name: str) -> None:
+    from test_all_metrics import RICH
+
+    metric = get_metric(name)
+    assert metric.needs <= set(RESOURCE_OF), name
+    res = Guarded(resources, metric.needs)
+    metric.score(Sample.model_validate(RICH), res)
+    assert res.touched == [], f"{name} touched {res.touched} but declares {sorted(metric.needs)}"

@@ -22,7 +22,17 @@ from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample
 
-__all__ = ["JudgedMetric", "RubricScore", "embedder_name", "rag_values", "score_details"]
+#: ``needs`` of the judged metrics whose local estimator checks claim anchors (spaCy)
+ANCHORED_NEEDS = frozenset({"judge", "embedder", "spacy"})
+
+__all__ = [
+    "ANCHORED_NEEDS",
+    "JudgedMetric",
+    "RubricScore",
+    "embedder_name",
+    "rag_values",
+    "score_details",
+]
 
 
 def rag_values(sample: Sample) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from assay.judge.prompts import (
     RAG_VERDICTS,
     RagVerdicts,
 )
-from assay.metrics.judged.base import JudgedMetric, rag_values
+from assay.metrics.judged.base import ANCHORED_NEEDS, JudgedMetric, rag_values
 from assay.metrics.judged.formulas import (
     RAGAS_WEIGHTS,
     average_precision,
@@ -78,6 +78,7 @@ class _SupportedShare(_RagVerdictMetric):
     Subclasses name the reply list (``items``), each item's text and verdict attributes,
     the sample field the estimator splits into sentences, and the evidence keys."""
 
+    needs = ANCHORED_NEEDS
     items: ClassVar[str]  # RagVerdicts attribute: "claims" or "statements"
     item_text: ClassVar[str]  # attribute of an item holding its text
     item_ok: ClassVar[str]  # attribute of an item holding its verdict
@@ -350,6 +351,7 @@ class RagasScore(JudgedMetric):
 
     name = "ragas_score"
     requires = ()
+    needs = ANCHORED_NEEDS
     suites = ("judged", "rag")
     seed = "003"
     estimator = "composite of the four local estimators"

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from assay.engine import Answers, Ask, judge_ask
 from assay.judge.estimators import reference_agreement, sentence_support, uncertainty_phrase
-from assay.metrics.judged.base import JudgedMetric
+from assay.metrics.judged.base import ANCHORED_NEEDS, JudgedMetric
 from assay.metrics.judged.formulas import FACTUAL_ACCURACY_WEIGHTS, factual_grade
 from assay.metrics.judged.shared_prompts import REFERENCE_VERDICTS
 from assay.registry import register
@@ -57,6 +57,7 @@ class FactualAccuracy(JudgedMetric):
 
     name = "factual_accuracy"
     requires = ("response", "expected")
+    needs = ANCHORED_NEEDS
     seed = "003"
     estimator = "reference_agreement+coverage"
     components = ("correctness", "completeness", "consistency")
@@ -164,6 +165,7 @@ class AnswerClassification(JudgedMetric):
 
     name = "answer_classification"
     requires = ("response", "expected")
+    needs = ANCHORED_NEEDS
     seed = "003"
     estimator = "reference_agreement"
     components = ("agreement",)

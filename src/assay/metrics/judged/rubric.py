@@ -21,7 +21,7 @@ from assay.judge.estimators import (
     uncertainty_phrase,
 )
 from assay.judge.prompts import RELEVANCE
-from assay.metrics.judged.base import JudgedMetric, RubricScore
+from assay.metrics.judged.base import ANCHORED_NEEDS, JudgedMetric, RubricScore
 from assay.metrics.judged.formulas import weighted_correctness
 from assay.metrics.judged.shared_prompts import GROUNDING
 from assay.registry import register
@@ -83,6 +83,8 @@ def relevance_estimates(
 
 class _SupportBased(RubricScore):
     """Faithfulness-style metrics whose local estimator is sentence support."""
+
+    needs = ANCHORED_NEEDS
 
     def _supports(self, samples: Sequence[Sample], res: Resources) -> list[Any]:
         return sentence_support(
@@ -209,6 +211,7 @@ class AnswerCorrectness(JudgedMetric):
 
     name = "answer_correctness"
     requires = ("query", "response", "contexts")
+    needs = ANCHORED_NEEDS
     seed = "001"
     estimator = "question_answer_cosine+sentence_support"
     components = ("relevance", "faithfulness")
