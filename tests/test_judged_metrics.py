@@ -588,7 +588,7 @@ def test_batch_runs_judge_calls_concurrently(
     elapsed = time.perf_counter() - started
     assert all(r.value is not None for r in results)
     assert elapsed < 1.6  # serial would be 32 x 0.2 = 6.4 s
-    assert server.max_in_flight == 16
+    assert server.max_in_flight == 32  # the default concurrency: all at once
 
 
 # ---- local estimators (no judge) ------------------------------------------------------------

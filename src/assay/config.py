@@ -233,7 +233,10 @@ class AssayConfig(BaseSettings):
         repr=False,
     )
     judge_concurrency: int = Field(
-        16, ge=1, validation_alias=_env("ASSAY_JUDGE_CONCURRENCY", "judge_concurrency")
+        32,
+        ge=1,
+        validation_alias=_env("ASSAY_JUDGE_CONCURRENCY", "judge_concurrency"),
+        description="Judge requests in flight at once (a 429's Retry-After holds them all).",
     )
     judge_timeout: float = Field(
         60.0,
