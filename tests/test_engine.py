@@ -176,9 +176,6 @@ RESOURCE_OF = {
     "toxicity": "toxicity",
     "judge": "judge",
 }
-#: metrics that touch a model they do not declare (another family's; their owner is told):
-#: strict xfail, so declaring it makes this list fail until the entry is removed
-UNDECLARED = {"compliance_score", "ethical_violation", "toxicity_score"}  # the toxicity model
 
 
 class Guarded(Resources):
@@ -213,12 +210,7 @@ def test_the_guard_catches_an_undeclared_model(resources: Resources) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    [
-        pytest.param(c.name, marks=pytest.mark.xfail(strict=True, reason="undeclared model"))
-        if c.name in UNDECLARED
-        else c.name
-        for c in list_metrics()
-    ],
+    [c.name for c in list_metrics()],
 )
 def test_a_metric_touches_only_the_models_it_declares(resources: Resources, name: str) -> None:
     from test_all_metrics import RICH

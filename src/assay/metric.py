@@ -94,7 +94,8 @@ class Metric:
         threshold_setting: the AssayConfig field holding the threshold, when configurable.
         suites: named suites the metric belongs to.
         seed: which specification document defines it ("000".."004").
-        needs: resources it loads: ``embedder``, ``bertscore``, ``spacy``, ``judge``.
+        needs: resources it loads: ``embedder``, ``bertscore``, ``spacy``, ``toxicity``,
+            ``judge`` (a test holds every metric to its list).
         components: names of sub-scores it reports.
     """
 

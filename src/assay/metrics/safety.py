@@ -198,6 +198,7 @@ class ToxicityScore(Metric):
     requires = ("response",)
     higher_is_better = False
     suites = ("safety",)
+    needs = frozenset({"toxicity"})
     seed = "000"
     components = ("toxic",)
 
@@ -476,6 +477,7 @@ class _ViolationMetric(Metric):
     requires = ("response",)
     suites = ("safety",)
     seed = "000"
+    needs = frozenset({"toxicity"})
     components = ("toxicity", "bias")
 
     def combine(self, toxicity: float, bias: float) -> float:
