@@ -14,6 +14,7 @@ import typer
 
 from assay.cli import app
 from assay.cli.consoles import messages, results
+from assay.cli.options import StoreUrlOption
 
 EXIT_USAGE = 2
 
@@ -40,13 +41,7 @@ def warning_lines(rows: list[dict[str, Any]]) -> list[str]:
 def compare_command(
     run_a: Annotated[str, typer.Argument(help="Run A: RUN_ID, key=value or RUN_ID:key=value.")],
     run_b: Annotated[str, typer.Argument(help="Run B, compared against A (B − A).")],
-    db: Annotated[
-        str | None,
-        typer.Option(
-            "--db",
-            help="Store URL or SQLite path (default: ASSAY_DATABASE_URL, else ./assay.db).",
-        ),
-    ] = None,
+    db: StoreUrlOption = None,
     output_format: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
 ) -> None:
     """Compare two stored runs per metric, warning where their signatures differ."""

@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 
 from assay.cli import app, consoles
+from assay.cli.options import StoreUrlOption
 from assay.registry import metric_class, suite_names
 
 
@@ -125,13 +126,7 @@ def evaluate_command(
             "--store", help="Write results to the results store, sample by sample, as a run."
         ),
     ] = False,
-    db: Annotated[
-        str | None,
-        typer.Option(
-            "--db",
-            help="Store URL or SQLite path (default: ASSAY_DATABASE_URL, else ./assay.db).",
-        ),
-    ] = None,
+    db: StoreUrlOption = None,
     resume: Annotated[
         str | None,
         typer.Option(

@@ -17,6 +17,7 @@ import typer
 
 from assay.cli import app
 from assay.cli.consoles import messages
+from assay.cli.options import StoreUrlOption
 
 EXIT_USAGE = 2
 
@@ -36,13 +37,7 @@ def is_loopback(host: str) -> bool:
 def serve_command(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8000,
-    db: Annotated[
-        str | None,
-        typer.Option(
-            "--db",
-            help="Results store URL or SQLite path (default: ASSAY_DATABASE_URL, else ./assay.db).",
-        ),
-    ] = None,
+    db: StoreUrlOption = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
     allowed_host: Annotated[
         list[str] | None,
