@@ -7,8 +7,6 @@ out by hand there (EXPECTED) or in the comment beside the assertion.
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +21,7 @@ pytest_plugins = ["browser_conftest"]
 pytest.register_assert_rewrite("browser_conftest")
 
 from browser_conftest import EXPECTED, XSS_IMG, XSS_SCRIPT, populate  # noqa: E402
+from pg_databases import fresh_postgres  # noqa: E402
 
 TOKEN = "s3cret-token"
 SEED_GT = {
@@ -846,29 +845,15 @@ def test_serve_answers_the_hosts_given_with_allowed_host(
 
 
 # ---- the same reads on PostgreSQL ----------------------------------------------------------
-PG_ADMIN_URL = os.environ.get(
-    "ASSAY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
-
-
 def _pg_client(stocked: bool) -> Iterator[TestClient]:
-    psycopg = pytest.importorskip("psycopg")
-    name = f"assay_server_{uuid.uuid4().hex[:8]}"
-    try:
-        admin = psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"PostgreSQL at {PG_ADMIN_URL} is not reachable: {exc}")
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    store = Store(PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}")
-    try:
-        if stocked:
-            populate(store)
-        yield TestClient(create_app(store, token=""), base_url="http://localhost")
-    finally:
-        store.close()
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_postgres("assay_server") as url:
+        store = Store(url)
+        try:
+            if stocked:
+                populate(store)
+            yield TestClient(create_app(store, token=""), base_url="http://localhost")
+        finally:
+            store.close()
 
 
 @pytest.fixture(scope="module")

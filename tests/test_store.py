@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 import time
-import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,33 +15,16 @@ from assay.sample import Sample
 from assay.store import db
 from assay.store.db import Store
 from assay.store.models import utcnow
-
-PG_ADMIN_URL = os.environ.get(
-    "ASSAY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
+from pg_databases import fresh_postgres
 
 
 def _postgres_store():
-    import psycopg
-
-    name = f"assay_test_{uuid.uuid4().hex[:8]}"
-    try:
-        admin = psycopg.connect(
-            PG_ADMIN_URL.replace("postgresql://", "postgresql://", 1),
-            autocommit=True,
-            connect_timeout=3,
-        )
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"PostgreSQL at {PG_ADMIN_URL} is not reachable: {exc}")
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    store = Store(url)
+    fresh = fresh_postgres("assay_test")
+    store = Store(fresh.__enter__())
 
     def drop():
         store.close()
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        fresh.__exit__(None, None, None)
 
     return store, drop
 

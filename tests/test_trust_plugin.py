@@ -5,24 +5,20 @@ Each inner session runs in a subprocess like a user's test suite."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import sqlite3
-import uuid
 
 import pytest
 
 from assay.pytest_plugin import import_spool
 from assay.store.db import Store
+from pg_databases import fresh_postgres
 
 PLAIN = ("-p", "no:cacheprovider", "-p", "no:playwright")
 PASSWORD = "secretpw"
 UNREACHABLE = f"postgresql://u:{PASSWORD}@127.0.0.1:1/x"  # port 1 refuses at once
 SAFE_UNREACHABLE = "postgresql+psycopg://u:[redacted]@127.0.0.1:1/x"
 API_KEY = "sk-spool-secret-123456"
-PG_ADMIN_URL = os.environ.get(
-    "ASSAY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
 
 FIVE_TESTS = """
 import os
@@ -386,15 +382,7 @@ def test_a_store_that_locks_midway_spools_the_rest_and_loses_nothing(
 @pytest.mark.postgres
 def test_a_spool_loads_into_postgresql(inner):
     psycopg = pytest.importorskip("psycopg")
-    try:
-        admin = psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"PostgreSQL at {PG_ADMIN_URL} is not reachable: {exc}")
-    name = f"assay_spool_{uuid.uuid4().hex[:8]}"
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    try:
+    with fresh_postgres("assay_spool") as url:
         inner.runpytest_subprocess(*PLAIN, f"--assay-store={UNREACHABLE}")
         head, _ = _spool(inner.path / ".assay-spool")
         import_spool(inner.path / ".assay-spool" / f"{head['run_id']}.jsonl", url)
@@ -411,6 +399,3 @@ def test_a_spool_loads_into_postgresql(inner):
         assert [(t.split("::")[1], s) for t, s, _ in rows] == FIVE_OUTCOMES
         assert API_KEY not in rows[3][2] and "[redacted]" in rows[3][2]
         assert scores == [("exact_match", 1.0), ("exact_match", 0.0)]
-    finally:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -13,7 +13,6 @@ import shlex
 import sqlite3
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -24,11 +23,9 @@ from assay.registry import metric_class
 from assay.result import MetricResult
 from assay.sample import Sample
 from assay.store.db import Store
+from pg_databases import fresh_postgres
 
 runner = CliRunner()
-PG_ADMIN_URL = os.environ.get(
-    "ASSAY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
 
 
 def _lines(path: Path, rows: list[dict]) -> Path:
@@ -49,17 +46,8 @@ def _oneline(text: str) -> str:
 @pytest.fixture
 def pg_url():
     """A fresh PostgreSQL database (dropped after the test), as a plain URL."""
-    psycopg = pytest.importorskip("psycopg")
-    name = f"assay_trust_{uuid.uuid4().hex[:8]}"
-    try:
-        admin = psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"PostgreSQL at {PG_ADMIN_URL} is not reachable: {exc}")
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_postgres("assay_trust") as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import uuid
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from assay.redaction import REDACTED, redact, redact_text, redact_url
 from assay.server.app import create_app
 from assay.store.db import Store
 from judge_server import JudgeServer
+from pg_databases import fresh_postgres
 
 runner = CliRunner()
 RAG = Path(__file__).resolve().parent.parent / "examples" / "rag.jsonl"
@@ -108,18 +107,7 @@ def test_no_secret_in_any_byte_written_with_a_sqlite_store(secret_env):
 @pytest.mark.postgres
 def test_no_secret_in_a_postgresql_store(secret_env):
     psycopg = pytest.importorskip("psycopg")
-    admin_url = os.environ.get(
-        "ASSAY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-    )
-    name = f"assay_secrets_{uuid.uuid4().hex[:8]}"
-    try:
-        admin = psycopg.connect(admin_url, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"PostgreSQL at {admin_url} is not reachable: {exc}")
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = admin_url.rsplit("/", 1)[0] + f"/{name}"
-    try:
+    with fresh_postgres("assay_secrets") as url:
         _exercise_every_write_path(secret_env, url)
         with psycopg.connect(url) as conn:
             tables = [
@@ -134,9 +122,6 @@ def test_no_secret_in_a_postgresql_store(secret_env):
             )
         assert _leaks(dump.encode()) == []
         assert "sk-" not in dump
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_redaction_by_name_by_value_and_in_urls():
