@@ -397,11 +397,14 @@ class Store:
         with self.session() as session:
             return statistics(session, run_id=run_id, hours=hours)
 
-    def history(self, hours: float = 24, metric_type: str | None = None) -> dict[str, Any]:
+    def history(
+        self, hours: float = 24, metric_type: str | None = None, now: datetime | None = None
+    ) -> dict[str, Any]:
+        """Hourly buckets over the ``hours`` before ``now`` (default: the current time)."""
         from assay.store.queries import history
 
         with self.session() as session:
-            return history(session, hours=hours, metric_type=metric_type)
+            return history(session, hours=hours, metric_type=metric_type, now=now)
 
     def runs(self, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
         from assay.store.queries import runs
