@@ -8,6 +8,7 @@ download; judged metrics fall back to their local estimator).
 from __future__ import annotations
 
 import difflib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -117,6 +118,7 @@ def resolve_metrics(
     base install) is left out with an `AssayWarning` naming the pip command that adds it;
     a metric asked for by name is always kept (it then fails with that command).
     """
+    from assay.config import AssayWarning
     from assay.extras import missing_extra_of_needs, pip_command
 
     from_suites: list[str] = []
@@ -136,10 +138,6 @@ def resolve_metrics(
             continue
         seen[n] = get_metric(n)
     for extra, metrics in left_out.items():
-        import warnings
-
-        from assay.config import AssayWarning
-
         warnings.warn(
             AssayWarning(
                 f"left out {', '.join(metrics)}: "

@@ -436,10 +436,10 @@ def _check_out(out: Path, data: Path) -> str | None:
         return f"{out}: --out must end in .jsonl, .csv or .parquet"
     if out.is_dir():
         return f"{out}: --out is a directory; give a file name"
+    from assay.extras import EXTRA_OF, installed, pip_command
+
     table = {".csv": ("pandas",), ".parquet": ("pandas", "pyarrow")}.get(out.suffix.lower(), ())
     for package in table:
-        from assay.extras import EXTRA_OF, installed, pip_command
-
         if not installed(package):
             extra = EXTRA_OF[package]
             return f"{out}: writing {out.suffix} needs the {extra} extra: {pip_command(extra)}"

@@ -85,7 +85,8 @@ def argument_agreements(
             for path in result.classification.gt_non_null
             if strategies.lookup(path) is not Strategy.IGNORE
         ]
-        correct = sum(f.score or 0.0 for f in result.fields if f.field in set(expected))
+        expected_fields = set(expected)
+        correct = sum(f.score or 0.0 for f in result.fields if f.field in expected_fields)
         evidence = [
             {"argument": f.field, "score": f.score, "reason": f.reason}
             for f in result.fields
@@ -218,6 +219,8 @@ class _ToolCallMetric(Metric):
         made = _made_calls(sample)
         scored = argument_agreements(reference, made, self._strategies, res)
         matched = match_calls(reference, made, {k: v[0] for k, v in scored.items()}, self.ordered)
+        paired_reference = {i for i, _, _ in matched.pairs}
+        paired_made = {j for _, j, _ in matched.pairs}
         details = {
             "reference_calls": [r.name for r in reference],
             "made_calls": [a.name for a in made],
@@ -232,13 +235,9 @@ class _ToolCallMetric(Metric):
                 for i, j, agreement in matched.pairs
             ],
             "unmatched_reference": [
-                reference[i].name
-                for i in range(len(reference))
-                if i not in {p[0] for p in matched.pairs}
+                r.name for i, r in enumerate(reference) if i not in paired_reference
             ],
-            "unmatched_made": [
-                made[j].name for j in range(len(made)) if j not in {p[1] for p in matched.pairs}
-            ],
+            "unmatched_made": [a.name for j, a in enumerate(made) if j not in paired_made],
         }
         return matched, details
 

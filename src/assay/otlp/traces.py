@@ -114,11 +114,13 @@ def trace_record(spans: list[Span]) -> dict[str, Any]:
     llm_spans = [s for s in ordered if roles[s.span_id] == "llm"]
 
     record: dict[str, Any] = {"id": root.trace_id}
-    root_question, root_answer, root_used = llm_exchange(root)
+    # each span's messages are read once: the root's, and every LLM span's
+    exchanges = {s.span_id: llm_exchange(s) for s in [root, *llm_spans]}
+    root_question, root_answer, root_used = exchanges[root.span_id]
     first_question = last_answer = None
     if llm_spans:
-        first_question = llm_exchange(llm_spans[0])[0]
-        last_answer = llm_exchange(llm_spans[-1])[1]
+        first_question = exchanges[llm_spans[0].span_id][0]
+        last_answer = exchanges[llm_spans[-1].span_id][1]
     _put(record, "query", root_question or first_question)
     _put(record, "response", root_answer or last_answer)
 
@@ -135,7 +137,7 @@ def trace_record(spans: list[Span]) -> dict[str, Any]:
             step, used = tool_call(span)
             steps.append(_with_unread(step, span, used))
         elif role == "llm":
-            _, _, used = llm_exchange(span)
+            used = exchanges[span.span_id][2]
             name, model_keys = model_name(span)
             n_tokens, token_keys = output_tokens(span)
             model = name or model
