@@ -3,6 +3,9 @@ pytest puts this folder on ``sys.path``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from assay.config import AssayConfig
@@ -43,3 +46,24 @@ def fake_resources(table: dict[str, tuple[float, ...]], **config: object) -> Res
     res = Resources(AssayConfig(use_cache=False, **config))
     res.embedder = FakeEmbedder(table)  # type: ignore[misc]
     return res
+
+
+def interrupt_on_call(monkeypatch: Any, metric_name: str, call: int) -> Callable[..., Any]:
+    """Make the metric's ``compute_batch`` raise KeyboardInterrupt (a user's Ctrl-C) on its
+    ``call``-th call from now on, counting from 1; returns the real ``compute_batch`` so a
+    test can put it back."""
+    from assay.registry import metric_class
+
+    cls = metric_class(metric_name)
+    real = cls.compute_batch
+    calls = 0
+
+    def interrupting(self: Any, samples: Any, res: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == call:
+            raise KeyboardInterrupt
+        return real(self, samples, res)
+
+    monkeypatch.setattr(cls, "compute_batch", interrupting)
+    return real

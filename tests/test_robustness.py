@@ -24,6 +24,7 @@ from assay.models.cache import EmbeddingCache
 from assay.runner import evaluate
 from assay.sample import Sample
 from assay.sinks import JsonlSink
+from fakes import interrupt_on_call
 
 runner = CliRunner()
 
@@ -382,16 +383,7 @@ def test_interrupt_keeps_the_jsonl_and_says_where_it_is(env, monkeypatch):
     from assay.registry import metric_class
 
     cls = metric_class("exact_match")
-    real = cls.compute_batch
-    calls = {"n": 0}
-
-    def interrupt_third(self, samples, res):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        return real(self, samples, res)
-
-    monkeypatch.setattr(cls, "compute_batch", interrupt_third)
+    real = interrupt_on_call(monkeypatch, "exact_match", 3)
     rows = [{"id": f"s{i}", "response": "a", "expected": "a"} for i in range(5)]
     data = _lines(env / "d.jsonl", rows)
     out = env / "o.jsonl"
@@ -410,8 +402,7 @@ def test_interrupt_keeps_the_jsonl_and_says_where_it_is(env, monkeypatch):
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [
         f"s{i}" for i in range(5)
     ]
-    calls["n"] = 0
-    monkeypatch.setattr(cls, "compute_batch", interrupt_third)
+    interrupt_on_call(monkeypatch, "exact_match", 3)
     bare = runner.invoke(app, args[:-2])
     assert bare.exit_code == 130
     assert "2 samples had finished (add --out FILE or --store to keep" in bare.output

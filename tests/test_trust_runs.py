@@ -23,6 +23,7 @@ from assay.registry import metric_class
 from assay.result import MetricResult
 from assay.sample import Sample
 from assay.store.db import Store
+from fakes import interrupt_on_call
 from pg_databases import fresh_postgres
 
 runner = CliRunner()
@@ -280,17 +281,7 @@ def test_an_interrupt_prints_the_exact_command_that_resumes(backend, env, monkey
     else:  # trust auth: the password is not checked, only never shown
         url = request.getfixturevalue("pg_url").replace("postgres@", "postgres:hunter2@")
         shown = shlex.quote(url.replace("hunter2", "[redacted]"))
-    cls = metric_class("exact_match")
-    real = cls.compute_batch
-    calls = {"n": 0}
-
-    def interrupt_third(self, samples, res):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        return real(self, samples, res)
-
-    monkeypatch.setattr(cls, "compute_batch", interrupt_third)
+    real = interrupt_on_call(monkeypatch, "exact_match", 3)
     rows = [{"id": f"s{i}", "response": "a", "expected": "a" if i % 2 else "b"} for i in range(5)]
     data = _lines(env / "d.jsonl", rows)
     args = ["evaluate", str(data), "-m", "exact_match", "--batch-size", "1", "-q"]
@@ -306,7 +297,7 @@ def test_an_interrupt_prints_the_exact_command_that_resumes(backend, env, monkey
     ]
     assert "hunter2" not in result.output
 
-    monkeypatch.setattr(cls, "compute_batch", real)
+    monkeypatch.setattr(metric_class("exact_match"), "compute_batch", real)
     command = shlex.split(lines[1].removeprefix("to resume: "))
     assert command[:2] == ["assay", "evaluate"]
     again = [w.replace("[redacted]", "hunter2") for w in command[1:]]
