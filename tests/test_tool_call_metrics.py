@@ -122,3 +122,66 @@ def test_the_assignment_equals_scipys_optimum(shape):
         assert len(pairs) == min(shape)
         assert len({i for i, _ in pairs}) == len({j for _, j in pairs}) == min(shape)
         assert sum(weights[i, j] for i, j in pairs) == pytest.approx(weights[rows, cols].sum())
+
+
+PAY_REF = call("pay", amount=100.0, currency="EUR")
+PAY_MADE = call("pay", amount=100.004, currency="EUR")
+
+
+def test_numeric_argument_within_the_relative_tolerance_matches_and_exact_does_not():
+    numeric = {"argument_strategies": {"amount": "NUMERIC"}, "numeric_rel_tol": 1e-4}
+    # NUMERIC: |100.004 − 100.0| = 0.004 <= max(0, 1e-4 × 100) = 0.01, so amount is right;
+    # currency "EUR" = "EUR" (text, SEMANTIC, equal text): agreement 2/2, accuracy 1 / 1
+    r = score("tool_call_accuracy", [PAY_MADE], [PAY_REF], **numeric)
+    assert r.value == 1.0
+    amount = r.details["matches"][0]["arguments"][0]
+    assert amount == {
+        "argument": "amount",
+        "score": 1.0,
+        "reason": "NUMERIC: |100.004 − 100.0| = 0.004 <= 0.01 = "
+        "max(abs_tol 0, rel_tol 0.0001 × 100)",
+    }
+    # EXACT (the default for numbers): "100.004" != "100", agreement 1/2, accuracy 0.5
+    assert score("tool_call_accuracy", [PAY_MADE], [PAY_REF]).value == 0.5
+    exact = {"argument_strategies": {"amount": "EXACT"}}
+    assert score("tool_call_accuracy", [PAY_MADE], [PAY_REF], **exact).value == 0.5
+    # NUMERIC with the default rel_tol 1e-6: 0.004 > 1e-6 × 100 = 0.0001, agreement 1/2
+    default = {"argument_strategies": {"amount": "NUMERIC"}}
+    r = score("tool_call_accuracy", [PAY_MADE], [PAY_REF], **default)
+    assert r.value == 0.5
+    assert "0.004 > 0.0001 = max(abs_tol 0, rel_tol 1e-06 × 100)" in (
+        r.details["matches"][0]["arguments"][0]["reason"]
+    )
+    # F1 counts a call only with every argument right: NUMERIC P = R = 1; EXACT 0
+    assert score("tool_call_f1", [PAY_MADE], [PAY_REF], **numeric).value == 1.0
+    assert score("tool_call_f1", [PAY_MADE], [PAY_REF]).value == 0.0
+
+
+def test_numeric_arguments_over_two_calls_and_the_absolute_tolerance():
+    reference = [PAY_REF, call("pay", amount=250, currency="EUR")]
+    made = [PAY_MADE, call("pay", amount="251", currency="EUR")]
+    numeric = {"argument_strategies": {"amount": "NUMERIC"}, "numeric_rel_tol": 1e-4}
+    # call 1: agreement 1 (as above); call 2: |251 − 250| = 1 > 1e-4 × 250 = 0.025, so
+    # agreement 1/2 (currency only): (1 + 0.5) / max(2, 2) = 0.75
+    assert score("tool_call_accuracy", made, reference, **numeric).value == 0.75
+    # abs_tol 1 makes call 2's amount right too: 1 <= max(1, 0.025): (1 + 1) / 2 = 1
+    loose = {**numeric, "numeric_abs_tol": 1.0}
+    assert score("tool_call_accuracy", made, reference, **loose).value == 1.0
+    # EXACT: both amounts wrong, (0.5 + 0.5) / 2 = 0.5
+    assert score("tool_call_accuracy", made, reference).value == 0.5
+
+
+def test_numeric_tolerances_are_parameters_and_validated():
+    metric = get_metric("tool_call_accuracy", argument_strategies={"amount": "numeric"})
+    assert metric.params() == {
+        "argument_strategies": {"amount": "numeric"},
+        "numeric_rel_tol": 1e-6,
+        "numeric_abs_tol": 0.0,
+    }
+    assert get_metric("tool_call_f1", numeric_abs_tol=0.5).params() == {
+        "min_agreement": 1.0,
+        "numeric_rel_tol": 1e-6,
+        "numeric_abs_tol": 0.5,
+    }
+    with pytest.raises(ValueError, match="'numeric_rel_tol' parameter must be a finite number"):
+        get_metric("tool_call_accuracy", numeric_rel_tol=-0.1)

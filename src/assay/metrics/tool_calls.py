@@ -8,12 +8,17 @@ name. The **argument agreement** of such a pair is the share of the reference ca
 arguments that the made call got right, each argument compared with the same per-field
 strategies as the JSON comparison (`assay.structured`: numbers, booleans, dates and
 nested values EXACT; text SEMANTIC, or what the ``argument_strategies`` parameter names
-per argument path; IGNORE leaves an argument out)::
+per argument path: EXACT, NUMERIC, FUZZY, SEMANTIC; IGNORE leaves an argument out)::
 
     agreement(r, a) = correct arguments of a / arguments of r      (1 when r has none)
 
 Missing arguments count as wrong; arguments the reference does not name are listed in
 the evidence but not scored (extra optional arguments are common and harmless).
+
+A NUMERIC argument (``argument_strategies={"amount": "NUMERIC"}``) is right when
+``|made − reference| <= max(numeric_abs_tol, numeric_rel_tol·|reference|)`` (parameters
+``numeric_rel_tol``, default 1e-6, and ``numeric_abs_tol``, default 0; see
+`assay.structured.numeric`); its evidence states both values and the tolerance.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample, ToolCall
-from assay.structured.pipeline import evaluate_many
+from assay.structured.numeric import DEFAULT_ABS_TOL, DEFAULT_REL_TOL
+from assay.structured.pipeline import EvalOptions, evaluate_many
 from assay.structured.scorers import LocalFieldScorer
 from assay.structured.strategies import Strategy, StrategyConfig
 
@@ -60,9 +66,11 @@ def argument_agreements(
     made: Sequence[ToolCall],
     strategies: StrategyConfig,
     resources: Resources | None,
+    options: EvalOptions | None = None,
 ) -> dict[tuple[int, int], tuple[float, list[dict[str, Any]]]]:
     """Agreement and per-argument evidence of every same-name (reference, made) pair; all
-    pairs' arguments are compared in one batch."""
+    pairs' arguments are compared in one batch (``options``: the NUMERIC tolerances and
+    the FUZZY/SEMANTIC thresholds; defaults when None)."""
     keys = [
         (i, j)
         for i, r in enumerate(reference)
@@ -78,7 +86,9 @@ def argument_agreements(
     if not keys:
         return out
     documents = [(reference[i].arguments, made[j].arguments or {}) for i, j in keys]
-    results = evaluate_many(documents, strategies, scorer=LocalFieldScorer(resources))
+    results = evaluate_many(
+        documents, strategies, options=options, scorer=LocalFieldScorer(resources)
+    )
     for key, result in zip(keys, results, strict=True):
         expected = [
             path
@@ -202,12 +212,30 @@ class _ToolCallMetric(Metric):
     needs = frozenset({"embedder"})
     ordered = False
 
-    def __init__(self, argument_strategies: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        argument_strategies: Mapping[str, str] | None = None,
+        *,
+        numeric_rel_tol: float = DEFAULT_REL_TOL,
+        numeric_abs_tol: float = DEFAULT_ABS_TOL,
+    ) -> None:
         self.argument_strategies = dict(argument_strategies or {})
         self._strategies = StrategyConfig.coerce(self.argument_strategies)
+        self._options = EvalOptions(
+            numeric_rel_tol=numeric_rel_tol, numeric_abs_tol=numeric_abs_tol
+        )
 
     def params(self) -> dict[str, Any]:
-        return {"argument_strategies": self.argument_strategies} if self.argument_strategies else {}
+        """The argument strategies when given; the NUMERIC tolerances when an argument is
+        NUMERIC (they change nothing otherwise) or they differ from the defaults."""
+        params: dict[str, Any] = {}
+        if self.argument_strategies:
+            params["argument_strategies"] = self.argument_strategies
+        tolerances = (self._options.numeric_rel_tol, self._options.numeric_abs_tol)
+        numeric = Strategy.NUMERIC in self._strategies.values()
+        if numeric or tolerances != (DEFAULT_REL_TOL, DEFAULT_ABS_TOL):
+            params["numeric_rel_tol"], params["numeric_abs_tol"] = tolerances
+        return params
 
     def missing_inputs(self, sample: Sample) -> list[str]:
         """An empty ``expected_tool_calls`` is an answer (no tool should be called), not a
@@ -217,7 +245,7 @@ class _ToolCallMetric(Metric):
     def match(self, sample: Sample, res: Resources) -> tuple[CallMatch, dict[str, Any]]:
         reference = list(sample.expected_tool_calls or [])
         made = _made_calls(sample)
-        scored = argument_agreements(reference, made, self._strategies, res)
+        scored = argument_agreements(reference, made, self._strategies, res, self._options)
         matched = match_calls(reference, made, {k: v[0] for k, v in scored.items()}, self.ordered)
         paired_reference = {i for i, _, _ in matched.pairs}
         paired_made = {j for _, j, _ in matched.pairs}
@@ -305,9 +333,16 @@ class ToolCallF1(_ToolCallMetric):
     default_threshold = 0.8
 
     def __init__(
-        self, argument_strategies: Mapping[str, str] | None = None, min_agreement: float = 1.0
+        self,
+        argument_strategies: Mapping[str, str] | None = None,
+        min_agreement: float = 1.0,
+        *,
+        numeric_rel_tol: float = DEFAULT_REL_TOL,
+        numeric_abs_tol: float = DEFAULT_ABS_TOL,
     ) -> None:
-        super().__init__(argument_strategies)
+        super().__init__(
+            argument_strategies, numeric_rel_tol=numeric_rel_tol, numeric_abs_tol=numeric_abs_tol
+        )
         if not 0.0 <= min_agreement <= 1.0:
             raise ValueError("min_agreement must be within 0..1")
         self.min_agreement = min_agreement

@@ -24,6 +24,7 @@ from assay.structured.batch import (
     load_pairs,
 )
 from assay.structured.flatten import BUCKETS, FlatPair, KeyClassification, classify, flatten_pair
+from assay.structured.numeric import numeric_match
 from assay.structured.pipeline import (
     EvalOptions,
     FieldResult,
@@ -86,6 +87,7 @@ __all__ = [
     "hallucination_score",
     "is_null",
     "load_pairs",
+    "numeric_match",
     "rqs_normalized_score",
     "rqs_score",
 ]

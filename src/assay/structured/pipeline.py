@@ -25,6 +25,12 @@ from assay.structured.flatten import (
     classify,
     flatten_pair,
 )
+from assay.structured.numeric import (
+    DEFAULT_ABS_TOL,
+    DEFAULT_REL_TOL,
+    check_tolerance,
+    numeric_match,
+)
 from assay.structured.scorers import FieldScorer, as_pair_scores, default_scorer
 from assay.structured.strategies import Strategy, StrategyConfig, auto_strategy
 from assay.structured.values import (
@@ -109,16 +115,27 @@ class RQSWeights:
 
 @dataclass(frozen=True, slots=True)
 class EvalOptions:
-    """Thresholds, RQS weights and the flattening switch of one evaluation."""
+    """Thresholds, NUMERIC tolerances, RQS weights and the flattening switch of one
+    evaluation. The tolerances (each a finite number >= 0) are NUMERIC's
+    ``|a − b| <= max(numeric_abs_tol, numeric_rel_tol·|b|)``; their defaults are explained
+    in `assay.structured.numeric`."""
 
     fuzzy_threshold: float = 0.85
     semantic_threshold: float = 0.80
     weights: RQSWeights = field(default_factory=RQSWeights)
     flatten: bool = True
+    numeric_rel_tol: float = DEFAULT_REL_TOL
+    numeric_abs_tol: float = DEFAULT_ABS_TOL
 
     def __post_init__(self) -> None:
         _check_unit("fuzzy_threshold", self.fuzzy_threshold)
         _check_unit("semantic_threshold", self.semantic_threshold)
+        object.__setattr__(
+            self, "numeric_rel_tol", check_tolerance("numeric_rel_tol", self.numeric_rel_tol)
+        )
+        object.__setattr__(
+            self, "numeric_abs_tol", check_tolerance("numeric_abs_tol", self.numeric_abs_tol)
+        )
         if not isinstance(self.weights, RQSWeights):
             object.__setattr__(self, "weights", RQSWeights.coerce(self.weights))
 
@@ -182,7 +199,8 @@ def rqs_normalized_score(rqs: float, weights: RQSWeights | None = None) -> float
 class FieldResult:
     """Phase 3 for one field both sides fill.
 
-    ``similarity`` is what was compared with ``threshold`` (EXACT: 1 or 0, no threshold;
+    ``similarity`` is what was compared with ``threshold`` (EXACT, NUMERIC: 1 or 0, no
+    threshold, NUMERIC's tolerance is in ``reason``;
     IGNORE: None); ``score`` is the 0/1 accuracy credit (None for IGNORE). ``source`` is
     ``config`` or ``auto``; ``value_type`` the detected type of the GT value; ``method``
     ``pattern``/``local``/``llm``/``none``; ``scorer`` what computed the similarity.
@@ -307,6 +325,10 @@ class JsonEvalResult:
                 "fuzzy": self.options.fuzzy_threshold,
                 "semantic": self.options.semantic_threshold,
             },
+            "numeric_tolerance": {
+                "rel_tol": self.options.numeric_rel_tol,
+                "abs_tol": self.options.numeric_abs_tol,
+            },
         }
 
 
@@ -349,10 +371,14 @@ class _Pending:
 
 
 def _plan(
-    doc: int, comp: JsonComparison, config: StrategyConfig, pending: list[_Pending]
+    doc: int,
+    comp: JsonComparison,
+    config: StrategyConfig,
+    pending: list[_Pending],
+    opts: EvalOptions,
 ) -> list[FieldResult | None]:
-    """Phase 3 for one document: EXACT and IGNORE settled now, FUZZY/SEMANTIC queued
-    (their slots stay None until the scorer answers)."""
+    """Phase 3 for one document: EXACT, NUMERIC and IGNORE settled now, FUZZY/SEMANTIC
+    queued (their slots stay None until the scorer answers)."""
     row: list[FieldResult | None] = []
     flat = comp.flat
     for path in comp.classification.both_non_null:
@@ -385,6 +411,19 @@ def _plan(
                     score=score,
                     method="pattern",
                     scorer="exact",
+                    reason=reason,
+                )
+            )
+        elif strategy is Strategy.NUMERIC:
+            score, reason = numeric_match(g, a, opts.numeric_rel_tol, opts.numeric_abs_tol)
+            row.append(
+                FieldResult(
+                    **common,
+                    similarity=score,
+                    threshold=None,
+                    score=score,
+                    method="pattern",
+                    scorer="numeric",
                     reason=reason,
                 )
             )
@@ -461,7 +500,7 @@ def evaluate_many(
 
     comparisons = [compare_json(g, a, config, flatten=opts.flatten) for g, a in documents]
     pending: list[_Pending] = []
-    rows = [_plan(d, comp, config, pending) for d, comp in enumerate(comparisons)]
+    rows = [_plan(d, comp, config, pending, opts) for d, comp in enumerate(comparisons)]
     for strategy, threshold in (
         (Strategy.FUZZY, opts.fuzzy_threshold),
         (Strategy.SEMANTIC, opts.semantic_threshold),

@@ -5,11 +5,12 @@ A config is a JSON object mapping a field path to a strategy::
     {"customer_name": "FUZZY", "address.city": "EXACT", "items.*.description": "SEMANTIC",
      "internal_notes": "IGNORE"}
 
-Valid strategies: ``EXACT``, ``FUZZY``, ``SEMANTIC``, ``IGNORE`` (case-insensitive on
-input, written upper-case). Fields the config does not name get the strategy of their
-ground-truth value's type (`auto_strategy`). A config entry that names an object or an
-array of objects makes that whole value one field compared with the named strategy
-(no descent into it). An object ``{"field_strategies": {...}}`` is accepted too.
+Valid strategies: ``EXACT``, ``FUZZY``, ``SEMANTIC``, ``IGNORE``, ``NUMERIC``
+(case-insensitive on input, written upper-case; NUMERIC is listed last so messages that
+list the valid values keep their older prefix). Fields the config does not name get the
+strategy of their ground-truth value's type (`auto_strategy`). A config entry that names
+an object or an array of objects makes that whole value one field compared with the named
+strategy (no descent into it). An object ``{"field_strategies": {...}}`` is accepted too.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ class Strategy(StrEnum):
     """Meaning similarity (local: embedding cosine; judge: LLM) >= semantic threshold."""
     IGNORE = "IGNORE"
     """Left out of accuracy (still counted for completeness and hallucination)."""
+    NUMERIC = "NUMERIC"
+    """Numbers within a tolerance: ``|a − b| <= max(abs_tol, rel_tol·|b|)``, b the ground
+    truth; score 1 or 0; a side that is not a number scores 0
+    (`assay.structured.numeric`). Never auto-detected: numbers stay EXACT unless named."""
 
 
 #: strategy auto-detected for each value type (seed 002)

@@ -57,6 +57,7 @@ __all__ = [
     "is_numeric_text",
     "json_safe",
     "key_name",
+    "numeric_value",
     "rebuild",
 ]
 
@@ -248,6 +249,30 @@ def is_numeric_text(text: str) -> bool:
     """A string that is one plain number (``42``, ``-3.5``, ``1,234.50``, ``6.02e23``)."""
     text = text.strip()
     return _NUMBER.fullmatch(text) is not None
+
+
+def numeric_value(value: Any) -> decimal.Decimal | None:
+    """The exact decimal number a value stands for, or None when it is not one.
+
+    Numbers: ints; finite floats as their shortest decimal text (``100.01`` is exactly
+    100.01, not the binary float's 100.0100000000000051...). Text: what `is_numeric_text`
+    calls numeric (``"3.50"``, ``"1,200"``, ``"-7"``, ``"6.02e23"``; thousands commas
+    dropped). None for booleans, NaN and infinities, text that is not one plain number
+    (``"12%"``, ``"$5"``, ``"5 kg"``), numbers whose exponent is beyond what `decimal`
+    holds, arrays, objects and everything else.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return decimal.Decimal(value)
+    if isinstance(value, float):
+        return decimal.Decimal(repr(value)) if math.isfinite(value) else None
+    if isinstance(value, str) and is_numeric_text(value):
+        try:
+            return decimal.Decimal(value.strip().replace(",", ""))
+        except decimal.InvalidOperation:  # an exponent past decimal's limits
+            return None
+    return None
 
 
 def _valid_day_month(day: int, month: int) -> bool:
