@@ -42,6 +42,7 @@ from assay.store.models import (
     ValidationDetail,
     utcnow,
 )
+from assay.store.transcript import stored_items
 
 __all__ = [
     "DEFAULT_URL_ENV",
@@ -329,6 +330,8 @@ class Store:
         replace: bool = False,
     ) -> int:
         """Store one finished sample/test with its metric values; returns its row id.
+        A conversation's turns, an agent's trace and its reference tool calls are stored
+        as `assay.store.transcript.stored_items` says (redacted, bounded).
 
         ``replace=True`` first deletes the run's row of this sample index with its scores
         and checks (a resumed run scoring an errored sample again), in one transaction."""
@@ -359,6 +362,9 @@ class Store:
                 expected=sample.expected,
                 tags=dict(sample.tags),
                 error=redact_text(error, secrets) if error else error,
+                turns=stored_items(sample.turns, secrets),
+                trace=stored_items(sample.trace, secrets),
+                expected_tool_calls=stored_items(sample.expected_tool_calls, secrets),
             )
             session.add(row)
             session.flush()
@@ -417,6 +423,13 @@ class Store:
 
         with self.session() as session:
             return run_detail(session, run_id, limit=limit, offset=offset)
+
+    def sample_detail(self, run_id: str, index: int) -> dict[str, Any] | None:
+        """One stored sample of a run by its sample index (`queries.sample_rows`)."""
+        from assay.store.queries import sample_detail
+
+        with self.session() as session:
+            return sample_detail(session, run_id, index)
 
     def compare(self, a: str, b: str, seed: int = 0) -> list[dict[str, Any]]:
         """Compare selections ``RUN_ID``, ``key=value`` or ``RUN_ID:key=value``."""

@@ -149,6 +149,11 @@ class TestResult(Base):
     expected: Mapped[str | None] = mapped_column(SafeText)
     tags: Mapped[dict[str, Any]] = mapped_column(default=dict)
     error: Mapped[str | None] = mapped_column(SafeText)
+    # a conversation's turns, an agent's trace and its reference tool calls, as written by
+    # `assay.store.transcript.stored_items` (revision 0006; NULL when the sample has none)
+    turns: Mapped[list[Any] | None] = mapped_column(SafeJSON)
+    trace: Mapped[list[Any] | None] = mapped_column(SafeJSON)
+    expected_tool_calls: Mapped[list[Any] | None] = mapped_column(SafeJSON)
 
     __test__ = False  # not a pytest test class
 

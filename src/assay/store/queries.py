@@ -45,6 +45,8 @@ __all__ = [
     "metric_averages",
     "run_detail",
     "runs",
+    "sample_detail",
+    "sample_rows",
     "snapshot_run",
     "statistics",
 ]
@@ -447,9 +449,8 @@ def runs(
 def run_detail(
     session: Session, run_id: str, *, limit: int = 200, offset: int = 0
 ) -> dict[str, Any] | None:
-    """A run with its metric averages and per-sample results (paginated): each score's
-    value, evidence, components and signature, and the sample's quality checks and
-    validation (written by the pytest plugin; empty / None otherwise)."""
+    """A run with its metric averages and per-sample results (paginated): see
+    `sample_rows` for what each sample holds."""
     run = session.get(Run, run_id)
     if run is None:
         return None
@@ -460,16 +461,36 @@ def run_detail(
         .limit(limit)
         .offset(offset)
     ).all()
+    summary = next(iter(runs(session, run_ids=[run_id])), None)
+    return {
+        "run": summary,
+        "statistics": _period(session, run_id, None, None),
+        "samples": sample_rows(session, results),
+    }
+
+
+def sample_detail(session: Session, run_id: str, index: int) -> dict[str, Any] | None:
+    """One stored sample of a run by its sample index (`sample_rows`), or None."""
+    row = session.scalar(
+        select(TestResult).where(TestResult.run_id == run_id, TestResult.sample_index == index)
+    )
+    return None if row is None else sample_rows(session, [row])[0]
+
+
+def sample_rows(session: Session, results: Sequence[TestResult]) -> list[dict[str, Any]]:
+    """The samples as the dashboard shows them: texts, tags, error, each score's value,
+    evidence, components and signature, the quality checks and validation (written by the
+    pytest plugin; empty / None otherwise), and the conversation ``turns``, agent
+    ``trace`` and ``expected_tool_calls`` (None when not stored)."""
     ids = [r.id for r in results]
     scores: dict[int, list[ScoringDetail]] = {}
+    checks: dict[int, dict[str, bool]] = {}
+    validations: dict[int, dict[str, Any]] = {}
     if ids:
         for score in session.scalars(
             select(ScoringDetail).where(ScoringDetail.test_result_id.in_(ids))
         ):
             scores.setdefault(score.test_result_id, []).append(score)
-    checks: dict[int, dict[str, bool]] = {}
-    validations: dict[int, dict[str, Any]] = {}
-    if ids:
         for check in session.scalars(
             select(QualityCheck)
             .where(QualityCheck.test_result_id.in_(ids))
@@ -484,38 +505,36 @@ def run_detail(
                 "threshold": v.threshold,
                 "relevant": v.is_relevant,
             }
-    summary = next(iter(runs(session, run_ids=[run_id])), None)
-    return {
-        "run": summary,
-        "statistics": _period(session, run_id, None, None),
-        "samples": [
-            {
-                "index": r.sample_index,
-                "id": r.sample_id,
-                "test_name": r.test_name,
-                "status": r.status,
-                "duration": r.duration,
-                "query": r.query,
-                "response": r.response,
-                "expected": r.expected,
-                "tags": r.tags,
-                "error": r.error,
-                "scores": {
-                    s.metric_name: {
-                        "value": s.metric_value,
-                        "display": display_value(s.metric_name, s.metric_value),
-                        "method": s.method,
-                        "reason": s.reason,
-                        "error": s.error,
-                        "details": s.details,
-                        "components": s.components,
-                        "signature": s.signature,
-                    }
-                    for s in scores.get(r.id, [])
-                },
-                "quality_checks": checks.get(r.id, {}),
-                "validation": validations.get(r.id),
-            }
-            for r in results
-        ],
-    }
+    return [
+        {
+            "index": r.sample_index,
+            "id": r.sample_id,
+            "test_name": r.test_name,
+            "status": r.status,
+            "duration": r.duration,
+            "query": r.query,
+            "response": r.response,
+            "expected": r.expected,
+            "tags": r.tags,
+            "error": r.error,
+            "scores": {
+                s.metric_name: {
+                    "value": s.metric_value,
+                    "display": display_value(s.metric_name, s.metric_value),
+                    "method": s.method,
+                    "reason": s.reason,
+                    "error": s.error,
+                    "details": s.details,
+                    "components": s.components,
+                    "signature": s.signature,
+                }
+                for s in scores.get(r.id, [])
+            },
+            "quality_checks": checks.get(r.id, {}),
+            "validation": validations.get(r.id),
+            "turns": r.turns,
+            "trace": r.trace,
+            "expected_tool_calls": r.expected_tool_calls,
+        }
+        for r in results
+    ]
