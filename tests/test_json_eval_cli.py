@@ -83,6 +83,31 @@ def test_thresholds_from_the_command_line(run, tmp_path: Path) -> None:
     assert report["summary"]["mean_accuracy"] == pytest.approx(2 / 3)
 
 
+def test_numeric_tolerances_from_the_command_line(run, tmp_path: Path) -> None:
+    gt = _write(tmp_path / "gt.json", {"total": 100.0, "tax": "19.00"})
+    out = _write(tmp_path / "out.json", {"total": 100.004, "tax": 19.5})
+    cfg = _write(tmp_path / "cfg.json", {"total": "numeric", "tax": "NUMERIC"})
+    default = run("json-eval", gt, out, "-s", cfg, "--format", "json")
+    assert default.exit_code == 0, default.output
+    (doc,) = json.loads(default.stdout)["documents"]
+    # defaults rel 1e-6, abs 0: 0.004 > 1e-4 and 0.5 > 1.9e-5, both wrong
+    assert doc["accuracy"] == 0.0
+    assert doc["breakdown"]["numeric_tolerance"] == {"rel_tol": 1e-6, "abs_tol": 0.0}
+    args = ("--numeric-rel-tol", "1e-4", "--numeric-abs-tol", "0.5")
+    loose = run("json-eval", gt, out, "-s", cfg, *args, "--format", "json")
+    assert loose.exit_code == 0, loose.output
+    (doc,) = json.loads(loose.stdout)["documents"]
+    # total: 0.004 <= max(0.5, 0.01); tax: 0.5 <= max(0.5, 0.0019): both right
+    assert doc["accuracy"] == 1.0
+    reasons = [f["reason"] for f in doc["breakdown"]["fields"]]
+    assert reasons == [
+        "NUMERIC: |100.004 − 100.0| = 0.004 <= 0.5 = max(abs_tol 0.5, rel_tol 0.0001 × 100)",
+        "NUMERIC: |19.5 − '19.00'| = 0.5 <= 0.5 = max(abs_tol 0.5, rel_tol 0.0001 × 19)",
+    ]
+    negative = run("json-eval", gt, out, "--numeric-abs-tol", "-1")
+    assert negative.exit_code == 2
+
+
 def test_directories_are_paired_by_name_and_bad_documents_do_not_stop_the_batch(
     run, tmp_path: Path
 ) -> None:

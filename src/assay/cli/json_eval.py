@@ -156,6 +156,22 @@ def json_eval_command(
     semantic_threshold: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="SEMANTIC passes at this similarity.")
     ] = 0.80,
+    numeric_rel_tol: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            help=("NUMERIC passes when |output − GT| <= max(abs tol, this × |GT|); default 1e-6."),
+            show_default=False,
+        ),
+    ] = None,
+    numeric_abs_tol: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            help="NUMERIC passes when |output − GT| <= this, or the rel tol; default 0.",
+            show_default=False,
+        ),
+    ] = None,
     safety_score: Annotated[
         float,
         typer.Option(
@@ -212,11 +228,14 @@ def json_eval_command(
         pairs = load_pairs(paths)
     except InputErrors as exc:
         raise _fail(str(exc)) from None
+    # the tolerances' defaults live in assay.structured.numeric (not imported by --help)
+    tolerances = {"numeric_rel_tol": numeric_rel_tol, "numeric_abs_tol": numeric_abs_tol}
     options = EvalOptions(
         fuzzy_threshold=fuzzy_threshold,
         semantic_threshold=semantic_threshold,
         weights=rqs_weights,
         flatten=not flat,
+        **{name: value for name, value in tolerances.items() if value is not None},
     )
     try:
         results = evaluate_pairs(
@@ -274,7 +293,8 @@ def json_eval_command(
 def validate_command(
     file: Annotated[Path, typer.Argument(help="A field-strategy config (JSON).")],
 ) -> None:
-    """Check a field-strategy config: every value must be EXACT, FUZZY, SEMANTIC or IGNORE."""
+    """Check a field-strategy config: every value must be EXACT, FUZZY, SEMANTIC, IGNORE or
+    NUMERIC."""
     from assay.structured import StrategyConfig, StrategyConfigError
 
     try:

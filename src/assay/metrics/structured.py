@@ -26,6 +26,7 @@ from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample
 from assay.structured.batch import unreadable_json
+from assay.structured.numeric import DEFAULT_ABS_TOL, DEFAULT_REL_TOL
 from assay.structured.pipeline import (
     EvalOptions,
     JsonComparison,
@@ -35,7 +36,7 @@ from assay.structured.pipeline import (
     evaluate_many,
 )
 from assay.structured.scorers import FieldScorer, default_scorer
-from assay.structured.strategies import StrategyConfig, StrategyConfigError
+from assay.structured.strategies import Strategy, StrategyConfig, StrategyConfigError
 from assay.structured.values import check_document
 
 __all__ = [
@@ -83,6 +84,8 @@ class _StructuredMetric(Metric):
         safety_score: float = 1.0,
         flatten: bool = True,
         scorer: FieldScorer | None = None,
+        numeric_rel_tol: float = DEFAULT_REL_TOL,
+        numeric_abs_tol: float = DEFAULT_ABS_TOL,
     ) -> None:
         self.strategies = StrategyConfig.coerce(strategies)
         self.options = EvalOptions(
@@ -90,6 +93,8 @@ class _StructuredMetric(Metric):
             semantic_threshold=semantic_threshold,
             weights=RQSWeights.coerce(weights),
             flatten=flatten,
+            numeric_rel_tol=numeric_rel_tol,
+            numeric_abs_tol=numeric_abs_tol,
         )
         if isinstance(safety_score, bool) or not 0.0 <= float(safety_score) <= 1.0:
             raise ValueError(
@@ -107,6 +112,14 @@ class _StructuredMetric(Metric):
         if self.scored:
             params["fuzzy_threshold"] = self.options.fuzzy_threshold
             params["semantic_threshold"] = self.options.semantic_threshold
+            # the tolerances change nothing unless a field is NUMERIC, so they are named
+            # when the config has one or they differ from the defaults
+            tolerances = (self.options.numeric_rel_tol, self.options.numeric_abs_tol)
+            if Strategy.NUMERIC in self.strategies.values() or tolerances != (
+                DEFAULT_REL_TOL,
+                DEFAULT_ABS_TOL,
+            ):
+                params["numeric_rel_tol"], params["numeric_abs_tol"] = tolerances
         return params
 
     def missing_inputs(self, sample: Sample) -> list[str]:
@@ -289,8 +302,10 @@ class JsonAccuracy(_EvaluatedMetric):
     Formula: ``sum(field scores) / (|both_non_null| − |IGNORE fields|)``, each score 0 or 1:
     EXACT = case-insensitive equality (objects and arrays as JSON with sorted keys; array
     order matters), FUZZY = similarity ≥ fuzzy threshold (0.85), SEMANTIC = similarity ≥
-    semantic threshold (0.80). Strategy: the config's, else by the GT value's type (number,
-    boolean, date, e-mail, array, object → EXACT; other text → SEMANTIC). Without a judge
+    semantic threshold (0.80), NUMERIC = ``|a − b| ≤ max(numeric_abs_tol,
+    numeric_rel_tol·|b|)`` with b the GT number (defaults 0 and 1e-6; a side that is not a
+    number scores 0). Strategy: the config's, else by the GT value's type (number, boolean,
+    date, e-mail, array, object → EXACT, never NUMERIC; other text → SEMANTIC). Without a judge
     FUZZY is rapidfuzz token-set ratio and SEMANTIC the embedder's cosine (method
     ``local``); with an LLM-judge scorer the method is ``llm``; EXACT alone is ``pattern``.
     Inputs: expected_json, output_json. Range 0..1, higher is better; 1.0 when no field is
