@@ -279,6 +279,30 @@ def test_field_strategy_page_import_edit_export(
     no_xss(dash_page)
 
 
+def test_field_strategy_page_offers_numeric(dash_page: Any, live_url: str) -> None:
+    dash_page.goto(live_url + "/config/field-strategies")
+    dash_page.wait_for_selector("body[data-ready=true]")
+    dash_page.click("#new-config")
+    dash_page.fill("#config-name", "amounts")
+    dash_page.click("#add-field")
+    dash_page.locator("tr.field-row .field-name").last.fill("total")
+    select = dash_page.locator("tr.field-row .field-strategy").last
+    options = select.locator("option")
+    assert [options.nth(i).get_attribute("value") for i in range(options.count())] == [
+        "EXACT",
+        "FUZZY",
+        "SEMANTIC",
+        "IGNORE",
+        "NUMERIC",
+    ]
+    select.select_option("NUMERIC")
+    dash_page.click("#save-config")
+    dash_page.wait_for_selector("#config-status.ok >> text=Saved")
+    assert api(live_url, "/api/field-strategies/amounts")["strategies"] == {"total": "NUMERIC"}
+    assert "NUMERIC" in dash_page.inner_text(".muted >> nth=0")
+    no_xss(dash_page)
+
+
 def test_field_strategy_page_shows_validation_errors(
     dash_page: Any, live_url: str, tmp_path: Path
 ) -> None:

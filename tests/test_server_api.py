@@ -492,6 +492,34 @@ def test_field_strategy_import_export(fresh_client: TestClient) -> None:
     assert wrapped.json()["strategies"] == {"a": "EXACT"}
 
 
+def test_numeric_strategy_in_stored_configs_and_json_eval(fresh_client: TestClient) -> None:
+    put = fresh_client.put(
+        "/api/field-strategies/invoices", json={"strategies": {"total": "numeric"}}
+    )
+    assert put.status_code == 200, put.text
+    assert put.json()["strategies"] == {"total": "NUMERIC"}
+    imported = fresh_client.post(
+        "/api/field-strategies/amounts/import",
+        content=json.dumps({"total": "Numeric", "id": "EXACT"}).encode(),
+        headers=JSON,
+    )
+    assert imported.status_code == 200, imported.text
+    export = fresh_client.get("/api/field-strategies/amounts/export")
+    assert json.loads(export.text) == {"total": "NUMERIC", "id": "EXACT"}
+    body = {"gt": {"total": 100.0}, "output": {"total": 100.004}, "config": "invoices"}
+    # default rel_tol 1e-6: 0.004 > 0.0001; with rel_tol 1e-4: 0.004 <= 0.01
+    assert fresh_client.post("/api/json-eval", json=body).json()["accuracy"] == 0.0
+    loose = fresh_client.post("/api/json-eval", json={**body, "numeric_rel_tol": 1e-4}).json()
+    assert loose["accuracy"] == 1.0
+    assert loose["numeric_tolerance"] == {"rel_tol": 1e-4, "abs_tol": 0.0}
+    assert loose["fields"][0]["reason"] == (
+        "NUMERIC: |100.004 − 100.0| = 0.004 <= 0.01 = max(abs_tol 0, rel_tol 0.0001 × 100)"
+    )
+    negative = fresh_client.post("/api/json-eval", json={**body, "numeric_abs_tol": -1})
+    assert negative.status_code == 422
+    assert "numeric_abs_tol" in detail_text(negative)
+
+
 def test_field_strategy_import_rejects_bad_files(fresh_client: TestClient) -> None:
     unknown = fresh_client.post(
         "/api/field-strategies/c/import", content=b'{"customer_name": "CLOSE_ENOUGH"}', headers=JSON

@@ -59,12 +59,12 @@ ConfigName = Annotated[
 ]
 
 
-#: a strategy name, any letter case (EXACT, fuzzy, Semantic, ignore)
+#: a strategy name, any letter case (EXACT, fuzzy, Semantic, ignore, Numeric)
 STRATEGY_NAME_PATTERN = (
     "^(?:"
     + "|".join(
         "".join(f"[{c}{c.lower()}]" for c in name)
-        for name in ("EXACT", "FUZZY", "SEMANTIC", "IGNORE")
+        for name in ("EXACT", "FUZZY", "SEMANTIC", "IGNORE", "NUMERIC")
     )
     + ")$"
 )
@@ -371,11 +371,24 @@ class JsonEvalRequest(BaseModel):
         description="The model's JSON output (alias: aio).",
     )
     strategies: Strategies | None = Field(
-        None, description="Field -> EXACT | FUZZY | SEMANTIC | IGNORE (wins over `config`)."
+        None,
+        description="Field -> EXACT | FUZZY | SEMANTIC | IGNORE | NUMERIC (wins over `config`).",
     )
     config: str | None = Field(None, description="Name of a stored field-strategy config.")
     fuzzy_threshold: Unit = 0.85
     semantic_threshold: Unit = 0.80
+    numeric_rel_tol: float | None = Field(
+        None,
+        ge=0,
+        allow_inf_nan=False,
+        description="NUMERIC: |output − GT| <= max(abs tol, this × |GT|); default 1e-6.",
+    )
+    numeric_abs_tol: float | None = Field(
+        None,
+        ge=0,
+        allow_inf_nan=False,
+        description="NUMERIC: absolute tolerance; default 0.",
+    )
     safety_score: Unit = 1.0
     weights: RQSWeightsBody | None = Field(None, description="RQS weights (each >= 0).")
     flatten: bool = Field(True, description="Compare nested objects field by field.")
@@ -408,6 +421,7 @@ def json_eval(request: Request, body: JsonEvalRequest) -> Response:
         options = EvalOptions(
             fuzzy_threshold=body.fuzzy_threshold,
             semantic_threshold=body.semantic_threshold,
+            **body.model_dump(include={"numeric_rel_tol", "numeric_abs_tol"}, exclude_none=True),
             weights=RQSWeights.coerce(body.weights.model_dump() if body.weights else None),
             flatten=body.flatten,
         )
@@ -435,7 +449,9 @@ class StrategiesBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     strategies: Strategies = Field(
-        description="Field path -> EXACT | FUZZY | SEMANTIC | IGNORE (case-insensitive)."
+        description=(
+            "Field path -> EXACT | FUZZY | SEMANTIC | IGNORE | NUMERIC (case-insensitive)."
+        )
     )
 
 
