@@ -84,16 +84,20 @@ FAULTS: tuple[str, ...] = (
 _TRANSPORT = frozenset({"reset", "drip"})
 
 _TASK = re.compile(r"Task: ([\w.-]+)@")
-_BLOCK = re.compile(r"<(question|answer|reference_answer|query|response)>\n(.*?)\n</\1>", re.S)
-_LIST = re.compile(r"<(contexts)>\n(.*?)\n</\1>", re.S)
-_ITEM = re.compile(r'<context index="\d+">\n(.*?)\n</context>', re.S)
+_BLOCK = re.compile(r"<([a-z_]+)>\n(.*?)\n</\1>", re.S)
+_ITEM = re.compile(r'<([a-z_]+) index="\d+">\n(.*?)\n</\1>', re.S)
 
 
 def parse_blocks(user: str) -> dict[str, Any]:
-    """The data blocks of a rendered prompt, unescaped (lists for ``contexts``)."""
-    blocks: dict[str, Any] = {name: html.unescape(text) for name, text in _BLOCK.findall(user)}
-    for name, inner in _LIST.findall(user):
-        blocks[name] = [html.unescape(t) for t in _ITEM.findall(inner)]
+    """The data blocks of a rendered prompt, unescaped; a list block (``contexts``,
+    ``turns``, ...) as the list of its items."""
+    blocks: dict[str, Any] = {}
+    for name, inner in _BLOCK.findall(user):
+        items = _ITEM.findall(inner)
+        if items and inner.startswith("<"):
+            blocks[name] = [html.unescape(text) for _, text in items]
+        else:
+            blocks[name] = html.unescape(inner)
     return blocks
 
 

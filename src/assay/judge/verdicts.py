@@ -22,6 +22,7 @@ __all__ = [
     "RagVerdicts",
     "ScoreVerdict",
     "StatementVerdict",
+    "as_binary",
     "score_on_scale",
 ]
 
@@ -73,7 +74,7 @@ class ClaimVerdict(_Out):
     @field_validator("verdict", mode="before")
     @classmethod
     def _binary(cls, value: Any) -> Any:
-        return _as_binary(value)
+        return as_binary(value)
 
 
 class ContextVerdict(_Out):
@@ -91,7 +92,7 @@ class StatementVerdict(_Out):
     @field_validator("attributed", mode="before")
     @classmethod
     def _binary(cls, value: Any) -> Any:
-        return _as_binary(value)
+        return as_binary(value)
 
 
 class RagVerdicts(_Out):
@@ -130,7 +131,9 @@ class Classification(_Out):
         return str(value).strip().upper() if value is not None else value
 
 
-def _as_binary(value: Any) -> Any:
+def as_binary(value: Any) -> Any:
+    """A yes/no verdict as the judge wrote it (bool, "yes", "supported", 1, ...) as 1 or 0;
+    anything else unchanged (the model's validation then rejects it)."""
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, str):

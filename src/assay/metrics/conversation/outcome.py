@@ -1,0 +1,259 @@
+"""What a whole conversation or agent run achieved: conversation completeness and agent
+goal accuracy, with and without a reference outcome.
+
+With a judge, the three metrics read one `CONVERSATION_OUTCOME` ask per conversation
+(each its key of the reply). Without a judge each runs its named estimator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from assay.engine import Answers, Ask, judge_ask
+from assay.judge.estimators import uncertainty_phrase
+from assay.metric import clamp01
+from assay.metrics.conversation.estimators import (
+    SATISFIED_COSINE,
+    Vectors,
+    questions,
+    refusal_patterns,
+)
+from assay.metrics.conversation.prompts import CONVERSATION_OUTCOME
+from assay.metrics.conversation.transcript import has_conversation, messages, transcript
+from assay.metrics.judged.base import JudgedMetric
+from assay.registry import register
+from assay.resources import Resources
+from assay.result import MetricResult
+from assay.sample import Sample
+from assay.text.tokenize import content_words
+
+__all__ = [
+    "AgentGoalAccuracy",
+    "AgentGoalAccuracyNoReference",
+    "ConversationCompleteness",
+    "outcome_ask",
+]
+
+
+def outcome_ask(sample: Sample) -> Ask:
+    """The `CONVERSATION_OUTCOME` ask of a sample: the same for every metric reading it."""
+    return judge_ask(
+        CONVERSATION_OUTCOME,
+        scenario=sample.scenario,
+        expected_outcome=sample.expected_outcome,
+        turns=transcript(sample),
+    )
+
+
+class _OutcomeMetric(JudgedMetric):
+    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        return [outcome_ask(sample)]
+
+
+def _is_request(text: str) -> bool:
+    """A user message that asks for something: a question, or two content words or more
+    (so "thanks!" or "ok" is not a request)."""
+    return bool(questions(text)) or len(content_words(text)) >= 2
+
+
+@register
+class ConversationCompleteness(_OutcomeMetric):
+    """Share of the user's intentions in a conversation that the assistant satisfied.
+
+    Formula: ``satisfied intentions / intentions``: the judge lists each distinct thing
+    the user wanted (a request, a question, a goal) with the user message that first
+    expressed it and whether it was met by the end of the conversation. Inputs: turns.
+    Range 0..1, higher is better; None when the user expressed no intention.
+    Local estimator ``request_coverage``: each user message with a question or at least
+    two content words is an intention; it is satisfied when a later assistant reply has
+    an embedding cosine of at least 0.35 with it and neither refuses (the refusal
+    patterns) nor is non-committal ("I don't know"). Weaknesses: the estimator counts
+    messages, not intentions (two requests in one message are one, a request spread over
+    two messages two), and a reply on the subject that does not do what was asked counts
+    as satisfying it.
+    """
+
+    name = "conversation_completeness"
+    family = "conversation"
+    suites: ClassVar[tuple[str, ...]] = ("conversation",)
+    requires = ("turns",)
+    estimator = "request_coverage"
+
+    def reduce(self, sample: Sample, answers: Answers) -> MetricResult:
+        reply = answers.reply(outcome_ask(sample)).output
+        intentions = [
+            {
+                "turn": i.turn,
+                "intention": i.intention,
+                "satisfied": bool(i.satisfied),
+                "reason": i.reason,
+            }
+            for i in reply.intentions
+        ]
+        value, reason = _share_satisfied(intentions)
+        return self.llm(
+            value, answers.model, [CONVERSATION_OUTCOME], reason=reason, intentions=intentions
+        )
+
+    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        refusals = refusal_patterns(res)
+        said = [messages(s) for s in samples]
+        vectors = Vectors(res, (t.content or "" for turns in said for t in turns))
+        out = []
+        for turns in said:
+            intentions = []
+            for i, turn in enumerate(turns):
+                if turn.role != "user" or not _is_request(turn.content or ""):
+                    continue
+                best, by = 0.0, None
+                for j in range(i + 1, len(turns)):
+                    reply = turns[j].content or ""
+                    if turns[j].role != "assistant" or not reply.strip():
+                        continue
+                    if refusals.find(reply) or uncertainty_phrase(reply):
+                        continue
+                    cosine = vectors.cosine(turn.content or "", reply)
+                    if cosine > best:
+                        best, by = cosine, j
+                satisfied = best >= SATISFIED_COSINE
+                intentions.append(
+                    {
+                        "turn": i,
+                        "intention": turn.content,
+                        "satisfied": satisfied,
+                        "reason": f"best later reply [{by}] at cosine {best:.2f}"
+                        if by is not None
+                        else "no later reply answers it",
+                    }
+                )
+            value, reason = _share_satisfied(intentions)
+            out.append(self.local(value, res, reason=reason, intentions=intentions))
+        return out
+
+
+def _share_satisfied(intentions: list[dict[str, Any]]) -> tuple[float | None, str | None]:
+    if not intentions:
+        return None, "the user expressed no intention"
+    return sum(i["satisfied"] for i in intentions) / len(intentions), None
+
+
+class _GoalMetric(_OutcomeMetric):
+    family = "agent"
+    suites: ClassVar[tuple[str, ...]] = ("agent", "conversation")
+    unit = "bool"
+
+    def missing_inputs(self, sample: Sample) -> list[str]:
+        missing = [f for f in self.requires if not sample.has(f)]
+        if not has_conversation(sample):
+            missing.append("turns (or query and response)")
+        return missing
+
+
+@register
+class AgentGoalAccuracy(_GoalMetric):
+    """Whether the conversation or agent run reached the expected outcome: 1 or 0.
+
+    Formula: the judge states the end state the run reached and answers whether it
+    achieves ``expected_outcome``: 1 when it does, else 0. Inputs: turns (or an agent run:
+    query, trace and response) and expected_outcome. Range {0, 1}, higher is better.
+    Local estimator ``outcome_similarity``: the best embedding cosine of
+    ``expected_outcome`` with the final assistant message or a successful tool step,
+    clipped to 0..1 (a graded score, not a verdict). Weaknesses: the estimator measures
+    wording, so "your refund was not issued" is close to "the refund is issued";
+    read it as a ranking aid, and use a judge for a verdict.
+    """
+
+    name = "agent_goal_accuracy"
+    requires = ("expected_outcome",)
+    estimator = "outcome_similarity"
+
+    def reduce(self, sample: Sample, answers: Answers) -> MetricResult:
+        reply = answers.reply(outcome_ask(sample)).output
+        verdict = reply.outcome_matches
+        if verdict is None:  # the prompt's check makes the judge give it: a safeguard
+            raise ValueError("the judge's reply has no 'outcome_matches' verdict")
+        return self.llm(
+            float(verdict.verdict),
+            answers.model,
+            [CONVERSATION_OUTCOME],
+            judge_reason=verdict.reason,
+            end_state=reply.end_state,
+        )
+
+    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        ends = [_end_states(s) for s in samples]
+        vectors = Vectors(
+            res, [*(s.expected_outcome or "" for s in samples), *(e for es in ends for e in es)]
+        )
+        out = []
+        for sample, states in zip(samples, ends, strict=True):
+            cosines = [(vectors.cosine(sample.expected_outcome or "", e), e) for e in states]
+            best, state = max(cosines, default=(0.0, None))
+            out.append(self.local(clamp01(best), res, cosine=round(best, 4), end_state=state))
+        return out
+
+
+def _end_states(sample: Sample) -> list[str]:
+    """The texts that can show the run's end state: the final assistant message and the
+    results of successful tool steps."""
+    turns = messages(sample)
+    finals = [t.content for t in turns if t.role == "assistant" and (t.content or "").strip()]
+    tools = [
+        str(getattr(step, "result", None) or "")
+        for step in sample.trace or []
+        if step.kind == "tool" and step.ok and getattr(step, "result", None) is not None
+    ]
+    return [*finals[-1:], *tools]
+
+
+@register
+class AgentGoalAccuracyNoReference(_GoalMetric):
+    """Whether the conversation or agent run achieved the user's goal, with no reference: 1 or 0.
+
+    Formula: the judge states the user's goal and the end state the run reached and
+    answers whether the end state achieves the goal: 1 when it does, else 0. Inputs:
+    turns (or an agent run: query, trace and response). Range {0, 1}, higher is better.
+    Local estimator ``completion_signals``: 0 when the final assistant message refuses
+    (the refusal patterns) or is non-committal ("I don't know"), or a tool step failed
+    and no later call of the same tool succeeded; else 1; the evidence names the signal.
+    Weaknesses: the estimator sees failure signals only: a confident wrong answer or an
+    unfinished task with no error scores 1.
+    """
+
+    name = "agent_goal_accuracy_no_reference"
+    needs = frozenset({"judge"})
+    estimator = "completion_signals"
+
+    def reduce(self, sample: Sample, answers: Answers) -> MetricResult:
+        reply = answers.reply(outcome_ask(sample)).output
+        return self.llm(
+            float(reply.goal_achieved.verdict),
+            answers.model,
+            [CONVERSATION_OUTCOME],
+            judge_reason=reply.goal_achieved.reason,
+            goal=reply.goal,
+            end_state=reply.end_state,
+        )
+
+    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        refusals = refusal_patterns(res)
+        out = []
+        for sample in samples:
+            finals = [
+                t.content or ""
+                for t in messages(sample)
+                if t.role == "assistant" and (t.content or "").strip()
+            ]
+            final = finals[-1] if finals else ""
+            signals = []
+            if refusals.find(final):
+                signals.append("the final reply refuses")
+            if uncertainty_phrase(final):
+                signals.append("the final reply is non-committal")
+            steps = [s for s in sample.trace or [] if s.kind == "tool"]
+            for i, step in enumerate(steps):
+                if not step.ok and not any(s.ok and s.name == step.name for s in steps[i + 1 :]):
+                    signals.append(f"tool {step.name!r} failed and was not retried successfully")
+            out.append(self.local(0.0 if signals else 1.0, res, failure_signals=signals))
+        return out
