@@ -191,7 +191,60 @@ def scripted_reply(task: str, blocks: dict[str, Any]) -> dict[str, Any]:
             "factual_accuracy": scripted_reply("geval_factual_accuracy", blocks),
             "classification": scripted_reply("answer_classification", blocks),
         }
+    if task in ("conversation_turn_review", "conversation_outcome"):
+        return _conversation_reply(task, blocks)
     return {"score": 0.5, "reason": f"unknown task {task}"}
+
+
+def _conversation_reply(task: str, blocks: dict[str, Any]) -> dict[str, Any]:
+    """Conversation verdicts by word overlap: a reply is relevant when it shares a word
+    with the last message, a request is met when a later assistant message shares half
+    its words; nothing is forgotten, every role kept, nothing refused."""
+    if task == "conversation_turn_review":
+        last = (blocks.get("recent_turns") or [""])[-1]
+        reply = blocks.get("assistant_turn") or ""
+        out: dict[str, Any] = {
+            "relevant": {"verdict": int(_share(last, reply) > 0), "reason": "overlap"},
+            "retains_knowledge": {"verdict": 1, "reason": "nothing asked again"},
+            "in_role": {"verdict": 1, "reason": "in role"}
+            if blocks.get("role_description")
+            else None,
+            "on_topic": None,
+        }
+        topics = " ".join(blocks.get("allowed_topics") or [])
+        if topics:
+            allowed = int(_share(topics, last) > 0)
+            out["on_topic"] = {
+                "topic": last[:40],
+                "allowed": allowed,
+                "refused": 0,
+                "reason": "overlap",
+            }
+        return out
+    turns: list[str] = blocks.get("turns") or []
+    intentions = []
+    for i, line in enumerate(turns):
+        if "] user: " in line:
+            later = " ".join(t for t in turns[i + 1 :] if "] assistant: " in t)
+            met = int(_share(line.split(": ", 1)[1], later) >= 0.5)
+            intentions.append(
+                {"turn": i, "intention": line[:60], "satisfied": met, "reason": "overlap"}
+            )
+    final = next((t for t in reversed(turns) if "] assistant: " in t), "")
+    expected = blocks.get("expected_outcome")
+    matches = (
+        {"verdict": int(_share(expected, final) >= 0.5), "reason": "overlap"} if expected else None
+    )
+    return {
+        "intentions": intentions,
+        "goal": "the user's requests",
+        "end_state": final[:80],
+        "goal_achieved": {
+            "verdict": int(all(i["satisfied"] for i in intentions)),
+            "reason": "overlap",
+        },
+        "outcome_matches": matches,
+    }
 
 
 def _break(text: str) -> str:
