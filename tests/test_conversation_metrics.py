@@ -379,5 +379,10 @@ def test_goal_estimators(resources: Resources) -> None:
         _cos(resources, RUN.expected_outcome, "found id 12"),
     )
     assert with_reference.value == pytest.approx(min(1.0, max(0.0, expected)), abs=1e-6)
+    # a refusal states no outcome: with no other message or tool result, 0 and the reason
+    refusal_only = RUN.model_copy(update={"trace": [], "response": "I'm sorry, but I cannot."})
+    nothing = get_metric("agent_goal_accuracy").score(refusal_only, resources)
+    assert nothing.value == 0.0
+    assert nothing.reason == "no assistant message or tool result states an outcome"
     # the conversation metrics need turns; an agent run without them is N/A
     assert get_metric("turn_relevancy").score(RUN, resources).value is None

@@ -8,7 +8,7 @@ With a judge, the three metrics read one `CONVERSATION_OUTCOME` ask per conversa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from assay.engine import Answers, Ask, judge_ask
 from assay.judge.estimators import uncertainty_phrase
@@ -27,6 +27,9 @@ from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample
 from assay.text.tokenize import content_words
+
+if TYPE_CHECKING:
+    from assay.text.patterns import PatternSet
 
 __all__ = [
     "AgentGoalAccuracy",
@@ -158,8 +161,10 @@ class AgentGoalAccuracy(_GoalMetric):
     achieves ``expected_outcome``: 1 when it does, else 0. Inputs: turns (or an agent run:
     query, trace and response) and expected_outcome. Range {0, 1}, higher is better.
     Local estimator ``outcome_similarity``: the best embedding cosine of
-    ``expected_outcome`` with the final assistant message or a successful tool step,
-    clipped to 0..1 (a graded score, not a verdict). Weaknesses: the estimator measures
+    ``expected_outcome`` with an assistant message or a successful tool step's result
+    (the end state may be stated before the closing small talk; refusals and "I don't
+    know" are left out, and 0 when nothing is left), clipped to 0..1 (a graded score, not
+    a verdict). Weaknesses: the estimator measures
     wording, so "your refund was not issued" is close to "the refund is issued";
     read it as a ranking aid, and use a judge for a verdict.
     """
@@ -182,7 +187,8 @@ class AgentGoalAccuracy(_GoalMetric):
         )
 
     def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        ends = [_end_states(s) for s in samples]
+        refusals = refusal_patterns(res)
+        ends = [_end_states(s, refusals) for s in samples]
         vectors = Vectors(
             res, [*(s.expected_outcome or "" for s in samples), *(e for es in ends for e in es)]
         )
@@ -190,21 +196,30 @@ class AgentGoalAccuracy(_GoalMetric):
         for sample, states in zip(samples, ends, strict=True):
             cosines = [(vectors.cosine(sample.expected_outcome or "", e), e) for e in states]
             best, state = max(cosines, default=(0.0, None))
-            out.append(self.local(clamp01(best), res, cosine=round(best, 4), end_state=state))
+            reason = None if states else "no assistant message or tool result states an outcome"
+            out.append(
+                self.local(
+                    clamp01(best), res, reason=reason, cosine=round(best, 4), end_state=state
+                )
+            )
         return out
 
 
-def _end_states(sample: Sample) -> list[str]:
-    """The texts that can show the run's end state: the final assistant message and the
-    results of successful tool steps."""
-    turns = messages(sample)
-    finals = [t.content for t in turns if t.role == "assistant" and (t.content or "").strip()]
+def _end_states(sample: Sample, refusals: PatternSet) -> list[str]:
+    """The texts that can show the run's end state: the assistant messages that neither
+    refuse nor are non-committal, and the results of successful tool steps."""
+    said = [
+        text
+        for t in messages(sample)
+        if t.role == "assistant" and (text := (t.content or "").strip())
+        if not refusals.find(text) and not uncertainty_phrase(text)
+    ]
     tools = [
         str(getattr(step, "result", None) or "")
         for step in sample.trace or []
         if step.kind == "tool" and step.ok and getattr(step, "result", None) is not None
     ]
-    return [*finals[-1:], *tools]
+    return [*said, *tools]
 
 
 @register
