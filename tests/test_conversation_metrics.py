@@ -386,3 +386,18 @@ def test_goal_estimators(resources: Resources) -> None:
     assert nothing.reason == "no assistant message or tool result states an outcome"
     # the conversation metrics need turns; an agent run without them is N/A
     assert get_metric("turn_relevancy").score(RUN, resources).value is None
+
+
+def test_the_docs_example_runs(resources: Resources) -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "conversations.md").read_text()
+    (block,) = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    namespace: dict[str, Any] = {}
+    exec(compile(block, "docs/conversations.md", "exec"), namespace)
+    results = namespace["run"].results[0]
+    # no reply asks a question, none breaks character: 1 each, replies at 1 and 3
+    assert results["knowledge_retention"].value == 1.0
+    assert results["role_adherence"].value == 1.0
+    assert [t["turn"] for t in results["role_adherence"].details["turns"]] == [1, 3]
