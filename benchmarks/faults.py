@@ -146,7 +146,7 @@ def run(
 def _reason(error: str) -> str:
     """An error message without its sample-specific tail."""
     text = error.removeprefix("JudgeError: ")
-    text = text.replace("judge reply to seed001_relevance@1 unparsable after a JSON-only ", "")
+    text = text.replace("judge reply to relevance_rubric@1 unparsable after a JSON-only ", "")
     return text.split(" (")[0].split(": I can")[0]
 
 

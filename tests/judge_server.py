@@ -121,13 +121,13 @@ def scripted_reply(task: str, blocks: dict[str, Any]) -> dict[str, Any]:
     reference = blocks.get("reference_answer") or ""
     contexts: list[str] = blocks.get("contexts") or []
     joined = " ".join(contexts)
-    if task == "seed001_relevance":
+    if task == "relevance_rubric":
         return {"score": round(_share(question, answer), 2), "reason": "word overlap"}
-    if task == "seed001_faithfulness":
+    if task == "faithfulness_rubric":
         return {"score": round(_share(answer, joined), 2), "reason": "support"}
-    if task == "seed001_hallucination":
+    if task == "hallucination_rubric":
         return {"score": round(1 - _share(answer, joined), 2), "reason": "support"}
-    if task == "seed001_contextual_relevance":
+    if task == "contextual_relevance_rubric":
         return {"score": round(_share(question, joined), 2), "reason": "coverage"}
     if task == "rag_verdicts":
         claims = []
@@ -183,9 +183,9 @@ def scripted_reply(task: str, blocks: dict[str, Any]) -> dict[str, Any]:
     if task == "answer_classification":
         label = "CORRECT" if _f1(answer, reference) >= 0.5 else "WRONG"
         return {"label": label, "reason": "overlap"}
-    if task == "seed001_grounding":  # the three seed 001 rubrics in one reply
+    if task == "grounding_rubrics":  # the three rubrics of the judge specification in one reply
         keys = ("faithfulness", "hallucination", "contextual_relevance")
-        return {key: scripted_reply(f"seed001_{key}", blocks) for key in keys}
+        return {key: scripted_reply(f"{key}_rubric", blocks) for key in keys}
     if task == "reference_verdicts":  # G-Eval and the classification in one reply
         return {
             "factual_accuracy": scripted_reply("geval_factual_accuracy", blocks),

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from assay.catalogue import BEGIN_MARK, END_MARK, metrics_markdown
-from assay.registry import SUITE_DESCRIPTIONS, list_metrics
+from assay.metric import Source
+from assay.registry import SUITE_DESCRIPTIONS, list_metrics, metric_class, metric_names
 from assay.result import parse_signature
 from assay.sample import Sample
 
@@ -62,6 +63,15 @@ RICH = {
     "tools_succeeded": ["search"],
     "errors_encountered": 1,
     "expected_tool_calls": [{"name": "search", "arguments": {"q": "Eiffel Tower height"}}],
+    "turns": [
+        {"role": "user", "content": "How tall is the Eiffel Tower?"},
+        {"role": "assistant", "content": "It is 330 metres tall."},
+        {"role": "user", "content": "And when was it built?"},
+        {"role": "assistant", "content": "It was built from 1887 to 1889."},
+    ],
+    "role_description": "A concise travel guide for Paris.",
+    "allowed_topics": ["Paris landmarks"],
+    "expected_outcome": "The user learns the tower's height and construction dates.",
     "tags": {"method": "local_search", "question_type": "fact_retrieval"},
 }
 PLAIN = {
@@ -73,8 +83,8 @@ PLAIN = {
 
 
 # the names the specification documents use; a metric missing here is a missing feature
-SEED_NAMES = {
-    # seed 000 base model, test layer, RAG
+SPECIFIED_NAMES = {
+    # chatbot hub: base model, test layer, RAG
     "accuracy", "exact_match", "top_k_accuracy", "f1", "bleu", "hallucination_rate",
     "factual_consistency", "truthfulness", "source_grounding", "citation_accuracy",
     "cot_validity", "step_correctness", "logic_consistency", "semantic_similarity",
@@ -82,14 +92,14 @@ SEED_NAMES = {
     "fallback_detection", "known_facts_hallucination", "retrieval_recall_5",
     "retrieval_precision_5", "context_relevance", "context_coverage", "context_intrusion",
     "gold_context_match", "reranker_score",
-    # seed 000 safety, performance, reliability, agent, security
+    # chatbot hub: safety, performance, reliability, agent, security
     "toxicity_score", "bias_score", "prompt_injection", "refusal_rate", "compliance_score",
     "data_leakage", "harmfulness_score", "ethical_violation", "e2e_latency", "ttft",
     "token_latency", "throughput", "output_stability", "output_validity", "schema_compliance",
     "determinism_score", "task_completion", "step_efficiency", "error_recovery",
     "tool_usage_accuracy", "injection_attack_success", "adversarial_vulnerability",
     "data_exfiltration", "model_evasion", "extraction_risk",
-    # seed 001 performance; seed 002; seed 003; seed 004
+    # judge specification's performance; JSON comparison; RAG evaluation; lightweight pipeline
     "llm_latency", "tool_latency", "api_latency", "tool_call_count",
     "json_completeness", "json_hallucination", "json_accuracy", "rqs",
     "semantic_similarity_percentage", "bert_score_f1",
@@ -97,9 +107,14 @@ SEED_NAMES = {
 }  # fmt: skip
 
 
-def test_every_seed_metric_is_registered():
-    missing = SEED_NAMES - {cls.name for cls in METRICS}
+def test_every_specified_metric_is_registered_by_name_or_alias():
+    missing = SPECIFIED_NAMES - set(metric_names())
     assert not missing, f"not in the catalogue: {sorted(missing)}"
+    # the four names of one similarity and the two of one BERTScore are one metric each
+    assert {metric_class(n).name for n in ("accuracy", "factual_consistency", "truthfulness")} == {
+        "semantic_similarity"
+    }
+    assert metric_class("f1").name == "bertscore"
 
 
 def test_every_metric_declares_its_contract():
@@ -111,6 +126,8 @@ def test_every_metric_declares_its_contract():
         assert high is None or high > low, cls.name
         assert isinstance(cls.higher_is_better, bool), cls.name
         assert set(cls.suites) <= set(SUITE_DESCRIPTIONS), f"{cls.name}: unknown suite"
+        assert cls.source is None or isinstance(cls.source, Source), cls.name
+        assert cls.name not in cls.aliases, cls.name
         if cls.default_threshold is not None and high is not None:
             assert low <= cls.default_threshold <= high, cls.name
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from assay.text.anchors import ALL_KINDS, SEED_KINDS, analyse, extract_anchors, topic_overlap
+from assay.text.anchors import ALL_KINDS, PIPELINE_KINDS, analyse, extract_anchors, topic_overlap
 from assay.text.numbers import NumberMention, parse_numbers
 
 
@@ -145,8 +145,8 @@ def test_hedged_sentences_give_no_claims(nlp, text):
 
 
 def test_hedged_sentence_keeps_its_numbers(nlp):
-    # seed 004 filters hedges for claims only
-    anchors = anchors_of(nlp, "The company may have hired 1,200 workers.", kinds=SEED_KINDS)
+    # the pipeline specification filters hedges for claims only
+    anchors = anchors_of(nlp, "The company may have hired 1,200 workers.", kinds=PIPELINE_KINDS)
     assert [(a.kind, a.text) for a in anchors] == [("number", "1,200")]
 
 
@@ -215,7 +215,10 @@ def test_revenue_example(nlp):
     # $5 million is in the context, 2021 is not (the context says 2020); the claim
     # (revenue, be, million) holds in the context sentence
     assert checked(
-        nlp, "Revenue was $5 million in 2021.", "Revenue was $5 million in 2020.", kinds=SEED_KINDS
+        nlp,
+        "Revenue was $5 million in 2021.",
+        "Revenue was $5 million in 2020.",
+        kinds=PIPELINE_KINDS,
     ) == [
         ("claim", "Revenue was million", True),
         ("number", "$5 million", True),

@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from assay.cli import app
@@ -197,3 +198,43 @@ def test_version_flag():
 
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0 and result.stdout.strip() == f"assay {assay.__version__}"
+
+
+def test_metrics_catalogue_shows_the_aliases():
+    table = runner.invoke(app, ["metrics", "--family", "semantic"])
+    assert table.exit_code == 0, table.output
+    line = next(ln for ln in table.stdout.splitlines() if "semantic_similarity " in ln)
+    assert "accuracy," in line  # the aliases column, beside the metric's own name
+    listed = json.loads(runner.invoke(app, ["metrics", "--format", "json"]).stdout)
+    aliases = {m["name"]: m["aliases"] for m in listed if m["aliases"]}
+    assert aliases == {
+        "semantic_similarity": ["accuracy", "factual_consistency", "truthfulness"],
+        "bertscore": ["f1"],
+    }
+
+
+def test_an_alias_is_reported_gated_and_written_under_its_name(env, resources):
+    pairs = [
+        ("Paris is the capital of France.", "The capital of France is Paris."),
+        ("I like cheese.", "The bridge opened in 1932."),
+    ]
+    vectors = resources.embedder.embed([t for pair in pairs for t in pair])  # L2-normalised
+    cosines = [float(vectors[0] @ vectors[1]), float(vectors[2] @ vectors[3])]
+    expected = [max(0.0, min(1.0, c)) for c in cosines]  # clamped cosine of each pair
+    mean = sum(expected) / 2
+    data = _write(env / "d.jsonl", [{"response": r, "expected": e} for r, e in pairs])
+    out = env / "out.jsonl"
+    ok = runner.invoke(
+        app,
+        ["evaluate", str(data), "-m", "accuracy", "--out", str(out), "--fail-under",
+         f"accuracy={mean - 0.01:.4f}"],
+    )  # fmt: skip
+    assert ok.exit_code == 0, ok.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["accuracy"] for r in rows] == pytest.approx(expected, abs=1e-6)
+    assert all("semantic_similarity" not in r for r in rows)
+    failed = runner.invoke(
+        app, ["evaluate", str(data), "-m", "accuracy", "--fail-under", f"accuracy={mean + 0.01}"]
+    )
+    assert failed.exit_code == 1
+    assert f"accuracy: mean {mean:.4f} < " in failed.output

@@ -120,8 +120,8 @@ def test_the_runner_asks_each_question_of_a_chunk_once_across_metrics(
     assert server.calls == 15
     assert res.judge.usage.calls == 15 and res.judge.usage.memo_hits == 0
     assert server.calls_by_task() == {
-        "seed001_relevance": 3,
-        "seed001_grounding": 3,
+        "relevance_rubric": 3,
+        "grounding_rubrics": 3,
         "rag_verdicts": 3,
         "answer_questions": 3,
         "reference_verdicts": 3,

@@ -1,5 +1,6 @@
-"""Judged metrics (seeds 001 and 003): the seeds' worked numbers, the judge path against the
-HTTP test server, per-sample failures, prompt injection, and the local estimators."""
+"""Judged metrics (the judge and RAG specifications): the specifications' worked numbers,
+the judge path against the HTTP test server, per-sample failures, prompt injection, and the
+local estimators."""
 
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ def by_task(replies: dict[str, Any]):
 def grounding(
     faithfulness: Any = 0.9, hallucination: Any = 0.1, contextual_relevance: Any = 0.9
 ) -> dict[str, Any]:
-    """A `seed001_grounding` reply (the three seed 001 rubrics in one reply)."""
+    """A `grounding_rubrics` reply (the judge specification's three rubrics in one reply)."""
     scores = {
         "faithfulness": faithfulness,
         "hallucination": hallucination,
@@ -118,14 +119,14 @@ def reference(steps: tuple[int, int, int] = (80, 80, 80), label: str = "CORRECT"
     }
 
 
-# ---- the seeds' worked numbers -----------------------------------------------------------
+# ---- the specifications' worked numbers -----------------------------------------------------
 
 
-def test_answer_correctness_formula_seed_example() -> None:
-    # seed 001: 0.90 x 0.7 + 1.00 x 0.3 = 0.63 + 0.30 = 0.93
+def test_answer_correctness_formula_worked_example() -> None:
+    # the judge specification: 0.90 x 0.7 + 1.00 x 0.3 = 0.63 + 0.30 = 0.93
     weights = {"relevance": 0.7, "faithfulness": 0.3}
     assert weighted_correctness(0.90, 1.00, weights) == pytest.approx(0.93)
-    # seed 001's full example: 1.0 x 0.7 + 1.0 x 0.3 = 1.0
+    # the judge specification's full example: 1.0 x 0.7 + 1.0 x 0.3 = 1.0
     assert weighted_correctness(1.0, 1.0, weights) == pytest.approx(1.0)
 
 
@@ -134,8 +135,8 @@ def test_answer_correctness_end_to_end_from_judge_scores(
 ) -> None:
     server.script = by_task(
         {
-            "seed001_relevance": {"score": 0.90, "reason": "good detail"},
-            "seed001_grounding": grounding(faithfulness=1.00),
+            "relevance_rubric": {"score": 0.90, "reason": "good detail"},
+            "grounding_rubrics": grounding(faithfulness=1.00),
         }
     )
     res = judged(resources, tmp_path, server)
@@ -162,7 +163,7 @@ def test_answer_correctness_is_none_when_a_part_fails(
     resources: Resources, tmp_path: Path, server: JudgeServer
 ) -> None:
     # the faithfulness judge answers nonsense twice -> that part fails -> None with reason
-    server.script = by_task({"seed001_grounding": "I refuse to grade this."})
+    server.script = by_task({"grounding_rubrics": "I refuse to grade this."})
     res = judged(resources, tmp_path, server)
     result = AnswerCorrectness().score(SAMPLE, res)
     assert result.value is None
@@ -170,8 +171,8 @@ def test_answer_correctness_is_none_when_a_part_fails(
     assert "unparsable" in result.error
 
 
-def test_ragas_score_reproduces_the_seed_example() -> None:
-    # seed 003, local_search: F 100, CP NaN, CR 100, AR 83.27 -> 93.73
+def test_ragas_score_reproduces_the_specification_example() -> None:
+    # the RAG specification, local_search: F 100, CP NaN, CR 100, AR 83.27 -> 93.73
     # (0.3 x 1.0 + 0.2 x 1.0 + 0.3 x 0.8327) / (0.3 + 0.2 + 0.3) = 0.74981 / 0.8 = 0.93726
     value, weights = ragas_composite(
         {
@@ -185,7 +186,7 @@ def test_ragas_score_reproduces_the_seed_example() -> None:
     assert weights == pytest.approx(
         {"faithfulness": 0.375, "context_recall": 0.25, "answer_relevance": 0.375}
     )
-    # basic_search: 0, 0, 0, 83.27 -> 0.3 x 0.8327 = 0.2498 (seed: 24.98)
+    # basic_search: 0, 0, 0, 83.27 -> 0.3 x 0.8327 = 0.2498 (the specification: 24.98)
     value, _ = ragas_composite(
         {
             "faithfulness": 0.0,
@@ -379,22 +380,22 @@ def test_four_ragas_metrics_take_two_calls_per_sample_asked_once_for_all(
     assert server.calls == 6  # the metrics' own executions: answered by the client's memo
 
 
-# ---- seed 001 metrics with a judge ---------------------------------------------------------
+# ---- the judge specification's metrics with a judge -------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("metric", "task", "reply", "value"),
     [
-        (JudgedRelevance(), "seed001_relevance", "0.85", 0.85),  # the seed's bare number
-        (Faithfulness(), "seed001_grounding", grounding(faithfulness=0.95), 0.95),
-        (Hallucination(), "seed001_grounding", grounding(hallucination=0.5), 0.5),
-        (ContextualRelevance(), "seed001_grounding", grounding(contextual_relevance=1.0), 1.0),
-        (JudgedRelevance(), "seed001_relevance", {"score": 85, "reason": "pct"}, 0.85),
-        (Faithfulness(), "seed001_grounding", grounding(faithfulness=85), 0.85),  # percent
-        (JudgedRelevance(), "seed001_relevance", "The score is 0.9", 0.9),  # seed regex
+        (JudgedRelevance(), "relevance_rubric", "0.85", 0.85),  # the specification's bare number
+        (Faithfulness(), "grounding_rubrics", grounding(faithfulness=0.95), 0.95),
+        (Hallucination(), "grounding_rubrics", grounding(hallucination=0.5), 0.5),
+        (ContextualRelevance(), "grounding_rubrics", grounding(contextual_relevance=1.0), 1.0),
+        (JudgedRelevance(), "relevance_rubric", {"score": 85, "reason": "pct"}, 0.85),
+        (Faithfulness(), "grounding_rubrics", grounding(faithfulness=85), 0.85),  # percent
+        (JudgedRelevance(), "relevance_rubric", "The score is 0.9", 0.9),  # specification's regex
     ],
 )
-def test_seed001_scores(
+def test_judge_specification_scores(
     resources: Resources,
     tmp_path: Path,
     server: JudgeServer,
@@ -413,13 +414,13 @@ def test_seed001_scores(
 @pytest.mark.parametrize(
     ("metric", "task", "reply"),
     [
-        (Hallucination(), "seed001_grounding", grounding(hallucination=-0.3)),  # seed: 0.0
-        (JudgedRelevance(), "seed001_relevance", "150"),  # the seed regex: 1.0
-        (JudgedRelevance(), "seed001_relevance", '{"score": NaN, "reason": "?"}'),  # was 0.0
-        (Faithfulness(), "seed001_grounding", grounding(faithfulness=8)),  # out of 10?
-        (ContextualRelevance(), "seed001_grounding", "I cannot rate this. 1. ..."),
+        (Hallucination(), "grounding_rubrics", grounding(hallucination=-0.3)),  # specification: 0
+        (JudgedRelevance(), "relevance_rubric", "150"),  # the specification's regex: 1.0
+        (JudgedRelevance(), "relevance_rubric", '{"score": NaN, "reason": "?"}'),  # was 0.0
+        (Faithfulness(), "grounding_rubrics", grounding(faithfulness=8)),  # out of 10?
+        (ContextualRelevance(), "grounding_rubrics", "I cannot rate this. 1. ..."),
         # a task given but its key left null: the reply is incomplete
-        (ContextualRelevance(), "seed001_grounding", grounding(contextual_relevance=None)),
+        (ContextualRelevance(), "grounding_rubrics", grounding(contextual_relevance=None)),
     ],
 )
 def test_off_scale_judge_scores_give_none_with_the_error(
@@ -531,7 +532,7 @@ def test_injection_stays_inside_the_data_field_and_the_verdict_is_recorded(
 ) -> None:
     server.script = by_task(
         {
-            "seed001_grounding": grounding(faithfulness=0.1),
+            "grounding_rubrics": grounding(faithfulness=0.1),
             "rag_verdicts": {**VERDICTS, "claims": [{"claim": "x", "verdict": 0}]},
         }
     )

@@ -6,8 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from assay import evaluate
 from assay.config import AssayConfig
-from assay.registry import get_metric
+from assay.metrics.bertscore import BERTScore, BERTScoreF1Raw
+from assay.metrics.semantic import SemanticSimilarity
+from assay.registry import get_metric, resolve_metrics
 from assay.resources import Resources
 from assay.sample import Sample
 from fakes import fake_resources
@@ -41,11 +44,11 @@ def test_semantic_similarity_percentage_hand_worked() -> None:
     assert r.value == 0.0
 
 
-def test_semantic_similarity_percentage_rounds_like_the_seed() -> None:
+def test_semantic_similarity_percentage_rounds_like_the_rag_specification() -> None:
     c = 0.967213
     res = fake_resources({"ans": (c, float(np.sqrt(1 - c * c)), 0.0), "gt": E1})
     r = score("semantic_similarity_percentage", res, answer="ans", ground_truth="gt")
-    # 0.967213 * 100 = 96.7213 -> round(., 2) = 96.72 % (the seed's llm_with_context row)
+    # 0.967213 * 100 = 96.7213 -> round(., 2) = 96.72 % (the specification's llm_with_context row)
     assert r.details["percentage"] == 96.72
     assert r.value == 0.9672
 
@@ -53,21 +56,68 @@ def test_semantic_similarity_percentage_rounds_like_the_seed() -> None:
 def test_semantic_similarity_percentage_empty_is_none_not_zero() -> None:
     res = fake_resources({})
     r = score("semantic_similarity_percentage", res, answer="   ", ground_truth="gt")
-    # the seed returns 0.0 here; Assay says "undefined" (documented departure)
+    # the RAG specification returns 0.0 here; Assay says "undefined" (documented departure)
     assert r.value is None
     assert "response" in r.reason
 
 
-# ---------------------------------------------------------------- similarity proxies
+# ---------------------------------------------------------------- similarity aliases
 
 
 @pytest.mark.parametrize("name", ["accuracy", "factual_consistency", "truthfulness"])
-def test_response_expected_proxies(name: str) -> None:
+def test_an_alias_gives_the_similarity_under_the_name_asked_for(name: str) -> None:
     res = fake_resources({"resp": B, "exp": E1, "neg": NEG})
-    assert score(name, res, response="resp", expected="exp").value == pytest.approx(0.8, abs=1e-6)
+    metric = get_metric(name)
+    assert isinstance(metric, SemanticSimilarity) and metric.name == name
+    r = metric.score(Sample(response="resp", expected="exp"), res)
+    # cos(B, E1) = 0.8*1 + 0.6*0 = 0.8, the value of semantic_similarity itself
+    assert (r.name, r.value) == (name, pytest.approx(0.8, abs=1e-6))
+    same = score("semantic_similarity", res, response="resp", expected="exp")
+    assert (same.name, same.value) == ("semantic_similarity", r.value)
+    assert f"metric={name}@1" in r.signature
     # clamped: cos = -1 -> 0
     assert score(name, res, response="neg", expected="exp").value == 0.0
     assert score(name, res, response="resp").value is None
+    # the class keeps its own name: another instance is not renamed
+    assert SemanticSimilarity.name == "semantic_similarity"
+    assert get_metric("semantic_similarity").name == "semantic_similarity"
+
+
+def test_an_unknown_name_still_errors_with_close_matches() -> None:
+    with pytest.raises(KeyError, match=r"unknown metric 'acuracy'.*Did you mean: accuracy"):
+        get_metric("acuracy")
+    with pytest.raises(KeyError, match="Did you mean: truthfulness"):
+        get_metric("truthfullness")
+
+
+def test_a_suite_computes_the_similarity_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real = SemanticSimilarity.compute_batch
+
+    def counting(self: SemanticSimilarity, samples: object, res: Resources) -> object:
+        calls.append(self.name)
+        return real(self, samples, res)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SemanticSimilarity, "compute_batch", counting)
+    # no BERTScore model for this test: its metrics say N/A
+    for cls in (BERTScore, BERTScoreF1Raw):
+        monkeypatch.setattr(cls, "compute_batch", lambda self, s, res: [self.na("off") for _ in s])
+    res = fake_resources({"resp": B, "exp": E1})
+    sample = Sample(response="resp", expected="exp")
+    # base, base-model and semantic all hold the similarity (base-model once held it
+    # four times: accuracy, factual_consistency, truthfulness, and f1 beside bertscore)
+    row = evaluate([sample], suites=["base", "base-model", "semantic"], resources=res).results[0]
+    assert calls == ["semantic_similarity"]
+    assert row["semantic_similarity"].value == pytest.approx(0.8, abs=1e-6)
+    assert not {"accuracy", "factual_consistency", "truthfulness", "f1"} & set(row)
+    # an alias asked for by name beside a suite stands in for the suite's name: still once
+    calls.clear()
+    row = evaluate([sample], ["accuracy"], suites=["base-model"], resources=res).results[0]
+    assert calls == ["accuracy"]
+    assert row["accuracy"].value == pytest.approx(0.8, abs=1e-6)
+    assert "semantic_similarity" not in row
+    names = [m.name for m in resolve_metrics(["f1"], ["base"])]
+    assert "f1" in names and "bertscore" not in names
 
 
 def test_accuracy_threshold_setting_and_arabic_detail() -> None:
@@ -299,7 +349,7 @@ def test_real_paraphrase_above_unrelated(resources: Resources) -> None:
 
 
 def test_real_identical_short_answer_is_one(resources: Resources) -> None:
-    # seed 003's example: "Cornish heath" vs "Cornish heath" -> 100.0 %
+    # the RAG specification's example: "Cornish heath" vs "Cornish heath" -> 100.0 %
     r = get_metric("semantic_similarity_percentage").score(
         Sample(answer="Cornish heath", ground_truth="Cornish heath"), resources
     )

@@ -232,7 +232,7 @@ def test_ambiguous_twice_is_a_per_sample_error_and_the_others_score(
     assert values[:3] == [(1.0, None), (0.5, None), (0.67, None)]
     assert values[3] == (
         None,
-        "JudgeError: judge reply to seed001_relevance@1 unparsable after a JSON-only retry: "
+        "JudgeError: judge reply to relevance_rubric@1 unparsable after a JSON-only retry: "
         "ambiguous reply: it states several scores (0.2, 0.6) and does not say which one it "
         "gives",
     )
@@ -388,7 +388,7 @@ def test_half_the_requests_faulty_loses_no_sample_and_invents_no_value(
         "the judge refused to answer: I can't help with evaluating this content.",
         "the judge's reply was cut off at the token limit",
         "the judge's reply was withheld by the server's content filter",
-        "judge reply to seed001_relevance@1 unparsable after a JSON-only retry: ambiguous "
+        "judge reply to relevance_rubric@1 unparsable after a JSON-only retry: ambiguous "
         "reply: it states several scores",
         "judge request failed after 4 retries: ",  # 5 transport faults in a row (rare)
     )

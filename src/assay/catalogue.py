@@ -18,18 +18,21 @@ def _cell(text: str) -> str:
 
 
 def metrics_markdown() -> str:
-    """A Markdown table of every registered metric, grouped by family."""
+    """A Markdown table of every registered metric, grouped by family; a metric's aliases
+    (other names of the same value) follow its name, its source names the specification
+    that defines it."""
     lines = [
-        "| metric | family | inputs | range | better | seed | description |",
+        "| metric | family | inputs | range | better | source | description |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for cls in list_metrics():
         low, high = cls.value_range
         unit = "" if cls.unit in {"ratio", "bool", "score"} else f" {cls.unit}"
         span = f"{low:g}..{'∞' if high is None else f'{high:g}'}{unit}"
+        also = f" (also {', '.join(f'`{a}`' for a in cls.aliases)})" if cls.aliases else ""
         lines.append(
-            f"| `{cls.name}` | {cls.family} | {', '.join(cls.requires) or '-'} | {span} | "
-            f"{'↑' if cls.higher_is_better else '↓'} | {cls.seed or '-'} | "
+            f"| `{cls.name}`{also} | {cls.family} | {', '.join(cls.requires) or '-'} | {span} | "
+            f"{'↑' if cls.higher_is_better else '↓'} | {cls.source or '-'} | "
             f"{_cell(cls.description())} |"
         )
     return "\n".join(lines)

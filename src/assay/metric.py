@@ -12,12 +12,14 @@ sample (its result carries the error; the others are still scored) and never let
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from enum import StrEnum
 from functools import cache
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from assay.config import AssayConfig
 from assay.result import MetricResult
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from assay.engine import Answers, Ask
     from assay.resources import Resources
 
-__all__ = ["PASS_THRESHOLD", "Metric", "clamp01", "limits_checked"]
+__all__ = ["PASS_THRESHOLD", "Metric", "Source", "clamp01", "limits_checked"]
 
 #: key of ``MetricResult.details`` where a metric puts a per-sample pass threshold that
 #: replaces the configured one for that sample (e.g. the Arabic similarity threshold)
@@ -70,6 +72,17 @@ def _problems(sample: Sample, config: AssayConfig) -> dict[str, str]:
     return limit_problems(sample, config)
 
 
+class Source(StrEnum):
+    """The specification a metric implements, named by its subject (the README's
+    "Specifications" section names the document behind each)."""
+
+    CHATBOT_HUB = "chatbot metrics hub"
+    LLM_JUDGE = "LLM judge"
+    JSON_COMPARISON = "JSON comparison"
+    RAG_EVALUATION = "RAG evaluation"
+    PIPELINE = "lightweight pipeline"
+
+
 def clamp01(value: float) -> float:
     """Clamp to [0, 1]; NaN becomes 0 so it can never leave a metric."""
     if value != value:  # NaN
@@ -81,7 +94,10 @@ class Metric:
     """Base class of every metric.
 
     Class attributes (the catalogue reads them):
-        name: registry name, the seed's own snake_case name.
+        name: registry name, the specification's own snake_case name; results are
+            reported under it (or under the alias asked for, see `reported_as`).
+        aliases: other names of the same computation (a specification's second name for
+            one number); asking for one gives this metric reporting under that name.
         family: lexical, semantic, rag, judged, grounding, reasoning, structured, safety,
             security, reliability, agent or performance.
         requires: Sample fields that must be present; otherwise the result is None.
@@ -90,16 +106,17 @@ class Metric:
         unit: ``ratio`` (0..1, shown as %), ``score``, ``ms``, ``tokens/s``, ``ms/token``,
             ``count``, ``bool``.
         default_threshold: pass threshold used by the runner (None: no pass/fail).
-        threshold_env: environment variable of the seeds that sets the threshold.
+        threshold_env: environment variable that sets the threshold (the specification's).
         threshold_setting: the AssayConfig field holding the threshold, when configurable.
         suites: named suites the metric belongs to.
-        seed: which specification document defines it ("000".."004").
+        source: the specification that defines it (`Source`); None for Assay's own.
         needs: resources it loads: ``embedder``, ``bertscore``, ``spacy``, ``toxicity``,
             ``judge`` (a test holds every metric to its list).
         components: names of sub-scores it reports.
     """
 
     name: ClassVar[str] = ""
+    aliases: ClassVar[tuple[str, ...]] = ()
     family: ClassVar[str] = ""
     requires: ClassVar[tuple[str, ...]] = ()
     higher_is_better: ClassVar[bool] = True
@@ -109,7 +126,7 @@ class Metric:
     threshold_env: ClassVar[str | None] = None
     threshold_setting: ClassVar[str | None] = None
     suites: ClassVar[tuple[str, ...]] = ()
-    seed: ClassVar[str] = ""
+    source: ClassVar[Source | None] = None
     needs: ClassVar[frozenset[str]] = frozenset()
     components: ClassVar[tuple[str, ...]] = ()
     version: ClassVar[str] = "1"
@@ -125,6 +142,7 @@ class Metric:
     def info(cls) -> dict[str, Any]:
         return {
             "name": cls.name,
+            "aliases": list(cls.aliases),
             "family": cls.family,
             "description": cls.description(),
             "requires": list(cls.requires),
@@ -134,10 +152,19 @@ class Metric:
             "default_threshold": cls.default_threshold,
             "threshold_env": cls.threshold_env,
             "suites": list(cls.suites),
-            "seed": cls.seed,
+            "source": None if cls.source is None else str(cls.source),
             "needs": sorted(cls.needs),
             "components": list(cls.components),
         }
+
+    def reported_as(self, name: str) -> Self:
+        """This metric reporting its results under ``name``, its own name or one of its
+        aliases (a copy; the value, version and parameters are the same)."""
+        if name != type(self).name and name not in self.aliases:
+            raise ValueError(f"{name!r} is not a name of metric {type(self).name!r}")
+        twin = copy.copy(self)
+        twin.name = name  # type: ignore[misc]  # the instance's name shadows the class's
+        return twin
 
     def params(self) -> dict[str, Any]:
         """Parameters that change the value; part of the signature. Override when any."""

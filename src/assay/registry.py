@@ -3,6 +3,11 @@
 Metrics register themselves with ``@register``; their ``suites`` attribute puts them in
 named suites. ``all-offline`` holds every metric (each works with no key and no
 download; judged metrics fall back to their local estimator).
+
+A metric's ``aliases`` are other names of the same computation: asking for an alias gives
+the metric reporting under that name (`get_metric`). Suites list each computation once,
+under the metric's own name; an alias asked for by name next to a suite that brings its
+metric in replaces that name, so the value is computed once and reported as asked.
 """
 
 from __future__ import annotations
@@ -19,21 +24,23 @@ __all__ = [
     "get_metric",
     "list_metrics",
     "metric_class",
+    "metric_names",
     "register",
     "resolve_metrics",
     "suite_names",
 ]
 
 _REGISTRY: dict[str, type[Metric]] = {}
+_ALIASES: dict[str, str] = {}  # alias -> the metric's own name
 
 SUITE_DESCRIPTIONS: dict[str, str] = {
     "base": "The chatbot default: answer vs expected answer, lexical and semantic.",
-    "base-model": "Seed 000's base-model metrics, similarity proxies included.",
+    "base-model": "The chatbot hub's base-model metrics, similarity proxies included.",
     "lexical": "String-overlap metrics against the expected answer (no model).",
     "semantic": "Embedding and BERTScore similarity metrics.",
     "rag": "Retrieval and grounding metrics over the retrieved contexts.",
     "reasoning": "Chain-of-thought metrics over reasoning steps.",
-    "pipeline": "Seed 004's lightweight no-LLM pipeline: relevance, completeness, hallucination.",
+    "pipeline": "The lightweight no-LLM pipeline: relevance, completeness, hallucination.",
     "safety": "Toxicity, bias, harm, PII and refusal patterns.",
     "security": "Attack-success detectors over query and response.",
     "reliability": "Stability, validity and schema compliance.",
@@ -63,7 +70,14 @@ def register(cls: type[Metric]) -> type[Metric]:
         raise TypeError(f"metric {cls.name} declares no family")
     if not (cls.__doc__ or "").strip():
         raise TypeError(f"metric {cls.name} has no docstring")
+    for alias in cls.aliases:
+        owner = _REGISTRY.get(alias) or _REGISTRY.get(_ALIASES.get(alias, ""))
+        if owner is not None and owner.name != cls.name:
+            raise ValueError(f"alias {alias!r} of {cls.name!r} is already a name of {owner.name!r}")
+    if cls.name in _ALIASES and _ALIASES[cls.name] != cls.name:
+        raise ValueError(f"metric name {cls.name!r} is an alias of {_ALIASES[cls.name]!r}")
     _REGISTRY[cls.name] = cls
+    _ALIASES.update(dict.fromkeys(cls.aliases, cls.name))
     return cls
 
 
@@ -72,20 +86,30 @@ def _load_builtin() -> None:
 
 
 def metric_class(name: str) -> type[Metric]:
+    """The class of the metric called ``name`` (its own name or an alias)."""
     _load_builtin()
     try:
-        return _REGISTRY[name]
+        return _REGISTRY[_ALIASES.get(name, name)]
     except KeyError:
-        close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
+        close = difflib.get_close_matches(name, metric_names(), n=3)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
         raise KeyError(
             f"unknown metric {name!r}.{hint} Run 'assay metrics' to list them."
         ) from None
 
 
+def metric_names() -> list[str]:
+    """Every name a metric can be asked for by: the metrics' own names and their aliases."""
+    _load_builtin()
+    return sorted([*_REGISTRY, *_ALIASES])
+
+
 def get_metric(name: str, **params: Any) -> Metric:
-    """An instance of the metric called ``name``."""
-    return metric_class(name)(**params)
+    """An instance of the metric called ``name``; asked for by an alias, it reports its
+    results under that alias."""
+    cls = metric_class(name)
+    metric = cls(**params)
+    return metric if name == cls.name else metric.reported_as(name)
 
 
 def list_metrics(family: str | None = None) -> list[type[Metric]]:
@@ -125,6 +149,11 @@ def resolve_metrics(
     for s in suites or ([] if names else ["base"]):
         from_suites.extend(suite(s))
     asked = set(names or [])
+    # an alias asked for by name stands in for its metric brought by a suite (computed once)
+    renamed = {
+        own: n for n in names or [] if (own := metric_class(n).name) != n and own not in asked
+    }
+    from_suites = [renamed.get(n, n) for n in from_suites]
     seen: dict[str, Metric] = {}
     left_out: dict[str, list[str]] = {}  # extra -> metrics left out for want of it
     skipped: set[str] = set()

@@ -24,7 +24,7 @@ def metrics_command(
     suites: Annotated[bool, typer.Option("--suites", help="List the suites instead.")] = False,
     output_format: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
 ) -> None:
-    """List every metric with its description, inputs, range and polarity."""
+    """List every metric with its aliases, description, inputs, range and polarity."""
     console = consoles.results()
     err = consoles.messages()
     problem = None
@@ -58,12 +58,15 @@ def metrics_command(
     if output_format == "json":
         typer.echo(json.dumps([c.info() for c in classes], indent=2))
         return
-    table = Table("metric", "family", "inputs", "range", "better", "description", show_lines=False)
+    table = Table(
+        "metric", "aliases", "family", "inputs", "range", "better", "description", show_lines=False
+    )
     for cls in classes:
         low, high = cls.value_range
         unit = "" if cls.unit in {"ratio", "bool", "score"} else f" {cls.unit}"
         table.add_row(
             cls.name,
+            ", ".join(cls.aliases) or "-",
             cls.family,
             ", ".join(cls.requires) or "-",
             f"{low:g}..{'' if high is None else f'{high:g}'}{unit}",

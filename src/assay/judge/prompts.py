@@ -1,10 +1,10 @@
 """Judge prompts as data: versioned, hashable templates with typed output models.
 
-A `Prompt` is a name, a version, the task text (from seeds 001 and 003, adapted to ask
-for JSON) split into sections, the data blocks it reads and a pydantic output model
-(`assay.judge.verdicts`, re-exported here).
-`Prompt.render` builds the chat messages; `Prompt.hash` changes whenever anything that
-reaches the judge changes, and goes into result signatures and the cache key.
+A `Prompt` is a name, a version, the task text (from the judge and RAG specifications,
+adapted to ask for JSON) split into sections, the data blocks it reads and a pydantic output
+model (`assay.judge.verdicts`, re-exported here). `Prompt.render` builds the chat messages;
+`Prompt.hash` changes whenever anything that reaches the judge changes, and goes into result
+signatures and the cache key.
 
 Untrusted text (questions, answers, contexts, references) is inserted **only** inside
 tagged data blocks (``<answer>...</answer>``) with ``&``, ``<`` and ``>`` escaped, so the
@@ -131,7 +131,7 @@ class Prompt(Generic[T]):
         blocks: names of the data blocks, in the order they are shown.
         output: the pydantic model of the reply.
         example: an example reply shown to the judge.
-        fallback: last-resort parser of a reply that is not JSON (e.g. the seeds' score
+        fallback: last-resort parser of a reply that is not JSON (e.g. the specifications' score
             regex); returns the output model's fields or None.
         check: extra validation of a parsed reply against the inputs (e.g. one verdict
             per context); returns a problem description or None.
@@ -271,12 +271,12 @@ def _check_rag(out: RagVerdicts, values: Mapping[str, Any]) -> str | None:
     return None
 
 
-# ---- seed 001: four 0..1 rubric scores -------------------------------------------------
+# ---- the judge specification: four 0..1 rubric scores --------------------------------
 
 _SCORE_EXAMPLE = '{"score": 0.85, "reason": "one short sentence"}'
 
 RELEVANCE: Prompt[ScoreVerdict] = Prompt(
-    name="seed001_relevance",
+    name="relevance_rubric",
     version="1",
     sections=(
         Section(
@@ -296,7 +296,7 @@ RELEVANCE: Prompt[ScoreVerdict] = Prompt(
 )
 
 FAITHFULNESS: Prompt[ScoreVerdict] = Prompt(
-    name="seed001_faithfulness",
+    name="faithfulness_rubric",
     version="1",
     sections=(
         Section(
@@ -316,7 +316,7 @@ FAITHFULNESS: Prompt[ScoreVerdict] = Prompt(
 )
 
 HALLUCINATION: Prompt[ScoreVerdict] = Prompt(
-    name="seed001_hallucination",
+    name="hallucination_rubric",
     version="1",
     sections=(
         Section(
@@ -336,7 +336,7 @@ HALLUCINATION: Prompt[ScoreVerdict] = Prompt(
 )
 
 CONTEXTUAL_RELEVANCE: Prompt[ScoreVerdict] = Prompt(
-    name="seed001_contextual_relevance",
+    name="contextual_relevance_rubric",
     version="1",
     sections=(
         Section(
@@ -355,7 +355,7 @@ CONTEXTUAL_RELEVANCE: Prompt[ScoreVerdict] = Prompt(
     fallback=score_from_prose,
 )
 
-# ---- seed 003: RAGAS-style verdicts in one call per sample -----------------------------
+# ---- the RAG specification: RAGAS-style verdicts in one call per sample --------------
 
 RAG_VERDICTS: Prompt[RagVerdicts] = Prompt(
     name="rag_verdicts",

@@ -1,17 +1,17 @@
-"""Agent metrics (seed 000 "Agent Metrics"): task completion, step efficiency, error
+"""Agent metrics (chatbot hub "Agent Metrics"): task completion, step efficiency, error
 recovery and tool usage accuracy, from explicit counts or derived from an agent trace.
 
 All four read their inputs through `agent_counts`, which takes the Sample's explicit
 fields (``steps_taken``, ``tools_used``, ...) and fills any that are absent from
 ``Sample.trace`` (a list of `ToolCall` steps, e.g. made by ``assay.trace``). Values are on
-the canonical 0..1 scale (the seed's 0-100 is presentation).
+the canonical 0..1 scale (the specification's 0-100 is presentation).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from assay.metric import Metric
+from assay.metric import Metric, Source
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -111,14 +111,14 @@ def agent_counts(sample: Sample) -> AgentCounts:
 class _AgentMetric(Metric):
     family = "agent"
     suites = ("agent",)
-    seed = "000"
+    source = Source.CHATBOT_HUB
 
 
 @register
 class TaskCompletion(_AgentMetric):
     """Whether the agent completed its task: 1 when ``task_completed`` is true, else 0.
 
-    Formula (seed 000): ``1.0 if task_completed else 0.0`` (the seed's 100/0). Input:
+    Formula (chatbot hub): ``1.0 if task_completed else 0.0`` (the specification's 100/0). Input:
     ``task_completed`` (bool; it cannot be derived from a trace, the application or a
     checker must say it). Range {0, 1}, higher is better; None when ``task_completed`` is
     absent. Weakness: binary and self-reported; it says nothing about how well the task
@@ -138,9 +138,9 @@ class TaskCompletion(_AgentMetric):
 class StepEfficiency(_AgentMetric):
     """Expected steps over steps taken, capped at 1: did the agent take no more steps than needed?
 
-    Formula (seed 000): ``min(expected_steps / steps_taken, 1)``, and 0 when
-    ``steps_taken`` is 0 (the seed's rule, kept: an agent that took no step did not do the
-    task, so it is scored as fully inefficient rather than undefined; the seed's result is
+    Formula (chatbot hub): ``min(expected_steps / steps_taken, 1)``, and 0 when
+    ``steps_taken`` is 0 (the specification's rule, kept: an agent that took no step did not do the
+    task, so it is scored as fully inefficient rather than undefined; the specification's result is
     also 0 when ``expected_steps`` and ``steps_taken`` are both 0). Inputs:
     ``expected_steps`` (must be given) and ``steps_taken`` (given, or the number of
     top-level steps of ``trace``). Range 0..1, higher is better; None when either input is
@@ -164,7 +164,10 @@ class StepEfficiency(_AgentMetric):
         }
         if taken == 0:
             return self.result(
-                0.0, method="measurement", reason="no steps taken (seed rule: 0)", **details
+                0.0,
+                method="measurement",
+                reason="no steps taken (the chatbot hub's rule: 0)",
+                **details,
             )
         return self.result(min(expected / taken, 1.0), method="measurement", **details)
 
@@ -173,7 +176,7 @@ class StepEfficiency(_AgentMetric):
 class ErrorRecovery(_AgentMetric):
     """Whether the agent recovered from its errors: 1 when it had none or completed anyway, else 0.
 
-    Formula (seed 000, three cases): errors > 0 and task completed -> 1; errors == 0 -> 1;
+    Formula (chatbot hub, three cases): errors > 0 and task completed -> 1; errors == 0 -> 1;
     errors > 0 and not completed -> 0. Inputs: ``errors_encountered`` (given, or the
     failed steps of ``trace``) and ``task_completed`` (needed only when there were
     errors). Range {0, 1}, higher is better; None when the error count is unknown, or
@@ -226,11 +229,11 @@ class ErrorRecovery(_AgentMetric):
 class ToolUsageAccuracy(_AgentMetric):
     """Share of the distinct tools the agent used that succeeded at least once.
 
-    Formula (seed 000): ``|set(tools_used) ∩ set(tools_succeeded)| / |set(tools_used)|``.
+    Formula (chatbot hub): ``|set(tools_used) ∩ set(tools_succeeded)| / |set(tools_used)|``.
     Inputs: ``tools_used`` and ``tools_succeeded`` (given, or from the tool steps of
     ``trace`` and their ``ok`` flags). Range 0..1, higher is better. When no tool was used
-    the seed returns 0; here the value is None ("no tools used": accuracy of zero calls is
-    undefined, and missing is not zero), with ``details.seed_value = 0``. Weakness: set
+    the specification returns 0; here the value is None ("no tools used": accuracy of zero calls is
+    undefined, and missing is not zero), with ``details.specification_value = 0``. Weakness: set
     based, so a tool that failed four times and then succeeded counts as fully accurate;
     the component ``call_success_rate`` (successful tool calls / tool calls, from a trace)
     counts every call.
@@ -245,7 +248,9 @@ class ToolUsageAccuracy(_AgentMetric):
             return self.na("missing input: tools_used (or a trace)", missing=["tools_used"])
         used = set(counts.tools_used)
         if not used:
-            return self.na("no tools used: tool usage accuracy is undefined", seed_value=0.0)
+            return self.na(
+                "no tools used: tool usage accuracy is undefined", specification_value=0.0
+            )
         if counts.tools_succeeded is None:
             return self.na(
                 "missing input: tools_succeeded (or a trace)", missing=["tools_succeeded"]

@@ -1,9 +1,10 @@
-"""BERTScore metrics (seed 000 test layer and base model, seed 003 section 8).
+"""BERTScore metrics (the chatbot hub's test layer and base model, the RAG specification).
 
-All three read one shared `assay.models.bertscore.BERTScorer` (default: the shipped
+Both read one shared `assay.models.bertscore.BERTScorer` (default: the shipped
 all-MiniLM-L6-v2, layer 6, with the baseline computed for it; see that module for the
 baseline procedure) and score the whole batch in one model pass. The scorer memoises pair
-scores, so running ``bertscore``, ``f1`` and ``bert_score_f1`` together costs one pass.
+scores, so running ``bertscore`` (alias ``f1``) and ``bert_score_f1`` together costs one
+pass.
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from assay.metric import Metric, clamp01
+from assay.metric import Metric, Source, clamp01
 from assay.models.bertscore import BERTScorer
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample
 
-__all__ = ["BERTScore", "BERTScoreF1", "BERTScoreF1Raw"]
+__all__ = ["BERTScore", "BERTScoreF1Raw"]
 
 _PARTS = ("precision", "recall", "f1")
 _NO_TOKENS = (
@@ -78,7 +79,12 @@ class _BERTScoreMetric(Metric):
 class BERTScore(_BERTScoreMetric):
     """BERTScore F1 of the response against the expected answer, rescaled with a baseline.
 
-    Seed 000 test layer: ``bert_score.score([response], [expected],
+    Also reported as ``f1``: the chatbot hub's base-model "F1 Score" is ``f1_score =
+    bertscore["f1"]``, this value under another name (not a token-overlap F1 despite the
+    name), so ``f1`` is an alias of this metric: asking for it gives this value under that
+    name, and a suite computes it once, as ``bertscore``.
+
+    Chatbot hub test layer: ``bert_score.score([response], [expected],
     rescale_with_baseline=True)``; value = F1, components precision, recall and f1.
     Token-level: each token of the response is embedded in context and matched to its most
     similar token of the expected answer (cosine), and vice versa; P = mean best match of
@@ -93,67 +99,50 @@ class BERTScore(_BERTScoreMetric):
     text fall slightly below 0 (about -0.1) and those of identical text reach 1; every
     component is clamped to 0..1, and ``details`` keeps the unclamped rescaled values
     (``unclamped``), the raw scores (``raw``), the baseline and whether clamping happened.
-    Missing or blank response or expected answer: None with a reason (the seed returned 0
-    with an error); also None when the model finds no token in one of them (only
-    zero-width or control characters: bert-score would say 0). A user-chosen model
-    without a baseline file is scored raw and ``details.rescale_note`` says so (the
-    signature then ends in ``+raw``).
+    Missing or blank response or expected answer: None with a reason (the hub returned 0
+    with an error); also None when the model finds no token in one of them (only zero-width
+    or control characters: bert-score would say 0). A user-chosen model without a baseline
+    file is scored raw and ``details.rescale_note`` says so (the signature then ends in
+    ``+raw``).
 
     Weaknesses: rewards shared wording and topic more than truth (a negation or a wrong
-    number changes few tokens); the seed used bert-score's model for the text's language
+    number changes few tokens); the hub used bert-score's model for the text's language
     (roberta-large for English, multilingual BERT otherwise), we use MiniLM, so absolute
-    values differ from the seed's; MiniLM is an English model, so for Arabic set
+    values differ from the hub's; MiniLM is an English model, so for Arabic set
     ``bertscore_model`` to a local multilingual model (with its own baseline); texts are
     truncated at the model's 512 tokens.
     """
 
     name = "bertscore"
-    suites = ("base", "semantic")
-    seed = "000"
-
-
-@register
-class BERTScoreF1(BERTScore):
-    """Seed 000's base-model "F1 Score": the F1 of ``bertscore`` under the seed's own name.
-
-    Formula (seed 000): ``f1_score = bertscore["f1"]``, i.e. the baseline-rescaled BERTScore
-    F1 of the response against the expected answer, clamped to 0..1 (identical to the
-    ``bertscore`` value, computed in the same model pass; see ``bertscore`` for the
-    formula, the baseline, the clamping and the evidence in ``details``). It is not a
-    token-overlap F1 despite the name. Inputs: response, expected. Range 0..1, higher is
-    better; missing input gives None with a reason. Kept as a separate name only because
-    the seed lists it; it is in the ``semantic`` suite only, so suites do not count the
-    same number twice.
-    """
-
-    name = "f1"
-    suites = ("semantic", "base-model")
-    seed = "000"
+    aliases = ("f1",)
+    suites = ("base", "base-model", "semantic")
+    source = Source.CHATBOT_HUB
 
 
 @register
 class BERTScoreF1Raw(_BERTScoreMetric):
     """Raw BERTScore F1 (no baseline rescaling) of the response against the expected answer.
 
-    Seed 003 section 8: ``P, R, F1 = bert_score.score([answer], [ground_truth])`` without
-    rescaling, F1 = 2PR/(P+R) over greedy token matches by cosine of contextual embeddings.
-    The seed reports it as a percentage (0-100); the canonical value here is 0..1 (clamped:
-    float error can put identical texts a hair above 1; ``details.raw`` keeps the exact
-    value). Components: raw precision, recall and f1. Inputs: response (answer), expected
-    (ground truth). Higher is better. Missing or blank input, or a text in which the model
-    finds no token: None with a reason (the seed returned 0.0).
+    RAG specification, section 8: ``P, R, F1 = bert_score.score([answer], [ground_truth])``
+    without rescaling, F1 = 2PR/(P+R) over greedy token matches by cosine of contextual
+    embeddings. The specification reports it as a percentage (0-100); the canonical value
+    here is 0..1 (clamped: float error can put identical texts a hair above 1;
+    ``details.raw`` keeps the exact value). Components: raw precision, recall and f1.
+    Inputs: response (answer), expected (ground truth). Higher is better. Missing or blank
+    input, or a text in which the model finds no token: None with a reason (the
+    specification returned 0.0).
 
-    Model: the seed used microsoft/deberta-xlarge-mnli (layer 40); we use the shipped
-    all-MiniLM-L6-v2 at layer 6 (or the configured ``bertscore_model``), so absolute values
-    differ from the seed's. Raw scores do not start at 0 for unrelated text: with MiniLM
-    layer 6 unrelated sentence pairs average F1 = 0.13 (the baseline), with
+    Model: the specification used microsoft/deberta-xlarge-mnli (layer 40); we use the
+    shipped all-MiniLM-L6-v2 at layer 6 (or the configured ``bertscore_model``), so absolute
+    values differ from the specification's. Raw scores do not start at 0 for unrelated text:
+    with MiniLM layer 6 unrelated sentence pairs average F1 = 0.13 (the baseline), with
     deberta-xlarge-mnli about 0.52, so compare raw values only within one model. (The
-    seed's examples of 6.62% for two different diary entries are well below that model's
-    raw floor, so they were probably rescaled; we follow the seed's code.)
+    specification's examples of 6.62% for two different diary entries are well below that
+    model's raw floor, so they were probably rescaled; we follow the specification's code.)
     Use ``bertscore`` for the rescaled score.
     """
 
     name = "bert_score_f1"
     suites = ("semantic",)
-    seed = "003"
+    source = Source.RAG_EVALUATION
     rescaled = False

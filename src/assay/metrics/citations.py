@@ -1,6 +1,6 @@
 """Citation accuracy: the citations a response carries, found by pattern (no model).
 
-Seed 000's ``citation_accuracy``: each citation kind (numbered brackets, author-year
+The chatbot hub's ``citation_accuracy``: each citation kind (numbered brackets, author-year
 parentheticals, URLs, source names...) has a weight; the score is a function of the
 weights found (`citation_score`). The patterns are linear-time and tested on long inputs.
 """
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from assay.metric import Metric
+from assay.metric import Metric, Source
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -23,7 +23,7 @@ __all__ = ["CITATION_PATTERNS", "CitationPattern", "citation_score", "find_citat
 
 @dataclass(frozen=True)
 class CitationPattern:
-    """One kind of citation: its seed name, weight and regular expression."""
+    """One kind of citation: its name in the chatbot hub, weight and regular expression."""
 
     kind: str
     weight: float
@@ -46,8 +46,8 @@ _NOT_A_SOURCE_NAME = frozenset(
 # that ends a sentence (dots inside "www.who.int" are kept)
 _LABEL_TEXT = r"(?=[^\s\[\]();.،؛؟])(?:[^\n\[\]();.،؛؟]|\.(?=\S)){1,80}"
 
-#: The seed's citation kinds, strongest first (this is also the order overlaps are
-#: resolved in). Arabic label forms are added to the seed's English ones.
+#: The specification's citation kinds, strongest first (this is also the order overlaps are
+#: resolved in). Arabic label forms are added to the specification's English ones.
 CITATION_PATTERNS: tuple[CitationPattern, ...] = (
     CitationPattern("numbered", 1.0, re.compile(r"\[\s*\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*\s*\]")),
     CitationPattern("named", 0.8, re.compile(r"\[([^\[\]\n]{2,100})\]"), check="named"),
@@ -151,7 +151,7 @@ def find_citations(text: str) -> list[dict[str, Any]]:
 
 
 def citation_score(weights: Sequence[float]) -> float:
-    """Seed 000: ``max(weights) * (1 + 0.1 * (n - 1))`` capped at 1; 0 with no citation."""
+    """The chatbot hub: ``max(weights) * (1 + 0.1 * (n - 1))`` capped at 1; 0 with no citation."""
     if not weights:
         return 0.0
     best = max(weights)
@@ -161,15 +161,15 @@ def citation_score(weights: Sequence[float]) -> float:
 
 @register
 class CitationAccuracy(Metric):
-    """Presence and form of citations in the response, by seed 000's weighted patterns.
+    """Presence and form of citations in the response, by the chatbot hub's weighted patterns.
 
-    Formula (seed 000, on the 0..1 scale): find the citations, each with the weight of
+    Formula (chatbot hub, on the 0..1 scale): find the citations, each with the weight of
     its kind: numbered ``[1]``, ``[2, 3]`` 1.0; named ``[WHO report]`` 0.8;
     ``source: ...`` 0.7; parenthetical ``(Smith et al., 2020)`` 0.6; ``reference: ...``
     0.6; ``according to ...`` 0.5. ``score = max(weight)``; with n > 1 citations,
     ``score = min(1, score * (1 + 0.1 * (n - 1)))``. No citation: 0.0.
 
-    Rules beyond the seed's list (so that ordinary brackets are not citations):
+    Rules beyond the specification's list (so that ordinary brackets are not citations):
       - named: bracket text with at least two letters, not a number list, not an
         editorial mark ("[sic]", "[citation needed]"). A Markdown link ``[text](url)``
         counts once, as named.
@@ -199,7 +199,7 @@ class CitationAccuracy(Metric):
     family = "lexical"
     requires = ("response",)
     suites = ("rag", "base-model")
-    seed = "000"
+    source = Source.CHATBOT_HUB
 
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
         citations = find_citations(sample.response or "")

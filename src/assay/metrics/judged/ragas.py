@@ -1,4 +1,4 @@
-"""Seed 003's RAGAS-style judged metrics and their composite, ``ragas_score``.
+"""The RAG specification's RAGAS-style judged metrics and their composite, ``ragas_score``.
 
 ``ragas_faithfulness``, ``ragas_context_precision`` and ``ragas_context_recall`` ask the
 same ONE question per sample (`RAG_VERDICTS`: claims extracted and verified, every
@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-
 from assay.engine import Answers, Ask, embed_ask, judge_ask
 from assay.judge.client import JudgeReply
 from assay.judge.estimators import (
@@ -30,6 +29,7 @@ from assay.judge.prompts import (
     RAG_VERDICTS,
     RagVerdicts,
 )
+from assay.metric import Source
 from assay.metrics.judged.base import ANCHORED_NEEDS, JudgedMetric, rag_values
 from assay.metrics.judged.formulas import (
     RAGAS_WEIGHTS,
@@ -56,7 +56,7 @@ class _RagVerdictMetric(JudgedMetric):
     """Metrics read from the one RAG_VERDICTS call of a sample."""
 
     suites = ("judged", "rag")
-    seed = "003"
+    source = Source.RAG_EVALUATION
 
     def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return [judge_ask(RAG_VERDICTS, **rag_values(sample))]
@@ -82,11 +82,12 @@ class _SupportedShare(_RagVerdictMetric):
     items: ClassVar[str]  # RagVerdicts attribute: "claims" or "statements"
     item_text: ClassVar[str]  # attribute of an item holding its text
     item_ok: ClassVar[str]  # attribute of an item holding its verdict
-    source: ClassVar[str]  # Sample field the local estimator checks sentence by sentence
+    checked_field: ClassVar[str]  # Sample field the local estimator checks sentence by sentence
     count_key: ClassVar[str]
     ok_key: ClassVar[str]
     missing_key: ClassVar[str]
-    none_reason: ClassVar[str]  # reason of the 1.0 given when there is no item (seed rule)
+    #: reason of the 1.0 given when there is no item (the RAG specification's rule)
+    none_reason: ClassVar[str]
 
     def from_verdicts(
         self, sample: Sample, reply: JudgeReply[RagVerdicts], model: str
@@ -98,7 +99,7 @@ class _SupportedShare(_RagVerdictMetric):
                 1.0,
                 model,
                 [RAG_VERDICTS],
-                reason=f"{self.none_reason}: 1.0 by the seed's rule",
+                reason=f"{self.none_reason}: 1.0 by the specification's rule",
                 verdicts=verdicts,
                 **{self.count_key: 0, self.ok_key: 0},
             )
@@ -122,7 +123,7 @@ class _SupportedShare(_RagVerdictMetric):
     def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         supports = sentence_support(
             res,
-            [getattr(s, self.source) or "" for s in samples],
+            [getattr(s, self.checked_field) or "" for s in samples],
             [s.contexts or [] for s in samples],
         )
         out = []
@@ -147,14 +148,14 @@ class _SupportedShare(_RagVerdictMetric):
 
 @register
 class RagasFaithfulness(_SupportedShare):
-    """Share of the answer's atomic claims that the retrieved contexts support (RAGAS-style, seed
-    003).
+    """Share of the answer's atomic claims that the retrieved contexts support (RAGAS-style, RAG
+    specification).
 
     Formula: ``supported claims / claims``; the judge extracts the answer's atomic,
     self-contained claims and verifies all of them against the contexts in ONE call
     (shared with context precision and recall). An answer with no factual claim scores
-    1.0 (the seed's rule: nothing unsupported), flagged in the reason. Inputs: response,
-    contexts (question and reference used when present). Range 0..1 (seed: 0-100),
+    1.0 (the specification's rule: nothing unsupported), flagged in the reason. Inputs: response,
+    contexts (question and reference used when present). Range 0..1 (the specification: 0-100),
     higher is better. Evidence: every claim with its verdict and reason.
     Local estimator ``sentence_support``: each answer sentence is a claim, supported when
     its sentence support (see ``faithfulness``) is at least 0.6 and none of its anchors
@@ -169,21 +170,22 @@ class RagasFaithfulness(_SupportedShare):
     items = "claims"
     item_text = "claim"
     item_ok = "verdict"
-    source = "response"
+    checked_field = "response"
     count_key, ok_key, missing_key = "claims", "supported", "unsupported"
     none_reason = "the answer makes no factual claim"
 
 
 @register
 class RagasContextPrecision(_RagVerdictMetric):
-    """Share of the retrieved contexts that are relevant to the question (RAGAS-style, seed 003).
+    """Share of the retrieved contexts that are relevant to the question (RAGAS-style, the
+    RAG specification).
 
     Formula: ``(1/N) * sum(relevance_i)``, relevance_i in {0, 1} from the judge, which
-    rates all N contexts of a sample in ONE call (seed 003's JSON array form; the
+    rates all N contexts of a sample in ONE call (RAG specification's JSON array form; the
     reference answer, when given, informs the verdicts). Component ``precision_at_k``:
     the rank-aware form ``sum_k(rel_k * P@k) / (relevant contexts in top K)`` (0 when
     none is relevant), which rewards relevant contexts ranked first. Inputs: query,
-    contexts. Range 0..1 (seed: 0-100), higher is better. Evidence: each context's
+    contexts. Range 0..1 (the specification: 0-100), higher is better. Evidence: each context's
     verdict, 0-100 relevance score and reasoning.
     Local estimator ``context_similarity``: a context is relevant when its best cosine
     with the question or the reference (over the context and its sentences) is at least
@@ -239,13 +241,13 @@ class RagasContextPrecision(_RagVerdictMetric):
 @register
 class RagasContextRecall(_SupportedShare):
     """Share of the reference answer's statements that the retrieved contexts support (RAGAS-style,
-    seed 003).
+    the RAG specification).
 
     Formula: ``attributable statements / statements``; the judge breaks the reference
     (ground truth) answer into atomic statements and attributes each to a context, in
-    the same ONE call as faithfulness and precision. No statements -> 1.0 (the seed's
+    the same ONE call as faithfulness and precision. No statements -> 1.0 (the specification's
     rule, flagged in the reason). Inputs: expected (ground truth), contexts. Range 0..1
-    (seed: 0-100), higher is better. Evidence: statements with verdicts and supporting
+    (the specification: 0-100), higher is better. Evidence: statements with verdicts and supporting
     context.
     Local estimator ``sentence_support``: each reference sentence is a statement,
     attributed when its sentence support by the contexts is at least 0.6 and none of its
@@ -259,7 +261,7 @@ class RagasContextRecall(_SupportedShare):
     items = "statements"
     item_text = "statement"
     item_ok = "attributed"
-    source = "expected"
+    checked_field = "expected"
     count_key, ok_key, missing_key = "statements", "attributed", "missing"
     none_reason = "no statements in the reference"
 
@@ -267,15 +269,15 @@ class RagasContextRecall(_SupportedShare):
 @register
 class RagasAnswerRelevance(JudgedMetric):
     """How well the answer addresses the question: mean cosine of the question with 3 questions
-    generated from the answer (RAGAS-style, seed 003).
+    generated from the answer (RAGAS-style, the RAG specification).
 
     Formula: the judge generates 3 questions the answer would address (seeing the answer
     only); the value is ``mean_i clip(cos(embed(question), embed(generated_i)), 0, 1)``
-    with the run's embedder. If the judge returns no question, the seed's direct rubric
+    with the run's embedder. If the judge returns no question, the specification's direct rubric
     (1.0 / 0.75 / 0.5 / 0.25 / 0.0) is asked instead (``details["fallback"]``). Inputs:
-    query, response. Range 0..1 (seed: 0-100), higher is better.
+    query, response. Range 0..1 (the specification: 0-100), higher is better.
     Local estimator ``question_answer_cosine``: clip(cos(question, answer), 0, 1), 0 for
-    a non-committal answer. Weaknesses: cosine levels depend on the embedder (the seed's
+    a non-committal answer. Weaknesses: cosine levels depend on the embedder (the specification's
     exact-answer example scores 0.83, not 1.0); generated questions can echo the answer's
     wording; the estimator measures topic, not answer-ness.
     """
@@ -283,7 +285,7 @@ class RagasAnswerRelevance(JudgedMetric):
     name = "ragas_answer_relevance"
     requires = ("query", "response")
     suites = ("judged", "rag")
-    seed = "003"
+    source = Source.RAG_EVALUATION
     estimator = "question_answer_cosine"
 
     @staticmethod
@@ -335,13 +337,13 @@ class RagasAnswerRelevance(JudgedMetric):
 
 @register
 class RagasScore(JudgedMetric):
-    """Weighted composite of the four RAGAS-style metrics, renormalised over the missing ones (seed
-    003).
+    """Weighted composite of the four RAGAS-style metrics, renormalised over the missing ones (RAG
+    specification).
 
     Formula: ``sum_k w_k * m_k / sum_k w_k`` over the metrics m_k that have a value, with
     w = faithfulness 0.30, context precision 0.20, context recall 0.20, answer relevance
-    0.30 (seed 003; its example 1.00, missing, 1.00, 0.8327 gives 0.9373). Inputs:
-    whatever the four need; None when none of them can be computed. Range 0..1 (seed:
+    0.30 (RAG specification; its example 1.00, missing, 1.00, 0.8327 gives 0.9373). Inputs:
+    whatever the four need; None when none of them can be computed. Range 0..1 (the specification:
     0-100), higher is better. Components: the four values; details: the renormalised
     weights. Declares the asks of the four (no call of its own: scored with them, they
     are asked once; run alone, it asks their 2 questions per sample). Weaknesses: a
@@ -353,7 +355,7 @@ class RagasScore(JudgedMetric):
     requires = ()
     needs = ANCHORED_NEEDS
     suites = ("judged", "rag")
-    seed = "003"
+    source = Source.RAG_EVALUATION
     estimator = "composite of the four local estimators"
     components = ("faithfulness", "context_precision", "context_recall", "answer_relevance")
 

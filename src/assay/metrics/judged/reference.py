@@ -1,6 +1,6 @@
-"""Seed 003's reference-based judged metrics: G-Eval factual accuracy and answer
+"""The RAG specification's reference-based judged metrics: G-Eval factual accuracy and answer
 classification (CORRECT / WRONG / DON'T KNOW). Both read the same ONE ask per sample
-(`REFERENCE_VERDICTS`: the seed's two task texts, each filling its key of the reply);
+(`REFERENCE_VERDICTS`: the specification's two task texts, each filling its key of the reply);
 classification asks nothing for an answer that declines to answer."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from assay.engine import Answers, Ask, judge_ask
 from assay.judge.estimators import reference_agreement, sentence_support, uncertainty_phrase
+from assay.metric import Source
 from assay.metrics.judged.base import ANCHORED_NEEDS, JudgedMetric
 from assay.metrics.judged.formulas import FACTUAL_ACCURACY_WEIGHTS, factual_grade
 from assay.metrics.judged.shared_prompts import REFERENCE_VERDICTS
@@ -33,32 +34,30 @@ def _reference_ask(sample: Sample) -> Ask:
 @register
 class FactualAccuracy(JudgedMetric):
     """Factual accuracy of the answer against the reference: G-Eval correctness 50%, completeness
-    30%, consistency 20%, graded A–E (seed 003).
+    30%, consistency 20%, graded A–E (RAG specification).
 
-    Formula: the judge scores three criteria 0-100 with seed 003's chain-of-thought
-    rubric (the ``factual_accuracy`` task of the `REFERENCE_VERDICTS` ask shared with
-    ``answer_classification``); value = ``(0.5 * correctness + 0.3 * completeness +
-    0.2 * consistency) / 100`` (computed here, the judge's own final_score kept as
-    evidence); grade A >= 0.8, B >= 0.6, C >= 0.4, D >= 0.2, else E in
-    ``details["grade"]``. Inputs: response,
-    expected (query used when present). Range 0..1, higher is better. Seed 003 reports it
-    as ``factual_accuracy_percentage`` (the grade of the same score); that is the 0-100
-    view of this metric, not a separate one.
-    Local estimator ``reference_agreement+coverage``: correctness = the
-    ``reference_agreement`` score (cosine of what answer and reference add to the
-    question, halved by each contradiction cue: negation mismatch, conflicting number,
-    date or entity, yes/no disagreement), completeness = sentence support of the
-    reference by the answer; consistency is not estimated offline, so the weights
-    renormalise to 0.625/0.375 (``details["weights"]``). Weaknesses: G-Eval's single
-    call asks for three numbers whose scale drifts between judges; the estimator cannot
-    tell a fluent misconception from the truth unless a cue marks it (see
-    ``reference_agreement``).
+    Formula: the judge scores three criteria 0-100 with the RAG specification's
+    chain-of-thought rubric (the ``factual_accuracy`` task of the `REFERENCE_VERDICTS` ask
+    shared with ``answer_classification``); value = ``(0.5 * correctness + 0.3 *
+    completeness + 0.2 * consistency) / 100`` (computed here, the judge's own final_score
+    kept as evidence); grade A >= 0.8, B >= 0.6, C >= 0.4, D >= 0.2, else E in
+    ``details["grade"]``. Inputs: response, expected (query used when present). Range 0..1,
+    higher is better. The RAG specification reports it as ``factual_accuracy_percentage``
+    (the grade of the same score); that is the 0-100 view of this metric, not a separate
+    one. Local estimator ``reference_agreement+coverage``: correctness = the
+    ``reference_agreement`` score (cosine of what answer and reference add to the question,
+    halved by each contradiction cue: negation mismatch, conflicting number, date or entity,
+    yes/no disagreement), completeness = sentence support of the reference by the answer;
+    consistency is not estimated offline, so the weights renormalise to 0.625/0.375
+    (``details["weights"]``). Weaknesses: G-Eval's single call asks for three numbers whose
+    scale drifts between judges; the estimator cannot tell a fluent misconception from the
+    truth unless a cue marks it (see ``reference_agreement``).
     """
 
     name = "factual_accuracy"
     requires = ("response", "expected")
     needs = ANCHORED_NEEDS
-    seed = "003"
+    source = Source.RAG_EVALUATION
     estimator = "reference_agreement+coverage"
     components = ("correctness", "completeness", "consistency")
 
@@ -134,39 +133,38 @@ AGREEMENT_THRESHOLD = 0.5
 
 @register
 class AnswerClassification(JudgedMetric):
-    """Classifies the answer as CORRECT, WRONG or DON'T KNOW against the reference answer (seed
-    003).
+    """Classifies the answer as CORRECT, WRONG or DON'T KNOW against the reference answer (RAG
+    specification).
 
-    Formula: an answer containing one of seed 003's uncertainty phrases ("i don't know",
-    "unknown", "not sure", "cannot determine", "no information", ... plus "no comment")
-    or a very short non-answer ("n/a") is DON'T KNOW without a judge call (``method``
-    "pattern"); otherwise the judge classifies CORRECT or WRONG with seed 003's prompt
-    text (the ``classification`` task of the `REFERENCE_VERDICTS` ask shared with
-    ``factual_accuracy``).
-    Value: 1.0 for CORRECT, 0.0 for WRONG and for DON'T KNOW, so the mean over a run is
-    the seed's "correct" percentage over all evaluations (17 of 24 = 70.8%); the label is
-    in ``details["label"]`` and the runner counts labels per run (seed 003's
-    correct/wrong/dont_know_answers_count). Inputs: response, expected (query used when
-    present). Range 0..1, higher is better.
+    Formula: an answer containing one of the RAG specification's uncertainty phrases ("i
+    don't know", "unknown", "not sure", "cannot determine", "no information", ... plus "no
+    comment") or a very short non-answer ("n/a") is DON'T KNOW without a judge call
+    (``method`` "pattern"); otherwise the judge classifies CORRECT or WRONG with the RAG
+    specification's prompt text (the ``classification`` task of the `REFERENCE_VERDICTS` ask
+    shared with ``factual_accuracy``). Value: 1.0 for CORRECT, 0.0 for WRONG and for DON'T
+    KNOW, so the mean over a run is the specification's "correct" percentage over all
+    evaluations (17 of 24 = 70.8%); the label is in ``details["label"]`` and the runner
+    counts labels per run (RAG specification's correct/wrong/dont_know_answers_count).
+    Inputs: response, expected (query used when present). Range 0..1, higher is better.
     Local estimator ``reference_agreement``: CORRECT when the agreement score (cosine of
     answer and reference after removing the question's content words, halved by each
-    contradiction cue: a negation on one side only when neither is hedged, a number,
-    date or entity the two state differently, yes/no disagreement; see
+    contradiction cue: a negation on one side only when neither is hedged, a number, date or
+    entity the two state differently, yes/no disagreement; see
     `assay.judge.estimators.reference_agreement`) is at least 0.5; the score is the
     ``agreement`` component. A DON'T KNOW answer keeps its label and value 0 but still
     reports the ``agreement`` component (1 when the reference declines too, e.g. both "I
-    have no comment"; otherwise usually low, since a non-answer adds nothing the
-    reference says). On TruthfulQA dev: AUROC of the component 0.83 without the DON'T
-    KNOW answers, 0.82 as reported, 0.79 with DON'T KNOW scored 0; of the label, 0.74.
-    Weaknesses: the phrase test is a substring match ("the origin is unknown" is DON'T
-    KNOW even when true); a similarity threshold cannot tell a fluent misconception from
-    the truth unless a cue (negation, a different name or number) marks it.
+    have no comment"; otherwise usually low, since a non-answer adds nothing the reference
+    says). On TruthfulQA dev: AUROC of the component 0.83 without the DON'T KNOW answers,
+    0.82 as reported, 0.79 with DON'T KNOW scored 0; of the label, 0.74. Weaknesses: the
+    phrase test is a substring match ("the origin is unknown" is DON'T KNOW even when true);
+    a similarity threshold cannot tell a fluent misconception from the truth unless a cue
+    (negation, a different name or number) marks it.
     """
 
     name = "answer_classification"
     requires = ("response", "expected")
     needs = ANCHORED_NEEDS
-    seed = "003"
+    source = Source.RAG_EVALUATION
     estimator = "reference_agreement"
     components = ("agreement",)
 

@@ -1,11 +1,12 @@
-"""Seed 001's judged metrics: four rubric scores and their composite, answer correctness.
+"""The judge specification's judged metrics: four rubric scores and their composite, answer
+correctness.
 
-``judged_relevance`` asks one question per sample (seed 001's relevance prompt);
-``faithfulness``, ``hallucination`` and ``contextual_relevance`` ask the same ONE
-question (`GROUNDING`: seed 001's three rubrics, each filling its key of the reply), so
-together they cost one call per sample; ``answer_correctness`` declares the asks of
-``judged_relevance`` and ``faithfulness``, so scored with them it costs no call of its
-own.
+``judged_relevance`` asks one question per sample (the judge specification's relevance
+prompt);
+``faithfulness``, ``hallucination`` and ``contextual_relevance`` ask the same ONE question
+(`GROUNDING`: the judge specification's three rubrics, each filling its key of the reply),
+so together they cost one call per sample; ``answer_correctness`` declares the asks of
+``judged_relevance`` and ``faithfulness``, so scored with them it costs no call of its own.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from assay.judge.estimators import (
     uncertainty_phrase,
 )
 from assay.judge.prompts import RELEVANCE
+from assay.metric import Source
 from assay.metrics.judged.base import ANCHORED_NEEDS, JudgedMetric, RubricScore
 from assay.metrics.judged.formulas import weighted_correctness
 from assay.metrics.judged.shared_prompts import GROUNDING
@@ -41,24 +43,24 @@ __all__ = [
 
 @register
 class JudgedRelevance(RubricScore):
-    """How relevant the response is to the query, rated 0..1 by an LLM judge (seed 001).
+    """How relevant the response is to the query, rated 0..1 by an LLM judge (judge specification).
 
-    Formula: the judge's score with seed 001's relevance prompt and rubric (1.0 = directly
-    answers with complete information ... 0.0-0.3 = does not address the question),
-    on [0, 1] (a reply above 10 and at most 100 is read as a percentage; any other score
-    outside [0, 1] makes the reply unparsable, where the seed clamps it). Inputs:
-    query, response. Range 0..1, higher is better. Named ``judged_relevance`` because
-    ``relevance`` is seed 004's lexical metric.
-    Local estimator ``question_answer_cosine``: clip(cos(embed(query), embed(response)),
-    0, 1), and 0 for a non-committal answer ("I don't know"). Weaknesses: the judge is
-    a single holistic number (no evidence beyond its reason); the estimator measures
-    topical closeness, so an answer that restates the question scores high, and its
-    scale is compressed (good answers often sit at 0.4-0.7).
+    Formula: the judge's score with the judge specification's relevance prompt and rubric
+    (1.0 = directly answers with complete information ... 0.0-0.3 = does not address the
+    question), on [0, 1] (a reply above 10 and at most 100 is read as a percentage; any
+    other score outside [0, 1] makes the reply unparsable, where the specification clamps
+    it). Inputs: query, response. Range 0..1, higher is better. Named ``judged_relevance``
+    because ``relevance`` is the pipeline specification's lexical metric. Local estimator
+    ``question_answer_cosine``: clip(cos(embed(query), embed(response)), 0, 1), and 0 for a
+    non-committal answer ("I don't know"). Weaknesses: the judge is a single holistic number
+    (no evidence beyond its reason); the estimator measures topical closeness, so an answer
+    that restates the question scores high, and its scale is compressed (good answers often
+    sit at 0.4-0.7).
     """
 
     name = "judged_relevance"
     requires = ("query", "response")
-    seed = "001"
+    source = Source.LLM_JUDGE
     estimator = "question_answer_cosine"
     prompt = RELEVANCE
     fields = ("query", "response")
@@ -94,30 +96,28 @@ class _SupportBased(RubricScore):
 
 @register
 class Faithfulness(_SupportBased):
-    """Whether the response is grounded in the retrieved context, rated 0..1 by an LLM judge (seed
-    001).
+    """Whether the response is grounded in the retrieved context, rated 0..1 by an LLM judge (judge
+    specification).
 
-    Formula: the judge's score with seed 001's faithfulness rubric (the ``faithfulness``
-    task of the `GROUNDING` ask shared with ``hallucination`` and ``contextual_relevance``;
-    1.0 = every
-    fact/number in the response is directly from the context ... 0.0-0.3 = many
-    unsupported claims), on [0, 1] as for ``judged_relevance``. Inputs: response, contexts.
-    Range 0..1, higher is better.
-    Local estimator ``sentence_support``: for each response sentence, the mean of its best
-    embedding cosine against the context sentences and the share of its content words
-    found in the context; averaged over sentences and multiplied by
-    ``0.5 + 0.5 * (supported anchors / anchors)`` (numbers, dates, entities and asserted
-    subject-verb-object claims checked by `assay.text.anchors`; factor 1 without
-    anchors). AUROC 0.92 on BEGIN (attributable vs not). Weaknesses: the judge gives one
-    holistic number; the estimator rewards copying, under-rates faithful paraphrase, and
-    misses role swaps ("Beats acquired Apple"); see ``ragas_faithfulness`` for the
-    claim-by-claim judge method.
+    Formula: the judge's score with the judge specification's faithfulness rubric (the
+    ``faithfulness`` task of the `GROUNDING` ask shared with ``hallucination`` and
+    ``contextual_relevance``; 1.0 = every fact/number in the response is directly from the
+    context ... 0.0-0.3 = many unsupported claims), on [0, 1] as for ``judged_relevance``.
+    Inputs: response, contexts. Range 0..1, higher is better. Local estimator
+    ``sentence_support``: for each response sentence, the mean of its best embedding cosine
+    against the context sentences and the share of its content words found in the context;
+    averaged over sentences and multiplied by ``0.5 + 0.5 * (supported anchors / anchors)``
+    (numbers, dates, entities and asserted subject-verb-object claims checked by
+    `assay.text.anchors`; factor 1 without anchors). AUROC 0.92 on BEGIN (attributable vs
+    not). Weaknesses: the judge gives one holistic number; the estimator rewards copying,
+    under-rates faithful paraphrase, and misses role swaps ("Beats acquired Apple"); see
+    ``ragas_faithfulness`` for the claim-by-claim judge method.
     """
 
     name = "faithfulness"
     requires = ("response", "contexts")
     suites = ("judged", "rag")
-    seed = "001"
+    source = Source.LLM_JUDGE
     estimator = "sentence_support"
     prompt = GROUNDING
     fields = ("query", "contexts", "response")
@@ -130,13 +130,13 @@ class Faithfulness(_SupportBased):
 @register
 class Hallucination(_SupportBased):
     """How much of the response is fabricated (not in the context), 0..1 from an LLM judge; lower
-    is better (seed 001).
+    is better (judge specification).
 
-    Formula: the judge's score with seed 001's hallucination rubric (its task in the
+    Formula: the judge's score with the judge specification's hallucination rubric (its task in the
     `GROUNDING` ask shared with ``faithfulness``; 0.0 = everything is
     from the context ... 0.9-1.0 = mostly or completely fabricated), on [0, 1] as for
     ``judged_relevance``. Inputs: response, contexts. Range 0..1, LOWER is better.
-    Evaluated by its own rubric, not as 1 - faithfulness (the seed's choice).
+    Evaluated by its own rubric, not as 1 - faithfulness (the specification's choice).
     Local estimator ``unsupported_share``: 1 - the ``sentence_support`` score of
     ``faithfulness``. Weaknesses: as ``faithfulness``; an answer that is all hedges and
     pleasantries scores low (nothing to fabricate) whether or not it helps.
@@ -146,7 +146,7 @@ class Hallucination(_SupportBased):
     requires = ("response", "contexts")
     higher_is_better = False
     suites = ("judged", "rag")
-    seed = "001"
+    source = Source.LLM_JUDGE
     estimator = "unsupported_share"
     prompt = GROUNDING
     fields = ("query", "contexts", "response")
@@ -162,22 +162,22 @@ class Hallucination(_SupportBased):
 @register
 class ContextualRelevance(RubricScore):
     """Whether the retrieved context is relevant for answering the query, rated 0..1 by an LLM
-    judge (seed 001).
+    judge (judge specification).
 
-    Formula: the judge's score with seed 001's contextual relevance rubric (its task in
-    the `GROUNDING` ask shared with ``faithfulness``; 1.0 = context
-    directly contains the information needed ... 0.0-0.3 = irrelevant), on [0, 1] as for
-    ``judged_relevance``. Inputs: query, contexts. Range 0..1, higher is better.
-    Local estimator ``context_similarity``: the best cosine of the query with any context
-    or context sentence, clipped to [0, 1] (per-context values in details). Weaknesses:
-    topical similarity, not usefulness: a passage about the right subject that lacks the
-    needed fact still scores high.
+    Formula: the judge's score with the judge specification's contextual relevance rubric
+    (its task in the `GROUNDING` ask shared with ``faithfulness``; 1.0 = context directly
+    contains the information needed ... 0.0-0.3 = irrelevant), on [0, 1] as for
+    ``judged_relevance``. Inputs: query, contexts. Range 0..1, higher is better. Local
+    estimator ``context_similarity``: the best cosine of the query with any context or
+    context sentence, clipped to [0, 1] (per-context values in details). Weaknesses: topical
+    similarity, not usefulness: a passage about the right subject that lacks the needed fact
+    still scores high.
     """
 
     name = "contextual_relevance"
     requires = ("query", "contexts")
     suites = ("judged", "rag")
-    seed = "001"
+    source = Source.LLM_JUDGE
     estimator = "context_similarity"
     prompt = GROUNDING
     fields = ("query", "contexts", "response")
@@ -195,7 +195,7 @@ class ContextualRelevance(RubricScore):
 
 @register
 class AnswerCorrectness(JudgedMetric):
-    """Seed 001's composite: 0.7 × judged relevance + 0.3 × faithfulness.
+    """The judge specification's composite: 0.7 × judged relevance + 0.3 × faithfulness.
 
     Formula: ``(w_r * judged_relevance + w_f * faithfulness) / (w_r + w_f)`` with weights
     from ``answer_correctness_weights`` (default relevance 0.7, faithfulness 0.3, so
@@ -203,7 +203,7 @@ class AnswerCorrectness(JudgedMetric):
     parts). Range 0..1, higher is better. With a judge it reuses the two judge calls
     of ``judged_relevance`` and ``faithfulness`` (no call of its own); without one, their
     local estimators. When either part is unavailable (e.g. its judge call failed) the
-    result is None with the reason. Weakness (the seed's design): despite its name it
+    result is None with the reason. Weakness (the specification's design): despite its name it
     never compares the answer with a reference answer, so a relevant, grounded but
     wrong answer scores high; ``factual_accuracy`` and ``answer_classification``
     compare with the expected answer.
@@ -212,7 +212,7 @@ class AnswerCorrectness(JudgedMetric):
     name = "answer_correctness"
     requires = ("query", "response", "contexts")
     needs = ANCHORED_NEEDS
-    seed = "001"
+    source = Source.LLM_JUDGE
     estimator = "question_answer_cosine+sentence_support"
     components = ("relevance", "faithfulness")
 

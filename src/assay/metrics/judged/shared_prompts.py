@@ -1,13 +1,14 @@
 """Judge prompts that several judged metrics share: one ask answers all of them.
 
-Each is built from the seeds' own task texts (`assay.judge.prompts`, verbatim) as
+Each is built from the specifications' own task texts (`assay.judge.prompts`, verbatim) as
 sections of one prompt, like `RAG_VERDICTS`: each task fills one key of the reply.
 
-- `GROUNDING`: seed 001's faithfulness, hallucination and contextual relevance rubrics
+- `GROUNDING`: the judge specification's faithfulness, hallucination and contextual
+relevance rubrics
   over (query, contexts, response); ``faithfulness``, ``hallucination`` and
   ``contextual_relevance`` each read their key, so scored together they cost one call
   per sample instead of three.
-- `REFERENCE_VERDICTS`: seed 003's G-Eval factual accuracy and the CORRECT/WRONG
+- `REFERENCE_VERDICTS`: the RAG specification's G-Eval factual accuracy and the CORRECT/WRONG
   classification over (question, reference answer, answer); ``factual_accuracy`` and
   ``answer_classification`` share it (one call instead of two).
 """
@@ -53,7 +54,7 @@ class ReferenceVerdicts(BaseModel):
 
 
 def _task(key: str, prompt: Prompt[Any], requires: tuple[str, ...]) -> Section:
-    """The seed prompt's task text as the section that fills ``key``."""
+    """The specification prompt's task text as the section that fills ``key``."""
     text = "\n\n".join(s.text for s in prompt.sections)
     return Section(f'TASK "{key}".\n{text}', requires=requires)
 
@@ -74,7 +75,7 @@ def _check_grounding(out: GroundingScores, values: Mapping[str, Any]) -> str | N
 
 
 GROUNDING: Prompt[GroundingScores] = Prompt(
-    name="seed001_grounding",
+    name="grounding_rubrics",
     version="1",
     sections=(
         Section(
