@@ -393,6 +393,7 @@ def test_every_api_operation_is_fuzzed() -> None:
         "GET /api/runs",
         "GET /api/runs/{run_id}",
         "GET /api/runs/{run_id}/groups",
+        "GET /api/runs/{run_id}/samples/{index}",
         "GET /api/history",
         "GET /api/compare",
         "GET /api/metrics",
@@ -401,7 +402,7 @@ def test_every_api_operation_is_fuzzed() -> None:
         "DELETE /api/field-strategies/{name}",
         "GET /api/field-strategies/{name}/export",
     }
-    assert len(OPERATIONS) == 15
+    assert len(OPERATIONS) == 16
 
 
 @pytest.mark.parametrize("operation", OPERATIONS, ids=lambda o: f"{o.method} {o.template}")

@@ -762,8 +762,11 @@ def test_run_page_shows_payloads_as_text(client: TestClient) -> None:
     html = client.get("/runs/run-a").text
     assert "Paris. &lt;script&gt;window.__xss=1&lt;/script&gt;" in html
     assert "&lt;img src=x onerror=&#34;window.__xss=2&#34;&gt;" in html
-    # the evidence JSON is escaped too
-    escaped_note = "&#34;note&#34;: &#34;&lt;img src=x onerror=\\&#34;window.__xss=2\\&#34;&gt;"
+    # the evidence (a list of key: value) is escaped too
+    escaped_note = (
+        '<span class="ev-key">note:</span> '
+        '<span class="ev-value">&lt;img src=x onerror=&#34;window.__xss=2&#34;&gt;</span>'
+    )
     assert escaped_note in html
     assert XSS_IMG not in html
 

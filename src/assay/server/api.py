@@ -36,6 +36,7 @@ from assay.result import MetricResult
 from assay.sample import Sample
 from assay.server.errors import ERROR_RESPONSES, StrictJSONResponse, store_read
 from assay.server.inputs import parse_json_file, reject_unencodable
+from assay.server.transcripts import sample_view
 from assay.server.views import compare_view, tag_groups
 from assay.store.db import Store
 
@@ -49,6 +50,8 @@ CONFIG_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
 MAX_HOURS = 24 * 366 * 100
 #: largest row offset: beyond it there is nothing to page to, and SQLite integers end
 MAX_OFFSET = 1_000_000_000
+#: largest sample index (the store's 32-bit integer column on PostgreSQL)
+MAX_SAMPLE_INDEX = 2**31 - 1
 Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Rows to skip.")]
 ConfigName = Annotated[
     str,
@@ -136,6 +139,23 @@ def get_run(
         raise HTTPException(404, f"no run {run_id!r}")
     detail["page"] = {"limit": limit, "offset": offset, "total": detail["run"]["samples"]}
     return detail
+
+
+@router.get("/runs/{run_id}/samples/{index}", tags=["results"])
+def get_sample(
+    request: Request,
+    run_id: str,
+    index: Annotated[int, Path(ge=0, le=MAX_SAMPLE_INDEX, description="The sample index.")],
+) -> dict[str, Any]:
+    """One stored sample of a run, as the run page shows it: texts, scores with evidence,
+    and ``conversation`` (its turns in order, each with its tool calls and the per-turn
+    scores and intentions of the conversation metrics) and ``agent`` (its steps, reference
+    calls and each tool-call metric's matches); each None when the sample has none."""
+    with store_read():
+        sample = _store(request).sample_detail(run_id, index)
+    if sample is None:
+        raise HTTPException(404, f"no sample {index} in run {run_id!r}")
+    return sample_view(sample)
 
 
 @router.get("/runs/{run_id}/groups", tags=["results"])

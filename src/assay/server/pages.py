@@ -21,8 +21,9 @@ from markupsafe import Markup, escape
 from assay import jsonout
 from assay.server.api import MAX_HOURS
 from assay.server.errors import store_read
+from assay.server.transcripts import page_sample, readable
 from assay.server.views import (
-    SEED003_TAGS,
+    REPORT_TAGS,
     compare_view,
     metric_families,
     metric_meta,
@@ -159,6 +160,7 @@ def environment() -> Environment:
         data=data_value,
         pretty=pretty_json,
         breakable=breakable,
+        readable=readable,
     )
     env.tests["finite"] = lambda value: finite(value) is not None
     env.globals.update(trend=trend_info, NA=NA, urlencode=urlencode)
@@ -246,6 +248,7 @@ def run_page(request: Request, run_id: str, page: Page = 1) -> HTMLResponse:
         return render(
             request, "not_found.html", status_code=404, what="run", name=run_id, active="runs"
         )
+    detail["samples"] = [page_sample(s) for s in detail["samples"]]
     total = detail["run"]["samples"]
     pages = max(1, math.ceil(total / SAMPLES_PER_PAGE))
     metric_rows = sorted(detail["statistics"]["metrics"].items())
@@ -262,7 +265,7 @@ def run_page(request: Request, run_id: str, page: Page = 1) -> HTMLResponse:
         metric_units=metric_units,
         page=page,
         pages=pages,
-        tables=[tag_groups(store, run_id, tag) for tag in SEED003_TAGS],
+        tables=[tag_groups(store, run_id, tag) for tag in REPORT_TAGS],
     )
 
 
@@ -294,7 +297,7 @@ def compare_page(
         table_run = recent[0]["id"]
     tables = []
     if table_run is not None:
-        tables = [t for t in (tag_groups(store, table_run, tag) for tag in SEED003_TAGS) if t]
+        tables = [t for t in (tag_groups(store, table_run, tag) for tag in REPORT_TAGS) if t]
     chart_rows = [
         {
             "metric": r["metric"],

@@ -1,10 +1,10 @@
 """Read models the API and the pages share, built on `assay.store` queries.
 
-- `tag_groups`: seed 003's per-method / per-question-type tables for one run: metric
+- `tag_groups`: the per-method / per-question-type tables of one run: metric
   means (None skipped) per value of one tag, sample counts and pass rates, and the counts
   of categorical labels (e.g. CORRECT / WRONG / DONT_KNOW of an answer classifier).
-- `metric_families`: the catalogue's families with each metric's stored average, N/A
-  (``None``) where nothing is stored.
+- `metric_families`: the catalogue's families with each metric's stored average, the
+  metrics with stored values apart from those without (N/A), so pages lead with data.
 - `compare_view`: `Store.compare` rows with their 0–100 display values.
 """
 
@@ -22,15 +22,15 @@ from assay.store.queries import display_value
 
 __all__ = [
     "MISSING_TAG",
-    "SEED003_TAGS",
+    "REPORT_TAGS",
     "compare_view",
     "metric_families",
     "metric_meta",
     "tag_groups",
 ]
 
-#: the tags seed 003 reports by
-SEED003_TAGS = ("method", "question_type")
+#: the sample tags a run's per-group tables report by
+REPORT_TAGS = ("method", "question_type")
 #: the group of samples without the tag
 MISSING_TAG = "-"
 
@@ -128,8 +128,10 @@ def tag_groups(store: Store, run_id: str, tag: str) -> dict[str, Any] | None:
     }
 
 
-def metric_families(averages: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every registered metric by family with its stored average or None (N/A).
+def metric_families(averages: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Every registered metric by family with its stored average or None (N/A):
+    ``with_data`` holds the families that have stored values, each with only those
+    metrics; ``without_data`` the families' metrics with nothing stored.
 
     Stored metrics the registry does not know are listed under their recorded family
     (``other``). Families are sorted by name, metrics within a family by name.
@@ -166,16 +168,15 @@ def metric_families(averages: dict[str, dict[str, Any]]) -> list[dict[str, Any]]
                 "description": "",
             }
         )
-    out = []
+    out: dict[str, list[dict[str, Any]]] = {"with_data": [], "without_data": []}
     for family in sorted(families):
         rows = sorted(families[family], key=lambda r: r["name"])
-        out.append(
-            {
-                "family": family,
-                "metrics": rows,
-                "stored": sum(1 for r in rows if r["avg"] is not None),
-            }
-        )
+        stored = [r for r in rows if r["count"]]
+        empty = [r for r in rows if not r["count"]]
+        if stored:
+            out["with_data"].append({"family": family, "metrics": stored, "total": len(rows)})
+        if empty:
+            out["without_data"].append({"family": family, "metrics": empty})
     return out
 
 

@@ -245,8 +245,9 @@ def _health(
     if pass_rate is None:
         return None, "no tests"
     if not reliability:
-        return pass_rate, "pass_rate only (no reliability metrics stored)"
-    return (pass_rate + 100.0 * sum(reliability) / len(reliability)) / 2.0, "seed 000 formula"
+        return pass_rate, "pass rate only (no reliability metrics stored)"
+    basis = "mean of the pass rate and reliability (output stability, validity, schema)"
+    return (pass_rate + 100.0 * sum(reliability) / len(reliability)) / 2.0, basis
 
 
 def _trend(current: float | None, previous: float | None) -> float | None:
