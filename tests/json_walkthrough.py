@@ -1,5 +1,6 @@
-"""Seed 002's walkthrough documents, shared by the structured-output tests (imported as
-``from json_walkthrough import ...``; pytest puts this folder on ``sys.path``)."""
+"""The JSON specification's walkthrough documents, shared by the structured-output tests
+(imported as ``from json_walkthrough import ...``; pytest puts this folder on
+``sys.path``)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from assay.config import ConfigError, load_config
 from assay.metrics.semantic import SemanticSimilarity
 
 
-def test_defaults_are_the_seed_values(tmp_path, monkeypatch):
+def test_defaults_are_the_specification_values(tmp_path, monkeypatch):
     monkeypatch.delenv("SEMANTIC_SIMILARITY_THRESHOLD", raising=False)
     cfg = load_config(project_dir=tmp_path)
     assert cfg.semantic_similarity_threshold == 0.7

@@ -169,7 +169,7 @@ def test_ranked_metrics_k_larger_than_contexts() -> None:
 def test_duplicate_contexts_by_hand() -> None:
     res = fake_resources({"q": E1, "resp": E1, "d1": B, "d2": E2})
     s = Sample(query="q", response="resp", contexts=["d1", "d1", "d2"], expected_sources=["d1"])
-    # precision: both copies of d1 match the source -> 2 / 3 (the seed counts documents)
+    # precision: both copies of d1 match the source -> 2 / 3 (the specification counts documents)
     assert get_metric("retrieval_precision_5").score(s, res).value == pytest.approx(2 / 3)
     # recall: the one source is found (first at rank 1) -> 1 / 1, not 2
     r = get_metric("retrieval_recall_5").score(s, res)

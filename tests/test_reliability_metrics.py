@@ -1,4 +1,4 @@
-"""Reliability metrics (seed 000): stability, validity, JSON Schema compliance, determinism."""
+"""Reliability metrics (chatbot hub): stability, validity, JSON Schema compliance, determinism."""
 
 from __future__ import annotations
 
@@ -257,12 +257,12 @@ def test_schema_compliance_code_fence_is_not_json_but_hinted(resources):
     assert "code fence" in result.details["hint"]
 
 
-def test_seed_degenerate_case_object_schema(resources):
-    # seed 000: schema.type == "object" -> 1 when the response parses as JSON
+def test_degenerate_case_object_schema(resources):
+    # the chatbot hub: schema.type == "object" -> 1 when the response parses as JSON
     obj = {"type": "object"}
     assert score("schema_compliance", resources, response='{"a": 1}', json_schema=obj).value == 1
     assert score("schema_compliance", resources, response="not json", json_schema=obj).value == 0
-    # stricter than the seed: valid JSON of the wrong type fails the schema
+    # stricter than the specification: valid JSON of the wrong type fails the schema
     arr = score("schema_compliance", resources, response="[1, 2]", json_schema=obj)
     assert arr.value == 0.0 and arr.details["errors"][0]["keyword"] == "type"
 

@@ -1,4 +1,5 @@
-"""Seed 002: JSON output vs ground truth (phases 0-4, strategies, config, nesting, batches)."""
+"""The JSON specification: JSON output vs ground truth (phases 0-4, strategies, config,
+nesting, batches)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rapidfuzz import fuzz
 from rapidfuzz.utils import default_process
 
 from assay.config import AssayConfig
+from assay.metric import Source
 from assay.registry import get_metric, metric_class, suite
 from assay.resources import Resources
 from assay.sample import Sample
@@ -42,14 +44,14 @@ from assay.structured import (
 from assay.structured.batch import pairs_from_jsonl
 from json_walkthrough import AIO, CONFIG, GT
 
-# ---- the seed's walkthrough (documents in json_walkthrough.py) -----------------------------
+# ---- the specification's walkthrough (documents in json_walkthrough.py) ------------------
 
 
-class SeedScorer:
-    """Returns the seed's LLM scores: fuzzy 0.92, semantic 0.88; records the calls."""
+class FixedScorer:
+    """Returns the specification's LLM scores: fuzzy 0.92, semantic 0.88; records the calls."""
 
     method = "llm"
-    name = "seed-llm"
+    name = "specification-llm"
 
     def __init__(self, fuzzy: float = 0.92, semantic: float = 0.88) -> None:
         self._fuzzy, self._semantic = fuzzy, semantic
@@ -64,8 +66,8 @@ class SeedScorer:
         return [self._semantic] * len(pairs)
 
 
-def test_walkthrough_reproduces_the_seed_with_its_llm_scores() -> None:
-    scorer = SeedScorer()
+def test_walkthrough_reproduces_the_specification_with_its_llm_scores() -> None:
+    scorer = FixedScorer()
     r = evaluate_json(GT, AIO, CONFIG, scorer=scorer)
     cls = r.classification
     assert cls.gt_non_null == ("name", "email", "bio", "status")
@@ -95,7 +97,7 @@ def test_walkthrough_reproduces_the_seed_with_its_llm_scores() -> None:
 
 def test_walkthrough_with_the_local_scorer(resources) -> None:
     """Offline: rapidfuzz gives 0.90 for the names (>= 0.85) and USE multilingual ~0.92
-    cosine for the bios (>= 0.80), so the seed's numbers come out without a judge."""
+    cosine for the bios (>= 0.80), so the specification's numbers come out without a judge."""
     r = evaluate_json(GT, AIO, CONFIG, scorer=LocalFieldScorer(resources))
     by_field = {f.field: f for f in r.fields}
     expected_fuzzy = fuzz.token_set_ratio("John Smith", "John Smyth", processor=default_process)
@@ -115,7 +117,7 @@ def test_semantic_local_scorer_orders_paraphrase_above_unrelated(resources) -> N
     assert para.score > 0.8 > 0.3 > unrelated.score
 
 
-# ---- null and phase 0 edge cases (every one the seed lists) -----------------------------------
+# ---- null and phase 0 edge cases (every one the specification lists) ---------------------
 @pytest.mark.parametrize(
     ("value", "null"),
     [
@@ -159,7 +161,7 @@ def test_gt_null_output_value_is_hallucination() -> None:
 
 def test_key_only_in_output_is_extra() -> None:
     c = compare_json({"a": 1}, {"a": 1, "b": 2, "c": None})
-    assert c.classification.extra_keys == ("b", "c")  # the seed counts null extras too
+    assert c.classification.extra_keys == ("b", "c")  # the specification counts null extras too
     assert c.hallucination == pytest.approx(2 / 3)
 
 
@@ -193,7 +195,7 @@ def test_every_key_in_exactly_one_partition_bucket() -> None:
     assert set(BUCKETS) >= set(partition)
 
 
-def test_seed_completeness_example_49_of_50() -> None:
+def test_completeness_example_49_of_50() -> None:
     gt = {f"k{i}": i for i in range(50)}
     out = {f"k{i}": i for i in range(49)}
     assert compare_json(gt, out).completeness == 0.98
@@ -269,7 +271,7 @@ def test_detect_type(value: object, value_type: str) -> None:
     assert detect_type(value) == value_type
 
 
-def test_auto_detection_per_the_seed() -> None:
+def test_auto_detection_per_the_specification() -> None:
     gt = {
         "n": 1,
         "b": True,
@@ -279,7 +281,7 @@ def test_auto_detection_per_the_seed() -> None:
         "obj": {},
         "t": "free text",
     }
-    scorer = SeedScorer()
+    scorer = FixedScorer()
     r = evaluate_json(gt, dict(gt), scorer=scorer)
     strategies = {f.field: f.strategy for f in r.fields}
     assert strategies == {
@@ -300,10 +302,10 @@ def test_auto_detection_per_the_seed() -> None:
         ({"x": 1, "y": [1, 2]}, {"y": [1, 2], "x": 1}, True),  # key order ignored
         ([1, 2], [2, 1], False),  # array order matters
         (42, 42.0, True),
-        (42, "42", True),  # str(42) == "42", as the seed's str(...).lower()
+        (42, "42", True),  # str(42) == "42", as the specification's str(...).lower()
         (True, "true", True),
         ("abc", "abd", False),
-        ({"Name": "Ann"}, {"name": "ann"}, True),  # the seed lower-cases the JSON text
+        ({"Name": "Ann"}, {"name": "ann"}, True),  # the specification lower-cases the JSON text
     ],
 )
 def test_exact_canonical_form(a: object, b: object, equal: bool) -> None:
@@ -313,16 +315,16 @@ def test_exact_canonical_form(a: object, b: object, equal: bool) -> None:
 def test_threshold_boundaries_and_configurable_thresholds() -> None:
     gt, out = {"a": "x", "b": "y"}, {"a": "x2", "b": "y2"}
     config = {"a": "FUZZY", "b": "SEMANTIC"}
-    at = evaluate_json(gt, out, config, scorer=SeedScorer(fuzzy=0.85, semantic=0.80))
+    at = evaluate_json(gt, out, config, scorer=FixedScorer(fuzzy=0.85, semantic=0.80))
     assert at.accuracy == 1.0  # score == threshold passes
-    below = evaluate_json(gt, out, config, scorer=SeedScorer(fuzzy=0.849, semantic=0.799))
+    below = evaluate_json(gt, out, config, scorer=FixedScorer(fuzzy=0.849, semantic=0.799))
     assert below.accuracy == 0.0
     assert below.fields[0].reason.startswith("FUZZY: 0.849 < 0.85")
     strict = evaluate_json(
         gt,
         out,
         config,
-        scorer=SeedScorer(),
+        scorer=FixedScorer(),
         options=EvalOptions(fuzzy_threshold=0.95, semantic_threshold=0.5),
     )
     assert [f.score for f in strict.fields] == [0.0, 1.0]  # 0.92 < 0.95; 0.88 >= 0.5
@@ -347,7 +349,7 @@ def test_scorer_pair_scores_keep_their_method_and_reason() -> None:
 
 
 def test_scorer_returning_the_wrong_count_is_an_error() -> None:
-    class Broken(SeedScorer):
+    class Broken(FixedScorer):
         def semantic(self, pairs):
             return []
 
@@ -356,7 +358,7 @@ def test_scorer_returning_the_wrong_count_is_an_error() -> None:
 
 
 def test_batch_sends_all_pairs_in_one_call_per_strategy() -> None:
-    scorer = SeedScorer()
+    scorer = FixedScorer()
     docs = [
         ({"t": f"text {i}", "n": f"name {i}"}, {"t": f"other {i}", "n": f"nm {i}"})
         for i in range(5)
@@ -368,7 +370,7 @@ def test_batch_sends_all_pairs_in_one_call_per_strategy() -> None:
 
 
 def test_exact_only_documents_never_call_the_scorer() -> None:
-    scorer = SeedScorer()
+    scorer = FixedScorer()
     r = evaluate_json({"a": 1, "b": "same text"}, {"a": 1, "b": "Same  TEXT"}, scorer=scorer)
     assert r.accuracy == 1.0
     assert scorer.calls == [("semantic", [("same text", "Same  TEXT")])]
@@ -399,7 +401,7 @@ def test_rqs_in_the_pipeline_uses_safety_and_weights() -> None:
         GT,
         AIO,
         CONFIG,
-        scorer=SeedScorer(),
+        scorer=FixedScorer(),
         safety_score=0.0,
         options=EvalOptions(weights=RQSWeights(0.5, 0.5, 0.0, 0.0)),
     )
@@ -500,7 +502,7 @@ def test_nested_objects_and_arrays_of_objects_get_dotted_paths() -> None:
         "items": [{"sku": "A-1", "qty": 2}, {"sku": "B-2", "qty": 1}, {"sku": "C-3"}],
         "tags": ["x", "y"],
     }
-    r = evaluate_json(NESTED_GT, out, {"items.*.sku": "EXACT"}, scorer=SeedScorer())
+    r = evaluate_json(NESTED_GT, out, {"items.*.sku": "EXACT"}, scorer=FixedScorer())
     cls = r.classification
     assert cls.gt_non_null == (
         "id",
@@ -525,9 +527,9 @@ def test_nested_objects_and_arrays_of_objects_get_dotted_paths() -> None:
 def test_config_can_name_a_nested_field() -> None:
     out = dict(NESTED_GT, address={"city": "Oslo city", "zip": "0150"})
     skus = {"items.*.sku": "EXACT"}
-    auto = evaluate_json(NESTED_GT, out, skus, scorer=SeedScorer(semantic=0.5))
+    auto = evaluate_json(NESTED_GT, out, skus, scorer=FixedScorer(semantic=0.5))
     named = evaluate_json(
-        NESTED_GT, out, {**skus, "address.city": "FUZZY"}, scorer=SeedScorer(0.9, 0.5)
+        NESTED_GT, out, {**skus, "address.city": "FUZZY"}, scorer=FixedScorer(0.9, 0.5)
     )
     assert {f.field: f.strategy for f in auto.fields}["address.city"] is Strategy.SEMANTIC
     assert {f.field: f.strategy for f in named.fields}["address.city"] is Strategy.FUZZY
@@ -538,7 +540,7 @@ def test_config_can_name_a_nested_field() -> None:
 def test_config_naming_a_container_compares_it_whole() -> None:
     flat = flatten_pair(NESTED_GT, NESTED_GT, StrategyConfig({"address": "SEMANTIC"}))
     assert "address" in flat.expected and "address.city" not in flat.expected
-    scorer = SeedScorer()
+    scorer = FixedScorer()
     evaluate_json(NESTED_GT, NESTED_GT, {"address": "SEMANTIC"}, scorer=scorer)
     assert scorer.calls[0][1][0][0] == '{"city": "Oslo", "zip": "0150"}'
 
@@ -554,7 +556,7 @@ def test_null_container_in_output_makes_its_fields_missing_not_extra() -> None:
 
 
 def test_type_mismatch_is_one_wrong_field() -> None:
-    r = evaluate_json(NESTED_GT, dict(NESTED_GT, address="Oslo 0150"), scorer=SeedScorer())
+    r = evaluate_json(NESTED_GT, dict(NESTED_GT, address="Oslo 0150"), scorer=FixedScorer())
     assert "address" in r.classification.both_non_null
     assert r.wrong == ("address",)  # GT value is an object -> EXACT
     assert {f.field: f.value_type for f in r.fields}["address"] == "object"
@@ -563,7 +565,7 @@ def test_type_mismatch_is_one_wrong_field() -> None:
 def test_arrays_of_scalars_and_empty_containers_are_whole_values() -> None:
     r = evaluate_json({"tags": ["a", "b"], "meta": {}}, {"tags": ["b", "a"], "meta": {}})
     assert r.classification.both_non_null == ("tags", "meta")
-    assert r.wrong == ("tags",)  # order-sensitive, as the seed's JSON comparison
+    assert r.wrong == ("tags",)  # order-sensitive, as the specification's JSON comparison
 
 
 def test_shorter_output_array_leaves_fields_missing() -> None:
@@ -606,7 +608,7 @@ def test_field_aggregates_over_a_batch() -> None:
         DocPair("two", {"a": 1, "b": 2, "c": None}, {"b": 2, "c": "v"}),
         DocPair("bad", error="bad.json: malformed JSON"),
     ]
-    results = evaluate_pairs(docs, scorer=SeedScorer())
+    results = evaluate_pairs(docs, scorer=FixedScorer())
     assert [r.error for r in results] == [None, None, "bad.json: malformed JSON"]
     assert results[2].row()["rqs"] is None
     agg = {a.field: a for a in field_aggregates(results)}
@@ -671,7 +673,7 @@ METRICS = ("json_completeness", "json_hallucination", "json_accuracy", "rqs", "r
 def test_metrics_are_registered_with_polarity() -> None:
     for name in METRICS:
         cls = metric_class(name)
-        assert (cls.family, cls.seed) == ("structured", "002")
+        assert (cls.family, cls.source) == ("structured", Source.JSON_COMPARISON)
         assert cls.higher_is_better is (name != "json_hallucination")
     assert set(METRICS) <= set(suite("structured"))
 
@@ -679,7 +681,7 @@ def test_metrics_are_registered_with_polarity() -> None:
 def test_metrics_on_the_walkthrough_sample(resources) -> None:
     sample = Sample(gt_json=GT, aio_json=AIO)
     values = {
-        name: get_metric(name, strategies=CONFIG, scorer=SeedScorer()).score(sample, resources)
+        name: get_metric(name, strategies=CONFIG, scorer=FixedScorer()).score(sample, resources)
         for name in METRICS
     }
     assert values["json_completeness"].value == 0.75
@@ -703,7 +705,7 @@ def test_metrics_on_the_walkthrough_sample(resources) -> None:
 
 def test_metrics_parse_json_strings_and_read_safety_from_metadata(resources) -> None:
     sample = Sample(expected_json=json.dumps(GT), output_json=json.dumps(AIO), safety_score=0.0)
-    rqs = get_metric("rqs", strategies=CONFIG, scorer=SeedScorer()).score(sample, resources)
+    rqs = get_metric("rqs", strategies=CONFIG, scorer=FixedScorer()).score(sample, resources)
     assert rqs.value == pytest.approx(0.7375 - 0.15)  # safety 0 instead of 1
 
 
@@ -719,7 +721,7 @@ def test_metrics_undefined_inputs(resources) -> None:
 
 
 def test_sample_field_strategies_override_the_metric_config(resources) -> None:
-    metric = get_metric("json_accuracy", strategies={"bio": "SEMANTIC"}, scorer=SeedScorer(0.5))
+    metric = get_metric("json_accuracy", strategies={"bio": "SEMANTIC"}, scorer=FixedScorer(0.5))
     plain = Sample(gt_json=GT, aio_json=AIO)
     own = Sample(gt_json=GT, aio_json=AIO, field_strategies={"name": "IGNORE"})
     bad = Sample(gt_json=GT, aio_json=AIO, field_strategies={"name": "NEAR"})
@@ -920,7 +922,7 @@ def test_numeric_field_that_is_not_a_number_scores_zero_with_the_reason(gt, out,
 def test_numeric_is_never_auto_detected_and_the_walkthrough_is_unchanged() -> None:
     r = evaluate_json({"n": 100.0}, {"n": 100.004})
     assert (r.fields[0].strategy, r.fields[0].score) == (Strategy.EXACT, 0.0)
-    walkthrough = evaluate_json(GT, AIO, CONFIG, scorer=SeedScorer())
+    walkthrough = evaluate_json(GT, AIO, CONFIG, scorer=FixedScorer())
     assert (walkthrough.accuracy, walkthrough.rqs) == (1.0, 0.7375)
 
 
@@ -951,11 +953,14 @@ def test_numeric_in_the_config_round_trip_and_errors(tmp_path) -> None:
 
 def test_json_accuracy_metric_takes_the_tolerances() -> None:
     sample = Sample(expected_json={"total": 19.99, "n": 3}, output_json={"total": 20, "n": 3})
-    strict = get_metric("json_accuracy", strategies={"total": "NUMERIC"}, scorer=SeedScorer())
+    strict = get_metric("json_accuracy", strategies={"total": "NUMERIC"}, scorer=FixedScorer())
     # |20 − 19.99| = 0.01 > 1e-6·19.99: total wrong, n right (EXACT): 1/2
     assert strict.score(sample).value == 0.5
     loose = get_metric(
-        "json_accuracy", strategies={"total": "NUMERIC"}, numeric_abs_tol=0.01, scorer=SeedScorer()
+        "json_accuracy",
+        strategies={"total": "NUMERIC"},
+        numeric_abs_tol=0.01,
+        scorer=FixedScorer(),
     )
     assert loose.score(sample).value == 1.0  # 0.01 <= max(0.01, ...)
     assert loose.params()["numeric_abs_tol"] == 0.01

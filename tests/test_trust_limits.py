@@ -297,9 +297,10 @@ def test_a_sample_nesting_past_the_depth_limit_fails_the_metrics_that_read_it(tm
     assert get_metric("json_completeness").score(within, res).value == 1.0
 
 
-# ---- 4. number of contexts ------------------------------------------------------------------
-# context_intrusion: the response's content words {river, stone, cloud, paper} meet the
-# contexts' in {river}: overlap r = 1/4; seed curve (r - 0.15) / 0.15 * 20 = 13.33 -> /100
+# ---- 4. number of contexts
+# ------------------------------------------------------------------ context_intrusion: the
+# response's content words {river, stone, cloud, paper} meet the contexts' in {river}:
+# overlap r = 1/4; the RAG specification's curve (r - 0.15) / 0.15 * 20 = 13.33 -> /100
 INTRUSION = (0.25 - 0.15) / 0.15 * 20 / 100  # 2 / 15
 RESPONSE = "river stone cloud paper"
 

@@ -1,9 +1,9 @@
 """`Sample`: the one input shape every metric family reads.
 
 Field names are Assay's canonical names; the names used by the specification documents
-(seed 000 `query/response/expected_response/retrieved_docs`, seed 003
+(chatbot hub `query/response/expected_response/retrieved_docs`, the RAG specification
 `question/answer/ground_truth/contexts`, deepeval-style `retrieval_context`, ...) are
-accepted as aliases on input. Timings are in **seconds** (seed 000 stores duration in
+accepted as aliases on input. Timings are in **seconds** (chatbot hub stores duration in
 seconds); `*_ms` inputs are converted.
 """
 
@@ -354,7 +354,7 @@ class Sample(BaseModel):
             key, value = (present or given)[0]
             # keep the user's own key (or its alias form) so errors name what they wrote
             out[key if lookup.get(key) == field else field] = value
-        # tag shorthands used by seed 003's reports
+        # tag shorthands used by the RAG specification's reports
         tags = out.get("tags")
         if tags is None:
             tags = {}

@@ -1,4 +1,5 @@
-"""Timing capture for an application's own code: seed 001's measured latencies as a Sample.
+"""Timing capture for an application's own code: the judge specification's measured
+latencies as a Sample.
 
 Wrap one request of your application in a trace and its LLM, tool and API calls in spans::
 
@@ -29,12 +30,12 @@ How the numbers are made (all from ``time.perf_counter``, in seconds in the Samp
 - ``duration``: trace exit minus trace entry. ``first_token_time``: first ``first_token()``
   call minus trace entry.
 - ``llm_latency``/``tool_latency``/``api_latency``: per category, the **sum** of the
-  durations of that category's spans (seed 001 times each call and adds them up), except
+  durations of that category's spans (judge specification times each call and adds them up), except
   that a span nested inside another span of the *same* category is not added again (a
   ``t.tool("retry")`` wrapping ``t.tool("search")`` counts once). Spans of *different*
   categories are each counted in their own category, so an API call inside a tool counts
   in both ``api_latency`` and ``tool_latency``, and the three can add up to more than
-  ``duration`` (seed 001's own example: LLM 1.0-2.2 s, tool 1.5-4.3 s, API 2.0-2.23 s
+  ``duration`` (judge specification's own example: LLM 1.0-2.2 s, tool 1.5-4.3 s, API 2.0-2.23 s
   overlap). Concurrent spans of one category (``asyncio.gather`` of two tools) also add
   up: the sum is time spent in calls, not wall time; ``Trace.wall_time(kind)`` gives the
   wall-clock time covered by at least one span of the category (union of intervals).

@@ -2,7 +2,7 @@
 
 - `client.JudgeClient`: concurrent, retrying, cached requests to any OpenAI-compatible
   chat endpoint; one per run (``Resources.judge``), with a memo so metrics share calls.
-- `prompts`: the seeds' judge prompts as versioned, hashable templates with typed
+- `prompts`: the specifications' judge prompts as versioned, hashable templates with typed
   output models; untrusted text goes only into escaped, tagged data blocks.
 - `parsing`: JSON, json-repair and the prompt's prose fallback, in that order.
 - `prose`: the score (or label) a prose reply gives, never one it quotes.

@@ -23,7 +23,7 @@ weaker stand-ins for a judge, named in each result's ``details["estimator"]``:
   contradicts; yes/no disagreement), with the distance to 1 halved when both start with
   the same yes/no; two non-answers ("I have no comment") agree. Measured on TruthfulQA
   (400 questions; each correct vs each incorrect answer against the best answer):
-  AUROC 0.83 leaving out the 80 answers seed 003's rule classifies DON'T KNOW, 0.82
+  AUROC 0.83 leaving out the 80 answers the RAG specification's rule classifies DON'T KNOW, 0.82
   with them as reported, 0.79 with them scored 0 (benchmarks/validity.py; the
   question-residual cosine with additive negation and yes/no terms it replaced: 0.78
   without them, 0.74 with them scored 0).
@@ -37,7 +37,7 @@ weaker stand-ins for a judge, named in each result's ``details["estimator"]``:
   not usefulness: a passage on the right subject without the needed fact passes.
 - `question_answer_cosine`: cosine of question and answer; 0 for a non-committal
   answer. Weakness: an answer that restates the question scores high without answering.
-- `uncertainty_phrase`: the seed 003 "don't know" phrases (a substring test).
+- `uncertainty_phrase`: the RAG specification "don't know" phrases (a substring test).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ SUPPORT_THRESHOLD = 0.6
 #: a context counts as relevant at or above this similarity
 CONTEXT_RELEVANCE_THRESHOLD = 0.5
 
-#: seed 003's "don't know" phrases (section 11), plus "no comment" (Assay's addition)
+#: the RAG specification's "don't know" phrases (section 11), plus "no comment" (Assay's addition)
 UNCERTAINTY_PHRASES: tuple[str, ...] = (
     "i don't know",
     "i do not know",
@@ -94,7 +94,7 @@ _NEGATIONS = frozenset(
 
 
 def uncertainty_phrase(answer: str) -> str | None:
-    """The uncertainty phrase ``answer`` contains (seed 003 rule), or None.
+    """The uncertainty phrase ``answer`` contains (RAG specification rule), or None.
 
     A substring test on the lower-cased answer, plus very short non-answers ("n/a",
     "none"). Weakness: "the origin is unknown" counts as "don't know" even when that is

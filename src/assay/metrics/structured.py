@@ -1,4 +1,4 @@
-"""Structured-output metrics: a JSON output vs its ground-truth JSON (seed 002).
+"""Structured-output metrics: a JSON output vs its ground-truth JSON (JSON specification).
 
 Thin layers over `assay.structured`: each metric reads ``Sample.expected_json`` (aliases
 ``ground_truth_json``, ``gt_json``) and ``Sample.output_json`` (``aio_json``,
@@ -7,10 +7,10 @@ sample may carry its own field strategies as ``field_strategies`` (kept in its m
 which override the metric's ``strategies`` for that sample; and its RQS safety input as
 ``safety_score``.
 
-Seed 002 names its scores completeness, hallucination and accuracy; here they are
-``json_completeness``, ``json_hallucination`` and ``json_accuracy`` because the plain names
-``completeness`` and ``relevance`` belong to seed 004's text pipeline. ``rqs`` keeps the
-seed's name.
+The JSON specification names its scores completeness, hallucination and accuracy; here they
+are ``json_completeness``, ``json_hallucination`` and ``json_accuracy`` because the plain
+names ``completeness`` and ``relevance`` belong to the pipeline specification's text
+pipeline. ``rqs`` keeps the specification's name.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from assay.metric import Metric
+from assay.metric import Metric, Source
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -66,12 +66,12 @@ def _document(value: Any, field: str) -> tuple[Any, str | None]:
 
 
 class _StructuredMetric(Metric):
-    """Shared parameters and input handling of the seed 002 metrics."""
+    """Shared parameters and input handling of the JSON specification metrics."""
 
     family = "structured"
     requires = _INPUTS
     suites = ("structured",)
-    seed = "002"
+    source = Source.JSON_COMPARISON
     scored: ClassVar[bool] = False  # True: phase 3 (needs a field scorer)
 
     def __init__(
@@ -235,10 +235,11 @@ class _EvaluatedMetric(_StructuredMetric):
 
 @register
 class JsonCompleteness(_ComparedMetric):
-    """Share of the ground truth's non-null fields that the output also fills (seed 002 phase 1).
+    """Share of the ground truth's non-null fields that the output also fills (JSON
+    specification phase 1).
 
-    Seed 002 calls it *completeness*; it is ``json_completeness`` here because
-    ``completeness`` is seed 004's query-keyword coverage.
+    The JSON specification calls it *completeness*; it is ``json_completeness`` here because
+    ``completeness`` is the pipeline specification's query-keyword coverage.
     Formula: ``|both_non_null| / |gt_non_null|`` over leaf fields (nested objects flattened
     to dotted paths, arrays of objects by index; see docs/structured.md); null means None,
     "" or whitespace. Inputs: expected_json, output_json (objects or JSON strings).
@@ -265,19 +266,20 @@ class JsonCompleteness(_ComparedMetric):
 @register
 class JsonHallucination(_ComparedMetric):
     """Share of all fields that the output invents: keys absent from the ground truth, or
-    null there but filled in the output (seed 002 phase 2). Lower is better.
+    null there but filled in the output (JSON specification phase 2). Lower is better.
 
-    Seed 002 calls it *hallucination*; it is ``json_hallucination`` here to keep it apart
-    from the text hallucination metrics of seeds 000, 001 and 004.
-    Formula: ``(|extra_keys| + |gt_null_aio_has_value|) / |GT fields ∪ output fields|``,
-    the denominator counting every distinct field path regardless of null status.
-    Inputs: expected_json, output_json. Range 0..1, lower is better; 0.0 when both
-    documents are empty. Details: the extra and gt-null-but-filled fields and the counts.
-    Weaknesses: as the seed specifies, an extra key counts even when its output value is
-    null, and the denominator grows with the output's own extra keys (10 invented keys on
-    a 10-field GT give 0.5, not 1.0).
-    Absent or blank document: None (missing input); unparseable JSON: None with the
-    reason; a document nested deeper than ``max_json_depth`` (default 500): an error.
+    The JSON specification calls it *hallucination*; it is ``json_hallucination`` here to
+    keep it apart from the text hallucination metrics of the chatbot hub and the judge and
+    pipeline specifications.
+    Formula: ``(|extra_keys| + |gt_null_aio_has_value|) / |GT fields ∪ output fields|``, the
+    denominator counting every distinct field path regardless of null status. Inputs:
+    expected_json, output_json. Range 0..1, lower is better; 0.0 when both documents are
+    empty. Details: the extra and gt-null-but-filled fields and the counts. Weaknesses: as
+    the specification specifies, an extra key counts even when its output value is null, and
+    the denominator grows with the output's own extra keys (10 invented keys on a 10-field
+    GT give 0.5, not 1.0). Absent or blank document: None (missing input); unparseable JSON:
+    None with the reason; a document nested deeper than ``max_json_depth`` (default 500): an
+    error.
     """
 
     name = "json_hallucination"
@@ -296,9 +298,9 @@ class JsonHallucination(_ComparedMetric):
 @register
 class JsonAccuracy(_EvaluatedMetric):
     """Share of the fields both sides fill whose values match under the field's strategy
-    (seed 002 phase 3).
+    (JSON specification phase 3).
 
-    Seed 002 calls it *accuracy*; it is ``json_accuracy`` here.
+    The JSON specification calls it *accuracy*; it is ``json_accuracy`` here.
     Formula: ``sum(field scores) / (|both_non_null| − |IGNORE fields|)``, each score 0 or 1:
     EXACT = case-insensitive equality (objects and arrays as JSON with sorted keys; array
     order matters), FUZZY = similarity ≥ fuzzy threshold (0.85), SEMANTIC = similarity ≥
@@ -335,23 +337,23 @@ class JsonAccuracy(_EvaluatedMetric):
 
 @register
 class ResponseQualityScore(_EvaluatedMetric):
-    """Response Quality Score: seed 002's weighted composite of JSON accuracy, completeness,
-    safety and hallucination.
+    """Response Quality Score: the JSON specification's weighted composite of JSON accuracy,
+    completeness, safety and hallucination.
 
     Formula: ``clamp(0.45·accuracy + 0.25·completeness + 0.15·safety − 0.15·hallucination,
     0, 1)`` with the three phase scores of ``json_accuracy``, ``json_completeness`` and
     ``json_hallucination``; weights configurable (``weights={"accuracy": ...}``); the safety
     score is an input (parameter ``safety_score``, or ``safety_score`` in the sample's
     metadata; default 1.0). Inputs: expected_json, output_json. Range 0..1, higher is
-    better. Seed example: accuracy 1.0, completeness 0.75, hallucination 2/6 → 0.7375.
-    Details: the full breakdown (buckets, per-field results, counts, weights).
+    better. The specification's example: accuracy 1.0, completeness 0.75, hallucination 2/6
+    → 0.7375. Details: the full breakdown (buckets, per-field results, counts, weights).
     Weaknesses: the ceiling is ``wa + wc + ws`` = 0.85, not 1.0: a perfect output scores
     0.85 (``rqs_normalized`` divides by the ceiling); with the default safety 1.0 every
     document gets 0.15 for free, so an output with nothing right scores 0.15 minus its
     hallucination penalty; the components are not independent (a missing field lowers
-    completeness and is not scored for accuracy).
-    Absent or blank document: None (missing input); unparseable JSON: None with the
-    reason; a document nested deeper than ``max_json_depth`` (default 500): an error.
+    completeness and is not scored for accuracy). Absent or blank document: None (missing
+    input); unparseable JSON: None with the reason; a document nested deeper than
+    ``max_json_depth`` (default 500): an error.
     """
 
     name = "rqs"
@@ -387,12 +389,13 @@ class ResponseQualityScore(_EvaluatedMetric):
 
 @register
 class NormalizedResponseQualityScore(ResponseQualityScore):
-    """RQS rescaled so a perfect JSON output scores 1.0: seed 002's RQS divided by its ceiling.
+    """RQS rescaled so a perfect JSON output scores 1.0: the JSON specification's RQS
+    divided by its ceiling.
 
     Formula: ``clamp(rqs / (wa + wc + ws), 0, 1)``; with the default weights
-    ``rqs / 0.85``. Seed 002's RQS can never exceed ``wa + wc + ws`` (0.85 by default)
+    ``rqs / 0.85``. The JSON specification's RQS can never exceed ``wa + wc + ws`` (0.85 by default)
     because hallucination only subtracts, so its 0.85 means "perfect"; this puts perfect at
-    1.0 and keeps the order of documents. Seed example: 0.7375 / 0.85 = 0.8676.
+    1.0 and keeps the order of documents. The specification's example: 0.7375 / 0.85 = 0.8676.
     Inputs, parameters and details as ``rqs``. Range 0..1, higher is better; None when
     the positive weights sum to 0.
     Weakness: the other caveats of ``rqs`` (free safety credit, dependent components).

@@ -1,8 +1,8 @@
-"""SQLAlchemy models of the results store: runs plus seed 000's five tables.
+"""SQLAlchemy models of the results store: runs plus the chatbot hub's five tables.
 
-Seed 000 stores ``test_results``, ``validation_details``, ``scoring_details``,
+The chatbot hub stores ``test_results``, ``validation_details``, ``scoring_details``,
 ``quality_checks`` and ``metrics_snapshots``; Assay adds ``runs`` (every row belongs to a
-run) and ``field_strategy_configs`` (seed 002's configuration page). Metric values are
+run) and ``field_strategy_configs`` (JSON specification's configuration page). Metric values are
 stored on the canonical scale (ratios 0..1, performance in its unit); the 0–100 view is
 computed when read. Durations are seconds.
 
@@ -162,7 +162,7 @@ class TestResult(Base):
 
 
 class ValidationDetail(Base):
-    """A validated query/response pair with its similarity (seed 000 test layer)."""
+    """A validated query/response pair with its similarity (chatbot hub test layer)."""
 
     __tablename__ = "validation_details"
 
@@ -213,7 +213,7 @@ class ScoringDetail(Base):
 
 
 class QualityCheck(Base):
-    """One boolean response-quality check of one test (seed 000 test layer)."""
+    """One boolean response-quality check of one test (chatbot hub test layer)."""
 
     __tablename__ = "quality_checks"
 
@@ -257,7 +257,7 @@ class RunMetricTotal(Base):
 
 
 class FieldStrategyConfig(Base):
-    """A named JSON field-strategy configuration (seed 002's configuration page)."""
+    """A named JSON field-strategy configuration (JSON specification's configuration page)."""
 
     __tablename__ = "field_strategy_configs"
 

@@ -1,4 +1,5 @@
-"""Structured-output evaluation: a JSON output compared with its ground-truth JSON (seed 002).
+"""Structured-output evaluation: a JSON output compared with its ground-truth JSON (JSON
+specification).
 
 The four phases (key classification, completeness, hallucination, accuracy with per-field
 strategies) and the RQS composite, for one document (`evaluate_json`) or a batch

@@ -3,7 +3,7 @@
 Inputs (what ``assay json-eval`` accepts):
 
 - two JSON files: one pair, named after the output file;
-- two directories: ``*.json`` files paired by file name (the seed's batch-by-path); a name
+- two directories: ``*.json`` files paired by file name (the specification's batch-by-path); a name
   present on one side only becomes an error row;
 - one JSONL file with both documents on each line, under ``expected_json`` and
   ``output_json`` (or the aliases `Sample` accepts: ``ground_truth_json``/``gt_json`` and

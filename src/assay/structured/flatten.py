@@ -12,11 +12,11 @@ Nested documents are flattened *jointly* into leaf fields named by dotted paths
   the container's leaves are compared against missing/null (the output's
   ``"address": null`` makes every ``address.*`` field of the GT missing, not an extra key);
 - everything else is one field compared whole: scalars, arrays of scalars (EXACT: JSON,
-  order-sensitive), empty ``{}``/``[]`` (values, not nulls, per the seed), and a type
+  order-sensitive), empty ``{}``/``[]`` (values, not nulls, per the specification), and a type
   mismatch (an object in the GT and a string in the output: one field, wrong under EXACT);
 - a path named in the strategy config is one field even when it holds a container
   (``"address": "SEMANTIC"`` compares the whole address object as text);
-- ``flatten=False`` keeps the seed's flat behaviour: top-level keys only, nested values
+- ``flatten=False`` keeps the specification's flat behaviour: top-level keys only, nested values
   compared whole.
 
 Both documents are checked first (`assay.structured.values.check_document`): nesting deeper
@@ -37,7 +37,7 @@ from assay.structured.values import check_document, is_null, key_name
 
 __all__ = ["BUCKETS", "FlatPair", "KeyClassification", "classify", "flatten_pair"]
 
-#: bucket names in the order they are reported (seed 002's five, then ``skipped``)
+#: bucket names in the order they are reported (JSON specification's five, then ``skipped``)
 BUCKETS = (
     "gt_non_null",
     "both_non_null",
@@ -158,7 +158,7 @@ def flatten_pair(
 class KeyClassification:
     """Phase 0: every field path in exactly one of ``both_non_null``,
     ``aio_missing_or_null``, ``extra_keys``, ``gt_null_aio_has_value`` and ``skipped``;
-    ``gt_non_null`` is ``both_non_null`` + ``aio_missing_or_null`` (seed 002's table).
+    ``gt_non_null`` is ``both_non_null`` + ``aio_missing_or_null`` (JSON specification's table).
 
     ``skipped`` holds the paths that are null in the GT and missing or null in the output
     (no effect on any score). ``all_keys`` is the union, GT order first.

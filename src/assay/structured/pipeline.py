@@ -1,4 +1,5 @@
-"""Seed 002's four-phase comparison of an output JSON ("AIO") with its ground truth ("GT").
+"""The JSON specification's four-phase comparison of an output JSON ("AIO") with its ground
+truth ("GT").
 
 Phase 0 classifies every field path of the two documents into buckets; phase 1 is
 completeness, phase 2 hallucination, phase 3 accuracy over the fields both sides fill
@@ -9,7 +10,7 @@ functions of them (`completeness_score`, `hallucination_score`, `accuracy_score`
 Phase 0 (the joint flattening of nested documents and the buckets) is in
 `assay.structured.flatten`.
 
-A flat document (the seed's case) gives exactly the seed's numbers.
+A flat document (the specification's case) gives exactly the specification's numbers.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def _check_unit(name: str, value: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class RQSWeights:
-    """Weights of the RQS composite (seed 002 defaults 0.45/0.25/0.15/0.15).
+    """Weights of the RQS composite (JSON specification defaults 0.45/0.25/0.15/0.15).
 
     Each must be a finite number >= 0; they need not sum to 1 (the result is clamped).
     """
@@ -170,7 +171,7 @@ def rqs_score(
     Its ceiling is ``wa + wc + ws`` (0.85 with the default weights), since hallucination
     only subtracts; `rqs_normalized_score` rescales it to 1.0.
 
-    >>> round(rqs_score(1.0, 0.75, 2 / 6), 4)   # seed 002's walkthrough
+    >>> round(rqs_score(1.0, 0.75, 2 / 6), 4)   # the JSON specification's walkthrough
     0.7375
     """
     w = weights or RQSWeights()

@@ -1,4 +1,4 @@
-"""Matching strategies and the field-strategy config file (seed 002).
+"""Matching strategies and the field-strategy config file (JSON specification).
 
 A config is a JSON object mapping a field path to a strategy::
 
@@ -51,7 +51,7 @@ class Strategy(StrEnum):
     (`assay.structured.numeric`). Never auto-detected: numbers stay EXACT unless named."""
 
 
-#: strategy auto-detected for each value type (seed 002)
+#: strategy auto-detected for each value type (JSON specification)
 AUTO_STRATEGY: dict[str, Strategy] = {
     "numeric": Strategy.EXACT,
     "boolean": Strategy.EXACT,
@@ -67,7 +67,7 @@ _MEMO_LIMIT = 100_000
 
 
 def auto_strategy(value_type: str) -> Strategy:
-    """The seed's auto-detection: text -> SEMANTIC, every other value type -> EXACT."""
+    """The specification's auto-detection: text -> SEMANTIC, every other value type -> EXACT."""
     return AUTO_STRATEGY.get(value_type, Strategy.SEMANTIC)
 
 

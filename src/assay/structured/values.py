@@ -1,8 +1,8 @@
 """Value rules of the JSON comparison: what counts as null, value-type detection, and the
 canonical form EXACT compares.
 
-Null (seed 002): ``None``, ``""`` or a whitespace-only string. Empty objects ``{}`` and
-empty arrays ``[]`` are *values*, not nulls (the seed's definition is kept as written).
+Null (JSON specification): ``None``, ``""`` or a whitespace-only string. Empty objects ``{}`` and
+empty arrays ``[]`` are *values*, not nulls (the specification's definition is kept as written).
 
 Value types (used to auto-detect a field's strategy, checked in this order):
 
@@ -220,7 +220,7 @@ def _locate_problem(document: Any, side: str, limit: int) -> None:
 
 
 def is_null(value: Any) -> bool:
-    """True for ``None``, ``""`` and whitespace-only strings (seed 002's definition)."""
+    """True for ``None``, ``""`` and whitespace-only strings (JSON specification's definition)."""
     if value is None:
         return True
     return isinstance(value, str) and value.strip() == ""
@@ -344,10 +344,10 @@ def _normal_scalar(value: Any) -> Any:
 
 
 def canonical(value: Any) -> str:
-    """The form EXACT compares: seed 002's ``str(value).lower()``, JSON with sorted keys for
-    objects and arrays.
+    """The form EXACT compares: the JSON specification's ``str(value).lower()``, JSON with
+    sorted keys for objects and arrays.
 
-    Two small additions to the seed: surrounding whitespace of strings is ignored, and a
+    Two small additions to the specification: surrounding whitespace of strings is ignored, and a
     float with an integral value equals the integer (``42.0`` == ``42``), also inside arrays
     and objects. Booleans render as ``true``/``false`` so ``True`` equals ``"true"``. Array
     order matters (``[1, 2]`` != ``[2, 1]``).

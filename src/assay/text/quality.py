@@ -1,10 +1,10 @@
-"""Response quality checks of seed 000's test layer (``validate_response_quality``)."""
+"""Response quality checks of the chatbot hub's test layer (``validate_response_quality``)."""
 
 from __future__ import annotations
 
 __all__ = ["SENTENCE_ENDINGS", "quality_checks"]
 
-#: seed 000: ``response.strip().endswith((".", "!", "?", ":", ";"))``; the Arabic question
+#: the chatbot hub: ``response.strip().endswith((".", "!", "?", ":", ";"))``; the Arabic question
 #: mark and full stop are added so Arabic answers are not failed for their script.
 SENTENCE_ENDINGS = (".", "!", "?", ":", ";", "؟", "۔")
 
@@ -12,11 +12,11 @@ SENTENCE_ENDINGS = (".", "!", "?", ":", ";", "؟", "۔")
 def quality_checks(
     response: str | None, min_length: int = 10, max_length: int | None = None
 ) -> dict[str, bool]:
-    """The seed's boolean checks; ``within_max_length`` only when a maximum is given.
+    """The specification's boolean checks; ``within_max_length`` only when a maximum is given.
 
     - has_minimum_length: ``len(response.strip()) >= min_length``
     - is_not_empty: ``len(response.strip()) > 0``
-    - has_no_html_tags: no ``<`` and no ``>`` in the response (the seed's rule: it also
+    - has_no_html_tags: no ``<`` and no ``>`` in the response (the specification's rule: it also
       flags "x < y" in maths; kept as specified)
     - ends_properly: stripped response ends with one of `SENTENCE_ENDINGS`
     - within_max_length: ``len(response) <= max_length``

