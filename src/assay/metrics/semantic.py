@@ -490,7 +490,7 @@ class CrossLanguageConsistency(Metric):
     cos(embed(response), embed(parallel_response))))`` with the multilingual embedder
     (USE multilingual v3 puts Arabic and English in one space). The specification's preferred
     method translates first; Assay uses no translation service (offline), so this is the
-    seed's fallback method. Requires response and parallel_response. Range 0..1, higher
+    specification's fallback method. Requires response and parallel_response. Range 0..1, higher
     is better; pass threshold ``CROSS_LANGUAGE_CONSISTENCY_THRESHOLD`` (0.7).
     Weakness: cross-language cosines run lower than same-language ones for the same
     meaning, and it is meaningless with an English-only embedder (``minilm``); like all
