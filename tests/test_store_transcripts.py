@@ -153,3 +153,32 @@ def test_revision_0006_adds_the_columns_to_an_existing_store(tmp_path: Path) -> 
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0006",)]
     conn.close()
+
+
+def test_the_recorder_stores_the_turns_of_what_the_runner_scored(store):
+    from assay.config import AssayConfig
+    from assay.registry import metric_class
+    from assay.runner import evaluate
+    from assay.store.recorder import RunRecorder
+
+    config = AssayConfig()
+    chat = {
+        "id": "c",
+        "messages": [
+            {"role": "user", "content": "2 + 2?"},
+            {"role": "assistant", "content": "4"},
+        ],
+        "response": "4",
+        "expected": "4",
+    }
+    metrics = [metric_class("exact_match")()]
+    store.start_run("r", metrics=["exact_match"])
+    recorder = RunRecorder(store, "r", metrics, config)
+    evaluate([chat], metrics=metrics, config=config, on_sample=recorder)
+    assert recorder.written == 1
+    stored = store.sample_detail("r", 0)
+    assert stored["turns"] == [
+        {"role": "user", "content": "2 + 2?"},
+        {"role": "assistant", "content": "4"},
+    ]
+    assert (stored["trace"], stored["scores"]["exact_match"]["value"]) == (None, 1.0)
