@@ -651,8 +651,12 @@ def test_local_estimators_order_faithful_above_fabricated(
     h_ok, h_bad = Hallucination().score_batch([faithful, fabricated], res)
     assert h_ok.value < h_bad.value
     assert h_ok.value == pytest.approx(1 - f_ok.value)
+    # one estimator for the question: the same graded support as faithfulness, with the
+    # answer's sentences listed as claims (both supported / neither)
     r_ok, r_bad = RagasFaithfulness().score_batch([faithful, fabricated], res)
-    assert (r_ok.value, r_bad.value) == (1.0, 0.0)
+    assert (r_ok.value, r_bad.value) == (f_ok.value, f_bad.value)
+    assert (r_ok.details["supported"], r_bad.details["supported"]) == (2, 0)
+    assert r_bad.details["claims"] == 2
 
 
 def test_local_context_metrics_order_relevant_above_irrelevant(
@@ -667,7 +671,8 @@ def test_local_context_metrics_order_relevant_above_irrelevant(
     c_ok, c_bad = ContextualRelevance().score_batch([SAMPLE, irrelevant], res)
     assert c_ok.value > c_bad.value
     rec_ok, rec_bad = RagasContextRecall().score_batch([SAMPLE, irrelevant], res)
-    assert (rec_ok.value, rec_bad.value) == (1.0, 0.0)
+    assert rec_ok.value > rec_bad.value
+    assert (rec_ok.details["attributed"], rec_bad.details["attributed"]) == (1, 0)
 
 
 def test_local_relevance_and_classification(resources: Resources, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
+
 from assay.engine import Answers, Ask, embed_ask, judge_ask
 from assay.judge.client import JudgeReply
 from assay.judge.estimators import (
@@ -136,7 +137,7 @@ class _SupportedShare(_RagVerdictMetric):
             missing = [x["text"] for x in support.sentences if not x["supported"]]
             out.append(
                 self.local(
-                    ok / n,
+                    support.score,
                     res,
                     threshold=SUPPORT_THRESHOLD,
                     **{self.count_key: n, self.ok_key: ok, self.missing_key: missing},
@@ -157,9 +158,13 @@ class RagasFaithfulness(_SupportedShare):
     1.0 (the specification's rule: nothing unsupported), flagged in the reason. Inputs: response,
     contexts (question and reference used when present). Range 0..1 (the specification: 0-100),
     higher is better. Evidence: every claim with its verdict and reason.
-    Local estimator ``sentence_support``: each answer sentence is a claim, supported when
-    its sentence support (see ``faithfulness``) is at least 0.6 and none of its anchors
-    is unsupported. Weaknesses: the no-claims rule rewards evasive answers; the judge
+    Local estimator ``sentence_support``, the one estimator of every "is this text
+    supported by the contexts?" metric (``faithfulness``, ``hallucination``,
+    ``ragas_context_recall``): the graded support score of ``faithfulness`` (not the share
+    of sentences above a cut-off, which loses the grading: BEGIN dev AUROC 0.917 against
+    0.840 for the share); each answer sentence is listed as a claim, supported when its
+    support is at least 0.6 and none of its anchors is unsupported. Weaknesses: the
+    no-claims rule rewards evasive answers; the judge
     may split claims unevenly (one long claim vs many small ones changes the ratio);
     the estimator's sentences are not atomic claims.
     """
@@ -249,9 +254,10 @@ class RagasContextRecall(_SupportedShare):
     rule, flagged in the reason). Inputs: expected (ground truth), contexts. Range 0..1
     (the specification: 0-100), higher is better. Evidence: statements with verdicts and supporting
     context.
-    Local estimator ``sentence_support``: each reference sentence is a statement,
-    attributed when its sentence support by the contexts is at least 0.6 and none of its
-    anchors is unsupported. Weaknesses: a one-word reference ("Cornish heath") is one
+    Local estimator ``sentence_support``: the graded support score of the reference by
+    the contexts (as for ``ragas_faithfulness``); each reference sentence is listed as a
+    statement, attributed when its support is at least 0.6 and none of its anchors is
+    unsupported. Weaknesses: a one-word reference ("Cornish heath") is one
     statement, so recall is all or nothing; the estimator's sentences are not atomic.
     """
 
@@ -343,8 +349,8 @@ class RagasScore(JudgedMetric):
     Formula: ``sum_k w_k * m_k / sum_k w_k`` over the metrics m_k that have a value, with
     w = faithfulness 0.30, context precision 0.20, context recall 0.20, answer relevance
     0.30 (RAG specification; its example 1.00, missing, 1.00, 0.8327 gives 0.9373). Inputs:
-    whatever the four need; None when none of them can be computed. Range 0..1 (the specification:
-    0-100), higher is better. Components: the four values; details: the renormalised
+    whatever the four need; None when none of them can be computed. Range 0..1 (the
+    specification: 0-100), higher is better. Components: the four values; details: the renormalised
     weights. Declares the asks of the four (no call of its own: scored with them, they
     are asked once; run alone, it asks their 2 questions per sample). Weaknesses: a
     missing metric silently shifts the weight onto the others, so composites over
