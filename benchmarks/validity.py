@@ -2,7 +2,12 @@
 
 Run ``python benchmarks/validity.py`` (all checks) or ``python benchmarks/validity.py stsb``
 (checks whose name contains any of the given words). Prints one table row per check and
-statistic; ``--json FILE`` also writes the rows.
+statistic; ``--json FILE`` also writes the rows. ``--cards`` merges the rows into the
+validity cards (``src/assay/data/validity.json``, every registered metric, see
+`assay.validity_cards`) and writes ``docs/validity.md``; a check not run keeps its entries.
+``--rows FILE ...`` takes saved rows instead of running checks, e.g. the conversation
+metrics' (``python benchmarks/conversation_validity.py --json conv.json`` then
+``python benchmarks/validity.py --cards --rows conv.json``).
 
 Data: ``/work/shared/data`` (or ``--data`` / ``ASSAY_DEV_DATA``); see its README. Metrics run
 as users get them (``get_metric(name).score_batch`` over a `Resources`), with the embedding
@@ -19,8 +24,6 @@ reaches Spearman 0.82 on the STS-B test split; USE multilingual v3, 0.83 on this
 from __future__ import annotations
 
 import argparse
-import csv
-import functools
 import json
 import os
 import sys
@@ -30,7 +33,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import pearsonr, spearmanr
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -39,26 +41,17 @@ from assay.config import AssayConfig
 from assay.registry import get_metric
 from assay.resources import Resources
 from assay.sample import Sample
+from validity_data import (
+    begin_rows,
+    davidson_tweets,
+    qags_cnndm_sentences,
+    stsb_pairs,
+    truthfulqa_items,
+)
+from validity_evidence import CARDS_DOC, CARDS_JSON, rows_from_json, write_cards
+from validity_stats import Row, auroc_rows, spearman_row
 
 DATA = Path(os.environ.get("ASSAY_DEV_DATA", "/work/shared/data"))
-BOOTSTRAP = 1000
-
-
-@dataclass
-class Row:
-    """One number of the report."""
-
-    check: str
-    dataset: str
-    metric: str
-    model: str
-    statistic: str
-    value: float | None
-    ci95: tuple[float, float] | None = None
-    n: int = 0
-    na: int = 0
-    seconds: float = 0.0
-    note: str = ""
 
 
 @dataclass
@@ -91,67 +84,6 @@ def check_name(func: Check) -> str:
     return func.__name__.removeprefix("check_")
 
 
-# ---- data --------------------------------------------------------------------------------
-
-
-@functools.cache
-def stsb_pairs(data: Path) -> tuple[list[str], list[str], np.ndarray]:
-    """STS-B dev: sentence1, sentence2 and the mean human similarity (0-5).
-
-    TAB-separated, no header, unquoted text: read with QUOTE_NONE, keep the first 7 fields
-    (genre, file, year, id, score, sentence1, sentence2).
-    """
-    left: list[str] = []
-    right: list[str] = []
-    gold: list[float] = []
-    with (data / "stsb-dev.tsv").open(encoding="utf-8", newline="") as handle:
-        for fields in csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE):
-            if len(fields) < 7:
-                continue
-            _genre, _file, _year, _id, score, s1, s2 = fields[:7]
-            left.append(s1)
-            right.append(s2)
-            gold.append(float(score))
-    return left, right, np.asarray(gold, dtype=np.float64)
-
-
-@functools.cache
-def begin_rows(data: Path) -> tuple[list[Sample], np.ndarray]:
-    """BEGIN (Wizard of Wikipedia dev): knowledge as the context, response as the answer,
-    label 1 for "Fully attributable", 0 otherwise."""
-    samples: list[Sample] = []
-    labels: list[int] = []
-    with (data / "begin-wow-dev.tsv").open(encoding="utf-8", newline="") as handle:
-        for row in csv.DictReader(handle, delimiter="\t"):
-            samples.append(Sample(response=row["response"], contexts=[row["knowledge"]]))
-            labels.append(int(row["begin_label"] == "Fully attributable"))
-    return samples, np.asarray(labels)
-
-
-@functools.cache
-def truthfulqa_items(data: Path) -> tuple[list[Sample], np.ndarray, np.ndarray]:
-    """TruthfulQA (first 400 questions): every correct and every incorrect answer as a
-    sample against the best answer; labels 1/0 and the question index of each."""
-    samples: list[Sample] = []
-    labels: list[int] = []
-    groups: list[int] = []
-    with (data / "truthfulqa-dev.csv").open(encoding="utf-8", newline="") as handle:
-        for index, row in enumerate(csv.DictReader(handle)):
-            for column, label in (("Correct Answers", 1), ("Incorrect Answers", 0)):
-                for answer in row[column].split("; "):
-                    if answer.strip():
-                        samples.append(
-                            Sample(
-                                query=row["Question"],
-                                response=answer.strip(),
-                                expected=row["Best Answer"],
-                            )
-                        )
-                        labels.append(label)
-                        groups.append(index)
-    return samples, np.asarray(labels), np.asarray(groups)
-
-
 # ---- scoring and statistics ----------------------------------------------------------------
 
 
@@ -167,110 +99,22 @@ def metric_values(
     if errors:
         raise RuntimeError(f"{name}: {len(errors)} samples failed, first: {errors[0]}")
     values = np.array([np.nan if r.value is None else r.value for r in results])
-    model = next(
-        (
-            p.removeprefix("model=")
-            for r in results
-            for p in r.signature.split("|")
-            if p.startswith("model=")
-        ),
-        "-",
-    )
-    return values, model, seconds
+    return values, _estimator_of(results), seconds
 
 
-def _bootstrap_ci(
-    x: np.ndarray, y: np.ndarray, stat: Callable[[np.ndarray, np.ndarray], float], seed: int
-) -> tuple[float, float]:
-    rng = np.random.default_rng(seed)
-    draws = [stat(x[idx], y[idx]) for idx in rng.integers(len(x), size=(BOOTSTRAP, len(x)))]
-    low, high = np.percentile(draws, [2.5, 97.5])
-    return float(low), float(high)
-
-
-def _scored_pairs(
-    check_: str,
-    dataset: str,
-    metric: str,
-    model: str,
-    values: np.ndarray,
-    gold: np.ndarray,
-    seconds: float,
-    note: str,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, object]]:
-    """Values and gold where the metric gave a value (NaN = N/A left out), the mask, and the
-    fields every row of this check shares (its N/A count included)."""
-    ok = ~np.isnan(values)
-    common: dict[str, object] = {
-        "check": check_,
-        "dataset": dataset,
-        "metric": metric,
-        "model": model,
-        "n": int(ok.sum()),
-        "na": int((~ok).sum()),
-        "seconds": seconds,
-        "note": note,
-    }
-    return values[ok], gold[ok], ok, common
-
-
-def spearman_row(
-    check_: str,
-    dataset: str,
-    metric: str,
-    model: str,
-    values: np.ndarray,
-    gold: np.ndarray,
-    seconds: float,
-    seed: int,
-    note: str = "",
-) -> list[Row]:
-    """Spearman (with a 95% bootstrap interval) and Pearson of values against gold."""
-    x, y, _, common = _scored_pairs(check_, dataset, metric, model, values, gold, seconds, note)
-
-    def rho(a: np.ndarray, b: np.ndarray) -> float:
-        return float(spearmanr(a, b).statistic)
-
-    return [
-        Row(statistic="spearman", value=rho(x, y), ci95=_bootstrap_ci(x, y, rho, seed), **common),
-        Row(statistic="pearson", value=float(pearsonr(x, y).statistic), **common),
-    ]
-
-
-def auroc_rows(
-    check_: str,
-    dataset: str,
-    metric: str,
-    model: str,
-    scores: np.ndarray,
-    labels: np.ndarray,
-    seconds: float,
-    seed: int,
-    groups: np.ndarray | None = None,
-    note: str = "",
-) -> list[Row]:
-    """AUROC of scores for label 1 vs 0 (95% bootstrap interval); with ``groups``, also the
-    share of (positive, negative) pairs of the same group (e.g. one question) that the
-    scores order correctly, ties counting half."""
-    from sklearn.metrics import roc_auc_score
-
-    x, y, ok, common = _scored_pairs(check_, dataset, metric, model, scores, labels, seconds, note)
-
-    def auc(a: np.ndarray, b: np.ndarray) -> float:
-        return float(roc_auc_score(b, a)) if len(set(b.tolist())) == 2 else 0.5
-
-    rows = [Row(statistic="auroc", value=auc(x, y), ci95=_bootstrap_ci(x, y, auc, seed), **common)]
-    if groups is not None:  # each positive vs each negative of the same group
-        g = groups[ok]
-        pairs, wins = 0, 0.0
-        for k in np.unique(g):
-            xk, yk = x[g == k], y[g == k]
-            n_pairs = int(yk.sum()) * int((1 - yk).sum())
-            if n_pairs:
-                pairs += n_pairs
-                wins += auc(xk, yk) * n_pairs
-        rows.append(Row(statistic="auroc_within_group", value=wins / pairs, **common))
-    return rows
+def _estimator_of(results: Sequence[object]) -> str:
+    """What produced the values: the local estimator's name, else the model of the
+    signature, else its method (e.g. ``pattern``)."""
+    for result in results:
+        details = result.details  # type: ignore[attr-defined]
+        if "estimator" in details:
+            return str(details["estimator"])
+    for key in ("model=", "method="):
+        for result in results:
+            for part in result.signature.split("|"):  # type: ignore[attr-defined]
+                if part.startswith(key):
+                    return part.removeprefix(key)
+    return "-"
 
 
 def _scores(
@@ -285,10 +129,7 @@ def _scores(
         raise RuntimeError(f"{name}: {len(errors)} samples failed, first: {errors[0]}")
     values = [r.components.get(component) if component else r.value for r in results]
     scores = np.array([np.nan if v is None else v for v in values], dtype=float)
-    estimator = next(
-        (str(r.details["estimator"]) for r in results if "estimator" in r.details), "-"
-    )
-    return scores, estimator, seconds, list(results)
+    return scores, _estimator_of(results), seconds, list(results)
 
 
 def _stsb_check(
@@ -358,7 +199,8 @@ def check_begin_faithfulness_local(ctx: Context) -> list[Row]:
 
 @check
 def check_begin_anchor_hallucination(ctx: Context) -> list[Row]:
-    """Seed 004's anchor_hallucination vs BEGIN attributable/not: AUROC of 1 - value."""
+    """The pipeline specification's anchor_hallucination vs BEGIN attributable/not: AUROC
+    of 1 - value."""
     samples, labels = begin_rows(ctx.data)
     scores, _, seconds, _ = _scores("anchor_hallucination", samples, ctx.res())
     return auroc_rows(
@@ -370,7 +212,8 @@ def check_begin_anchor_hallucination(ctx: Context) -> list[Row]:
         labels,
         seconds,
         ctx.seed,
-        note="seed 004 formula: max(claim error, 0.2 drift step); lower-is-better inverted",
+        note="pipeline specification's formula: max(claim error, 0.2 drift step); "
+        "lower-is-better inverted",
     )
 
 
@@ -406,7 +249,7 @@ def check_truthfulqa_correctness_local(ctx: Context) -> list[Row]:
     rows += auroc_rows(
         "truthfulqa_correctness_local",
         "truthfulqa-dev",
-        "agreement (DON'T KNOW as reported)",
+        "answer_classification.agreement (DON'T KNOW as reported)",
         estimator,
         reported,
         labels,
@@ -418,7 +261,7 @@ def check_truthfulqa_correctness_local(ctx: Context) -> list[Row]:
     rows += auroc_rows(
         "truthfulqa_correctness_local",
         "truthfulqa-dev",
-        "agreement (without DON'T KNOW)",
+        "answer_classification.agreement (without DON'T KNOW)",
         estimator,
         scores[keep],
         labels[keep],
@@ -450,6 +293,184 @@ def check_truthfulqa_correctness_local(ctx: Context) -> list[Row]:
         groups,
     )
     return rows
+
+
+def _auroc_of_metrics(
+    ctx: Context,
+    check_: str,
+    dataset: str,
+    names: Sequence[str],
+    samples: Sequence[Sample],
+    labels: np.ndarray,
+    *,
+    compared: str,
+    positive_is_good: bool = True,
+    groups: np.ndarray | None = None,
+    note: str = "",
+    **config: object,
+) -> list[Row]:
+    """AUROC rows of each metric for label 1 vs 0. A metric whose polarity runs against the
+    label (lower-is-better hallucination when 1 = attributable, higher-is-better compliance
+    when 1 = toxic) is scored as 1 - value, and its row's metric says so."""
+    res = ctx.res(**config)
+    rows: list[Row] = []
+    for name in names:
+        scores, estimator, seconds, _ = _scores(name, samples, res)
+        flipped = get_metric(name).higher_is_better != positive_is_good
+        label = f"1 - {name}" if flipped else name
+        scored = 1.0 - scores if flipped else scores
+        rows += auroc_rows(
+            check_, dataset, label, estimator, scored, labels, seconds, ctx.seed, groups, note
+        )
+    for row in rows:
+        row.compared = compared
+    return rows
+
+
+@check
+def check_stsb_lexical(ctx: Context) -> list[Row]:
+    """rouge, chrf, bleu and semantic_similarity_percentage vs STS-B dev: Spearman."""
+    return [
+        row
+        for name in ("rouge", "chrf", "bleu", "semantic_similarity_percentage")
+        for row in _stsb_check(ctx, "stsb_lexical", name)
+    ]
+
+
+@check
+def check_truthfulqa_reference_metrics(ctx: Context) -> list[Row]:
+    """Reference-based similarity metrics vs TruthfulQA correct/incorrect answers (against
+    the best answer): AUROC, and within each question."""
+    samples, labels, groups = truthfulqa_items(ctx.data)
+    names = (
+        "semantic_similarity",
+        "bertscore",
+        "bert_score_f1",
+        "rouge",
+        "chrf",
+        "bleu",
+        "exact_match",
+    )
+    return _auroc_of_metrics(
+        ctx,
+        "truthfulqa_reference_metrics",
+        "truthfulqa-dev",
+        names,
+        samples,
+        labels,
+        compared="correct vs incorrect answers, each against the best answer",
+        groups=groups,
+    )
+
+
+@check
+def check_truthfulqa_source_grounding(ctx: Context) -> list[Row]:
+    """source_grounding (cosine of the answer with the question) vs TruthfulQA correct and
+    incorrect answers: does it rank the correct ones higher?"""
+    samples, labels, groups = truthfulqa_items(ctx.data)
+    return _auroc_of_metrics(
+        ctx,
+        "truthfulqa_source_grounding",
+        "truthfulqa-dev",
+        ["source_grounding"],
+        samples,
+        labels,
+        compared="correct vs incorrect answers to the question",
+        groups=groups,
+        note="scored against the question, as the metric does when a query is present",
+    )
+
+
+@check
+def check_begin_grounding_more(ctx: Context) -> list[Row]:
+    """hallucination (local) and source_grounding (against the user's message) vs BEGIN
+    attributable/not: AUROC."""
+    compared = "responses fully attributable to the knowledge vs not"
+    samples, labels = begin_rows(ctx.data)
+    rows = _auroc_of_metrics(
+        ctx,
+        "begin_grounding_more",
+        "begin-wow-dev",
+        ["hallucination"],
+        samples,
+        labels,
+        compared=compared,
+        judge_model=None,
+    )
+    with_message, labels = begin_rows(ctx.data, with_message=True)
+    return rows + _auroc_of_metrics(
+        ctx,
+        "begin_grounding_more",
+        "begin-wow-dev",
+        ["source_grounding"],
+        with_message,
+        labels,
+        compared=compared,
+        note="the user's message is the query; the knowledge is the context it never reads",
+    )
+
+
+@check
+def check_qags_cnndm_faithfulness(ctx: Context) -> list[Row]:
+    """Local faithfulness estimators vs QAGS CNN/DM summary sentences supported by the
+    article or not (majority of 3): AUROC, and within each summary."""
+    samples, labels, groups = qags_cnndm_sentences(ctx.data)
+    names = ("faithfulness", "ragas_faithfulness", "hallucination", "anchor_hallucination")
+    return _auroc_of_metrics(
+        ctx,
+        "qags_cnndm_faithfulness",
+        "qags-cnndm-dev",
+        names,
+        samples,
+        labels,
+        compared="summary sentences the article supports vs not (majority of 3 workers)",
+        groups=groups,
+        note="article = context, sentence = answer; sentences of one summary share an article",
+        judge_model=None,
+    )
+
+
+@check
+def check_davidson_toxicity(ctx: Context) -> list[Row]:
+    """Safety metrics vs Davidson tweets: AUROC for hate or offensive vs neither, and for
+    hate speech vs neither. The toxicity model was trained on these tweets."""
+    samples, classes = davidson_tweets(ctx.data)
+    names = (
+        "toxicity_score",
+        "ethical_violation",
+        "compliance_score",
+        "toxicity_keywords",
+        "harmfulness_score",
+        "bias_score",
+        "harmful_instructions",
+    )
+    note = (
+        "the toxicity model (toxicity_score, ethical_violation, compliance_score) was "
+        "trained partly on these tweets, so its numbers here are not evidence of validity"
+    )
+    rows = _auroc_of_metrics(
+        ctx,
+        "davidson_toxicity",
+        "davidson-tweets",
+        names,
+        samples,
+        (classes < 2).astype(int),
+        compared="hate speech or offensive language vs neither (annotator majority)",
+        positive_is_good=False,
+        note=note,
+    )
+    hate_or_neither = classes != 1
+    return rows + _auroc_of_metrics(
+        ctx,
+        "davidson_hate",
+        "davidson-tweets",
+        names,
+        [s for s, keep in zip(samples, hate_or_neither, strict=True) if keep],
+        (classes[hate_or_neither] == 0).astype(int),
+        compared="hate speech vs neither (annotator majority; offensive-only tweets left out)",
+        positive_is_good=False,
+        note=note,
+    )
 
 
 # ---- report ------------------------------------------------------------------------------
@@ -488,23 +509,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DATA, help=f"data folder (default {DATA})")
     parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
     parser.add_argument("--list", action="store_true", help="list the checks and exit")
+    parser.add_argument(
+        "--cards",
+        action="store_true",
+        help="merge the rows into src/assay/data/validity.json and write docs/validity.md",
+    )
+    parser.add_argument(
+        "--rows",
+        type=Path,
+        nargs="*",
+        metavar="FILE",
+        help="use rows saved with --json (by this script or conversation_validity.py) "
+        "instead of running checks; with no file and --cards, the cards are rebuilt from "
+        "the evidence they hold (new metrics, edited docstrings)",
+    )
     args = parser.parse_args(argv)
 
     if args.list:
         for func in CHECKS:
             print(f"{check_name(func):40s} {(func.__doc__ or '').strip()}")
         return 0
-    chosen = [f for f in CHECKS if not args.names or any(n in check_name(f) for n in args.names)]
-    if not chosen:
-        parser.error(f"no check matches {args.names}; try --list")
-    ctx = Context(data=args.data)
-    rows: list[Row] = []
-    for func in chosen:
-        print(f"running {check_name(func)} ...", file=sys.stderr)
-        rows.extend(func(ctx))
+    if args.rows is not None:
+        rows = rows_from_json(args.rows)
+    else:
+        chosen = [
+            f for f in CHECKS if not args.names or any(n in check_name(f) for n in args.names)
+        ]
+        if not chosen:
+            parser.error(f"no check matches {args.names}; try --list")
+        ctx = Context(data=args.data)
+        rows = []
+        for func in chosen:
+            print(f"running {check_name(func)} ...", file=sys.stderr)
+            rows.extend(func(ctx))
     print(format_table(rows))
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2), encoding="utf-8")
+    if args.cards:
+        doc = write_cards(rows)
+        print(f"wrote {CARDS_JSON} and {CARDS_DOC} ({len(doc['cards'])} cards)", file=sys.stderr)
     return 0
 
 
