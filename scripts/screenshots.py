@@ -1,8 +1,9 @@
 """Screenshots of every dashboard page for docs/dashboard.md.
 
 Builds a demo results store in a temporary directory (three RAG runs tagged by method and
-question type, as in seed 003, plus a pytest run spread over two days; values come from a
-seeded generator, so the pictures are the same every time), serves it on 127.0.0.1 and
+question type, a pytest run spread over two days, a conversation with per-turn scores and
+an agent run with tool-call matches; values come from a random generator with a fixed
+seed, so the pictures are the same every time), serves it on 127.0.0.1 and
 drives Debian's Chromium through Playwright. Writes docs/screenshots/<page>.png.
 
     python scripts/screenshots.py [--out docs/screenshots] [--chromium /usr/bin/chromium]
@@ -94,6 +95,130 @@ def _finish_at(store: Store, run_id: str, when: datetime) -> None:
         )
 
 
+def _turns(*pairs: tuple[str, str]) -> list[dict[str, str]]:
+    return [{"role": role, "content": content} for role, content in pairs]
+
+
+def _transcript_runs(store: Store, now: datetime) -> None:
+    """A support chat with per-turn scores and a travel agent scored by the tool-call
+    metrics (arguments compared EXACT, so no model is needed)."""
+    from assay.registry import metric_class
+    from assay.resources import Resources
+
+    store.start_run("support-chat", name="support bot · conversations", source="cli")
+    turns = _turns(
+        ("system", "You are the support assistant of an online bookshop."),
+        ("user", "Hi, I'm Ana. My order 1182 hasn't arrived and I need it by Friday."),
+        ("assistant", "Sorry, Ana. Order 1182 left the depot on Monday; it arrives Thursday."),
+        ("user", "Can you send it by express instead?"),
+        ("assistant", "What is your order number?"),
+        ("user", "1182, as I said."),
+        ("assistant", "Express is booked for order 1182: it arrives Wednesday."),
+    )
+    per_turn = {
+        "knowledge_retention": [
+            (2, 1.0, "uses the order number"),
+            (4, 0.0, "asks again for the order number given at turn 1"),
+            (6, 1.0, "keeps it"),
+        ],
+        "turn_relevancy": [
+            (2, 1.0, "answers the delivery question"),
+            (4, 0.5, "on topic but does not answer"),
+            (6, 1.0, "books the express delivery"),
+        ],
+    }
+    results = {
+        name: MetricResult(
+            name,
+            sum(score for _, score, _ in entries) / len(entries),
+            method="llm",
+            details={"turns": [{"turn": t, "score": v, "reason": r} for t, v, r in entries]},
+        )
+        for name, entries in per_turn.items()
+    }
+    results["conversation_completeness"] = MetricResult(
+        "conversation_completeness",
+        1.0,
+        method="llm",
+        details={
+            "intentions": [
+                {
+                    "turn": 1,
+                    "intention": "get order 1182 by Friday",
+                    "satisfied": True,
+                    "reason": "express booked, arrives Wednesday",
+                },
+                {
+                    "turn": 3,
+                    "intention": "switch to express",
+                    "satisfied": True,
+                    "reason": "booked at turn 6",
+                },
+            ]
+        },
+    )
+    store.record(
+        "support-chat",
+        0,
+        Sample(id="ana-1182", turns=turns),
+        results,
+        status="passed",
+        duration=4.2,
+        timestamp=now - timedelta(hours=2),
+    )
+    _finish_at(store, "support-chat", now - timedelta(hours=2))
+
+    store.start_run("travel-agent", name="travel agent · tool calls", source="cli")
+    agent = Sample(
+        id="lisbon-trip",
+        query="Book me a flight to Lisbon on 12 December and a hotel for two nights.",
+        trace=[
+            {"name": "plan", "kind": "llm", "latency": 0.8},
+            {
+                "name": "search_flights",
+                "arguments": {"to": "LIS", "date": "2026-12-12"},
+                "latency": 1.4,
+                "result": "TP1351 09:40, FR8372 14:05",
+            },
+            {
+                "name": "book_flight",
+                "arguments": {"flight": "TP1351", "seats": 1},
+                "latency": 0.9,
+                "result": "booked, ref QX7",
+            },
+            {
+                "name": "book_hotel",
+                "arguments": {"city": "Lisbon", "nights": 3},
+                "ok": False,
+                "error": "no rooms for 3 nights",
+                "latency": 2.1,
+            },
+        ],
+        expected_tool_calls=[
+            {"name": "search_flights", "arguments": {"to": "LIS", "date": "2026-12-12"}},
+            {"name": "book_flight", "arguments": {"flight": "TP1351", "seats": 1}},
+            {"name": "book_hotel", "arguments": {"city": "Lisbon", "nights": 2}},
+            {"name": "send_itinerary", "arguments": {}},
+        ],
+    )
+    exact = {a: "EXACT" for a in ("to", "date", "flight", "seats", "city", "nights")}
+    resources = Resources()
+    scored = {
+        name: metric_class(name)(argument_strategies=exact).compute(agent, resources)
+        for name in ("tool_call_accuracy", "tool_call_f1")
+    }
+    store.record(
+        "travel-agent",
+        0,
+        agent,
+        scored,
+        status="failed",
+        duration=5.2,
+        timestamp=now - timedelta(hours=1),
+    )
+    _finish_at(store, "travel-agent", now - timedelta(hours=1))
+
+
 def build_demo_store(path: Path) -> Store:
     """A store with three RAG runs (seed 003's methods x question types) and a pytest run."""
     store = Store(str(path))
@@ -182,6 +307,7 @@ def build_demo_store(path: Path) -> Store:
                 timestamp=now - timedelta(hours=hours_ago - i * 0.01),
             )
         _finish_at(store, run_id, now - timedelta(hours=hours_ago - 0.1))
+    _transcript_runs(store, now)
     store.put_strategy_config(
         "customer-records",
         {
@@ -201,6 +327,8 @@ PAGES = (
     ("history", "/history?hours=72", "[data-charts=ready]"),
     ("runs", "/runs", None),
     ("run_detail", "/runs/rag-graph", None),
+    ("conversation", "/runs/support-chat", None),
+    ("agent", "/runs/travel-agent", None),
     ("compare", "/compare?a=rag-baseline&b=rag-graph", "[data-charts=ready]"),
     ("field_strategies", "/config/field-strategies", "[data-ready=true]"),
 )
@@ -223,12 +351,16 @@ def main() -> None:
                 page.goto(url + path)
                 if ready:
                     page.wait_for_selector(ready)
-                if name == "run_detail":
+                if name in {"run_detail", "conversation", "agent"}:
                     page.click("#sample-0 > summary")
                 if name == "field_strategies":
                     page.click("a[data-config=customer-records]")
                     page.wait_for_selector("tr.field-row")
                 target = args.out / f"{name}.png"
+                if name in {"conversation", "agent"}:  # the sample is what these show
+                    page.locator("#sample-0").screenshot(path=str(target))
+                    print(f"wrote {target}")
+                    continue
                 height = page.evaluate("document.documentElement.scrollHeight")
                 page.screenshot(
                     path=str(target),
