@@ -147,7 +147,7 @@ def test_tool_usage_accuracy_all_succeeded(resources):
 def test_no_tools_used_is_undefined_not_zero(resources):
     result = score("tool_usage_accuracy", resources, tools_used=[], tools_succeeded=[])
     assert result.value is None
-    assert result.details["seed_value"] == 0.0
+    assert result.details["specification_value"] == 0.0
     missing = score("tool_usage_accuracy", resources, tools_used=["a"])
     assert missing.value is None and "tools_succeeded" in missing.reason
     # an explicit empty success list is a measured zero
