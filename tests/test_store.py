@@ -356,9 +356,7 @@ def test_nul_characters_never_fail_a_write(store):
     assert store.get_strategy_config("cfg") == {shown: "EXACT"}
     assert store.statistics(run_id=nul)["metrics"]["m"]["avg"] == 0.5
 
-    from assay.server.views import tag_groups
-
-    groups = tag_groups(store, nul, "method")  # reads the JSON label with ->> on PostgreSQL
+    groups = store.tag_groups(nul, "method")  # reads the JSON label with ->> on PostgreSQL
     assert [g["value"] for g in groups["groups"]] == [shown]
     # (SQLite's json_extract ends the extracted label at the NUL: a cosmetic quirk)
     label = "a" if store.dialect == "sqlite" else shown

@@ -15,38 +15,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from assay.result import signature_differences
 from assay.stats import mean
-from assay.store.models import ScoringDetail, TestResult
+from assay.store.selections import Selection, selection_signatures, selection_values
 
 __all__ = ["Comparison", "Selection", "compare", "paired_difference", "unpaired_difference"]
-
-
-@dataclass(frozen=True)
-class Selection:
-    """Which stored results one side of a comparison takes: a run and/or a tag value."""
-
-    run_id: str | None = None
-    tag: str | None = None
-    value: str | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> Selection:
-        """``RUN_ID``, ``key=value`` or ``RUN_ID:key=value``."""
-        run, _, tag = text.partition(":") if ":" in text else ("", "", text)
-        if "=" in tag:
-            key, _, value = tag.partition("=")
-            return cls(run_id=run or None, tag=key, value=value)
-        return cls(run_id=text)
-
-    def label(self) -> str:
-        parts = [self.run_id] if self.run_id else []
-        if self.tag:
-            parts.append(f"{self.tag}={self.value}")
-        return ":".join(parts) or "all"
 
 
 @dataclass(frozen=True)
@@ -135,78 +110,15 @@ def unpaired_difference(
     return float(y.mean() - x.mean()), float(low), float(high)
 
 
-def _values(session: Session, selection: Selection) -> dict[str, dict[str, float]]:
-    """metric -> {pairing key -> value} for one selection (None values skipped).
-
-    The pairing key is the sample id (else the test name); a selection spanning several
-    runs (a tag without a run) keys by (run, sample) so no run's value overwrites
-    another's, and such keys pair only with the same run and sample on the other side.
-    A key seen again in the same run (several checks in one pytest test, which share its
-    name) gets its occurrence number (``name#2``), in sample order, so no value is lost
-    and the n-th check of a test pairs with the n-th check of the same test.
-    """
-    columns = [
-        ScoringDetail.metric_name,
-        ScoringDetail.metric_value,
-        TestResult.sample_id,
-        TestResult.test_name,
-        ScoringDetail.run_id,
-    ]
-    if selection.tag:  # JSON decoded per row: read only when a tag selects
-        columns.append(TestResult.tags)
-    stmt = select(*columns).join(TestResult, TestResult.id == ScoringDetail.test_result_id)
-    stmt = stmt.where(ScoringDetail.metric_value.is_not(None))
-    if selection.run_id:
-        stmt = stmt.where(ScoringDetail.run_id == selection.run_id)
-    stmt = stmt.order_by(ScoringDetail.run_id, TestResult.sample_index, ScoringDetail.id)
-    out: dict[str, dict[str, float]] = {}
-    seen: dict[tuple[str, str, str], int] = {}
-    # Core rows (no ORM entity loading): a run's 10,000s of rows come back as tuples
-    for metric, value, sample_id, test_name, run_id, *tags in (
-        session.connection().execute(stmt).all()
-    ):
-        if tags and (tags[0] or {}).get(selection.tag) != selection.value:
-            continue
-        key = sample_id or test_name
-        occurrence = seen[(run_id, metric, key)] = seen.get((run_id, metric, key), 0) + 1
-        if occurrence > 1:
-            key = f"{key}#{occurrence}"
-        if not selection.run_id:
-            key = f"{run_id}/{key}"
-        out.setdefault(metric, {})[key] = float(value)
-    return out
-
-
-def _signatures(session: Session, selection: Selection) -> dict[str, set[str]]:
-    """metric -> the distinct signatures of one selection's results that were computed
-    (errored results and rows stored before signatures were kept are left out)."""
-    stmt = select(ScoringDetail.metric_name, ScoringDetail.signature).where(
-        ScoringDetail.signature.is_not(None), ScoringDetail.error.is_(None)
-    )
-    if selection.run_id:
-        stmt = stmt.where(ScoringDetail.run_id == selection.run_id)
-    if selection.tag:  # (PostgreSQL's json has no equality: no DISTINCT over tags)
-        stmt = stmt.add_columns(TestResult.tags).join(
-            TestResult, TestResult.id == ScoringDetail.test_result_id
-        )
-    else:
-        stmt = stmt.distinct()
-    out: dict[str, set[str]] = {}
-    for metric, signature, *tags in session.connection().execute(stmt).all():
-        if tags and (tags[0] or {}).get(selection.tag) != selection.value:
-            continue
-        out.setdefault(metric, set()).add(signature)
-    return out
-
-
 def compare(
     session: Session, a: Selection, b: Selection, *, seed: int = 0, n_resamples: int = 2000
 ) -> list[Comparison]:
     """Per-metric comparison of selection B against selection A, with the parts in which
     the metric's signatures differ between them (a different model, judge, prompt,
-    method, parameter or version: the difference may not be the system's)."""
-    left, right = _values(session, a), _values(session, b)
-    signatures = _signatures(session, a), _signatures(session, b)
+    method, parameter or version: the difference may not be the system's). The values
+    and signatures are read by `assay.store.selections`."""
+    left, right = selection_values(session, a), selection_values(session, b)
+    signatures = selection_signatures(session, a), selection_signatures(session, b)
     resampler = _Resampler(n_resamples, seed)
     out = []
     for metric in sorted(set(left) | set(right)):

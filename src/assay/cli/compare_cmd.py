@@ -48,9 +48,9 @@ def compare_command(
     from rich.markup import escape
     from rich.table import Table
 
-    from assay.compare import Selection
     from assay.jsonout import dumps
     from assay.store.db import Store, StoreError, default_url
+    from assay.store.selections import Selection
 
     err = messages()
     if output_format not in {"table", "json"}:

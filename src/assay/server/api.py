@@ -37,7 +37,7 @@ from assay.sample import Sample
 from assay.server.errors import ERROR_RESPONSES, StrictJSONResponse, store_read
 from assay.server.inputs import parse_json_file, reject_unencodable
 from assay.server.transcripts import sample_view
-from assay.server.views import compare_view, tag_groups
+from assay.server.views import compare_view
 from assay.store.db import Store
 
 __all__ = ["CONFIG_NAME_PATTERN", "MAX_HOURS", "MAX_OFFSET", "router"]
@@ -168,7 +168,7 @@ def run_groups(
 ) -> dict[str, Any]:
     """Seed 003's tables: metric means of a run per value of a tag (``method``,
     ``question_type``, ...), with sample counts, pass rates and label counts."""
-    groups = tag_groups(_store(request), run_id, tag)
+    groups = _store(request).tag_groups(run_id, tag)
     if groups is None:
         raise HTTPException(404, f"no run {run_id!r}")
     return groups
@@ -201,7 +201,7 @@ def compare(
 ) -> dict[str, Any]:
     """Selection B against selection A per metric: means, difference (B − A), a 95%
     bootstrap CI, and a sign-flip p-value where samples pair up by id."""
-    from assay.compare import Selection
+    from assay.store.selections import Selection
 
     return {
         "a": Selection.parse(a).label(),

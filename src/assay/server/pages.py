@@ -22,14 +22,9 @@ from assay import jsonout
 from assay.server.api import MAX_HOURS
 from assay.server.errors import store_read
 from assay.server.transcripts import page_sample, readable
-from assay.server.views import (
-    REPORT_TAGS,
-    compare_view,
-    metric_families,
-    metric_meta,
-    tag_groups,
-)
+from assay.server.views import REPORT_TAGS, compare_view, metric_families
 from assay.store.db import Store
+from assay.store.queries import metric_meta
 
 __all__ = ["environment", "router"]
 
@@ -265,7 +260,7 @@ def run_page(request: Request, run_id: str, page: Page = 1) -> HTMLResponse:
         metric_units=metric_units,
         page=page,
         pages=pages,
-        tables=[tag_groups(store, run_id, tag) for tag in REPORT_TAGS],
+        tables=[store.tag_groups(run_id, tag) for tag in REPORT_TAGS],
     )
 
 
@@ -276,7 +271,7 @@ def compare_page(
     b: Annotated[str | None, Query()] = None,
     run: Annotated[str | None, Query(description="Run of the method/question tables.")] = None,
 ) -> HTMLResponse:
-    from assay.compare import Selection
+    from assay.store.selections import Selection
 
     store = _store(request)
     recent = store.runs(limit=50)
@@ -297,7 +292,7 @@ def compare_page(
         table_run = recent[0]["id"]
     tables = []
     if table_run is not None:
-        tables = [t for t in (tag_groups(store, table_run, tag) for tag in REPORT_TAGS) if t]
+        tables = [t for t in (store.tag_groups(table_run, tag) for tag in REPORT_TAGS) if t]
     chart_rows = [
         {
             "metric": r["metric"],

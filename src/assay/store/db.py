@@ -431,9 +431,17 @@ class Store:
         with self.session() as session:
             return sample_detail(session, run_id, index)
 
+    def tag_groups(self, run_id: str, tag: str) -> dict[str, Any] | None:
+        """One run's metric means per value of a sample tag (`assay.store.tag_groups`)."""
+        from assay.store.tag_groups import tag_groups
+
+        with self.session() as session:
+            return tag_groups(session, run_id, tag)
+
     def compare(self, a: str, b: str, seed: int = 0) -> list[dict[str, Any]]:
         """Compare selections ``RUN_ID``, ``key=value`` or ``RUN_ID:key=value``."""
-        from assay.compare import Selection, compare
+        from assay.compare import compare
+        from assay.store.selections import Selection
 
         with self.session() as session:
             rows = compare(session, Selection.parse(a), Selection.parse(b), seed=seed)

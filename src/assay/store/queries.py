@@ -43,6 +43,7 @@ __all__ = [
     "display_value",
     "history",
     "metric_averages",
+    "metric_meta",
     "run_detail",
     "runs",
     "sample_detail",
@@ -55,22 +56,23 @@ TIMEOUT_SECONDS = 30.0
 RELIABILITY_METRICS = ("output_stability", "output_validity", "schema_compliance")
 
 
-def _metric_meta(name: str) -> tuple[str, bool, str]:
-    """(unit, higher_is_better, family) of a registered metric; ratio for unknown names."""
+def metric_meta(name: str) -> tuple[str, bool, str, str]:
+    """(unit, higher_is_better, family, description) of a registered metric; a ratio of
+    family "other" for a name no metric has (results stored by another version)."""
     from assay.registry import metric_class
 
     try:
         cls = metric_class(name)
     except KeyError:
-        return "ratio", True, "other"
-    return cls.unit, cls.higher_is_better, cls.family
+        return "ratio", True, "other", ""
+    return cls.unit, cls.higher_is_better, cls.family, cls.description()
 
 
 def display_value(name: str, value: float | None) -> float | None:
     """Seed 000's mapping: ratio metrics 0..1 → 0..100 (2 decimals); units kept otherwise."""
     if value is None:
         return None
-    unit = _metric_meta(name)[0]
+    unit = metric_meta(name)[0]
     if unit in {"ratio", "bool"}:
         return round(value * 100.0, 2)
     return round(value, 4)
@@ -167,7 +169,7 @@ def metric_averages(
 
 
 def _average_entry(name: str, avg: float | None, count: int) -> dict[str, Any]:
-    unit, higher, family = _metric_meta(name)
+    unit, higher, family, _ = metric_meta(name)
     entry = {
         "avg": avg,
         "count": count,
