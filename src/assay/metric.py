@@ -98,8 +98,8 @@ class Metric:
             reported under it (or under the alias asked for, see `reported_as`).
         aliases: other names of the same computation (a specification's second name for
             one number); asking for one gives this metric reporting under that name.
-        family: lexical, semantic, rag, judged, grounding, reasoning, structured, safety,
-            security, reliability, agent or performance.
+        family: lexical, semantic, rag, judged, grounding, reasoning, structured,
+            conversation, safety, security, reliability, agent or performance.
         requires: Sample fields that must be present; otherwise the result is None.
         higher_is_better: polarity.
         value_range: (low, high); high is None when unbounded (latencies).
@@ -110,7 +110,8 @@ class Metric:
         threshold_setting: the AssayConfig field holding the threshold, when configurable.
         suites: named suites the metric belongs to.
         source: the specification that defines it (`Source`); None for Assay's own.
-        needs: resources it loads: ``embedder``, ``bertscore``, ``spacy``, ``toxicity``,
+        needs: resources it loads: ``embedder``, ``bertscore``, ``spacy``, ``toxicity``
+            (the learned toxicity head), ``profanity_check`` (the older toxicity model),
             ``judge`` (a test holds every metric to its list).
         components: names of sub-scores it reports.
     """

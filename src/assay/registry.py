@@ -44,7 +44,9 @@ SUITE_DESCRIPTIONS: dict[str, str] = {
     "safety": "Toxicity, bias, harm, PII and refusal patterns.",
     "security": "Attack-success detectors over query and response.",
     "reliability": "Stability, validity and schema compliance.",
-    "agent": "Agent task and tool metrics.",
+    "agent": "Agent task, tool-call and goal metrics.",
+    "conversation": "Multi-turn chats: relevancy, knowledge retention, role and topic "
+    "adherence, completeness, goal accuracy.",
     "performance": "Latency and throughput from timings.",
     "judged": "LLM-as-judge metrics (local estimators when no judge is configured).",
     "structured": "JSON output vs ground-truth JSON.",
