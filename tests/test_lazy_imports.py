@@ -34,6 +34,7 @@ HEAVY = (
     "sqlalchemy",
     "pandas",
     "pyarrow",
+    "ray",
 )
 
 #: a finder refusing the top-level packages in BLOCKED, as if they were not installed
@@ -245,19 +246,28 @@ def test_a_minilm_embedder_without_the_models_extra_names_the_pip_command(tmp_pa
     assert out == {"error": f"MissingExtra: the embedder 'minilm' {MODELS}"}
 
 
-def test_toxicity_without_the_classifier_says_which_method_ran_and_why(tmp_path: Path) -> None:
+def test_toxicity_without_the_models_extra_runs_the_learned_head(tmp_path: Path) -> None:
     out = _run(
         """
-        import json
+        import json, sys
         import assay
+        from assay.registry import get_metric
+        from assay.sample import Sample
         evaluation = assay.evaluate([{"response": "Have a nice day."}], metrics=["toxicity_score"])
         result = evaluation.results[0]["toxicity_score"]
-        print(json.dumps({"method": result.method, "why": result.details["fallback_reason"]}))
+        old = get_metric("toxicity_score", method="profanity-check").score(
+            Sample(response="Have a nice day."))
+        print(json.dumps({"method": result.method, "classifier": result.details["classifier"],
+                          "loaded": sorted(m for m in ("sklearn", "torch") if m in sys.modules),
+                          "old": old.error}))
         """,
         tmp_path,
-        ("profanity_check", "sklearn"),
+        ("profanity_check", "sklearn", "torch", "scipy"),
     )
-    assert out == {"method": "pattern", "why": f"the toxicity classifier {MODELS}"}
+    assert out["method"] == "local"
+    assert out["classifier"].startswith("toxicity head on use-multilingual-v3")
+    assert out["loaded"] == []  # the head is numpy only
+    assert out["old"] == f"MissingExtra: the toxicity classifier alt-profanity-check {MODELS}"
 
 
 def test_serve_without_the_server_extra_names_the_pip_command(tmp_path: Path) -> None:

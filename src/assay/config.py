@@ -133,12 +133,14 @@ class AssayConfig(BaseSettings):
         validation_alias=_env("ASSAY_TOP_K_THRESHOLD", "top_k_similarity_threshold"),
     )
     # safety and security metrics
-    toxicity_method: Literal["auto", "model", "keywords"] = Field(
+    toxicity_method: Literal["auto", "head", "profanity-check", "keywords"] = Field(
         "auto",
         validation_alias=_env("ASSAY_TOXICITY_METHOD", "toxicity_method"),
         description=(
-            "toxicity_score: auto (the alt-profanity-check model when installed, else the "
-            "keyword fallback), model (the model; fail if missing) or keywords."
+            "toxicity_score, compliance_score, ethical_violation: auto (the learned toxicity "
+            "head on USE embeddings, base install; the keyword fallback if it cannot load), "
+            "head (the head; fail if it cannot load), profanity-check (the older "
+            "alt-profanity-check classifier, models extra; fail if missing) or keywords."
         ),
     )
     extra_patterns_file: str | None = Field(
@@ -191,6 +193,14 @@ class AssayConfig(BaseSettings):
     )
     use_cache: bool = Field(True, validation_alias=_env("ASSAY_USE_CACHE", "use_cache"))
     batch_size: int = Field(64, ge=1, validation_alias=_env("ASSAY_BATCH_SIZE", "batch_size"))
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto",
+        validation_alias=_env("ASSAY_DEVICE", "device"),
+        description=(
+            "Where the torch models (BERTScore, sentence-transformers embedders) run: auto "
+            "(a CUDA GPU when torch sees one, else the CPU), cpu, or cuda (fail without one)."
+        ),
+    )
     # input limits (docs/input.md, "Limits"): past one, the metrics that read the field
     # give a per-sample error; the rest of the run goes on
     max_field_chars: int = Field(

@@ -4,9 +4,9 @@
 embeddings, the judge client, the CLI and the SQLite store. The extras add the rest:
 ``models`` (torch, sentence-transformers, BERTScore, spaCy, the toxicity classifier,
 scikit-learn), ``server`` (``assay serve``), ``postgres`` (a PostgreSQL store), ``pandas``
-(DataFrame input, .csv and .parquet output) and ``all``. A feature whose package is
-missing raises an error naming its extra, e.g. ``BERTScore needs the models extra: pip
-install "assay-eval[models]"``.
+(DataFrame input, .csv and .parquet output), ``ray`` (``--executor ray``: scoring on a
+Ray cluster) and ``all``. A feature whose package is missing raises an error naming its
+extra, e.g. ``BERTScore needs the models extra: pip install "assay-eval[models]"``.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ EXTRA_OF: dict[str, str] = {
     "psycopg": "postgres",
     "pandas": "pandas",
     "pyarrow": "pandas",
+    "ray": "ray",
 }
 
 

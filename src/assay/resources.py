@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any
 from assay.config import AssayConfig, AssayWarning, load_config
 from assay.extras import needs_extra
 from assay.models.cache import EmbeddingCache
-from assay.models.embedders import Embedder, ModelUnavailable, make_embedder
+from assay.models.embedders import USE_SPECS, Embedder, ModelUnavailable, make_embedder
 
 if TYPE_CHECKING:
     from assay.judge.client import JudgeClient
     from assay.models.bertscore import BERTScorer
     from assay.models.toxicity import ToxicityModel
+    from assay.models.toxicity_head import ToxicityHead
 
 __all__ = ["Resources", "default_resources", "set_default_resources"]
 
@@ -49,6 +50,7 @@ class Resources:
                 base_url=self.config.embedding_base_url,
                 api_key=self.config.embedding_api_key,
                 batch_size=self.config.batch_size,
+                device=self.config.device,
             )
 
     @cached_property
@@ -59,11 +61,25 @@ class Resources:
             return BERTScorer.from_config(self.config)
 
     @cached_property
-    def toxicity(self) -> ToxicityModel:
-        """The offline toxicity classifier (alt-profanity-check)."""
+    def toxicity(self) -> ToxicityHead:
+        """The learned toxicity head (`assay.models.toxicity_head`) on the USE multilingual
+        embedder: the run's embedder when that is USE (one model, one cache), else its own."""
+        from assay.models.embedders import USEMultilingualEmbedder
+        from assay.models.toxicity_head import ToxicityHead
+
+        if self.config.embedder in USE_SPECS:
+            embedder = self.embedder
+        else:
+            with self._lock:
+                embedder = USEMultilingualEmbedder(self.cache, self.config.batch_size)
+        return ToxicityHead(embedder)
+
+    @cached_property
+    def profanity_check(self) -> ToxicityModel:
+        """The older toxicity classifier (alt-profanity-check, models extra)."""
         from assay.models.toxicity import ToxicityModel
 
-        with self._lock, needs_extra("the toxicity classifier"):
+        with self._lock, needs_extra("the toxicity classifier alt-profanity-check"):
             return ToxicityModel()
 
     @cached_property

@@ -1,9 +1,11 @@
 """The runner: picks metrics, batches samples, shares models, reports and gates.
 
 `evaluate` is the one entry point the CLI, the pytest plugin and the server call. It
-scores samples chunk by chunk (each metric vectorises over a chunk), hands every
-finished sample to ``on_sample`` at once (so a sink can write it before the next chunk
-starts: nothing computed is lost on interrupt), and records per-metric time.
+scores samples chunk by chunk (each metric vectorises over a chunk, `score_chunk`), hands
+every finished sample to ``on_sample`` at once (so a sink can write it before the next
+chunk starts: nothing computed is lost on interrupt), and records per-metric time. With
+``executor="ray"`` (or an `assay.scale.RayExecutor`) the chunks are scored by
+`score_chunk` in Ray actors and come back as they finish; the summary is the same.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from assay.config import AssayConfig
 from assay.engine import Answers, answered, execute
@@ -25,7 +27,17 @@ from assay.result import MetricResult
 from assay.sample import Sample, limit_problems
 from assay.stats import bootstrap_ci, mean, percentile
 
-__all__ = ["Evaluation", "MetricSummary", "applied_threshold", "evaluate", "passes"]
+if TYPE_CHECKING:
+    from assay.scale import Executor
+
+__all__ = [
+    "Evaluation",
+    "MetricSummary",
+    "applied_threshold",
+    "evaluate",
+    "passes",
+    "score_chunk",
+]
 
 SampleCallback = Callable[[int, Sample, dict[str, MetricResult]], None]
 
@@ -218,6 +230,7 @@ def evaluate(
     resources: Resources | None = None,
     on_sample: SampleCallback | None = None,
     progress: Callable[[int], None] | None = None,
+    executor: str | Executor | None = None,
 ) -> Evaluation:
     """Score every sample with every selected metric.
 
@@ -231,6 +244,10 @@ def evaluate(
         resources: shared models; made from ``config`` when not given.
         on_sample: called with (index, sample, results) as soon as a sample is done.
         progress: called with the number of samples just finished.
+        executor: where the chunks are scored: ``"local"`` (default: this process),
+            ``"ray"`` (a Ray instance started for the run) or an `assay.scale.RayExecutor`
+            (an existing cluster, workers, device). With Ray, ``on_sample`` is called in
+            the order chunks finish; the results and the summary are in sample order.
     """
     res = resources or Resources(config)
     cfg = res.config
@@ -246,39 +263,79 @@ def evaluate(
         chosen = resolve_metrics(None, ["base"])
     seen: set[str] = set()
     unique = [m for m in chosen if not (m.name in seen or seen.add(m.name))]
-    planners = [m for m in unique if type(m).plan is not Metric.plan]
 
     evaluation = Evaluation(samples=samples, metrics=unique, results=[], config=cfg)
     seconds: dict[str, float] = defaultdict(float)
     started = time.perf_counter()
     chunk_size = max(1, cfg.batch_size)
-    for start in range(0, len(samples), chunk_size):
-        chunk = samples[start : start + chunk_size]
-        rows: list[dict[str, MetricResult]] = [{} for _ in chunk]
-        with limits_checked(chunk, cfg):  # each sample's input limits measured once
-            t0 = time.perf_counter()
-            asked = _chunk_answers(planners, chunk, res)
-            if asked is not None:
-                seconds["judge asks"] += time.perf_counter() - t0
-            with answered(asked):
-                for metric in unique:
-                    t0 = time.perf_counter()
-                    try:
-                        scored = metric.score_batch(chunk, res)
-                    except Exception as exc:  # a model that cannot load fails every sample
-                        scored = [metric.failed(exc) for _ in chunk]
-                    seconds[metric.name] += time.perf_counter() - t0
-                    for row, result in zip(rows, scored, strict=True):
-                        row[metric.name] = result
-        for offset, row in enumerate(rows):
-            evaluation.results.append(row)
-            if on_sample is not None:
-                on_sample(start + offset, chunk[offset], row)
-        if progress is not None:
-            progress(len(chunk))
+    scaled = _scaled(executor)
+    if scaled is not None:
+        # chunks come back as they finish, in any order: each is handed on at once
+        slots: list[dict[str, MetricResult] | None] = [None] * len(samples)
+        for start, rows, chunk_seconds in scaled.scored(samples, unique, cfg, chunk_size):
+            for name, spent in chunk_seconds.items():
+                seconds[name] += spent
+            for offset, row in enumerate(rows):
+                slots[start + offset] = row
+                if on_sample is not None:
+                    on_sample(start + offset, samples[start + offset], row)
+            if progress is not None:
+                progress(len(rows))
+        evaluation.results = [row if row is not None else {} for row in slots]
+        evaluation.judge_usage = scaled.judge_usage()
+    else:
+        for start in range(0, len(samples), chunk_size):
+            chunk = samples[start : start + chunk_size]
+            rows = score_chunk(unique, chunk, res, seconds)
+            for offset, row in enumerate(rows):
+                evaluation.results.append(row)
+                if on_sample is not None:
+                    on_sample(start + offset, chunk[offset], row)
+            if progress is not None:
+                progress(len(chunk))
+        judge = getattr(res, "judge_usage", None)
+        if callable(judge):
+            evaluation.judge_usage = judge()
     evaluation.seconds_by_metric = dict(seconds)
     evaluation.wall_seconds = time.perf_counter() - started
-    judge = getattr(res, "judge_usage", None)
-    if callable(judge):
-        evaluation.judge_usage = judge()
     return evaluation
+
+
+def _scaled(executor: str | Executor | None) -> Executor | None:
+    """The executor that scores the chunks elsewhere; None for this process."""
+    if executor is None or executor == "local":
+        return None
+    from assay.scale import resolve_executor
+
+    return resolve_executor(executor)
+
+
+def score_chunk(
+    metrics: Sequence[Metric],
+    chunk: Sequence[Sample],
+    res: Resources,
+    seconds: dict[str, float],
+) -> list[dict[str, MetricResult]]:
+    """Every metric's result for each sample of ``chunk``: the asks of the metrics that
+    plan are answered first, at once (`_chunk_answers`), then each metric scores the
+    chunk; the time each metric (and the asks) took is added to ``seconds``. A metric
+    whose model cannot load fails every sample of the chunk. The one scoring path of
+    both executors (the Ray actors run it on their chunks)."""
+    planners = [m for m in metrics if type(m).plan is not Metric.plan]
+    rows: list[dict[str, MetricResult]] = [{} for _ in chunk]
+    with limits_checked(chunk, res.config):  # each sample's input limits measured once
+        t0 = time.perf_counter()
+        asked = _chunk_answers(planners, chunk, res)
+        if asked is not None:
+            seconds["judge asks"] = seconds.get("judge asks", 0.0) + time.perf_counter() - t0
+        with answered(asked):
+            for metric in metrics:
+                t0 = time.perf_counter()
+                try:
+                    scored = metric.score_batch(chunk, res)
+                except Exception as exc:  # a model that cannot load fails every sample
+                    scored = [metric.failed(exc) for _ in chunk]
+                seconds[metric.name] = seconds.get(metric.name, 0.0) + time.perf_counter() - t0
+                for row, result in zip(rows, scored, strict=True):
+                    row[metric.name] = result
+    return rows

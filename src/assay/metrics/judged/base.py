@@ -149,7 +149,9 @@ class JudgedMetric(Metric):
             components=components,
             method="local",
             reason=reason,
-            model=embedder_name(res),
+            # the embedder only for an estimator that declares it: another metric having
+            # loaded it first must not change this one's signature
+            model=embedder_name(res) if "embedder" in self.needs else None,
             estimator=self.estimator,
             **details,
         )

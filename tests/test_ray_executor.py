@@ -1,0 +1,407 @@
+"""The Ray executor: the same values and signatures as the local executor, one judge
+budget for the cluster, nothing lost when a worker dies or the driver is interrupted.
+
+Every test but the head-node one shares one local Ray instance (``ray.init(num_cpus=2)``,
+started once for the module); the head-node test starts its own head with ``ray start
+--head --block`` in a temporary directory on a free port, runs ``assay evaluate
+--ray-address`` against it in a fresh process and stops it by ending that ``ray start``
+process (which stops the processes of its head, and only those).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import assay
+from assay.cli import app
+from assay.config import AssayConfig, AssayWarning
+from assay.extras import MissingExtra
+from assay.io import read_samples
+from assay.registry import resolve_metrics
+from assay.runner import Evaluation
+from assay.sample import Sample
+from assay.scale import resolve_executor
+from assay.scale.budget import JudgeBudget
+from assay.scale.ray_executor import RayExecutor, merge_usage
+from assay.sinks import write_table
+from judge_server import JudgeServer
+
+ray = pytest.importorskip("ray")
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+WORDS = "the a cat dog sat ran on under mat log red blue quickly slowly big small".split()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray() -> Iterator[None]:
+    """One local Ray instance with two CPUs for the module's tests."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def generated(n: int, seed: int = 13) -> list[Sample]:
+    """``n`` samples of random words from `WORDS` (a fixed RNG): responses, expected
+    answers that share some of their words, some equal, and a tag."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        response = " ".join(rng.choices(WORDS, k=rng.randint(3, 12)))
+        expected = response if i % 7 == 0 else " ".join(rng.choices(WORDS, k=rng.randint(3, 12)))
+        out.append(Sample(id=f"g{i}", response=response, expected=expected, tags={"k": str(i % 3)}))
+    return out
+
+
+def assert_same(ray_run: Evaluation, local: Evaluation) -> None:
+    """Every result equal (value, components, method, error, signature, details) and
+    every summary equal, mean and bootstrap CI included."""
+    assert len(ray_run.results) == len(local.results)
+    for i, (got, want) in enumerate(zip(ray_run.results, local.results, strict=True)):
+        assert got.keys() == want.keys(), i
+        for name in want:
+            a, b = got[name], want[name]
+            assert (a.value, a.components, a.method, a.error, a.signature) == (
+                b.value,
+                b.components,
+                b.method,
+                b.error,
+                b.signature,
+            ), (i, name)
+            assert json.dumps(a.details, sort_keys=True, default=str) == json.dumps(
+                b.details, sort_keys=True, default=str
+            ), (i, name)
+    strip = ("seconds",)
+    for got, want in zip(ray_run.summary(), local.summary(), strict=True):
+        g, w = got.to_dict(), want.to_dict()
+        for key in strip:
+            g.pop(key), w.pop(key)
+        assert g == w
+
+
+# ---- same values ---------------------------------------------------------------------------
+
+
+def test_every_example_dataset_scores_the_same_on_ray(tmp_path: Path) -> None:
+    """All offline metrics that need no spaCy, BERTScore or toxicity model (75: lexical,
+    pattern, embedding, agent, RAG, local estimators of the judged ones) over every
+    example dataset, in chunks of 4 on two actors, against the local executor."""
+    config = AssayConfig(batch_size=4, cache_dir=str(tmp_path))
+    metrics = [
+        m for m in resolve_metrics(None, ["all-offline"]) if m.needs <= {"embedder", "judge"}
+    ]
+    assert len(metrics) > 60
+    files = sorted(EXAMPLES.glob("*.jsonl"))
+    assert {f.name for f in files} >= {
+        "agent_chats.jsonl",
+        "chatbot.jsonl",
+        "multilingual.jsonl",
+        "rag.jsonl",
+        "redteam.jsonl",
+    }
+    samples: list[Sample] = []
+    spans = {}
+    for path in files:
+        found, problems = read_samples(path)
+        assert problems == []
+        spans[path.name] = list(range(len(samples), len(samples) + len(found)))
+        samples += found
+    local = assay.evaluate(samples, metrics=metrics, config=config)
+    scaled = assay.evaluate(
+        samples, metrics=metrics, config=config, executor=RayExecutor(workers=2)
+    )
+    assert_same(scaled, local)
+    for name, indices in spans.items():  # each dataset's own summary too
+        got = [s.to_dict() | {"seconds": 0} for s in scaled.summary(indices)]
+        want = [s.to_dict() | {"seconds": 0} for s in local.summary(indices)]
+        assert got == want, name
+
+
+def test_2000_generated_samples_score_the_same_and_stream_each_once(tmp_path: Path) -> None:
+    config = AssayConfig(batch_size=200, cache_dir=str(tmp_path))
+    samples = generated(2000)
+    local = assay.evaluate(samples, suites=["lexical"], config=config)
+    seen: list[int] = []
+    ticks: list[int] = []
+    scaled = assay.evaluate(
+        samples,
+        suites=["lexical"],
+        config=config,
+        executor="ray",
+        on_sample=lambda i, sample, row: seen.append(i) or (sample.id == f"g{i}" or 1 / 0),
+        progress=ticks.append,
+    )
+    assert sorted(seen) == list(range(2000))  # every sample handed on once, as its chunk came
+    assert ticks == [200] * 10
+    assert_same(scaled, local)
+    exact = [r["exact_match"].value for r in scaled.results]
+    assert exact.count(1.0) == sum(s.response == s.expected for s in samples) >= 2000 // 7
+
+
+# ---- one judge budget ----------------------------------------------------------------------
+
+
+def judged_samples(n: int) -> list[Sample]:
+    return [
+        Sample(id=f"j{i}", query=f"What is item {i} made of?", response=f"Item {i} is wood.")
+        for i in range(n)
+    ]
+
+
+def judge_config(server: JudgeServer, tmp_path: Path, **settings: object) -> AssayConfig:
+    return AssayConfig(
+        judge_model="test-judge",
+        judge_base_url=server.url,
+        use_cache=False,
+        cache_dir=str(tmp_path),
+        **settings,
+    )
+
+
+def test_two_workers_share_one_judge_concurrency_limit(tmp_path: Path) -> None:
+    """48 distinct asks, chunks of 8, two workers: alone each worker would keep 4 in
+    flight (8 at the server); with the shared budget the server never sees more than 4,
+    and sees exactly 4 (the budget is used, not undershot)."""
+    with JudgeServer(delay=0.1) as server:
+        config = judge_config(server, tmp_path, judge_concurrency=4, batch_size=8)
+        executor = RayExecutor(workers=2)
+        scaled = assay.evaluate(
+            judged_samples(48), metrics=["judged_relevance"], config=config, executor=executor
+        )
+        assert server.max_in_flight == 4
+        assert server.calls == 48
+        assert executor.budget_stats == {"limit": 4, "peak": 4, "in_flight": 0, "granted": 48}
+        usage = scaled.judge_usage
+        assert usage is not None and usage["calls"] == 48 and usage["failures"] == 0
+        server.reset()
+        local = assay.evaluate(judged_samples(48), metrics=["judged_relevance"], config=config)
+    assert_same(scaled, local)
+
+
+def test_a_retry_after_from_one_worker_pauses_every_worker() -> None:
+    """The budget's pause: after hold_off(0.3) no slot is handed out for 0.3 s, to any
+    holder; slots of a forgotten holder come back and its queued requests are refused."""
+
+    async def scenario() -> tuple[float, bool, dict[str, object]]:
+        budget = JudgeBudget(2)
+        assert await budget.acquire("a") and await budget.acquire("b")
+        waiting = asyncio.ensure_future(budget.acquire("a"))  # no slot free: waits
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        assert budget.forget("a") == 1  # a died holding one: its slot goes back ...
+        refused = await waiting  # ... and its queued request is refused
+        budget.release("b")
+        budget.hold_off(0.3)
+        started = time.monotonic()
+        assert await budget.acquire("c")
+        return time.monotonic() - started, refused, budget.stats()
+
+    paused, refused, stats = asyncio.run(scenario())
+    assert 0.29 <= paused < 0.6
+    assert refused is False
+    assert stats == {"limit": 2, "peak": 2, "in_flight": 1, "granted": 3}
+
+
+def test_merge_usage_sums_counters_and_recomputes_the_mean() -> None:
+    one = {"calls": 3, "latency_seconds": 0.6, "max_latency_seconds": 0.3, "cost": 0.5}
+    two = {"calls": 1, "latency_seconds": 0.2, "max_latency_seconds": 0.2, "cost": 0.25}
+    one["calls_by_prompt"], two["calls_by_prompt"] = {"p@1": 3}, {"p@1": 1}
+    merged = merge_usage([one, two])
+    assert merged is not None
+    assert (merged["calls"], merged["max_latency_seconds"], merged["cost"]) == (4, 0.3, 0.75)
+    assert merged["mean_latency_seconds"] == pytest.approx((0.6 + 0.2) / 4)
+    assert merge_usage([one, {**two, "cost": None}])["cost"] is None  # type: ignore[index]
+    assert merge_usage([]) is None
+
+
+# ---- nothing lost --------------------------------------------------------------------------
+
+
+def test_a_worker_killed_mid_run_has_its_chunks_scored_again(tmp_path: Path) -> None:
+    """SIGKILL one of two workers when the first chunk comes back (the other chunks are
+    in flight, each worker holding judge slots of a budget of 2): its chunks go to a new
+    worker, the budget gets its slots back (else the run would hang), and the results
+    equal a local run's, every sample exactly once."""
+    with JudgeServer(delay=0.05) as server:
+        config = judge_config(server, tmp_path, judge_concurrency=2, batch_size=4)
+        executor = RayExecutor(workers=2)
+        seen: list[int] = []
+        killed: list[int] = []
+
+        def kill_one(index: int, sample: Sample, row: dict) -> None:
+            seen.append(index)
+            if not killed:
+                pid = next(iter(executor.started.values()))[0]
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+        with pytest.warns(AssayWarning, match=r"died while scoring samples \d+-\d+") as caught:
+            scaled = assay.evaluate(
+                judged_samples(40),
+                metrics=["judged_relevance", "exact_match"],
+                config=config,
+                executor=executor,
+                on_sample=kill_one,
+            )
+        assert str(killed[0]) in str(caught[0].message)
+        assert sorted(seen) == list(range(40))
+        assert len(executor.started) == 3  # the two first workers and one replacement
+        assert executor.budget_stats is not None and executor.budget_stats["peak"] <= 2
+        assert server.max_in_flight <= 2
+        local = assay.evaluate(
+            judged_samples(40), metrics=["judged_relevance", "exact_match"], config=config
+        )
+    assert_same(scaled, local)
+
+
+def test_an_interrupted_ray_run_resumes_with_only_the_unfinished_samples(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from assay.store.recorder import RunRecorder
+
+    rows = [{"id": f"s{i}", "response": f"r {i % 5}", "expected": "r 1"} for i in range(30)]
+    data = env / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["evaluate", str(data), "-m", "exact_match,bleu", "--batch-size", "5"]
+    args += ["--executor", "ray", "--db", str(env / "runs.db"), "--out", str(env / "r.jsonl")]
+    real = RunRecorder.__call__
+    recorded = 0
+
+    def ctrl_c_at_the_twelfth(self: RunRecorder, *a: object, **k: object) -> None:
+        nonlocal recorded
+        recorded += 1
+        if recorded == 12:
+            raise KeyboardInterrupt
+        real(self, *a, **k)
+
+    monkeypatch.setattr(RunRecorder, "__call__", ctrl_c_at_the_twelfth)
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 130, first.output
+    run_id = first.output.split("--resume ")[-1].split()[0]
+    monkeypatch.setattr(RunRecorder, "__call__", real)
+    resumed = CliRunner().invoke(app, [*args, "--resume", run_id, "--format", "json"])
+    assert resumed.exit_code == 0, resumed.output
+    assert "11 samples already stored, 19 to go" in resumed.output
+    ids = [json.loads(line)["id"] for line in (env / "r.jsonl").read_text().splitlines()]
+    # the first run wrote 12 lines (the 12th sample's line went out before its store
+    # write was interrupted), then only the 19 samples not stored were scored again
+    assert len(ids) == 12 + 19
+    assert sorted(ids[:11] + ids[12:]) == sorted(r["id"] for r in rows)
+    report = json.loads(resumed.stdout[resumed.stdout.index("{") :])
+    mean = {m["name"]: m["mean"] for m in report["metrics"]}
+    # exact_match: "r 1" == "r 1" for i % 5 == 1, 6 of the 30 samples
+    assert mean["exact_match"] == pytest.approx(6 / 30)
+
+
+# ---- a cluster started with `ray start --head` ---------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_the_cli_joins_a_head_started_with_ray_start(tmp_path: Path) -> None:
+    """``ray start --head`` in a temporary directory on a free port; ``assay evaluate
+    --executor ray --ray-address`` in another process joins it and writes the same
+    results as a local run; ending the ``ray start --block`` process stops that head."""
+    ray_bin = Path(sys.executable).with_name("ray")
+    temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths
+    port = free_port()
+    head = subprocess.Popen(
+        [
+            str(ray_bin),
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            f"--temp-dir={temp}",
+            "--num-cpus=2",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        data = tmp_path / "d.jsonl"
+        data.write_text(
+            "".join(
+                json.dumps({"id": s.id, "response": s.response, "expected": s.expected}) + "\n"
+                for s in generated(200)
+            )
+        )
+        joined = subprocess.run(
+            [
+                *(sys.executable, "-m", "assay.cli", "evaluate", str(data), "-s", "lexical"),
+                *("--executor", "ray", "--ray-address", f"127.0.0.1:{port}", "--workers", "2"),
+                *("--batch-size", "25", "--format", "json", "-q"),
+                *("--out", str(tmp_path / "ray.csv")),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "ASSAY_CACHE_DIR": str(tmp_path / "cache")},
+        )
+        assert joined.returncode == 0, joined.stderr
+    finally:
+        head.send_signal(signal.SIGTERM)
+        try:
+            head.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            head.kill()
+            head.wait()
+        shutil.rmtree(temp, ignore_errors=True)
+    samples, _ = read_samples(data)
+    local = assay.evaluate(samples, suites=["lexical"], config=AssayConfig(batch_size=25))
+    write_table([local.row(i) for i in range(len(samples))], tmp_path / "local.csv")
+    assert (tmp_path / "ray.csv").read_text() == (tmp_path / "local.csv").read_text()
+    report = json.loads(joined.stdout)
+    assert [{k: v for k, v in m.items() if k != "seconds"} for m in report["metrics"]] == [
+        {k: v for k, v in m.to_dict().items() if k != "seconds"} for m in local.summary()
+    ]
+
+
+# ---- options and errors --------------------------------------------------------------------
+
+
+def test_unknown_executor_and_stray_ray_options_are_refused(env: Path) -> None:
+    data = env / "d.jsonl"
+    data.write_text('{"response": "a", "expected": "a"}\n')
+    runner = CliRunner()
+    bad = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match", "--executor", "spark"])
+    assert bad.exit_code == 2
+    assert "--executor must be local or ray, got 'spark'" in bad.output
+    stray = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match", "--workers", "2"])
+    assert stray.exit_code == 2
+    assert "--ray-address and --workers go with --executor ray" in stray.output
+    with pytest.raises(ValueError, match="unknown executor 'dask'; executors: local, ray"):
+        resolve_executor("dask")
+    with pytest.raises(ValueError, match=r"workers must be at least 1\. Got 0\."):
+        RayExecutor(workers=0)
+
+
+def test_without_the_ray_extra_the_error_names_the_pip_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # "import ray" fails as if not installed
+    with pytest.raises(MissingExtra) as caught:
+        assay.evaluate([{"response": "a"}], metrics=["exact_match"], executor="ray")
+    assert str(caught.value) == (
+        'the Ray executor (--executor ray) needs the ray extra: pip install "assay-eval[ray]"'
+    )
