@@ -203,7 +203,8 @@ def test_the_run_page_shows_components_signature_checks_and_validation(tmp_path)
     store.close()
     assert page.status_code == 200
     text = page.text
-    assert '<pre class="details components">{\n  &#34;rouge1_f1&#34;: 0.5\n}</pre>' in text
+    components = '<span class="ev-key">rouge1_f1:</span> <span class="ev-value">0.5</span>'
+    assert f"<li>{components}</li>" in text
     assert '<code class="signature">metric=rouge@1|judge=&lt;i&gt;j&lt;/i&gt;</code>' in text
     assert (
         '<p class="quality-checks">Quality checks: <span class="tag">has_minimum_length '

@@ -17,6 +17,7 @@ from assay.server.app import create_app
 from assay.server.errors import INTERNAL_ERROR
 from assay.server.live import running_server
 from assay.store.db import Store
+from assay.structured.strategies import StrategyConfig, StrategyConfigError
 from test_api_fuzz import PAGE_DATA, deep_text, strict_json
 
 JSON = {"Content-Type": "application/json"}
@@ -372,7 +373,14 @@ def test_error_bodies_quote_little_of_the_request(client):
     response = client.put(STRATEGIES, json={"strategies": {"total": long_value}})
     assert response.status_code == 422
     (item,) = response.json()["detail"]
-    assert item["msg"].endswith("… (99611 more characters)") and len(item["msg"]) < 600
+    # the message is the config error cut to its first 500 characters, saying how many
+    # more there were: the error names the field, the 100,000-character value and the
+    # valid strategies
+    with pytest.raises(StrategyConfigError) as error:
+        StrategyConfig.coerce({"total": long_value})
+    full = str(error.value)
+    assert len(full) > 100_000
+    assert item["msg"] == f"{full[:500]}… ({len(full) - 500} more characters)"
     # a key is quoted in "loc": cut too
     response = client.post(
         "/api/evaluate", json={"samples": [{"response": "a"}], "tags": {"K" * 5000: 1}}
