@@ -401,3 +401,36 @@ def test_the_docs_example_runs(resources: Resources) -> None:
     assert results["knowledge_retention"].value == 1.0
     assert results["role_adherence"].value == 1.0
     assert [t["turn"] for t in results["role_adherence"].details["turns"]] == [1, 3]
+
+
+def test_stored_results_show_at_their_turns_on_the_dashboard(
+    resources: Resources, tmp_path
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from assay.server.app import create_app
+    from assay.store.db import Store
+    from assay.store.recorder import RunRecorder
+
+    store = Store(str(tmp_path / "chats.db"))
+    metrics = [get_metric("role_adherence"), get_metric("conversation_completeness")]
+    store.start_run("r", metrics=[m.name for m in metrics])
+    recorder = RunRecorder(store, "r", metrics, resources.config)
+    sample = Sample(
+        turns=[
+            {"role": "user", "content": "Please change the address of parcel 7781."},
+            {"role": "assistant", "content": "As an AI language model, I cannot do that."},
+        ],
+        role_description="Parcel, a support agent of a delivery company",
+    )
+    evaluate([sample], metrics=metrics, resources=resources, on_sample=recorder)
+    client = TestClient(create_app(store, token=""), base_url="http://localhost")
+    turns = client.get("/api/runs/r/samples/0").json()["conversation"]["turns"]
+    store.close()
+    # the reply at index 1 breaks character (role_adherence 0 there); the user's request
+    # at index 0 is an intention, refused by the only reply: not satisfied
+    (score,) = turns[1]["scores"]
+    assert (score["metric"], score["turn"], score["score"]) == ("role_adherence", 1, 0.0)
+    assert score["evidence"] == {"breaks": ["As an AI language model"]}
+    (intention,) = turns[0]["intentions"]
+    assert (intention["metric"], intention["satisfied"]) == ("conversation_completeness", False)
