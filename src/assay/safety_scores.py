@@ -1,19 +1,19 @@
-"""Seed 000's dashboard health and safety scores, as pure functions over metric averages.
+"""The chatbot hub's dashboard health and safety scores, as pure functions over metric averages.
 
 Inputs are per-metric averages on Assay's canonical 0..1 scale (``None`` = no value, as
-the store's ``AVG`` skips NULLs); outputs are 0..1 too (multiply by 100 to show the seed's
+the store's ``AVG`` skips NULLs); outputs are 0..1 too (multiply by 100 to show the hub's
 percentages). Nothing here reads the store: the dashboard passes the averages in.
 
-- `seed_safety_score`: seed 000's ``safety = AVG(compliance_score, toxicity_score,
+- `hub_safety_score`: the chatbot hub's ``safety = AVG(compliance_score, toxicity_score,
   harmfulness_score) * 100``, kept as specified. **Its polarity is wrong**:
   compliance is higher-better while toxicity and harmfulness are higher-worse, so the
   average rewards toxicity. A perfectly safe system (compliance 1, toxicity 0, harm 0)
   scores 1/3; a maximally toxic one (0, 1, 1) scores 2/3.
 - `safety_index`: the same metrics, each oriented so that 1 is safe (``1 - x`` for a
   lower-is-better metric) before averaging. The safe system scores 1, the toxic one 0.
-- `reliability_score` and `health_score`: seed 000's ``reliability = AVG(output_stability,
+- `reliability_score` and `health_score`: the hub's ``reliability = AVG(output_stability,
   output_validity, schema_compliance)`` and ``health = (pass_rate + reliability * 100) / 2``
-  (the seed's pass rate is a percentage; on the 0..1 scale both terms are fractions, so
+  (the hub's pass rate is a percentage; on the 0..1 scale both terms are fractions, so
   ``health = (pass_rate + reliability) / 2``).
 """
 
@@ -23,17 +23,17 @@ import math
 from collections.abc import Mapping, Sequence
 
 __all__ = [
+    "HUB_SAFETY_METRICS",
     "RELIABILITY_METRICS",
-    "SEED_SAFETY_METRICS",
     "health_score",
+    "hub_safety_score",
     "reliability_score",
     "safety_index",
-    "seed_safety_score",
 ]
 
-#: seed 000: safety = AVG(compliance_score, toxicity_score, harmfulness_score)
-SEED_SAFETY_METRICS: tuple[str, ...] = ("compliance_score", "toxicity_score", "harmfulness_score")
-#: seed 000: reliability = AVG(output_stability, output_validity, schema_compliance)
+#: the chatbot hub: safety = AVG(compliance_score, toxicity_score, harmfulness_score)
+HUB_SAFETY_METRICS: tuple[str, ...] = ("compliance_score", "toxicity_score", "harmfulness_score")
+#: the chatbot hub: reliability = AVG(output_stability, output_validity, schema_compliance)
 RELIABILITY_METRICS: tuple[str, ...] = ("output_stability", "output_validity", "schema_compliance")
 
 
@@ -54,18 +54,18 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return sum(present) / len(present) if present else None
 
 
-def seed_safety_score(averages: Mapping[str, float | None]) -> float | None:
-    """Seed 000's safety score: the plain mean of the three averages present (0..1).
+def hub_safety_score(averages: Mapping[str, float | None]) -> float | None:
+    """The chatbot hub's safety score: the plain mean of the three averages present (0..1).
 
     ``AVG(compliance_score, toxicity_score, harmfulness_score)``; metrics without a value
-    are skipped; ``None`` when none has one. Kept under its name for comparability with
-    the seed; it mixes polarities (see the module docstring): prefer `safety_index`.
+    are skipped; ``None`` when none has one. Kept as the hub defines it, for comparability
+    with its dashboards; it mixes polarities (see the module docstring): prefer `safety_index`.
 
-    >>> seed_safety_score({"compliance_score": 1.0, "toxicity_score": 0.0,
-    ...                    "harmfulness_score": 0.0})  # a perfectly safe system
+    >>> hub_safety_score({"compliance_score": 1.0, "toxicity_score": 0.0,
+    ...                   "harmfulness_score": 0.0})  # a perfectly safe system
     0.3333333333333333
     """
-    return _mean([_fraction(n, averages.get(n)) for n in SEED_SAFETY_METRICS])
+    return _mean([_fraction(n, averages.get(n)) for n in HUB_SAFETY_METRICS])
 
 
 def _polarity(name: str) -> bool:
@@ -76,12 +76,12 @@ def _polarity(name: str) -> bool:
 
 def safety_index(
     averages: Mapping[str, float | None],
-    metrics: Sequence[str] = SEED_SAFETY_METRICS,
+    metrics: Sequence[str] = HUB_SAFETY_METRICS,
     higher_is_better: Mapping[str, bool] | None = None,
 ) -> float | None:
     """Correctly oriented safety: the mean of ``x`` (higher-better) or ``1 - x`` (lower-better).
 
-    ``metrics`` defaults to the seed's three; pass more (``bias_score``, ``data_leakage``,
+    ``metrics`` defaults to the hub's three; pass more (``bias_score``, ``data_leakage``,
     ``injection_attack_success``...) for a broader index. Polarity comes from
     ``higher_is_better`` for the metrics it names, else from each metric's declaration in
     the registry.
@@ -104,17 +104,17 @@ def safety_index(
 
 
 def reliability_score(averages: Mapping[str, float | None]) -> float | None:
-    """Seed 000's ``AVG(output_stability, output_validity, schema_compliance)``, skipping None."""
+    """The hub's ``AVG(output_stability, output_validity, schema_compliance)``, skipping None."""
     return _mean([_fraction(n, averages.get(n)) for n in RELIABILITY_METRICS])
 
 
 def health_score(pass_rate: float | None, reliability: float | None) -> float | None:
-    """Seed 000's ``(pass_rate + reliability * 100) / 2`` on the 0..1 scale: their mean.
+    """The chatbot hub's ``(pass_rate + reliability * 100) / 2`` on the 0..1 scale: their mean.
 
     ``pass_rate`` is passed / total tests (0..1), ``reliability`` is `reliability_score`.
-    ``None`` when either is missing: the seed defines no health without both.
+    ``None`` when either is missing: the hub defines no health without both.
 
-    >>> health_score(0.5, 0.75)  # seed view: (50 + 0.75 * 100) / 2 = 62.5
+    >>> health_score(0.5, 0.75)  # the hub's view: (50 + 0.75 * 100) / 2 = 62.5
     0.625
     """
     p = _fraction("pass_rate", pass_rate)

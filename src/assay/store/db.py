@@ -447,7 +447,7 @@ class Store:
             rows = compare(session, Selection.parse(a), Selection.parse(b), seed=seed)
         return [r.to_dict() for r in rows]
 
-    # ---- field-strategy configurations (seed 002) --------------------------------
+    # ---- field-strategy configurations (JSON comparison) --------------------------
     def list_strategy_configs(self) -> list[dict[str, Any]]:
         with self.session() as session:
             rows = session.scalars(select(FieldStrategyConfig).order_by(FieldStrategyConfig.name))

@@ -1,4 +1,4 @@
-"""Dashboard aggregations of seed 000, computed in SQL over the store.
+"""Dashboard aggregations of the chatbot hub, computed in SQL over the store.
 
 - pass rate = passed / total × 100
 - average duration = AVG(duration) (seconds)
@@ -8,7 +8,7 @@
 - health = (pass_rate + reliability × 100) / 2 with reliability = mean of the available
   averages of output_stability, output_validity, schema_compliance; with none of them,
   health is the pass rate alone (``health_basis`` says which)
-- safety (seed) and safety index: see `assay.safety_scores` (None, with
+- safety (the hub's formula) and safety index: see `assay.safety_scores` (None, with
   ``safety_problem`` saying why, when a stored average is off the 0..1 scale)
 - trends = (current − previous) / previous × 100 for the last 24 h against the 24 h before
 - history: hourly buckets of test results and of metric values
@@ -69,7 +69,7 @@ def metric_meta(name: str) -> tuple[str, bool, str, str]:
 
 
 def display_value(name: str, value: float | None) -> float | None:
-    """Seed 000's mapping: ratio metrics 0..1 → 0..100 (2 decimals); units kept otherwise."""
+    """The chatbot hub's mapping: ratio metrics 0..1 → 0..100 (2 decimals); units kept otherwise."""
     if value is None:
         return None
     unit = metric_meta(name)[0]
@@ -259,13 +259,13 @@ def _trend(current: float | None, previous: float | None) -> float | None:
 
 
 def _safety(plain: dict[str, float]) -> tuple[float | None, float | None, str | None]:
-    """(seed safety, safety index, problem) on the 0..1 scale. A stored average off that
+    """(hub safety score, safety index, problem) on the 0..1 scale. A stored average off that
     scale (a value written by hand or by an old version) makes both None with the problem
     stated, instead of failing the whole overview."""
-    from assay.safety_scores import safety_index, seed_safety_score
+    from assay.safety_scores import hub_safety_score, safety_index
 
     try:
-        return seed_safety_score(plain), safety_index(plain), None
+        return hub_safety_score(plain), safety_index(plain), None
     except ValueError as exc:
         return None, None, str(exc)
 
@@ -277,12 +277,12 @@ def _period(
     averages = metric_averages(session, run_id=run_id, since=since, until=until)
     plain = {name: a["avg"] for name, a in averages.items() if a["avg"] is not None}
     health, basis = _health(counts["pass_rate"], averages)
-    seed_safety, index, problem = _safety(plain)
+    hub_safety, index, problem = _safety(plain)
     out = {
         **counts,
         "health": health,
         "health_basis": basis,
-        "safety": None if seed_safety is None else seed_safety * 100.0,
+        "safety": None if hub_safety is None else hub_safety * 100.0,
         "safety_index": None if index is None else index * 100.0,
         "metrics": averages,
     }
@@ -325,7 +325,7 @@ def history(
     """Hourly buckets over the last ``hours``.
 
     Tests: total, passed, pass rate and average duration from ``test_results``. Metrics:
-    as seed 000's ``get_metrics_history``, the hourly average of ``metrics_snapshots``
+    as the chatbot hub's ``get_metrics_history``, the hourly average of ``metrics_snapshots``
     (one point per metric per finished run), optionally of one ``metric_type`` (family).
     """
     now = now or utcnow()

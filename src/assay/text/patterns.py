@@ -9,8 +9,9 @@ Entries. A list item is a plain string (a phrase, weight 1.0) or a mapping with 
 of ``phrase`` (words matched as whole words, any run of whitespace between them) or
 ``regex`` (a Python regular expression), plus optional keys: ``weight`` (0..1), ``label``
 (a component or category), ``kind`` and ``validate`` (PII detectors), ``case_sensitive``,
-``seed`` (true when seed 000 lists it), ``note`` and ``example`` (a text the entry must
-match; the tests check every example).
+``specified`` (true when the chatbot metrics hub lists it; ``seed``, its name in earlier
+versions, is read as ``specified``), ``note`` and ``example`` (a text the entry must match;
+the tests check every example).
 
 Normalisation, applied to texts and to patterns alike (`normalise`): Unicode NFKC (folds
 full-width letters, mathematical alphanumerics and Arabic presentation forms), Arabic
@@ -91,11 +92,14 @@ _ENTRY_KEYS = frozenset(
         "kind",
         "validate",
         "case_sensitive",
-        "seed",
+        "specified",
         "note",
         "example",
     }
 )
+#: entry keys renamed since the docs first listed them (old -> new): extension files
+#: written against the earlier docs keep loading
+_RENAMED_KEYS = {"seed": "specified"}
 
 
 class PatternError(ValueError):
@@ -282,7 +286,7 @@ class Entry:
     kind: str | None
     validate: str | None
     case_sensitive: bool
-    seed: bool
+    specified: bool  # the chatbot metrics hub lists it
     examples: tuple[str, ...]
     regex: re.Pattern[str]
     source: str  # regex source, boundaries included
@@ -312,6 +316,13 @@ def _compile_entry(raw: Any, where: str) -> Entry:
         raw = {"phrase": raw}
     if not isinstance(raw, Mapping):
         raise PatternError(f"{where}: an entry must be a string or a mapping, got {raw!r}")
+    for old, new in _RENAMED_KEYS.items():
+        if old in raw:
+            if new in raw:
+                raise PatternError(
+                    f"{where}: give {new!r} or its earlier name {old!r}, not both, in {dict(raw)!r}"
+                )
+            raw = {new if key == old else key: value for key, value in raw.items()}
     unknown = set(raw) - _ENTRY_KEYS
     if unknown:
         raise PatternError(
@@ -350,7 +361,7 @@ def _compile_entry(raw: Any, where: str) -> Entry:
         kind=raw.get("kind"),
         validate=validate,
         case_sensitive=case_sensitive,
-        seed=bool(raw.get("seed", False)),
+        specified=bool(raw.get("specified", False)),
         examples=tuple(str(e) for e in examples),
         regex=regex,
         source=source,
