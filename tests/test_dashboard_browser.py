@@ -173,7 +173,7 @@ def test_run_detail_evidence_and_escaping(dash_page: Any, live_url: str, shots: 
         assert cell.inner_text() == fmt_metric(entry["display"], entry["unit"])
     assert dash_page.inner_text("#card-pass_rate .card-value") == "75.0%"
     assert dash_page.inner_text("#run-name") == XSS_RUN_NAME
-    # seed-003 table by method: local_search semantic similarity (0.9 + 0.7) / 2 = 80.00%
+    # the per-method table: local_search semantic similarity (0.9 + 0.7) / 2 = 80.00%
     cell = dash_page.locator(
         "#groups-method tr[data-metric='semantic_similarity'] td[data-group='local_search']"
     )
@@ -207,7 +207,7 @@ def test_compare_page(dash_page: Any, live_url: str, shots: Path) -> None:
     assert sim.nth(3).inner_text() == "+10.00 pts"  # every pair +0.1
     assert sim.nth(4).inner_text() == "[10.00, 10.00]"
     assert dash_page.locator("#chart-compare .main-svg").count() > 0
-    # the seed-003 tables default to run B; pick run A and read its question types
+    # the per-tag tables default to run B; pick run A and read its question types
     dash_page.select_option("#table-run", "run-a")
     dash_page.click("form.inline button[type=submit]")
     dash_page.wait_for_selector("body[data-charts=ready]")
@@ -231,20 +231,21 @@ def test_compare_page_reflects_selection_as_text(dash_page: Any, live_url: str) 
 def test_field_strategy_page_import_edit_export(
     dash_page: Any, live_url: str, shots: Path, tmp_path: Path
 ) -> None:
-    seed_config = {
+    # the JSON specification's example configuration, cut to three fields
+    example_config = {
         "customer_name": "FUZZY",
         "address_line_1": "SEMANTIC",
         "internal_notes": "IGNORE",
     }
     config_file = tmp_path / "customers.json"
-    config_file.write_text(json.dumps(seed_config), encoding="utf-8")
+    config_file.write_text(json.dumps(example_config), encoding="utf-8")
     dash_page.goto(live_url + "/config/field-strategies")
     dash_page.wait_for_selector("body[data-ready=true]")
     dash_page.set_input_files("#import-file", str(config_file))
     dash_page.wait_for_selector("#config-status.ok")
     assert dash_page.inner_text("#config-status") == "Imported 3 field(s) into 'customers'."
     assert dash_page.input_value("#config-name") == "customers"
-    assert api(live_url, "/api/field-strategies/customers")["strategies"] == seed_config
+    assert api(live_url, "/api/field-strategies/customers")["strategies"] == example_config
     # the status is written once the saved list is refreshed
     assert dash_page.locator("#config-list a[data-config='customers']").count() == 1
 

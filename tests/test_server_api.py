@@ -24,14 +24,15 @@ from browser_conftest import EXPECTED, XSS_IMG, XSS_SCRIPT, populate  # noqa: E4
 from pg_databases import fresh_postgres  # noqa: E402
 
 TOKEN = "s3cret-token"
-SEED_GT = {
+#: the JSON comparison specification's worked example: ground truth and output
+WALKTHROUGH_GT = {
     "name": "John Smith",
     "email": "john@example.com",
     "bio": "Senior engineer with 10 years of experience...",
     "internal_id": None,
     "status": "active",
 }
-SEED_AIO = {
+WALKTHROUGH_OUTPUT = {
     "name": "John Smyth",
     "email": "john@example.com",
     "bio": "Experienced senior engineer, 10+ years...",
@@ -185,9 +186,9 @@ def test_history_buckets(client: TestClient) -> None:
     assert (bucket["total"], bucket["passed"]) == (4, 3)
     assert bucket["pass_rate"] == pytest.approx(75.0)
     assert bucket["avg_duration"] == pytest.approx(11.5)
-    # metric history reads metrics_snapshots (seed 000's get_metrics_history): one point per
-    # finished run, stamped when it finished; both runs finished just now, so the bucket is
-    # the mean of the run averages (0.675 + 0.775) / 2 = 0.725
+    # metric history reads metrics_snapshots (the chatbot hub's get_metrics_history): one
+    # point per finished run, stamped when it finished; both runs finished just now, so the
+    # bucket is the mean of the run averages (0.675 + 0.775) / 2 = 0.725
     assert day["metrics"]["semantic_similarity"] == [
         {
             "bucket": day["metrics"]["semantic_similarity"][0]["bucket"],
@@ -200,7 +201,7 @@ def test_history_buckets(client: TestClient) -> None:
 
 
 def test_history_of_one_metric_type(client: TestClient) -> None:
-    # seed 000's get_metrics_history(metric_type): the snapshots of one family only
+    # the chatbot hub's get_metrics_history(metric_type): the snapshots of one family only
     performance = client.get("/api/history", params={"metric_type": "performance"}).json()
     assert set(performance["metrics"]) == {"e2e_latency"}
     # (2000 + 11500) / 2 ms: the two runs' averages, unit kept
@@ -356,6 +357,28 @@ def test_evaluate_reports_bad_input(fresh_client: TestClient) -> None:
     assert empty.status_code == 422
 
 
+def test_evaluate_accepts_metric_aliases(fresh_client: TestClient) -> None:
+    from assay.registry import metric_names
+    from fakes import fake_resources
+
+    schema = fresh_client.get("/openapi.json").json()["components"]["schemas"]["EvaluateRequest"]
+    names = schema["properties"]["metrics"]["items"]["enum"]
+    assert names == metric_names()
+    assert {"accuracy", "factual_consistency", "truthfulness", "f1"} <= set(names)
+    assert {"semantic_similarity", "bertscore"} <= set(names)
+    # cos((0.8, 0.6), (1, 0)) = 0.8: semantic_similarity's value, under the name asked for
+    fresh_client.app.state.resources = fake_resources({"resp": (0.8, 0.6), "exp": (1.0, 0.0)})
+    body = {"samples": [{"response": "resp", "expected": "exp"}], "metrics": ["truthfulness"]}
+    response = fresh_client.post("/api/evaluate", json=body)
+    assert response.status_code == 200, response.text
+    data = response.json()
+    assert data["metrics"] == ["truthfulness"]
+    (scores,) = [r["scores"] for r in data["results"]]
+    assert list(scores) == ["truthfulness"]
+    assert scores["truthfulness"]["value"] == pytest.approx(0.8, abs=1e-6)
+    assert data["summary"][0]["name"] == "truthfulness"
+
+
 def test_evaluate_limits_batch_size(tmp_path: Any) -> None:
     client = TestClient(
         create_app(Store(str(tmp_path / "x.db")), token="", max_samples=2),
@@ -373,15 +396,19 @@ def test_evaluate_limits_batch_size(tmp_path: Any) -> None:
     )
 
 
-def test_json_eval_seed_002_walkthrough(fresh_client: TestClient) -> None:
-    # seed 002's example, with bio IGNOREd so no embedding model is needed:
+def test_json_eval_json_specification_walkthrough(fresh_client: TestClient) -> None:
+    # the JSON specification's example, with bio IGNOREd so no embedding model is needed:
     # completeness 3/4; hallucination 2/6 (extra_field, internal_id);
     # accuracy: name FUZZY token_set_ratio("John Smith", "John Smyth") = 0.90 >= 0.85 -> 1,
     # email EXACT -> 1: 2/2 = 1.0;
     # RQS = 0.45*1.0 + 0.25*0.75 + 0.15*1.0 - 0.15*(2/6) = 0.45 + 0.1875 + 0.15 - 0.05 = 0.7375
     response = fresh_client.post(
         "/api/json-eval",
-        json={"gt": SEED_GT, "output": SEED_AIO, "strategies": {"name": "fuzzy", "bio": "IGNORE"}},
+        json={
+            "gt": WALKTHROUGH_GT,
+            "output": WALKTHROUGH_OUTPUT,
+            "strategies": {"name": "fuzzy", "bio": "IGNORE"},
+        },
     )
     assert response.status_code == 200, response.text
     data = response.json()
@@ -403,11 +430,13 @@ def test_json_eval_uses_a_stored_config(fresh_client: TestClient) -> None:
         "/api/field-strategies/people", json={"strategies": {"name": "FUZZY", "bio": "IGNORE"}}
     )
     data = fresh_client.post(
-        "/api/json-eval", json={"gt": SEED_GT, "output": SEED_AIO, "config": "people"}
+        "/api/json-eval",
+        json={"gt": WALKTHROUGH_GT, "output": WALKTHROUGH_OUTPUT, "config": "people"},
     ).json()
     assert data["rqs"] == pytest.approx(0.7375)
     missing = fresh_client.post(
-        "/api/json-eval", json={"gt": SEED_GT, "output": SEED_AIO, "config": "nope"}
+        "/api/json-eval",
+        json={"gt": WALKTHROUGH_GT, "output": WALKTHROUGH_OUTPUT, "config": "nope"},
     )
     assert missing.status_code == 404
 
@@ -415,7 +444,7 @@ def test_json_eval_uses_a_stored_config(fresh_client: TestClient) -> None:
 def test_json_eval_rejects_unknown_strategy(fresh_client: TestClient) -> None:
     response = fresh_client.post(
         "/api/json-eval",
-        json={"gt": SEED_GT, "output": SEED_AIO, "strategies": {"name": "FUZZZY"}},
+        json={"gt": WALKTHROUGH_GT, "output": WALKTHROUGH_OUTPUT, "strategies": {"name": "FUZZZY"}},
     )
     assert response.status_code == 422
     detail = detail_text(response)
@@ -465,7 +494,8 @@ def test_field_strategy_validation(fresh_client: TestClient) -> None:
 
 
 def test_field_strategy_import_export(fresh_client: TestClient) -> None:
-    seed_file = {
+    # the JSON specification's example configuration file
+    example_config = {
         "customer_name": "FUZZY",
         "address_line_1": "SEMANTIC",
         "phone_number": "EXACT",
@@ -474,7 +504,7 @@ def test_field_strategy_import_export(fresh_client: TestClient) -> None:
     }
     imported = fresh_client.post(
         "/api/field-strategies/customers/import",
-        content=json.dumps(seed_file).encode(),
+        content=json.dumps(example_config).encode(),
         headers=JSON,
     )
     assert imported.status_code == 200, imported.text
@@ -482,7 +512,7 @@ def test_field_strategy_import_export(fresh_client: TestClient) -> None:
     export = fresh_client.get("/api/field-strategies/customers/export")
     assert export.status_code == 200
     assert export.headers["content-disposition"] == 'attachment; filename="customers.json"'
-    assert json.loads(export.text) == seed_file
+    assert json.loads(export.text) == example_config
     # the wrapped form {"field_strategies": {...}} is accepted too
     wrapped = fresh_client.post(
         "/api/field-strategies/wrapped/import",

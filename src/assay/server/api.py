@@ -1,5 +1,5 @@
 """The JSON API (``/api``): statistics, runs, history, comparison, catalogue, scoring,
-JSON evaluation and the field-strategy configurations of seed 002.
+JSON evaluation and the field-strategy configurations of the JSON comparison specification.
 
 Every response is plain JSON. Metric values are on the canonical scale (``avg``,
 ``value``); ``display`` is the dashboard's view (ratio ×100, units kept otherwise).
@@ -31,7 +31,7 @@ from pydantic import (
 from assay import jsonout
 from assay.jsonout import to_jsonable
 from assay.redaction import known_secrets, redact
-from assay.registry import list_metrics, suite_names
+from assay.registry import list_metrics, metric_names, suite_names
 from assay.result import MetricResult
 from assay.sample import Sample
 from assay.server.errors import ERROR_RESPONSES, StrictJSONResponse, store_read
@@ -108,8 +108,8 @@ def statistics(
     ] = None,
     run_id: Annotated[str | None, Query(description="Only this run.")] = None,
 ) -> dict[str, Any]:
-    """Seed 000's overview: pass rate, average duration (s), timeout rate, health, safety
-    (seed formula) and safety index, metric averages, and the 24 h trends (%)."""
+    """The chatbot hub's overview: pass rate, average duration (s), timeout rate, health,
+    safety (the hub's formula) and safety index, metric averages, and the 24 h trends (%)."""
     with store_read():
         return _store(request).statistics(run_id=run_id, hours=hours)
 
@@ -166,7 +166,7 @@ def run_groups(
         str, Query(min_length=1, max_length=128, description="Tag to group by.")
     ] = "method",
 ) -> dict[str, Any]:
-    """Seed 003's tables: metric means of a run per value of a tag (``method``,
+    """The RAG specification's tables: metric means of a run per value of a tag (``method``,
     ``question_type``, ...), with sample counts, pass rates and label counts."""
     groups = _store(request).tag_groups(run_id, tag)
     if groups is None:
@@ -183,7 +183,7 @@ def history(
         Query(
             min_length=1,
             max_length=32,
-            description="Only metrics of this family (seed 000's metric_type), e.g. safety.",
+            description="Only metrics of this family (the chatbot hub's metric_type), e.g. safety.",
         ),
     ] = None,
 ) -> dict[str, Any]:
@@ -224,9 +224,6 @@ def _names_schema(names: list[str]) -> dict[str, Any]:
     return {"type": "array", "items": {"type": "string", "enum": names}}
 
 
-_METRIC_NAMES = [c.name for c in list_metrics()]
-
-
 class EvaluateRequest(BaseModel):
     """Samples to score and what to score them with."""
 
@@ -234,11 +231,12 @@ class EvaluateRequest(BaseModel):
 
     samples: list[dict[str, Any]] = Field(
         min_length=1,
-        description="Sample objects (seed field names accepted: question/answer/...).",
+        description="Sample objects (the specifications' field names too: question/answer/...).",
     )
-    metrics: Annotated[
-        list[str], WithJsonSchema(_names_schema([c.name for c in list_metrics()]))
-    ] = Field(default_factory=list, description="Metric names.")
+    metrics: Annotated[list[str], WithJsonSchema(_names_schema(metric_names()))] = Field(
+        default_factory=list,
+        description="Metric names or aliases (a result is reported under the name asked for).",
+    )
     suites: Annotated[list[str], WithJsonSchema(_names_schema(suite_names()))] = Field(
         default_factory=list,
         validation_alias=AliasChoices("suites", "suite"),
@@ -378,7 +376,7 @@ class RQSWeightsBody(BaseModel):
 
 
 class JsonEvalRequest(BaseModel):
-    """A ground-truth JSON and an output JSON, compared field by field (seed 002)."""
+    """A ground-truth JSON and an output JSON, compared field by field (JSON comparison)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
@@ -464,7 +462,7 @@ def json_eval(request: Request, body: JsonEvalRequest) -> Response:
     return StrictJSONResponse(result.to_dict())
 
 
-# ---- field-strategy configurations (seed 002) -----------------------------------------------
+# ---- field-strategy configurations (JSON comparison) ----------------------------------------
 class StrategiesBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 

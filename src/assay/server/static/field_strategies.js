@@ -1,4 +1,4 @@
-/* The field-strategy configuration page (seed 002): add/remove fields, save, delete,
+/* The field-strategy configuration page (JSON comparison): add/remove fields, save, delete,
    import a JSON file, export. Talks to /api/field-strategies; builds every element with
    createElement/textContent (field names are user text, never parsed as HTML). */
 (function () {
