@@ -502,7 +502,7 @@ def test_server_down_fails_after_the_retries(server: JudgeServer) -> None:
     url = server.url
     server.stop()  # nothing listens on the port any more: connection refused
     client = JudgeClient("test-judge", url, max_retries=2, backoff_base=0.01, backoff_max=0.02)
-    with pytest.raises(JudgeError, match="after 2 retries: APIConnectionError"):
+    with pytest.raises(JudgeError, match="after 2 retries: ConnectionFailed"):
         client.ask_sync(RELEVANCE, query="q?", response="r")
     assert client.usage.calls == 3 and client.usage.failures == 1
 

@@ -367,7 +367,7 @@ def test_a_reset_mid_body_is_a_connection_error_once_retries_run_out(
 ) -> None:
     server.faults = ["reset", "reset"]
     client = client_for(server, max_retries=1)
-    with pytest.raises(JudgeError, match="after 1 retries: APIConnectionError"):
+    with pytest.raises(JudgeError, match="after 1 retries: ConnectionFailed"):
         ask(client)
 
 

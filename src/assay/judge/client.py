@@ -1,7 +1,7 @@
 """The judge client: one OpenAI-compatible chat endpoint, concurrent, cached and resilient.
 
 `JudgeClient` talks to any server that speaks the OpenAI chat-completions API (OpenAI,
-Groq, vLLM, Ollama, a llama.cpp server) through the ``openai`` package's ``AsyncOpenAI``
+Groq, vLLM, Ollama, a llama.cpp server) over HTTP (`assay.judge.http`: httpx, no SDK)
 with ``base_url``, ``api_key`` and ``model``. For each question (a `Prompt` and its block
 values) it:
 
@@ -338,14 +338,10 @@ class JudgeClient:
     # ---- HTTP ----------------------------------------------------------------------------
     def _client(self) -> Any:
         if self._api is None:
-            from openai import AsyncOpenAI
+            from assay.judge.http import ChatCompletions
 
-            self._api = AsyncOpenAI(
-                base_url=self.base_url,
-                api_key=self.api_key or "not-needed",
-                timeout=self.timeout,
-                max_retries=0,  # retries are ours: backoff with jitter, counted in usage
-            )
+            # no retries there: they are ours (backoff with jitter, counted in usage)
+            self._api = ChatCompletions(self.base_url, self.api_key, self.timeout)
         return self._api
 
     def _sem(self) -> AbstractAsyncContextManager[object]:
@@ -387,7 +383,7 @@ class JudgeClient:
     async def _send(
         self, prompt: Prompt[Any], messages: list[dict[str, str]]
     ) -> tuple[str, int, int]:
-        import openai
+        from assay.judge.http import ConnectionFailed, HTTPStatusError
 
         attempt = 0
         mode = self.mode
@@ -408,12 +404,8 @@ class JudgeClient:
                 self.usage.add("calls")
                 started = time.perf_counter()
                 try:
-                    completion = await asyncio.wait_for(
-                        self._client().chat.completions.create(**kwargs), self.timeout
-                    )
-                except (TimeoutError, openai.APITimeoutError, openai.APIConnectionError) as exc:
-                    error = exc
-                except openai.APIStatusError as exc:
+                    completion = await asyncio.wait_for(self._client().create(kwargs), self.timeout)
+                except (TimeoutError, ConnectionFailed, HTTPStatusError) as exc:
                     error = exc
                 except ValueError as exc:  # a body that is not JSON though it says it is
                     raise JudgeError(
@@ -423,13 +415,13 @@ class JudgeClient:
                     ) from None
                 latency = time.perf_counter() - started
             if error is None:
-                usage = getattr(completion, "usage", None)
-                p_tok = _int(getattr(usage, "prompt_tokens", 0))
-                c_tok = _int(getattr(usage, "completion_tokens", 0))
+                usage = _field(completion, "usage")
+                p_tok = _int(_field(usage, "prompt_tokens"))
+                c_tok = _int(_field(usage, "completion_tokens"))
                 self.usage.record_call(prompt.name, latency, p_tok, c_tok)  # paid for
-                if isinstance(
-                    getattr(completion, "choices", None), list
-                ) and STRUCTURED_MODES.index(mode) > STRUCTURED_MODES.index(self.mode):
+                if isinstance(_field(completion, "choices"), list) and STRUCTURED_MODES.index(
+                    mode
+                ) > STRUCTURED_MODES.index(self.mode):
                     # the server took this format (even if this reply is of no use):
                     # start here from now on
                     self.mode = mode
@@ -469,13 +461,16 @@ class JudgeClient:
     def _content(self, completion: Any) -> str:
         """The reply text of a chat completion; `JudgeError` with the reason for anything
         else (a per-sample error: asking the same question again gets the same reply)."""
-        choices = getattr(completion, "choices", None)
+        choices = _field(completion, "choices")
         if not isinstance(choices, list):
             if isinstance(completion, str):
                 got = "text: " + " ".join(completion.split())[:120]
             else:
-                dump = getattr(completion, "model_dump", None)
-                shown = dump(exclude_none=True) if callable(dump) else completion
+                shown = (
+                    {k: v for k, v in completion.items() if v is not None}
+                    if isinstance(completion, dict)
+                    else completion
+                )
                 got = f"JSON without 'choices': {str(shown)[:120]}"
             raise JudgeError(
                 f"judge server at {self.base_url} did not answer with a chat completion "
@@ -484,14 +479,14 @@ class JudgeClient:
         if not choices:
             raise JudgeError("the judge's reply has no choices (an empty 'choices' list)")
         choice = choices[0]
-        message = getattr(choice, "message", None)
+        message = _field(choice, "message")
         if message is None:
             raise JudgeError("the judge's reply has no message (choices[0] has no 'message')")
-        content = getattr(message, "content", None)
-        refusal = getattr(message, "refusal", None)
+        content = _field(message, "content")
+        refusal = _field(message, "refusal")
         if refusal:
             raise JudgeError(f"the judge refused to answer: {refusal}")
-        finish = getattr(choice, "finish_reason", None)
+        finish = _field(choice, "finish_reason")
         if finish == "length":
             raise JudgeError(
                 "the judge's reply was cut off at the token limit (finish_reason 'length')"
@@ -503,6 +498,11 @@ class JudgeClient:
             shown = "null" if content is None else repr(content)[:40]
             raise JudgeError(f"the judge's reply has no content (message.content is {shown})")
         return content
+
+
+def _field(value: Any, name: str) -> Any:
+    """``value[name]`` of a JSON object; None for anything else (a reply of another shape)."""
+    return value.get(name) if isinstance(value, dict) else None
 
 
 def _int(value: Any) -> int:
@@ -521,8 +521,7 @@ def _describe(error: BaseException) -> str:
 
 
 def _retry_after(error: BaseException) -> float | None:
-    response = getattr(error, "response", None)
-    headers = getattr(response, "headers", None)
+    headers = getattr(error, "headers", None)
     if headers is None:
         return None
     value = headers.get("retry-after")
