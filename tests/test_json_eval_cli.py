@@ -142,7 +142,7 @@ def test_one_jsonl_file_with_both_documents(run, tmp_path: Path) -> None:
         tmp_path / "pairs.jsonl",
         "\n".join(
             [
-                json.dumps({"id": "seed", "expected_json": GT, "output_json": AIO}),
+                json.dumps({"id": "walkthrough", "expected_json": GT, "output_json": AIO}),
                 json.dumps({"gt_json": {"a": 1}, "extracted_json": {"a": 2}}),
                 '{"expected_json": {"a": 1}, "output_json": ',
             ]
@@ -152,7 +152,7 @@ def test_one_jsonl_file_with_both_documents(run, tmp_path: Path) -> None:
     result = run("json-eval", pairs, "--strategies", cfg, "--out", tmp_path / "r.jsonl")
     assert result.exit_code == 0, result.output
     rows = _rows(tmp_path / "r.jsonl")
-    assert [r["name"] for r in rows] == ["seed", "line 2", "line 3"]
+    assert [r["name"] for r in rows] == ["walkthrough", "line 2", "line 3"]
     assert rows[0]["rqs"] == 0.7375
     assert rows[1]["accuracy"] == 0.0
     assert rows[2]["error"].startswith(f"{pairs}:3: malformed JSON")

@@ -1,4 +1,4 @@
-"""``assay json-eval``: compare JSON outputs with ground-truth JSON (seed 002), and
+"""``assay json-eval``: compare JSON outputs with ground-truth JSON (JSON comparison), and
 ``assay json-strategies``: check and create field-strategy config files.
 
 A thin layer over `assay.structured`: `load_pairs` reads the input, `evaluate_pairs` scores
