@@ -105,6 +105,8 @@ FIXED = {"alpha": [3.0, 4.0, 0.0], "beta": [0.0, 0.0, 2.0], "gamma": [1.0, 1.0, 
 
 class _EmbeddingsHandler(BaseHTTPRequestHandler):
     requests: ClassVar[list[dict]] = []
+    #: statuses the next requests get, in order (then normal replies)
+    failures: ClassVar[list[int]] = []
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -113,6 +115,16 @@ class _EmbeddingsHandler(BaseHTTPRequestHandler):
         )
         if self.path != "/v1/embeddings":
             self.send_error(404)
+            return
+        if type(self).failures:
+            status = type(self).failures.pop(0)
+            message = json.dumps({"error": {"message": f"failure {status}"}}).encode()
+            self.send_response(status)
+            self.send_header("Retry-After", "0")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(message)))
+            self.end_headers()
+            self.wfile.write(message)
             return
         data = [
             {"object": "embedding", "index": i, "embedding": FIXED[text]}
@@ -139,6 +151,7 @@ class _EmbeddingsHandler(BaseHTTPRequestHandler):
 @pytest.fixture
 def embeddings_server() -> Iterator[str]:
     _EmbeddingsHandler.requests = []
+    _EmbeddingsHandler.failures = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _EmbeddingsHandler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -241,3 +254,23 @@ def test_similarities_compute_each_distinct_pair_once() -> None:
     np.testing.assert_allclose(again, [0.8, 0.6, 0.0], atol=1e-6)
     assert emb.cosines == 4  # only the pair with the blank text is new
     assert emb.calls == 3  # every text reached the model once
+
+
+def test_openai_compatible_embedder_retries_429_and_5xx_then_names_the_failure(
+    embeddings_server: str,
+) -> None:
+    from assay.models.embedders import EmbeddingServerError
+
+    embedder = make_embedder("openai:m", base_url=embeddings_server)
+    _EmbeddingsHandler.failures = [429, 503]
+    rows = embedder.embed(["alpha"])  # two failures, then the reply: 3 requests
+    np.testing.assert_allclose(rows, [[0.6, 0.8, 0.0]], atol=1e-6)
+    assert len(_EmbeddingsHandler.requests) == 3
+    _EmbeddingsHandler.failures = [400]  # not retried
+    with pytest.raises(EmbeddingServerError, match=r"HTTP 400.*failure 400"):
+        embedder.embed(["beta"])
+    assert len(_EmbeddingsHandler.requests) == 4
+    _EmbeddingsHandler.failures = [500] * 4  # the first try and 3 retries all fail
+    with pytest.raises(EmbeddingServerError, match="HTTP 500"):
+        embedder.embed(["gamma"])
+    assert len(_EmbeddingsHandler.requests) == 8

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
@@ -20,6 +21,7 @@ from assay.redaction import redact_url
 __all__ = [
     "USE_SPECS",
     "Embedder",
+    "EmbeddingServerError",
     "ModelUnavailable",
     "OpenAICompatibleEmbedder",
     "SentenceTransformerEmbedder",
@@ -41,6 +43,10 @@ _SIMILARITY_MEMO_LIMIT = 100_000
 
 class ModelUnavailable(RuntimeError):
     """A model cannot be loaded; the message names the package or path to fix it."""
+
+
+class EmbeddingServerError(RuntimeError):
+    """An embedding endpoint failed (after its retries) or answered in another shape."""
 
 
 def _normalise(matrix: np.ndarray) -> np.ndarray:
@@ -237,7 +243,10 @@ class SentenceTransformerEmbedder(Embedder):
 
 
 class OpenAICompatibleEmbedder(Embedder):
-    """An OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, vLLM, Ollama, llama.cpp)."""
+    """An OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, vLLM, Ollama, llama.cpp),
+    over httpx: a 429, a 5xx or a broken connection is tried again up to ``max_retries``
+    times with exponential backoff (``Retry-After`` honoured, at most 30 s); any other
+    failure raises `EmbeddingServerError` naming the status and the server's message."""
 
     def __init__(
         self,
@@ -247,20 +256,51 @@ class OpenAICompatibleEmbedder(Embedder):
         cache: EmbeddingCache | None = None,
         batch_size: int = 64,
         timeout: float = 60.0,
+        max_retries: int = 3,
     ) -> None:
         super().__init__(cache, batch_size)
-        from openai import OpenAI
+        import httpx
 
-        self._client = OpenAI(
-            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=3
+        self._client = httpx.Client(
+            base_url=base_url.rstrip("/") + "/",
+            headers={"Authorization": f"Bearer {api_key or 'not-needed'}"},
+            timeout=timeout,
         )
         self._model = model
+        self._max_retries = max_retries
         self.name = f"openai:{model}@{redact_url(base_url)}"
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        reply = self._client.embeddings.create(model=self._model, input=texts)
-        rows = sorted(reply.data, key=lambda d: d.index)
-        return np.asarray([r.embedding for r in rows], dtype=np.float32)
+        data = self._post({"model": self._model, "input": texts}).get("data")
+        if not isinstance(data, list) or len(data) != len(texts):
+            raise EmbeddingServerError(
+                f"embedding server {self.name} did not return one embedding per text "
+                f"({len(texts)} sent)"
+            )
+        rows = sorted(data, key=lambda d: d["index"])
+        return np.asarray([r["embedding"] for r in rows], dtype=np.float32)
+
+    def _post(self, body: dict[str, object]) -> dict[str, object]:
+        import httpx
+
+        for attempt in range(self._max_retries + 1):
+            wait = min(30.0, 0.5 * 2**attempt)
+            try:
+                response = self._client.post("embeddings", json=body)
+            except httpx.TransportError as exc:  # timeouts and broken connections
+                problem = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.status_code < 400:
+                    return response.json()
+                problem = f"HTTP {response.status_code}: {' '.join(response.text.split())[:300]}"
+                if response.status_code != 429 and response.status_code < 500:
+                    break
+                retry_after = response.headers.get("retry-after", "")
+                if retry_after.replace(".", "", 1).isdigit():
+                    wait = min(30.0, float(retry_after))
+            if attempt < self._max_retries:
+                time.sleep(wait)
+        raise EmbeddingServerError(f"embedding server {self.name} failed: {problem}")
 
 
 def make_embedder(
