@@ -1,7 +1,7 @@
 """Configuration: thresholds, models, caches.
 
-Precedence, lowest first: defaults < environment variables (the seeds' names, e.g.
-``SEMANTIC_SIMILARITY_THRESHOLD``, and ``ASSAY_*``) < ``[tool.assay]`` in
+Precedence, lowest first: defaults < environment variables (the specifications' names,
+e.g. ``SEMANTIC_SIMILARITY_THRESHOLD``, and ``ASSAY_*``) < ``[tool.assay]`` in
 ``pyproject.toml`` or an ``assay.toml`` < explicit overrides (CLI flags, keyword args).
 """
 
@@ -70,7 +70,7 @@ class AssayConfig(BaseSettings):
 
     model_config = SettingsConfigDict(extra="forbid", populate_by_name=True)
 
-    # thresholds named by seed 000
+    # thresholds named by the chatbot hub
     semantic_similarity_threshold: float = Field(
         0.7,
         ge=0,
@@ -110,7 +110,7 @@ class AssayConfig(BaseSettings):
     max_response_length: int | None = Field(
         None, ge=1, validation_alias=_env("MAX_RESPONSE_LENGTH", "max_response_length")
     )
-    # RAG parameters of seed 000
+    # RAG parameters of the chatbot hub
     retrieval_k: int = Field(5, ge=1, validation_alias=_env("ASSAY_RETRIEVAL_K", "retrieval_k"))
     retrieval_relevance_threshold: float = Field(
         0.5,
@@ -228,7 +228,11 @@ class AssayConfig(BaseSettings):
         validation_alias=_env("ASSAY_MAX_CONTEXTS", "max_contexts"),
         description="Most retrieved contexts (items of 'contexts') a metric reads.",
     )
-    seed: int = Field(0, validation_alias=_env("ASSAY_SEED", "seed"))
+    seed: int = Field(
+        0,
+        validation_alias=_env("ASSAY_SEED", "seed"),
+        description="Random seed of the bootstrap confidence intervals.",
+    )
     # LLM judge (issue 3); configured when judge_model and judge_base_url are set, or
     # judge_model and judge_api_key (OpenAI at its default URL)
     judge_base_url: str | None = Field(
@@ -280,7 +284,9 @@ class AssayConfig(BaseSettings):
     answer_correctness_weights: dict[str, float] = Field(
         default_factory=lambda: {"relevance": 0.7, "faithfulness": 0.3},
         validation_alias=_env("ASSAY_ANSWER_CORRECTNESS_WEIGHTS", "answer_correctness_weights"),
-        description="Weights of seed 001's answer_correctness (relevance, faithfulness).",
+        description=(
+            "Weights of the judge specification's answer_correctness (relevance, faithfulness)."
+        ),
     )
 
     @field_validator("thresholds")

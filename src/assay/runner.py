@@ -235,7 +235,7 @@ def evaluate(
     """Score every sample with every selected metric.
 
     Args:
-        data: samples, dicts with Sample fields (seed aliases accepted), or a pandas
+        data: samples, dicts with Sample fields (the specifications' names accepted), or a pandas
             DataFrame with one sample per row (an invalid row raises `InputErrors`).
         metrics: metric names or instances; with ``suites``, their union. Default: the
             ``base`` suite.

@@ -40,12 +40,12 @@ def score_on_scale(value: float) -> bool:
 
 
 class ScoreVerdict(_Out):
-    """A 0..1 score with the judge's reason (seed 001 prompts; direct relevance).
+    """A 0..1 score with the judge's reason (the judge specification's prompts; direct relevance).
 
     A score in (10, 100] is accepted (the metric reads it as a percentage). Any other score
     outside 0..1 is rejected (`score_on_scale`): the judge did not use the scale, so the
     reply is unparsable (one JSON-only retry naming the problem, then None with the error)
-    rather than clamped into a confident 0 or 1 (seed 001 clamps).
+    rather than clamped into a confident 0 or 1 (the judge specification clamps).
     """
 
     score: float

@@ -158,7 +158,8 @@ class JudgedMetric(Metric):
 
 
 class RubricScore(JudgedMetric):
-    """Seed 001's metrics: one ask with the metric's prompt; the judge's score is the value.
+    """The judge specification's metrics: one ask with the metric's prompt; the judge's
+    score is the value.
 
     ``fields`` are the Sample fields the prompt's data blocks take, by the same names;
     ``key`` is the reply's key holding this metric's verdict when the prompt is shared by
