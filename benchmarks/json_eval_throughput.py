@@ -1,4 +1,4 @@
-"""Throughput of the seed 002 JSON comparison without a judge: documents per second.
+"""Throughput of the JSON comparison without a judge: documents per second.
 
 Generates N ground-truth documents of 50 leaf fields each (seeded, so every run sees the
 same data) and an output for each with realistic damage, then times `evaluate_many` with

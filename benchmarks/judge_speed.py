@@ -9,7 +9,7 @@ judged metrics at the default concurrency (32):
    own ``score_batch``), then again from a clean state through the engine as the runner
    uses it (`assay.engine.execute`: the distinct asks of all the metrics in concurrent
    rounds, then each metric reduces inside `answered`);
-2. seed 001's metrics (the same two ways), then ``factual_accuracy`` and
+2. the judge specification's metrics (the same two ways), then ``factual_accuracy`` and
    ``answer_classification``;
 3. everything again on a new run sharing the judge cache: it must make 0 calls;
 4. the user-visible judge time: ``assay evaluate`` with the four ragas_* metrics minus
@@ -54,7 +54,7 @@ RAGAS = [
     "ragas_answer_relevance",
     "ragas_score",
 ]
-SEED001 = [
+JUDGE_SPEC_METRICS = [
     "judged_relevance",
     "faithfulness",
     "hallucination",
@@ -190,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             base = make_resources(url, f"{tmp}/a", None, args.concurrency)
             embedder = base.embedder
-            for group, names in (("RAGAS-style", RAGAS), ("seed 001", SEED001)):
+            for group, names in (("RAGAS-style", RAGAS), ("LLM judge", JUDGE_SPEC_METRICS)):
                 for engine in (False, True):
                     label = "engine" if engine else "metric by metric"
                     cache = f"{tmp}/{group}-{engine}"
@@ -201,9 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     summary[f"{group} {label}"] = {"seconds": total, "calls": calls}
             res = make_resources(url, f"{tmp}/ref", embedder, args.concurrency)
             rows, total, calls = run_metrics(REFERENCE, samples, res, False)
-            report("seed 003 reference-based", rows, total, calls, n)
+            report("RAG evaluation, reference-based", rows, total, calls, n)
             # a re-run over everything, sharing the cache of a complete first run
-            everything = RAGAS + SEED001 + REFERENCE
+            everything = RAGAS + JUDGE_SPEC_METRICS + REFERENCE
             first = make_resources(url, f"{tmp}/all", embedder, args.concurrency)
             _, first_total, first_calls = run_metrics(everything, samples, first, True)
             again = make_resources(url, f"{tmp}/all", embedder, args.concurrency)

@@ -220,7 +220,8 @@ def _transcript_runs(store: Store, now: datetime) -> None:
 
 
 def build_demo_store(path: Path) -> Store:
-    """A store with three RAG runs (seed 003's methods x question types) and a pytest run."""
+    """A store with three RAG runs (the RAG specification's methods x question types) and a
+    pytest run."""
     store = Store(str(path))
     rng = np.random.default_rng(7)
     now = utcnow()

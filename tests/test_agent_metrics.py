@@ -1,4 +1,4 @@
-"""Agent metrics (seed 000): hand-worked values from explicit counts and from a trace."""
+"""Agent metrics (chatbot hub): hand-worked values from explicit counts and from a trace."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_task_completion_missing_is_none(resources):
         (5, 4, 1.0),  # 5 / 4 = 1.25, capped at 1
         (4, 4, 1.0),
         (2, 8, 0.25),  # 2 / 8
-        (3, 0, 0.0),  # no steps taken: the seed's rule gives 0
+        (3, 0, 0.0),  # no steps taken: the hub's rule gives 0
     ],
 )
 def test_step_efficiency(resources, expected, taken, value):
@@ -93,7 +93,7 @@ def test_step_efficiency_needs_both_counts(resources):
     [
         (2, True, 1.0),  # recovered from errors
         (0, True, 1.0),  # no errors
-        (0, False, 1.0),  # no errors (the seed's rule, whatever the completion)
+        (0, False, 1.0),  # no errors (the hub's rule, whatever the completion)
         (0, None, 1.0),
         (1, False, 0.0),  # errors and did not complete
     ],

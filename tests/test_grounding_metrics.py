@@ -1,4 +1,4 @@
-"""Seed 004's pipeline metrics: relevance, completeness, anchor_hallucination."""
+"""The lightweight pipeline's metrics: relevance, completeness, anchor_hallucination."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_relevance_orders_on_topic_above_off_topic(resources):
 
 def test_relevance_falls_back_to_jaccard_without_vocabulary(resources):
     # every word is an English stop word: TF-IDF has no vocabulary (cosine undefined),
-    # the seed's fallback is Jaccard alone: {is, it} vs {it, is} = 1
+    # the pipeline specification's fallback is Jaccard alone: {is, it} vs {it, is} = 1
     result = Relevance().score(Sample(query="Is it?", response="It is."), resources)
     assert result.components["tfidf_cosine"] is None
     assert result.value == 1.0
@@ -123,7 +123,7 @@ def test_completeness_full_and_no_keywords(resources):
         Sample(query="Capital of France?", response="The capital of France is Paris."), resources
     )
     assert full.value == 1.0
-    # no keyword in the query: 1.0 by the seed's rule
+    # no keyword in the query: 1.0 by the pipeline specification's rule
     none = Completeness().score(Sample(query="Is it?", response="No."), resources)
     assert none.value == 1.0
     assert none.details["query_keywords"] == []
@@ -244,9 +244,9 @@ def test_contexts_are_joined(resources):
 
 def test_entities_are_optional_anchors(resources):
     sample = Sample(response="Obama visited Paris.", contexts=["Obama visited Paris."])
-    seed = AnchorHallucination().score(sample, resources)
+    specified = AnchorHallucination().score(sample, resources)
     with_entities = AnchorHallucination(include_entities=True).score(sample, resources)
-    assert [a["kind"] for a in seed.details["anchors"]] == ["claim"]
+    assert [a["kind"] for a in specified.details["anchors"]] == ["claim"]
     assert sorted(a["kind"] for a in with_entities.details["anchors"]) == [
         "claim",
         "entity",

@@ -1,4 +1,4 @@
-"""Performance metrics (seeds 000 and 001) and offline token counting."""
+"""Performance metrics (chatbot hub and judge specification) and offline token counting."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ def no_tokenizer(monkeypatch):
     tokens._loaded.pop("no_such_encoding", None)
 
 
-# ---- seed 001's worked example -------------------------------------------------------------
+# ---- the judge specification's worked example ----------------------------------------------
 
 
-def test_seed_001_example_in_milliseconds(resources):
+def test_judge_specification_example_in_milliseconds(resources):
     fields = dict(
         total_latency_ms=4230,  # 12:00:00.000 -> 12:00:04.230
         llm_latency_ms=1200,  # 1.000 -> 2.200
@@ -43,7 +43,7 @@ def test_seed_001_example_in_milliseconds(resources):
     assert score("e2e_latency", resources, **fields).method == "measurement"
 
 
-def test_seed_000_formulas(resources):
+def test_chatbot_hub_formulas(resources):
     fields = dict(duration=2.0, first_token_time=0.25, response_tokens=50, response="x" * 70)
     assert score("e2e_latency", resources, **fields).value == pytest.approx(2000.0)  # 2 * 1000
     assert score("ttft", resources, **fields).value == pytest.approx(250.0)  # 0.25 * 1000

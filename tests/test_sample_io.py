@@ -7,17 +7,17 @@ from assay.io import InputErrors, read_samples, samples_from_dataframe
 from assay.sample import Sample
 
 
-def test_seed_aliases_map_to_canonical_fields():
-    seed000 = Sample.model_validate(
+def test_specification_field_names_map_to_canonical_fields():
+    chatbot_hub = Sample.model_validate(
         {"query": "q", "response": "r", "expected_response": "e", "retrieved_docs": ["d1"]}
     )
-    seed003 = Sample.model_validate(
+    rag_evaluation = Sample.model_validate(
         {"question": "q", "answer": "r", "ground_truth": "e", "contexts": ["d1"]}
     )
     deepeval = Sample.model_validate(
         {"input": "q", "actual_output": "r", "expected_output": "e", "retrieval_context": ["d1"]}
     )
-    for s in (seed000, seed003, deepeval):
+    for s in (chatbot_hub, rag_evaluation, deepeval):
         assert (s.query, s.response, s.expected, s.contexts) == ("q", "r", "e", ["d1"])
 
 

@@ -65,7 +65,7 @@ def _seed_four(store, run_id="run1", when=None):
         )
 
 
-def test_statistics_follow_the_seed_formulas(store):
+def test_statistics_follow_the_chatbot_hub_formulas(store):
     _seed_four(store)
     stats = store.statistics()
     assert (stats["total"], stats["passed"], stats["failed"], stats["skipped"]) == (4, 2, 1, 1)
@@ -124,7 +124,7 @@ def test_history_buckets_by_hour(store):
         timestamp=base + timedelta(minutes=20),
     )
     store.record("h", 2, s, {}, status="passed", duration=5.0, timestamp=base + timedelta(hours=1))
-    store.finish_run("h")  # metric history comes from the run's snapshots (seed 000)
+    store.finish_run("h")  # metric history comes from the run's snapshots (chatbot hub)
     hist = store.history(hours=6)
     assert [(b["total"], b["passed"], b["avg_duration"]) for b in hist["tests"]] == [
         (2, 1, 2.0),
@@ -267,17 +267,17 @@ def test_safety_score_index_and_their_trends(store):
     # 24-48 h ago: compliance 0.6, toxicity 0.3, harmfulness 0.3
     _safety_run(store, "before", now - timedelta(hours=30), [(0.6, 0.3, 0.3)])
     current = store.statistics(hours=24)
-    # seed 000: AVG(compliance, toxicity, harmfulness) * 100 = (0.9 + 0.2 + 0.1) / 3 * 100
+    # the hub's AVG(compliance, toxicity, harmfulness) * 100 = (0.9 + 0.2 + 0.1) / 3 * 100
     assert current["safety"] == pytest.approx(40.0)
     # oriented: (0.9 + (1 - 0.2) + (1 - 0.1)) / 3 * 100 = 2.6 / 3 * 100
     assert current["safety_index"] == pytest.approx(86.6667, abs=1e-3)
     trends = store.statistics()["trends"]
-    # previous: seed (0.6 + 0.3 + 0.3) / 3 = 40 -> (40 - 40) / 40 = 0 %
+    # previous: hub (0.6 + 0.3 + 0.3) / 3 = 40 -> (40 - 40) / 40 = 0 %
     assert trends["safety"] == pytest.approx(0.0)
     # previous index: (0.6 + 0.7 + 0.7) / 3 = 66.67 -> (86.67 - 66.67) / 66.67 * 100 = 30 %
     assert trends["safety_index"] == pytest.approx(30.0)
     # all time: compliance (1.0 + 0.8 + 0.6) / 3 = 0.8, toxicity (0.2 + 0.3) / 2 = 0.25,
-    # harmfulness (0 + 0.2 + 0.3) / 3 = 0.1667: seed (0.8 + 0.25 + 0.1667) / 3 = 40.56
+    # harmfulness (0 + 0.2 + 0.3) / 3 = 0.1667: hub (0.8 + 0.25 + 0.1667) / 3 = 40.56
     assert store.statistics()["safety"] == pytest.approx(40.5556, abs=1e-3)
 
 
