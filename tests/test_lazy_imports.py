@@ -151,6 +151,28 @@ def test_a_lexical_run_loads_no_model_server_or_store_package(tmp_path: Path) ->
     assert set(out["loaded"]) <= {"sklearn", "scipy", "pandas", "pyarrow"}
 
 
+def test_assay_evaluate_without_a_store_loads_no_store_or_judge_sdk(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"response": "the cat sat", "expected": "the cat sat"}\n')
+    out = _run(
+        f"""
+        import contextlib, io, json, sys
+        from assay.cli import app
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            try:
+                app(["evaluate", {str(rows)!r}, "-m", "exact_match"])
+            except SystemExit as done:
+                code = done.code
+        print(json.dumps({{
+            "code": code,
+            "loaded": sorted(m for m in ("sqlalchemy", "alembic", "openai") if m in sys.modules),
+        }}))
+        """,
+        tmp_path,
+    )
+    assert out == {"code": 0, "loaded": []}
+
+
 @pytest.mark.parametrize(
     "args", [["--help"], ["evaluate", "--help"], ["json-eval", "--help"], ["serve", "--help"]]
 )

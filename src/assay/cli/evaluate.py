@@ -6,7 +6,7 @@ import math
 import sys
 import warnings
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
@@ -20,6 +20,9 @@ from assay.cli.options import (
     WorkersOption,
 )
 from assay.registry import metric_class, suite_names
+
+if TYPE_CHECKING:
+    from assay.cli.resume import OpenedRun
 
 
 def _parse_pairs(items: list[str], option: str) -> dict[str, float]:
@@ -172,7 +175,6 @@ def evaluate_command(
         TextColumn,
         TimeElapsedColumn,
     )
-    from sqlalchemy.exc import SQLAlchemyError
 
     from assay.cli.report import (
         EXIT_BAD_INPUT,
@@ -185,7 +187,6 @@ def evaluate_command(
         gate_failures,
         print_report,
     )
-    from assay.cli.resume import OpenedRun, ResumeRefused, open_run, resume_command, whole_run
     from assay.config import ConfigError, load_config
     from assay.io import InputErrors, read_samples
     from assay.models.embedders import ModelUnavailable
@@ -194,7 +195,6 @@ def evaluate_command(
     from assay.runner import Evaluation, evaluate, flat_row
     from assay.scale.ray_executor import WorkerLost
     from assay.sinks import JsonlSink, write_table
-    from assay.store.db import StoreError
 
     console = consoles.messages()
     err = consoles.messages()
@@ -267,12 +267,20 @@ def evaluate_command(
     recorder = None
     opened: OpenedRun | None = None
     all_samples = samples
+    #: what a failing store raises (the store's packages load only when it is used)
+    store_errors: tuple[type[BaseException], ...] = (OSError,)
     if store or resume or db:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from assay.cli.resume import ResumeRefused, open_run
+        from assay.store.db import StoreError
+
+        store_errors = (StoreError, SQLAlchemyError, OSError)
         try:
             opened = open_run(db, resume, run_name, data, metrics, config, len(samples))
         except ResumeRefused as exc:
             fail(str(exc))
-        except (StoreError, SQLAlchemyError, OSError) as exc:
+        except store_errors as exc:
             fail(f"the results store cannot be used: {exc}")
         recorder = opened.recorder
         if resume:
@@ -334,7 +342,7 @@ def evaluate_command(
         if recorder is not None and "store" not in failed:
             try:
                 recorder(index, sample, results)
-            except (StoreError, SQLAlchemyError, OSError) as exc:
+            except store_errors as exc:
                 output_failed("store", "writing to the results store", exc, going_on=True)
 
     show_progress = not quiet and sys.stderr.isatty()
@@ -381,7 +389,7 @@ def evaluate_command(
             usage = evaluation.judge_usage if evaluation is not None else None
             try:
                 recorder.store.finish_run(recorder.run_id, status=status, judge_usage=usage)
-            except (StoreError, SQLAlchemyError, OSError) as exc:
+            except store_errors as exc:
                 output_failed("store", "closing the stored run", exc, going_on=False)
             recorder.store.close()
         if out is not None and out.suffix.lower() in {".csv", ".parquet"} and rows:
@@ -391,7 +399,11 @@ def evaluate_command(
             except (OSError, ValueError, ImportError) as exc:
                 output_failed("out", f"writing {out}", exc, going_on=False)
         resources.close()
-    again = f"to resume: {resume_command(ctx, recorder.run_id)}" if recorder is not None else ""
+    again = ""
+    if recorder is not None:
+        from assay.cli.resume import resume_command
+
+        again = f"to resume: {resume_command(ctx, recorder.run_id)}"
     if interrupted or evaluation is None:
         if not rows:
             where = "; no sample had finished"
@@ -413,6 +425,8 @@ def evaluate_command(
             err.print(escape(again))
         raise typer.Exit(EXIT_BAD_INPUT if stopped else EXIT_INTERRUPTED)
     if opened is not None and resume:
+        from assay.cli.resume import whole_run
+
         # the summary and every gate cover the whole run: stored samples too
         evaluation = whole_run(evaluation, all_samples, opened.todo, opened.stored)
     evaluation.input_errors = input_errors
