@@ -539,6 +539,7 @@ def _handler(owner: JudgeServer) -> type[BaseHTTPRequestHandler]:
             if self.path.rstrip("/").endswith("/stats"):
                 stats = {
                     "calls": owner.calls,
+                    "max_in_flight": owner.max_in_flight,
                     "calls_by_task": owner.calls_by_task(),
                     "faults": dict(owner.faults_served),
                 }
@@ -610,7 +611,8 @@ def _handler(owner: JudgeServer) -> type[BaseHTTPRequestHandler]:
 def main(argv: list[str] | None = None) -> None:
     """Serve from the command line (a separate process, as a real judge would be):
     ``python tests/judge_server.py --delay 0.2 --fault-rate 0.1`` prints the base URL,
-    then serves until killed. ``GET /v1/stats`` returns the call and fault counts."""
+    then serves until killed. ``GET /v1/stats`` returns the call and fault counts and
+    the most requests that were in flight at once."""
     import argparse
     import sys
 

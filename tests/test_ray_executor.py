@@ -405,3 +405,32 @@ def test_without_the_ray_extra_the_error_names_the_pip_command(
     assert str(caught.value) == (
         'the Ray executor (--executor ray) needs the ray extra: pip install "assay-eval[ray]"'
     )
+
+
+# ---- device --------------------------------------------------------------------------------
+
+
+def test_device_auto_follows_torch_and_cuda_without_a_gpu_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    torch = pytest.importorskip("torch")
+    from assay.models.device import model_threads, torch_device
+    from assay.models.embedders import ModelUnavailable
+
+    gpu = torch.cuda.is_available()
+    assert torch_device("cpu") == "cpu"
+    assert torch_device("auto") == ("cuda" if gpu else "cpu")
+    if not gpu:
+        with pytest.raises(ModelUnavailable, match="torch sees no CUDA GPU"):
+            torch_device("cuda")
+        with pytest.raises(ModelUnavailable, match="the Ray cluster has no GPU"):
+            assay.evaluate(
+                [{"response": "a", "expected": "a"}],
+                metrics=["exact_match"],
+                config=AssayConfig(device="cuda"),
+                executor=RayExecutor(),
+            )
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # what Ray sets for a one-CPU worker
+    assert model_threads() == 1
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert model_threads() == os.cpu_count()

@@ -247,7 +247,9 @@ def evaluate(
         executor: where the chunks are scored: ``"local"`` (default: this process),
             ``"ray"`` (a Ray instance started for the run) or an `assay.scale.RayExecutor`
             (an existing cluster, workers, device). With Ray, ``on_sample`` is called in
-            the order chunks finish; the results and the summary are in sample order.
+            the order chunks finish; the results and the summary are in sample order;
+            each worker builds its own models from ``config`` (``resources`` then only
+            supplies the configuration).
     """
     res = resources or Resources(config)
     cfg = res.config

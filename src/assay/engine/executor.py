@@ -13,8 +13,9 @@ embeds what is known up front, e.g. the questions) during the judge's latency.
 The runner executes the plans of all metrics of a chunk first, inside `answered`, so
 each metric then finds its answers there and reduces them without another call; a
 metric scored on its own (``metric.score_batch``) runs the same `execute` for itself.
-This module is the only place asks are executed: another executor (e.g. Ray) replaces
-`_run_round`.
+This module is the only place asks are executed: the Ray executor (`assay.scale`) sends
+whole chunks to its workers, and each runs this executor on them, its judge requests
+taking their slots from the cluster's one judge budget.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from typing import Any
 from assay.config import AssayConfig, AssayWarning
 from assay.extras import needs_extra
 from assay.metric import Metric
+from assay.models.embedders import ModelUnavailable
 from assay.result import MetricResult
 from assay.sample import Sample
 from assay.scale import ScoredChunk
@@ -166,7 +167,10 @@ class RayExecutor:
 
             for _ in range(count):
                 spawn()
-            where = ray.get([actor.where.remote() for actor in actors.values()])
+            try:
+                where = ray.get([actor.where.remote() for actor in actors.values()])
+            except ray.exceptions.RayActorError as exc:  # e.g. Assay not installed there
+                raise WorkerLost(f"a Ray worker could not start: {_first_line(exc)}") from exc
             self.started = dict(zip(actors, where, strict=True))
             yield from self._drive(ray, chunks, actors, spawn, budget)
             if budget is not None:
@@ -211,7 +215,7 @@ class RayExecutor:
                 if attempts[start] > self.max_retries:
                     raise WorkerLost(
                         f"the worker scoring {span} died {attempts[start]} times; "
-                        f"giving up (last error: {type(exc).__name__})"
+                        f"giving up (last error: {_first_line(exc)})"
                     ) from exc
                 if holder in actors:
                     self._replace(ray, holder, actors, queued, spawn, budget)
@@ -271,7 +275,10 @@ class RayExecutor:
         cluster_gpus = float(resources.get("GPU", 0))
         device = getattr(config, "device", "cpu")
         if device == "cuda" and cluster_gpus == 0:
-            raise ValueError("device cuda was asked for, but the Ray cluster has no GPU")
+            raise ModelUnavailable(
+                "device cuda was asked for, but the Ray cluster has no GPU; use --device "
+                "auto or cpu"
+            )
         if gpus is None:
             gpus = min(1.0, cluster_gpus / count) if device in {"auto", "cuda"} else 0.0
         return count, gpus
@@ -279,6 +286,12 @@ class RayExecutor:
     def judge_usage(self) -> dict[str, Any] | None:
         """The judge usage of the last run, summed over its actors (`merge_usage`)."""
         return merge_usage(list(self._usage.values()))
+
+
+def _first_line(error: BaseException) -> str:
+    """The error's type and the first line of its message (Ray's carry a traceback)."""
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0][:300]}" if lines else type(error).__name__
 
 
 def merge_usage(usages: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
