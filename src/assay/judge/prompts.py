@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Generic, TypeVar
@@ -66,6 +66,7 @@ __all__ = [
     "escape_block",
     "score_on_scale",
     "strict_json_schema",
+    "unfilled_task",
 ]
 
 T = TypeVar("T", bound=BaseModel)
@@ -257,6 +258,17 @@ def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 # ---- checks --------------------------------------------------------------------------
+
+
+def unfilled_task(
+    reply: BaseModel, values: Mapping[str, Any], tasks: Iterable[tuple[str, Sequence[str]]]
+) -> str | None:
+    """The problem with a reply to a prompt of several tasks (each filling one key of the
+    reply, given when all its data blocks are): the first given task whose key is null."""
+    for key, requires in tasks:
+        if all(values.get(r) for r in requires) and getattr(reply, key) is None:
+            return f"'{key}' must hold the answer to its task"
+    return None
 
 
 def _check_rag(out: RagVerdicts, values: Mapping[str, Any]) -> str | None:

@@ -8,11 +8,12 @@ for. They ignore extra keys, accept the aliases judges use (``reasoning`` for
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 __all__ = [
+    "Binary",
     "ClaimVerdict",
     "Classification",
     "ContextVerdict",
@@ -25,6 +26,24 @@ __all__ = [
     "as_binary",
     "score_on_scale",
 ]
+
+
+def as_binary(value: Any) -> Any:
+    """A yes/no verdict as the judge wrote it (bool, "yes", "supported", 1, ...) as 1 or 0;
+    anything else unchanged (the model's validation then rejects it)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in {"1", "yes", "true", "supported", "attributed"}:
+            return 1
+        if text in {"0", "no", "false", "not supported", "unsupported", "not attributed"}:
+            return 0
+    return value
+
+
+#: a yes/no verdict: 1 or 0, read from what judges write (`as_binary`)
+Binary = Annotated[int, Field(ge=0, le=1), BeforeValidator(as_binary)]
 
 
 class _Out(BaseModel):
@@ -68,13 +87,8 @@ class ScoreVerdict(_Out):
 
 class ClaimVerdict(_Out):
     claim: str
-    verdict: int = Field(ge=0, le=1)
+    verdict: Binary
     reason: str = ""
-
-    @field_validator("verdict", mode="before")
-    @classmethod
-    def _binary(cls, value: Any) -> Any:
-        return as_binary(value)
 
 
 class ContextVerdict(_Out):
@@ -86,13 +100,8 @@ class ContextVerdict(_Out):
 
 class StatementVerdict(_Out):
     statement: str
-    attributed: int = Field(ge=0, le=1)
+    attributed: Binary
     supporting_context: str | None = None
-
-    @field_validator("attributed", mode="before")
-    @classmethod
-    def _binary(cls, value: Any) -> Any:
-        return as_binary(value)
 
 
 class RagVerdicts(_Out):
@@ -129,17 +138,3 @@ class Classification(_Out):
     @classmethod
     def _upper(cls, value: Any) -> Any:
         return str(value).strip().upper() if value is not None else value
-
-
-def as_binary(value: Any) -> Any:
-    """A yes/no verdict as the judge wrote it (bool, "yes", "supported", 1, ...) as 1 or 0;
-    anything else unchanged (the model's validation then rejects it)."""
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text in {"1", "yes", "true", "supported", "attributed"}:
-            return 1
-        if text in {"0", "no", "false", "not supported", "unsupported", "not attributed"}:
-            return 0
-    return value

@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from assay.judge.prompts import Prompt, Section
-from assay.judge.verdicts import as_binary
+from assay.judge.prompts import Prompt, Section, unfilled_task
+from assay.judge.verdicts import Binary
 
 __all__ = [
     "CONVERSATION_OUTCOME",
@@ -47,27 +47,17 @@ class _Reply(BaseModel):
 class YesNo(_Reply):
     """A yes/no verdict (1/0) with the judge's reason."""
 
-    verdict: int = Field(ge=0, le=1)
+    verdict: Binary
     reason: str = Field(default="", validation_alias=_REASON)
-
-    @field_validator("verdict", mode="before")
-    @classmethod
-    def _binary(cls, value: Any) -> Any:
-        return as_binary(value)
 
 
 class TopicVerdict(_Reply):
     """What the last user message is about, whether that is allowed, whether it was refused."""
 
     topic: str = ""
-    allowed: int = Field(ge=0, le=1)
-    refused: int = Field(ge=0, le=1)
+    allowed: Binary
+    refused: Binary
     reason: str = Field(default="", validation_alias=_REASON)
-
-    @field_validator("allowed", "refused", mode="before")
-    @classmethod
-    def _binary(cls, value: Any) -> Any:
-        return as_binary(value)
 
 
 class TurnReview(_Reply):
@@ -84,13 +74,8 @@ class Intention(_Reply):
 
     turn: int = Field(ge=0)
     intention: str
-    satisfied: int = Field(ge=0, le=1)
+    satisfied: Binary
     reason: str = Field(default="", validation_alias=_REASON)
-
-    @field_validator("satisfied", mode="before")
-    @classmethod
-    def _binary(cls, value: Any) -> Any:
-        return as_binary(value)
 
 
 class ConversationOutcome(_Reply):
@@ -113,10 +98,7 @@ REVIEW_TASKS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 
 def _check_review(out: TurnReview, values: Mapping[str, Any]) -> str | None:
-    for key, requires in REVIEW_TASKS:
-        if all(values.get(r) for r in requires) and getattr(out, key) is None:
-            return f"'{key}' must hold the verdict of its task"
-    return None
+    return unfilled_task(out, values, REVIEW_TASKS)
 
 
 TURN_REVIEW: Prompt[TurnReview] = Prompt(

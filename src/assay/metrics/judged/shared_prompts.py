@@ -28,6 +28,7 @@ from assay.judge.prompts import (
     HALLUCINATION,
     Prompt,
     Section,
+    unfilled_task,
 )
 from assay.judge.verdicts import Classification, GEvalVerdict, ScoreVerdict
 
@@ -68,10 +69,7 @@ _GROUNDING_TASKS: tuple[tuple[str, Prompt[Any], tuple[str, ...]], ...] = (
 
 
 def _check_grounding(out: GroundingScores, values: Mapping[str, Any]) -> str | None:
-    for key, _, requires in _GROUNDING_TASKS:
-        if all(values.get(r) for r in requires) and getattr(out, key) is None:
-            return f"'{key}' must hold the score of its task"
-    return None
+    return unfilled_task(out, values, ((key, requires) for key, _, requires in _GROUNDING_TASKS))
 
 
 GROUNDING: Prompt[GroundingScores] = Prompt(
