@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -24,8 +21,7 @@ from assay.config import AssayConfig
 from assay.resources import Resources
 from assay.runner import evaluate
 from assay.sample import Sample
-
-SERVER = Path(__file__).resolve().parent.parent / "tests" / "judge_server.py"
+from judge_speed import start_server  # the test judge server in its own process
 
 REQUESTS = [
     ("Where is my parcel 4417?", "Parcel 4417 left the Leeds depot this morning."),
@@ -56,18 +52,6 @@ def chat(turns: int, n: int) -> Sample:
         allowed_topics=["parcel delivery", "refunds"],
         expected_outcome="The parcel is redirected to the user's office.",
     )
-
-
-def start_server(delay: float) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--delay", str(delay)], stdout=subprocess.PIPE, text=True
-    )
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip()
-    if not url.startswith("http://127.0.0.1:"):
-        proc.kill()
-        raise RuntimeError(f"test server did not start: {url!r}")
-    return proc, url
 
 
 def main() -> None:

@@ -132,6 +132,18 @@ def _last_user(sample: Sample, turn: ReviewedTurn) -> str | None:
     return messages(sample)[turn.user_indices[-1]].content or None
 
 
+def _answers_to_users(
+    samples: Sequence[Sample], window: int
+) -> list[list[tuple[ReviewedTurn, str]]]:
+    """Per sample, each reviewed reply with the last user message before it (replies
+    with no user message before them are left out)."""
+    out = []
+    for sample in samples:
+        pairs = [(turn, _last_user(sample, turn)) for turn in reviewed_turns(sample, window)]
+        out.append([(turn, user) for turn, user in pairs if user])
+    return out
+
+
 @register
 class TurnRelevancy(ConversationMetric):
     """Share of the assistant's replies that are relevant to the turns just before them.
@@ -155,17 +167,14 @@ class TurnRelevancy(ConversationMetric):
     def estimate_turns(
         self, samples: Sequence[Sample], res: Resources
     ) -> list[list[dict[str, Any]]]:
-        pairs = [
-            [(t, _last_user(s, t)) for t in reviewed_turns(s, self.window) if _last_user(s, t)]
-            for s in samples
-        ]
-        vectors = Vectors(res, (text for ps in pairs for t, u in ps for text in (t.text, u or "")))
+        pairs = _answers_to_users(samples, self.window)
+        vectors = Vectors(res, (text for ps in pairs for t, u in ps for text in (t.text, u)))
         out = []
         for sample_pairs in pairs:
             turns = []
             for turn, user in sample_pairs:
                 phrase = uncertainty_phrase(turn.text)
-                cosine = vectors.cosine(turn.text, user or "")
+                cosine = vectors.cosine(turn.text, user)
                 turns.append(
                     {
                         "turn": turn.index,
@@ -320,17 +329,14 @@ class TopicAdherence(ConversationMetric):
         self, samples: Sequence[Sample], res: Resources
     ) -> list[list[dict[str, Any]]]:
         refusals = refusal_patterns(res)
-        pairs = [
-            [(t, _last_user(s, t)) for t in reviewed_turns(s, self.window) if _last_user(s, t)]
-            for s in samples
-        ]
+        pairs = _answers_to_users(samples, self.window)
         topics = {topic for s in samples for topic in s.allowed_topics or []}
-        vectors = Vectors(res, [*topics, *(u or "" for ps in pairs for _, u in ps)])
+        vectors = Vectors(res, [*topics, *(u for ps in pairs for _, u in ps)])
         out = []
         for sample, sample_pairs in zip(samples, pairs, strict=True):
             turns = []
             for turn, user in sample_pairs:
-                cosines = {t: vectors.cosine(user or "", t) for t in sample.allowed_topics or []}
+                cosines = {t: vectors.cosine(user, t) for t in sample.allowed_topics or []}
                 topic, best = max(cosines.items(), key=lambda kv: kv[1], default=("", 0.0))
                 refused = bool(refusals.find(turn.text))
                 allowed = best >= ALLOWED_TOPIC_COSINE
