@@ -71,8 +71,10 @@ class ConversationCompleteness(_OutcomeMetric):
     Local estimator ``request_coverage``: each user message with a question or at least
     two content words is an intention; it is satisfied when a later assistant reply has
     an embedding cosine of at least 0.35 with it and neither refuses (the refusal
-    patterns) nor is non-committal ("I don't know"). Weaknesses: the estimator counts
-    messages, not intentions (two requests in one message are one, a request spread over
+    patterns) nor is non-committal ("I don't know"). Agreement with people: Spearman 0.17
+    (0.10-0.27) with DSTC9 "understanding" over 538 conversations (conversation length
+    alone 0.12): weak, and open chit-chat has few requests. Weaknesses: the estimator
+    counts messages, not intentions (two requests in one message are one, a request spread over
     two messages two), and a reply on the subject that does not do what was asked counts
     as satisfying it.
     """
@@ -166,7 +168,8 @@ class AgentGoalAccuracy(_GoalMetric):
     know" are left out, and 0 when nothing is left), clipped to 0..1 (a graded score, not
     a verdict). Weaknesses: the estimator measures
     wording, so "your refund was not issued" is close to "the refund is issued";
-    read it as a ranking aid, and use a judge for a verdict.
+    read it as a ranking aid, and use a judge for a verdict. Agreement with people: no
+    public human-labelled data found.
     """
 
     name = "agent_goal_accuracy"
@@ -232,8 +235,9 @@ class AgentGoalAccuracyNoReference(_GoalMetric):
     Local estimator ``completion_signals``: 0 when the final assistant message refuses
     (the refusal patterns) or is non-committal ("I don't know"), or a tool step failed
     and no later call of the same tool succeeded; else 1; the evidence names the signal.
-    Weaknesses: the estimator sees failure signals only: a confident wrong answer or an
-    unfinished task with no error scores 1.
+    Agreement with people: no public human-labelled data found. Weaknesses: the estimator
+    sees failure signals only: a confident wrong answer or an unfinished task with no
+    error scores 1.
     """
 
     name = "agent_goal_accuracy_no_reference"

@@ -155,9 +155,15 @@ class TurnRelevancy(ConversationMetric):
     None when no reply has a message before it.
     Local estimator ``reply_cosine``: each reply's score is clip(cos(embed(reply),
     embed(last user message)), 0, 1), 0 for a non-committal reply ("I don't know"); the
-    value is their mean (a graded score, not a share). Weaknesses: the estimator measures
-    topical closeness to the last user message only, so a reply on the right subject that
-    ignores the request scores high, and a short acknowledgement ("Sure, done!") low.
+    value is their mean (a graded score, not a share). Agreement with people (dev data,
+    ``benchmarks/conversation_validity.py``): Spearman 0.33 (95% CI 0.23-0.43) with USR
+    Topical-Chat "Maintains Context" ratings of 360 replies (the reply as the last turn;
+    reply length alone 0.22), 0.43 (0.33-0.53) with the MiniLM embedder
+    (``embedder = "minilm"``); 0.18 (0.09-0.25) with DSTC9 "coherent" over 550 whole
+    conversations. Weaknesses: the estimator measures topical closeness to the last user
+    message only, so a reply on the right subject that ignores the request scores high,
+    and a short acknowledgement ("Sure, done!") low; among replies to the same context
+    (USE) it ranks no better than reply length (0.28 against 0.32).
     """
 
     name = "turn_relevancy"
@@ -201,9 +207,13 @@ class KnowledgeRetention(ConversationMetric):
     for what an earlier user sentence stated (at least half of the question's content
     words, request words such as "could" or "confirm" left out, are in that sentence, or
     their embedding cosine is at least 0.6), else 1; the evidence names the question and
-    the user message it repeats. Weaknesses: the estimator sees re-asked questions only,
-    not contradictions stated as facts; a clarifying question that reuses the user's words
-    ("Which of your two orders, 4417 or 4420?") is counted as re-asking.
+    the user message it repeats. Agreement with people: no public human-labelled data on
+    re-asking was found; on DSTC9's "consistent" labels (550 conversations; the bot
+    contradicting itself, which the estimator does not look for) its AUROC is 0.45
+    (0.40-0.49), chance level. Weaknesses: the estimator sees re-asked questions only,
+    not contradictions stated as facts (that needs an entailment model, which no shipped
+    package provides); a clarifying question that reuses the user's words ("Which of your
+    two orders, 4417 or 4420?") is counted as re-asking. Use a judge for this metric.
     """
 
     name = "knowledge_retention"
@@ -249,8 +259,9 @@ class RoleAdherence(ConversationMetric):
     Local estimator ``persona_breaks``: a reply scores 0 when it steps out of character
     by a known phrase ("as an AI language model", "I'm just a chatbot", "I can't
     role-play"; self-references are no break when the role itself is an AI assistant),
-    else 1. Weaknesses: the estimator catches explicit breaks only; a reply in the wrong
-    tone or outside the role's scope scores 1.
+    else 1. Agreement with people: no public human-labelled data found. Weaknesses: the
+    estimator catches explicit breaks only; a reply in the wrong tone or outside the
+    role's scope scores 1.
     """
 
     name = "role_adherence"
@@ -294,8 +305,10 @@ class TopicAdherence(ConversationMetric):
     when no reply follows a user message.
     Local estimator ``topic_cosine``: a user message is on an allowed topic when its
     embedding cosine with a topic's name is at least 0.15, and a reply refuses when it
-    matches the refusal patterns (``refusal`` of the safety patterns). Weaknesses: short
-    topic names embed loosely, so the topic test is coarse; a polite deflection without a
+    matches the refusal patterns (``refusal`` of the safety patterns). The 0.15 was set on
+    hand-made examples (USE: requests on a topic 0.2-0.5, off-topic ones below 0.1);
+    agreement with people: no public human-labelled data found. Weaknesses: short topic
+    names embed loosely, so the topic test is coarse; a polite deflection without a
     refusal phrase counts as answering.
     """
 
