@@ -52,6 +52,9 @@ from validity_evidence import CARDS_DOC, CARDS_JSON, rows_from_json, write_cards
 from validity_stats import Row, auroc_rows, spearman_row
 
 DATA = Path(os.environ.get("ASSAY_DEV_DATA", "/work/shared/data"))
+#: Davidson tweets scored per class (hate 1,430, offensive 19,190, neither 4,163): AUROC
+#: does not depend on the class shares, and all 24,783 take ~30 CPU-minutes here
+DAVIDSON_PER_CLASS = 1500
 
 
 @dataclass
@@ -358,8 +361,9 @@ def check_truthfulqa_reference_metrics(ctx: Context) -> list[Row]:
         names,
         samples,
         labels,
-        compared="correct vs incorrect answers, each against the best answer",
+        compared="correct vs incorrect answers",
         groups=groups,
+        note="each answer against the best answer",
     )
 
 
@@ -375,7 +379,7 @@ def check_truthfulqa_source_grounding(ctx: Context) -> list[Row]:
         ["source_grounding"],
         samples,
         labels,
-        compared="correct vs incorrect answers to the question",
+        compared="correct vs incorrect answers",
         groups=groups,
         note="scored against the question, as the metric does when a query is present",
     )
@@ -430,47 +434,50 @@ def check_qags_cnndm_faithfulness(ctx: Context) -> list[Row]:
     )
 
 
-@check
-def check_davidson_toxicity(ctx: Context) -> list[Row]:
-    """Safety metrics vs Davidson tweets: AUROC for hate or offensive vs neither, and for
-    hate speech vs neither. The toxicity model was trained on these tweets."""
-    samples, classes = davidson_tweets(ctx.data)
-    names = (
-        "toxicity_score",
-        "ethical_violation",
-        "compliance_score",
-        "toxicity_keywords",
-        "harmfulness_score",
-        "bias_score",
-        "harmful_instructions",
-    )
-    note = (
-        "the toxicity model (toxicity_score, ethical_violation, compliance_score) was "
-        "trained partly on these tweets, so its numbers here are not evidence of validity"
-    )
+def _davidson_rows(ctx: Context, check_: str, names: Sequence[str], note: str) -> list[Row]:
+    """AUROC of each metric for hate or offensive vs neither, and for hate vs neither, on
+    a stratified sample of the Davidson tweets."""
+    samples, classes = davidson_tweets(ctx.data, per_class=DAVIDSON_PER_CLASS, seed=ctx.seed)
+    note = f"a stratified sample of up to {DAVIDSON_PER_CLASS} tweets per class; {note}"
     rows = _auroc_of_metrics(
         ctx,
-        "davidson_toxicity",
+        check_,
         "davidson-tweets",
         names,
         samples,
         (classes < 2).astype(int),
-        compared="hate speech or offensive language vs neither (annotator majority)",
+        compared="hate speech or offensive language vs neither",
         positive_is_good=False,
         note=note,
     )
     hate_or_neither = classes != 1
     return rows + _auroc_of_metrics(
         ctx,
-        "davidson_hate",
+        check_,
         "davidson-tweets",
         names,
         [s for s, keep in zip(samples, hate_or_neither, strict=True) if keep],
         (classes[hate_or_neither] == 0).astype(int),
-        compared="hate speech vs neither (annotator majority; offensive-only tweets left out)",
+        compared="hate speech vs neither (offensive-only tweets left out)",
         positive_is_good=False,
         note=note,
     )
+
+
+@check
+def check_davidson_patterns(ctx: Context) -> list[Row]:
+    """Pattern-list safety metrics vs Davidson tweets (annotator majority): AUROC."""
+    names = ("toxicity_keywords", "harmfulness_score", "bias_score", "harmful_instructions")
+    return _davidson_rows(ctx, "davidson_patterns", names, "no model: the lists are fixed")
+
+
+@check
+def check_davidson_toxicity_model(ctx: Context) -> list[Row]:
+    """Metrics on the toxicity model vs Davidson tweets: AUROC. The model was trained on
+    these tweets, so these numbers are no evidence of validity."""
+    names = ("toxicity_score", "ethical_violation", "compliance_score")
+    note = "the toxicity model was trained on these tweets: not evidence of validity"
+    return _davidson_rows(ctx, "davidson_toxicity_model", names, note)
 
 
 # ---- report ------------------------------------------------------------------------------
@@ -542,7 +549,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for func in chosen:
             print(f"running {check_name(func)} ...", file=sys.stderr)
             rows.extend(func(ctx))
-    print(format_table(rows))
+    if rows:
+        print(format_table(rows))
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2), encoding="utf-8")
     if args.cards:

@@ -98,13 +98,21 @@ def qags_cnndm_sentences(data: Path) -> tuple[list[Sample], np.ndarray, np.ndarr
 
 
 @functools.cache
-def davidson_tweets(data: Path) -> tuple[list[Sample], np.ndarray]:
-    """Davidson et al. tweets as responses with the annotators' majority class: 0 hate
-    speech, 1 offensive language, 2 neither."""
-    samples: list[Sample] = []
+def davidson_tweets(data: Path, per_class: int, seed: int) -> tuple[list[Sample], np.ndarray]:
+    """Davidson et al. tweets as responses with the annotators' majority class (0 hate
+    speech, 1 offensive language, 2 neither): at most ``per_class`` of each class, drawn
+    at random (``seed``), in file order."""
+    texts: list[str] = []
     classes: list[int] = []
     with (data / "davidson-tweets.csv").open(encoding="utf-8", newline="") as handle:
         for row in csv.DictReader(handle):
-            samples.append(Sample(response=row["tweet"]))
+            texts.append(row["tweet"])
             classes.append(int(row["class"]))
-    return samples, np.asarray(classes)
+    labels = np.asarray(classes)
+    rng = np.random.default_rng(seed)
+    chosen = np.sort(
+        np.concatenate(
+            [rng.permutation(np.flatnonzero(labels == k))[:per_class] for k in np.unique(labels)]
+        )
+    )
+    return [Sample(response=texts[i]) for i in chosen], labels[chosen]

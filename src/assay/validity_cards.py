@@ -124,12 +124,16 @@ def _where(entry: dict[str, Any]) -> str:
     return f"{data['name']} {data['split']}, {entry['compared']}"
 
 
+def _by(entry: dict[str, Any]) -> str:
+    return "" if entry["estimator"] == "-" else f" with {entry['estimator']}"
+
+
 def _chance_finding(entry: dict[str, Any]) -> str | None:
     statistic, ci = entry["statistic"], entry.get("ci95")
     if statistic not in CHANCE or entry["value"] is None or not ci:
         return None
     chance = CHANCE[statistic]
-    said = f"On {_where(entry)}: {statistic} {format_value(entry)}"
+    said = f"On {_where(entry)}: {statistic} {format_value(entry)}{_by(entry)}"
     if ci[1] < chance:
         return (
             f"{said}, below chance ({chance:g}): it tends to score the second group above the "
@@ -160,8 +164,8 @@ def _better_finding(
         return None
     other, best = max(rivals, key=lambda pair: pair[1]["value"])
     return (
-        f"Better on the same data ({_where(entry)}): {other}, {best['statistic']} "
-        f"{format_value(best)} against {format_value(entry)}."
+        f"Better on the same data ({_where(entry)}): {other}{_by(best)}, {best['statistic']} "
+        f"{format_value(best)} against {format_value(entry)}{_by(entry)}."
     )
 
 
@@ -170,7 +174,7 @@ def _findings(name: str, card: dict[str, Any], pool: list[tuple[str, dict[str, A
     for entry in card["evidence"]:
         if entry.get("trained_on"):
             note = (
-                f"Its model was trained partly on {entry['dataset']['name']}: the numbers on "
+                f"Its model was trained on {entry['dataset']['name']}: the numbers on "
                 "it are not evidence of validity."
             )
             if note not in out:

@@ -10,11 +10,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from assay.cli import app, consoles
-from assay.registry import SUITE_DESCRIPTIONS, list_metrics, suite
+from assay.registry import SUITE_DESCRIPTIONS, list_metrics, metric_class, suite
 
 
 @app.command("metrics")
 def metrics_command(
+    name: Annotated[
+        str | None, typer.Argument(help="Only this metric (its name or an alias).")
+    ] = None,
     family: Annotated[
         str | None, typer.Option("--family", "-f", help="Only this family (e.g. rag, safety).")
     ] = None,
@@ -23,6 +26,14 @@ def metrics_command(
     ] = None,
     suites: Annotated[bool, typer.Option("--suites", help="List the suites instead.")] = False,
     output_format: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    validity: Annotated[
+        bool,
+        typer.Option(
+            "--validity",
+            help="Show the validity cards: agreement with human labels on development data, "
+            "findings and known failure modes.",
+        ),
+    ] = False,
 ) -> None:
     """List every metric with its aliases, description, inputs, range and polarity."""
     console = consoles.results()
@@ -35,6 +46,11 @@ def metrics_command(
         problem = f"unknown family {family!r}; families: {', '.join(families)}"
     elif suite_name is not None and suite_name not in SUITE_DESCRIPTIONS:
         problem = f"unknown suite {suite_name!r}; suites: {', '.join(SUITE_DESCRIPTIONS)}"
+    elif name is not None:
+        try:
+            name = metric_class(name).name
+        except KeyError as exc:
+            problem = str(exc.args[0])
     if problem is not None:
         err.print(f"[red]error:[/red] {escape(problem)}")
         raise typer.Exit(2)
@@ -55,6 +71,11 @@ def metrics_command(
     if suite_name:
         members = set(suite(suite_name))
         classes = [c for c in classes if c.name in members]
+    if name is not None:
+        classes = [c for c in classes if c.name == name]
+    if validity:
+        _print_cards([c.name for c in classes], output_format)
+        return
     if output_format == "json":
         typer.echo(json.dumps([c.info() for c in classes], indent=2))
         return
@@ -74,3 +95,18 @@ def metrics_command(
             cls.description(),
         )
     console.print(table)
+
+
+def _print_cards(names: list[str], output_format: str) -> None:
+    """The validity cards of these metrics, from the shipped cards file."""
+    from assay.validity_cards import card_renderables, load_cards
+
+    cards = load_cards()["cards"]
+    if output_format == "json":
+        typer.echo(json.dumps({n: cards[n] for n in names}, indent=2, ensure_ascii=False))
+        return
+    console = consoles.results()
+    for card_name in names:
+        for renderable in card_renderables(card_name, cards[card_name]):
+            console.print(renderable)
+        console.print()
