@@ -3,7 +3,7 @@
 ``python benchmarks/judge_speed.py`` starts the scripted OpenAI-compatible test server
 (``tests/judge_server.py``) in its own process with a fixed delay per call (default
 200 ms, like a hosted judge's latency), then scores ``rag-bench-50.jsonl`` with the
-judged metrics at the default concurrency (32):
+judged metrics at the default concurrency (64):
 
 1. the four RAGAS-style metrics and ``ragas_score``, metric after metric (each metric's
    own ``score_batch``), then again from a clean state through the engine as the runner

@@ -118,7 +118,7 @@ class JudgeClient:
         model: the judge model name as the server knows it.
         base_url: the server's ``/v1`` URL; None means OpenAI's.
         api_key: the key; servers that need none get a placeholder.
-        concurrency: most requests in flight at once (default 32, as ``judge_concurrency``).
+        concurrency: most requests in flight at once (default 64, as ``judge_concurrency``).
         timeout: seconds a request may take before it counts as timed out.
         max_retries: retries after the first attempt on 429/5xx/timeouts.
         cache: persistent reply cache (``JudgeCache(None)`` or None disables it).
@@ -135,7 +135,7 @@ class JudgeClient:
         base_url: str | None = None,
         api_key: str | None = None,
         *,
-        concurrency: int = 32,
+        concurrency: int = 64,
         timeout: float = 60.0,
         max_retries: int = 4,
         cache: JudgeCache | None = None,
