@@ -32,9 +32,13 @@ def test_every_registered_metric_has_a_card():
 
 def test_cards_are_current_with_the_registry_and_docstrings():
     # failure modes, aliases, statuses and findings are rebuilt from the registry and the
-    # evidence; when this fails, `python benchmarks/validity.py --cards --rows` (no files:
-    # nothing runs) rewrites the cards and the docs with the evidence they hold
+    # evidence (a new metric, an edited "Weaknesses:" paragraph make them stale)
     doc = load_cards()
+    stale = [n for n, card in refresh(doc)["cards"].items() if doc["cards"].get(n) != card]
+    assert not stale, (
+        f"stale validity cards: {stale}; run `python benchmarks/validity.py --cards --rows` "
+        "(no file: nothing is measured) to rewrite the cards and docs/validity.md"
+    )
     assert refresh(doc) == doc
 
 
