@@ -284,6 +284,11 @@ def render_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _notes(card: dict[str, Any]) -> list[str]:
+    """The evidence's notes, once each, with the check they belong to."""
+    return sorted({f"{e['check']}: {e['note']}" for e in card["evidence"] if e.get("note")})
+
+
 def _markdown_card(name: str, card: dict[str, Any]) -> list[str]:
     aliases = f" (also reported as {', '.join(card['aliases'])})" if card["aliases"] else ""
     polarity = "higher" if card["higher_is_better"] else "lower"
@@ -294,10 +299,10 @@ def _markdown_card(name: str, card: dict[str, Any]) -> list[str]:
         out.append("| --- " * 7 + "|")
         for entry in card["evidence"]:
             out.append("| " + " | ".join(map(_md, _entry_cells(entry))) + " |")
-        notes = sorted({e["note"] for e in card["evidence"] if e.get("note")})
         runs = sorted({f"Assay {e['assay_version']}, {e['measured']}" for e in card["evidence"]})
         out += ["", f"Measured with {'; '.join(runs)}."]
-        out += [f"Note: {note}" for note in notes]
+        notes = _notes(card)
+        out += ["", "Notes:", *(f"- {note}" for note in notes)] if notes else []
     out += ["", "Findings:" if card["findings"] else "Findings: none."]
     out += [f"- {finding}" for finding in card["findings"]]
     modes = card["failure_modes"]
@@ -327,10 +332,7 @@ def card_renderables(name: str, card: dict[str, Any]) -> list[RenderableType]:
         out.append(table)
         runs = sorted({f"Assay {e['assay_version']}, {e['measured']}" for e in card["evidence"]})
         out.append(Text(f"measured with {'; '.join(runs)}"))
-        out += [
-            Text(f"note: {n}")
-            for n in sorted({e["note"] for e in card["evidence"] if e.get("note")})
-        ]
+        out += [Text(f"note: {note}") for note in _notes(card)]
     out += [Text(f"finding: {f}") for f in card["findings"]]
     modes = card["failure_modes"] or ["none stated in its docstring"]
     out += [Text(f"failure mode: {m}") for m in modes]
