@@ -169,9 +169,8 @@ def test_findings_below_chance_and_better_metric_on_the_same_items():
     ]
     assert cards["similar_demo"]["findings"] == [
         "On Demo set dev, good vs bad answers: auroc 0.300 (0.20–0.40) with cosine, below "
-        "chance (0.5): "
-        "it tends to score the second group above the first, so it measures something other "
-        "than what its name suggests.",
+        "chance (0.5): it orders these items against the human labels more often than with "
+        "them, so it measures something other than what its name suggests.",
         "Better on the same data (Demo set dev, good vs bad answers): better_demo, auroc "
         "0.900 (0.85–0.95) against 0.300 (0.20–0.40) with cosine.",
     ]
@@ -201,9 +200,16 @@ def test_rendered_markdown_has_a_family_table_and_the_card():
                 "licence": "MIT",
             }
         },
-        "cards": {"similar_demo": {"evidence": [_entry("similar_demo", 0.3, [0.2, 0.4])]}},
+        "cards": {
+            "similar_demo": {
+                "evidence": [
+                    {**_entry("similar_demo", 0.3, [0.2, 0.4]), "baselines": {"reply words": 0.25}}
+                ]
+            }
+        },
     }
     text = render_markdown(refresh(doc, [_Similar, _Better]))
+    assert "Baselines on the same items:\n- demo auroc: reply words 0.250\n" in text
     assert "| Demo set | dev | good/bad | S; MIT |" in text
     assert (
         "| similar_demo | Demo set dev | good vs bad answers | similar_demo | cosine | auroc "

@@ -136,8 +136,9 @@ def _chance_finding(entry: dict[str, Any]) -> str | None:
     said = f"On {_where(entry)}: {statistic} {format_value(entry)}{_by(entry)}"
     if ci[1] < chance:
         return (
-            f"{said}, below chance ({chance:g}): it tends to score the second group above the "
-            "first, so it measures something other than what its name suggests."
+            f"{said}, below chance ({chance:g}): it orders these items against the human "
+            "labels more often than with them, so it measures something other than what its "
+            "name suggests."
         )
     if ci[0] <= chance:
         return f"{said}, not distinguishable from chance ({chance:g})."
@@ -289,6 +290,19 @@ def _notes(card: dict[str, Any]) -> list[str]:
     return sorted({f"{e['check']}: {e['note']}" for e in card["evidence"] if e.get("note")})
 
 
+def _baselines(card: dict[str, Any]) -> list[str]:
+    """Scores that know nothing about meaning (reply length, ...) measured beside an entry,
+    once per check and statistic."""
+    return sorted(
+        {
+            f"{e['check']} {e['statistic']}: "
+            + ", ".join(f"{b} {v:.3f}" for b, v in e["baselines"].items())
+            for e in card["evidence"]
+            if e.get("baselines")
+        }
+    )
+
+
 def _markdown_card(name: str, card: dict[str, Any]) -> list[str]:
     aliases = f" (also reported as {', '.join(card['aliases'])})" if card["aliases"] else ""
     polarity = "higher" if card["higher_is_better"] else "lower"
@@ -303,6 +317,12 @@ def _markdown_card(name: str, card: dict[str, Any]) -> list[str]:
         out += ["", f"Measured with {'; '.join(runs)}."]
         notes = _notes(card)
         out += ["", "Notes:", *(f"- {note}" for note in notes)] if notes else []
+        baselines = _baselines(card)
+        out += (
+            ["", "Baselines on the same items:", *(f"- {b}" for b in baselines)]
+            if baselines
+            else []
+        )
     out += ["", "Findings:" if card["findings"] else "Findings: none."]
     out += [f"- {finding}" for finding in card["findings"]]
     modes = card["failure_modes"]
@@ -333,6 +353,7 @@ def card_renderables(name: str, card: dict[str, Any]) -> list[RenderableType]:
         runs = sorted({f"Assay {e['assay_version']}, {e['measured']}" for e in card["evidence"]})
         out.append(Text(f"measured with {'; '.join(runs)}"))
         out += [Text(f"note: {note}") for note in _notes(card)]
+        out += [Text(f"baseline on the same items: {b}") for b in _baselines(card)]
     out += [Text(f"finding: {f}") for f in card["findings"]]
     modes = card["failure_modes"] or ["none stated in its docstring"]
     out += [Text(f"failure mode: {m}") for m in modes]
