@@ -143,7 +143,7 @@ def test_an_uncomputed_metric_never_passes_a_gate(pytester, cache_dir, monkeypat
         ],
         "test_judge_fails": [
             "  factual_accuracy errored: JudgeError: judge request failed after 0 retries: "
-            "APIConnectionError: Connection error. [method: llm]",
+            "ConnectionFailed: ConnectError: All connection attempts failed [method: llm]",
             "    reason: judge call failed",
         ],
         "test_gated_na": [
