@@ -50,7 +50,7 @@ from assay.config import AssayConfig
 from assay.registry import get_metric
 from assay.resources import Resources
 from assay.sample import Sample
-from validity import Row, format_table
+from validity import Row, check_name, format_table
 
 DATA = Path(__file__).resolve().parent / "data" / "dialogue"
 BOOTSTRAP = 1000
@@ -295,16 +295,14 @@ class Context:
 
 
 Check = Callable[[Context], list[Row]]
+#: this script's checks, named as validity.py's are (`check_name`)
 CHECKS: list[Check] = []
 
 
 def check(func: Check) -> Check:
+    """Register one of this script's checks."""
     CHECKS.append(func)
     return func
-
-
-def check_name(func: Check) -> str:
-    return func.__name__.removeprefix("check_")
 
 
 def _groups(rated: Sequence[Rated]) -> np.ndarray:
