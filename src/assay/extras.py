@@ -4,8 +4,8 @@
 embeddings, the judge client, the CLI and the SQLite store. The extras add the rest:
 ``models`` (torch, sentence-transformers, BERTScore, spaCy, the toxicity classifier,
 scikit-learn), ``server`` (``assay serve``), ``postgres`` (a PostgreSQL store), ``pandas``
-(DataFrame input, .csv and .parquet output), ``ray`` (``--executor ray``: scoring on a
-Ray cluster) and ``all``. A feature whose package is missing raises an error naming its
+(DataFrame and .parquet input, .csv and .parquet output), ``ray`` (``--executor ray``:
+scoring on a Ray cluster) and ``all``. A feature whose package is missing raises an error naming its
 extra, e.g. ``BERTScore needs the models extra: pip install "assay-eval[models]"``.
 """
 

@@ -1,4 +1,4 @@
-"""Readers: JSONL, CSV, JSON array and pandas DataFrame into `Sample` objects.
+"""Readers: JSONL, CSV, JSON array, Parquet and pandas DataFrame into `Sample` objects.
 
 A malformed record never stops the others: each problem becomes an `InputError` naming
 the file, the line (or item) and the field; ``strict=True`` raises the first instead.
@@ -16,6 +16,8 @@ What the readers accept, and what they reject (every rejection names file, line,
 * CSV (``,``, or ``;``/tab/``|`` when the header holds no comma) and TSV: list columns
   hold JSON (``["a", "b"]``) or one plain string (a list of one); quoted newlines are
   fine; missing cells are absent; more cells than header columns is an error.
+* Parquet: one row per sample; list and struct columns arrive as lists and dicts, a null
+  cell is absent (`assay.parquet_input`).
 * A record with no known field (only unknown keys, or all empty) is an error: nothing in
   it could be scored, and it usually means misspelt column names.
 * A field nesting objects/arrays deeper than ``max_json_depth`` (500 by default) is an
@@ -443,6 +445,7 @@ INPUT_FORMATS = {
     "jsonl": (".jsonl", ".ndjson"),
     "csv": (".csv", ".tsv"),
     "json": (".json",),
+    "parquet": (".parquet",),
     "otlp": (),
 }
 
@@ -454,21 +457,30 @@ def read_samples(
     max_json_depth: int | None = None,
     input_format: str | None = None,
 ) -> tuple[list[Sample], list[InputError]]:
-    """Read samples from a .jsonl, .csv (.tsv) or .json (array of objects) file, or from
-    an OpenTelemetry trace export (OTLP JSON, one sample per trace: `assay.otlp`).
+    """Read samples from a .jsonl, .csv (.tsv), .json (array of objects) or .parquet file
+    (one row each, read in record batches: `assay.parquet_input`), or from an
+    OpenTelemetry trace export (OTLP JSON, one sample per trace: `assay.otlp`).
 
-    ``input_format`` (jsonl, csv, json or otlp) overrides what the suffix says; without
+    ``input_format`` (jsonl, csv, json, parquet or otlp) overrides what the suffix says; without
     it, a .json or .jsonl file that starts like an OTLP export is read as one. Returns the
     valid samples and the errors of the invalid records (a field nesting deeper than
     ``max_json_depth``, default the configured one, is one). Raises `FileNotFoundError`
     for a missing file and `InputErrors` in strict mode or when the file cannot be read
-    at all (a directory, no permission, not a known format).
+    at all (a directory, no permission, not a known format), and `MissingExtra` (naming
+    the pip command) for a .parquet file without pyarrow installed.
     """
     path = Path(path)
     source = str(path)
     if path.is_dir():
         raise InputErrors(
-            [InputError(source, None, None, "is a directory; give a .jsonl, .csv or .json file")]
+            [
+                InputError(
+                    source,
+                    None,
+                    None,
+                    "is a directory; give a .jsonl, .csv, .json or .parquet file",
+                )
+            ]
         )
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
@@ -485,9 +497,10 @@ def read_samples(
                 )
             ]
         )
-    if input_format is None and suffix not in {".jsonl", ".ndjson", ".csv", ".tsv", ".json"}:
+    known = {s for suffixes in INPUT_FORMATS.values() for s in suffixes}
+    if input_format is None and suffix not in known:
         raise InputErrors(
-            [InputError(source, None, None, "unknown format: use .jsonl, .csv or .json")]
+            [InputError(source, None, None, "unknown format: use .jsonl, .csv, .json or .parquet")]
         )
     if input_format == "otlp" or (input_format is None and suffix in {".json", ".jsonl"}):
         from assay.otlp import is_otlp, read_otlp
@@ -505,6 +518,10 @@ def read_samples(
             records, unit = _json_records(path, errors, strict)
         elif suffix in {".csv", ".tsv"}:
             records, unit = _csv_records(path, errors, strict), "line"
+        elif suffix == ".parquet":
+            from assay.parquet_input import parquet_records
+
+            records, unit = parquet_records(path), "row"
         else:
             records, unit = _jsonl_records(path, errors, strict), "line"
         samples, more = samples_from_records(

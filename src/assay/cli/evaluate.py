@@ -53,8 +53,8 @@ def evaluate_command(
     data: Annotated[
         Path,
         typer.Argument(
-            help="Samples: a .jsonl, .csv or .json file, or an OpenTelemetry trace export "
-            "(OTLP JSON: one sample per trace)."
+            help="Samples: a .jsonl, .csv, .json or .parquet file, or an OpenTelemetry trace "
+            "export (OTLP JSON: one sample per trace)."
         ),
     ],
     suite: Annotated[
@@ -96,7 +96,7 @@ def evaluate_command(
         str | None,
         typer.Option(
             "--input-format",
-            help="jsonl, csv, json or otlp (OpenTelemetry traces as OTLP JSON, one sample "
+            help="jsonl, csv, json, parquet or otlp (OpenTelemetry traces as OTLP JSON, one sample "
             "per trace). Default: from the suffix; an OTLP export is recognised by its content.",
         ),
     ] = None,
@@ -246,7 +246,7 @@ def evaluate_command(
             )
     try:
         samples, input_errors = read_samples(data, strict=strict, input_format=input_format)
-    except (FileNotFoundError, InputErrors) as exc:
+    except (FileNotFoundError, InputErrors, ModelUnavailable) as exc:  # a missing extra: pip
         fail(str(exc))
     for problem in input_errors:
         err.print(f"[yellow]skipped:[/yellow] {escape(str(problem))}")

@@ -1,0 +1,82 @@
+"""Parquet input: each row of a ``.parquet`` file is one sample record.
+
+Columns are read in record batches (`pyarrow.parquet.ParquetFile.iter_batches`), so the
+Arrow data of only one batch is in memory at a time; the records then go through the same
+validation as JSONL and CSV records (`assay.io.samples_from_records`), which collects the
+valid samples into a list, so the samples themselves are all held at once.
+
+How Arrow values arrive: list columns as Python lists, struct columns as dicts, map columns
+as dicts (a key given twice with different values is an error of its row, as in JSON). A
+null cell is a missing field, and a null field of a struct is a missing key (a struct
+column gives every row every field of its type, so absent and null cannot be told apart);
+a null *inside* a list is kept, and is an error where the field needs text. Rows are
+numbered from 1 in messages (``row 3``). pyarrow comes with the ``pandas`` extra.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from assay.extras import require
+from assay.io import InputError, InputErrors, _object
+
+__all__ = ["parquet_records"]
+
+#: rows per record batch: small enough that a batch of long contexts stays a few MB
+BATCH_ROWS = 1024
+
+
+def _python(value: Any) -> Any:
+    """An Arrow value as the JSON-like shape the readers share: maps become dicts, null
+    struct fields are dropped. Iterative, so deep nesting costs no recursion."""
+    root: list[Any] = [value]
+    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]
+    while stack:
+        parent, key, item = stack.pop()
+        if (
+            isinstance(item, list)
+            and item
+            and all(isinstance(entry, tuple) and len(entry) == 2 for entry in item)
+        ):
+            item = _object(list(item))  # a map column: key/value pairs
+        if isinstance(item, dict):
+            kept = _object([(name, entry) for name, entry in item.items() if entry is not None])
+            kept.duplicate = getattr(item, "duplicate", None)
+            stack.extend((kept, name, entry) for name, entry in kept.items())
+            item = kept
+        elif isinstance(item, list):
+            item = list(item)
+            stack.extend((item, index, entry) for index, entry in enumerate(item))
+        parent[key] = item
+    return root[0]
+
+
+def parquet_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(row number, record) for each row of the Parquet file at ``path``, one record batch
+    at a time. Raises `MissingExtra` (naming the pip command) when pyarrow is not
+    installed, and `InputErrors` when the file is not a readable Parquet file; both before
+    the first record, since the file is opened here, not when iteration starts."""
+    parquet = require("pyarrow.parquet", "reading .parquet")
+    import pyarrow
+
+    source = str(path)
+    try:
+        handle = parquet.ParquetFile(path)
+    except pyarrow.ArrowException as exc:
+        raise InputErrors([InputError(source, None, None, f"not a Parquet file: {exc}")]) from None
+
+    def rows() -> Iterator[tuple[int, dict[str, Any]]]:
+        number = 0
+        with handle:
+            try:
+                for batch in handle.iter_batches(batch_size=BATCH_ROWS):
+                    for record in batch.to_pylist():
+                        number += 1
+                        yield number, _python(record)
+            except pyarrow.ArrowException as exc:
+                message = f"cannot read the rows after row {number}: {exc}"
+                raise InputErrors([InputError(source, None, None, message)]) from None
+
+    return rows()
