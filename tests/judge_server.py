@@ -38,7 +38,8 @@ probability ``rate`` (a seeded RNG); ``storm(seconds)`` answers every request 42
 
 ``faults_served`` counts the faults given, by kind.
 
-``calls`` counts every request received; ``requests`` keeps their JSON bodies;
+``calls`` counts every request received; ``requests`` keeps their JSON bodies and
+``arrivals`` the ``time.monotonic()`` each arrived at;
 ``prompt_tokens`` / ``completion_tokens`` total the usage it reported.
 """
 
@@ -282,6 +283,7 @@ class JudgeServer:
         self._stopping = threading.Event()
         self.calls = 0
         self.requests: list[dict[str, Any]] = []
+        self.arrivals: list[float] = []
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.max_in_flight = 0
@@ -321,6 +323,7 @@ class JudgeServer:
         with self._lock:
             self.calls = 0
             self.requests = []
+            self.arrivals = []
             self.prompt_tokens = 0
             self.completion_tokens = 0
             self.max_in_flight = 0
@@ -391,6 +394,7 @@ class JudgeServer:
         with self._lock:
             self.calls += 1
             self.requests.append(body)
+            self.arrivals.append(time.monotonic())
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
             fault = self._fault()

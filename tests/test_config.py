@@ -53,3 +53,13 @@ def test_invalid_values_name_the_setting_and_the_file(tmp_path):
     (tmp_path / "assay.toml").write_text("no_such_setting = 1\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="no_such_setting"):
         load_config(project_dir=tmp_path)
+
+
+def test_judge_rate_limit_from_the_environment_and_refused_when_not_positive(tmp_path, monkeypatch):
+    monkeypatch.delenv("ASSAY_JUDGE_RATE_LIMIT", raising=False)
+    assert load_config(project_dir=tmp_path).judge_rate_limit is None  # no limit
+    monkeypatch.setenv("ASSAY_JUDGE_RATE_LIMIT", "2.5")
+    assert load_config(project_dir=tmp_path).judge_rate_limit == 2.5
+    (tmp_path / "assay.toml").write_text("judge_rate_limit = 0\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"judge_rate_limit.*greater than 0"):
+        load_config(project_dir=tmp_path)

@@ -32,6 +32,7 @@ from assay.judge.prompts import (
     ScoreVerdict,
     Section,
 )
+from assay.judge.rate import TokenBucket
 from assay.metrics.judged import _unit_score
 from assay.resources import Resources
 from judge_server import JudgeServer, parse_blocks
@@ -449,6 +450,68 @@ def test_concurrency_bound_is_respected(server: JudgeServer) -> None:
     assert server.max_in_flight == 4
 
 
+def most_in_one_second(arrivals: list[float]) -> int:
+    """The most arrival times in any closed window of one second."""
+    return max(sum(1 for t in arrivals if start <= t <= start + 1.0) for start in arrivals)
+
+
+def test_rate_limit_spaces_the_requests_evenly(server: JudgeServer) -> None:
+    """20 questions at 10/s after a first one (which opens the connection and takes the
+    bucket's one token): the bucket gains a token every 0.1 s, so the k-th of the 20
+    goes at 0.1 * (k + 1) s after that token: the last at 2.0 s, 1.9 s after the first
+    (and at least 1.9 s after the first question's reply came back), and a one-second
+    window holds at most 11 (requests 0..10). Without a limit the same 20 go at once
+    (concurrency 64, an instant server): well under 0.5 s."""
+    client = make_client(server, rate_limit=10.0)
+    ask_relevance(client, -1)
+    server.reset()
+    started = time.perf_counter()
+    client.gather(client.ask(RELEVANCE, query=f"q{i}?", response="a") for i in range(20))
+    limited = time.perf_counter() - started
+    arrivals = server.arrivals
+    assert len(arrivals) == 20
+    assert 1.8 <= limited < 2.6 and 1.85 <= arrivals[-1] - arrivals[0] < 2.5
+    assert most_in_one_second(arrivals) <= 11
+    server.reset()
+    unlimited = make_client(server)
+    ask_relevance(unlimited, -1)
+    server.reset()
+    started = time.perf_counter()
+    unlimited.gather(unlimited.ask(RELEVANCE, query=f"q{i}?", response="a") for i in range(20))
+    assert time.perf_counter() - started < 0.5
+    assert most_in_one_second(server.arrivals) == 20
+
+
+def test_every_retry_takes_a_token(server: JudgeServer) -> None:
+    """Two 500s then an answer at 5/s: three attempts, each 0.2 s after the one before
+    (the backoff alone would be 0.01-0.05 s), less a few ms of loopback HTTP. A first
+    question opens the connection (and takes the first token)."""
+    client = make_client(server, rate_limit=5.0)
+    ask_relevance(client, -1)
+    server.reset()
+    server.fail_500 = 2
+    assert ask_relevance(client).output.score == 1.0
+    first, second, third = server.arrivals
+    assert 0.18 <= second - first < 0.3 and 0.18 <= third - second < 0.3
+
+
+def test_token_bucket_refills_up_to_one_seconds_worth() -> None:
+    """rate 2/s: one token at the first request, then each reservation waits 0.5 s
+    more; after 10 idle seconds the bucket holds capacity = max(1, 2) = 2 tokens, not
+    20. Rate 0.5/s: capacity max(1, 0.5) = 1."""
+    now = [100.0]
+    bucket = TokenBucket(2.0, clock=lambda: now[0])
+    assert [bucket.reserve() for _ in range(3)] == [0.0, 0.5, 1.0]
+    now[0] += 10.0  # tokens: -2 + 10 * 2 = 18, capped at 2
+    assert [bucket.reserve() for _ in range(3)] == [0.0, 0.0, 0.5]
+    slow = TokenBucket(0.5, clock=lambda: now[0])
+    assert slow.capacity == 1.0
+    assert [slow.reserve() for _ in range(2)] == [0.0, 2.0]
+    for rate in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="rate limit must be a positive number"):
+            TokenBucket(rate)
+
+
 @pytest.mark.parametrize("mode", ["fail_429", "fail_500"])
 def test_retries_on_rate_limit_and_server_errors(server: JudgeServer, mode: str) -> None:
     setattr(server, mode, 2)
@@ -631,6 +694,7 @@ def test_judge_from_config(server: JudgeServer, tmp_path: Path) -> None:
         judge_model="test-judge",
         judge_base_url=server.url,
         judge_concurrency=3,
+        judge_rate_limit=7.5,
         judge_timeout=5,
         judge_max_retries=1,
         judge_price_prompt=0.5,
@@ -640,6 +704,7 @@ def test_judge_from_config(server: JudgeServer, tmp_path: Path) -> None:
     judge = res.judge
     assert judge is not None and res.judge is judge  # one client per run
     assert (judge.concurrency, judge.timeout, judge.max_retries) == (3, 5.0, 1)
+    assert judge.rate_limit == 7.5
     assert judge.cache.path == tmp_path / "judge.sqlite"
     assert res.judge_usage() is not None and res.judge_usage()["calls"] == 0
     res.close()

@@ -184,7 +184,13 @@ def test_two_workers_share_one_judge_concurrency_limit(tmp_path: Path) -> None:
         )
         assert server.max_in_flight == 4
         assert server.calls == 48
-        assert executor.budget_stats == {"limit": 4, "peak": 4, "in_flight": 0, "granted": 48}
+        assert executor.budget_stats == {
+            "limit": 4,
+            "rate_limit": None,
+            "peak": 4,
+            "in_flight": 0,
+            "granted": 48,
+        }
         usage = scaled.judge_usage
         assert usage is not None and usage["calls"] == 48 and usage["failures"] == 0
         server.reset()
@@ -213,7 +219,32 @@ def test_a_retry_after_from_one_worker_pauses_every_worker() -> None:
     paused, refused, stats = asyncio.run(scenario())
     assert 0.29 <= paused < 0.6
     assert refused is False
-    assert stats == {"limit": 2, "peak": 2, "in_flight": 1, "granted": 3}
+    assert stats == {"limit": 2, "rate_limit": None, "peak": 2, "in_flight": 1, "granted": 3}
+
+
+def test_two_workers_share_one_judge_rate_limit(tmp_path: Path) -> None:
+    """40 distinct asks, chunks of 4, two workers, a cluster rate of 20/s: one bucket at
+    the budget, one token at the first request and one more every 0.05 s, so the 40th
+    is sent 39 * 0.05 = 1.95 s after the first, and a one-second window holds at most 21
+    (a bucket of 20/s per worker would let about 40 through). At the server the first
+    requests of each fresh worker arrive up to ~0.15 s late (its HTTP client and
+    connections are made then), so the span is at least 1.95 - 0.15 = 1.8 s, and the
+    windows are counted from 0.25 s on, once both workers send on open connections."""
+    with JudgeServer() as server:
+        config = judge_config(server, tmp_path, judge_rate_limit=20.0, batch_size=4)
+        executor = RayExecutor(workers=2)
+        scaled = assay.evaluate(
+            judged_samples(40), metrics=["judged_relevance"], config=config, executor=executor
+        )
+        arrivals = sorted(server.arrivals)
+    assert len(arrivals) == 40
+    assert 1.8 <= arrivals[-1] - arrivals[0] < 3.0
+    steady = [t for t in arrivals if t >= arrivals[0] + 0.25]
+    assert max(sum(1 for t in steady if s <= t <= s + 1.0) for s in steady) <= 21
+    assert executor.budget_stats is not None
+    assert (executor.budget_stats["rate_limit"], executor.budget_stats["granted"]) == (20.0, 40)
+    usage = scaled.judge_usage
+    assert usage is not None and usage["calls"] == 40 and usage["failures"] == 0
 
 
 def test_merge_usage_sums_counters_and_recomputes_the_mean() -> None:

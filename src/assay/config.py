@@ -255,6 +255,16 @@ class AssayConfig(BaseSettings):
             "a 200 ms server answer the two asks of 50 RAG samples in two waves."
         ),
     )
+    judge_rate_limit: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        validation_alias=_env("ASSAY_JUDGE_RATE_LIMIT", "judge_rate_limit"),
+        description=(
+            "Judge requests per second, retries included (a token bucket; bursts of at "
+            "most one second's worth); None: no limit. On Ray, one limit for the cluster."
+        ),
+    )
     judge_timeout: float = Field(
         60.0,
         gt=0,

@@ -57,6 +57,7 @@ _OPERATIONAL = frozenset(
         "judge_api_key",
         "embedding_api_key",
         "judge_concurrency",
+        "judge_rate_limit",
         "judge_timeout",
         "judge_max_retries",
         "judge_cache",

@@ -14,13 +14,15 @@ values) it:
    then works is remembered, so a refused format is sent once per server, not once per
    question; a request that fails in every mode, e.g. a prompt over the model's context
    length, changes nothing), with at most
-   ``concurrency`` requests in flight, a per-request ``timeout``, and up to
+   ``concurrency`` requests in flight, at most ``rate_limit`` requests a second when
+   one is set (a token bucket, `assay.judge.rate`: every attempt takes a token), a
+   per-request ``timeout``, and up to
    ``max_retries`` retries with exponential backoff and jitter on 429, 5xx, timeouts and
    connection errors (``Retry-After`` is honoured, capped, and holds back every request
    of the client, not only the one refused; an unreadable one is ignored). A client
    given a `SharedBudget` (``budget``: the Ray executor's one budget for a cluster)
    takes its request slots from it instead and passes each ``Retry-After`` on to it, so
-   the concurrency limit and the pause hold for every worker together.
+   the concurrency limit, the rate limit and the pause hold for every worker together.
    A reply that is not a chat completion (an HTML page, JSON of another shape, a broken
    body: usually a wrong ``base_url``) fails at once with `JudgeError` saying so; so
    does a completion without a usable answer (no choices, no message, null content, a
@@ -60,6 +62,7 @@ from assay.judge.aio import in_background_loop, run_async, run_sync
 from assay.judge.cache import JudgeCache, cache_key
 from assay.judge.parsing import ParseError, parse_reply
 from assay.judge.prompts import Prompt
+from assay.judge.rate import TokenBucket
 from assay.judge.usage import JudgeUsage
 
 if TYPE_CHECKING:
@@ -79,7 +82,8 @@ class SharedBudget(Protocol):
     """Request slots shared with other processes (e.g. every worker of a Ray cluster)."""
 
     def slot(self) -> AbstractAsyncContextManager[object]:
-        """Held while one request is in flight; waits for a free slot and for any pause."""
+        """Held while one request is in flight; waits for a free slot, for any pause and
+        for the rate limit's next token."""
         ...
 
     def hold_off(self, seconds: float) -> None:
@@ -127,6 +131,9 @@ class JudgeClient:
         backoff_base, backoff_max: backoff seconds: ``min(max, base * 2**attempt)``
             with jitter (half fixed, half random).
         max_tokens: completion token limit sent with each request (None: server default).
+        rate_limit: most request attempts a second, retries included (None: no limit;
+            as ``judge_rate_limit``); bursts of at most ``max(1, rate_limit)``. A client
+            given a ``budget`` leaves this to the budget.
     """
 
     def __init__(
@@ -145,6 +152,7 @@ class JudgeClient:
         backoff_base: float = 0.5,
         backoff_max: float = 20.0,
         max_tokens: int | None = None,
+        rate_limit: float | None = None,
     ) -> None:
         if not model:
             raise ValueError("JudgeClient needs a model name (ASSAY_JUDGE_MODEL)")
@@ -171,6 +179,8 @@ class JudgeClient:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.max_tokens = max_tokens
+        self.rate_limit = rate_limit
+        self._bucket = TokenBucket(rate_limit) if rate_limit is not None else None
         self._api: Any = None
         #: request slots shared with other processes; None: this client's own semaphore
         self.budget: SharedBudget | None = None
@@ -206,6 +216,7 @@ class JudgeClient:
             cache=cache,
             price_prompt=config.judge_price_prompt,
             price_completion=config.judge_price_completion,
+            rate_limit=config.judge_rate_limit,
         )
 
     def __repr__(self) -> str:
@@ -401,6 +412,8 @@ class JudgeClient:
             error: BaseException | None = None
             async with self._sem():
                 await self._hold_off()
+                if self._bucket is not None and self.budget is None:
+                    await self._bucket.take()  # a shared budget keeps the cluster's rate
                 self.usage.add("calls")
                 started = time.perf_counter()
                 try:

@@ -1,14 +1,17 @@
-"""One judge budget for a whole cluster: request slots and Retry-After pauses.
+"""One judge budget for a whole cluster: request slots, the rate limit and Retry-After
+pauses.
 
 On one machine a run's `JudgeClient` keeps at most ``judge_concurrency`` requests in
 flight and holds every request back while a 429's ``Retry-After`` runs. On a cluster
 each worker has its own client, so N workers would send N times that; instead the run
-starts one `JudgeBudget` actor (a counting semaphore with a pause) and gives each
+starts one `JudgeBudget` actor (a counting semaphore with a pause and, when
+``judge_rate_limit`` is set, one token bucket, `assay.judge.rate`) and gives each
 worker's client a `BudgetSlots`: every judge request takes a slot from the actor before
-it is sent and gives it back when its reply (or error) has come, and a ``Retry-After``
-seen by any worker pauses the slots handed out to all of them. A slot costs one actor
-call each way (about a millisecond on one machine, answered while the request waits for
-the judge anyway); the release is not waited for.
+it is sent and gives it back when its reply (or error) has come; the slot is handed out
+only when the cluster's rate allows one more request (so the rate costs no second call),
+and a ``Retry-After`` seen by any worker pauses the slots handed out to all of them. A
+slot costs one actor call each way (about a millisecond on one machine, answered while
+the request waits for the judge anyway); the release is not waited for.
 
 Slots are counted per holder (one per worker): when a worker dies the driver calls
 `JudgeBudget.forget`, which gives back what it held and refuses what it still had
@@ -24,24 +27,30 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from assay.judge.rate import TokenBucket
+
 __all__ = ["BudgetSlots", "JudgeBudget"]
 
 
 class JudgeBudget:
-    """At most ``limit`` judge requests in flight across every holder, and a common
-    pause (run as a Ray actor: ``ray.remote(JudgeBudget)``; its methods are coroutines
-    or return at once, so thousands of waiting slot requests cost no thread).
+    """At most ``limit`` judge requests in flight across every holder, at most
+    ``rate_limit`` a second (None: no rate limit), and a common pause (run as a Ray
+    actor: ``ray.remote(JudgeBudget)``; its methods are coroutines or return at once, so
+    thousands of waiting slot requests cost no thread).
 
     Attributes:
         limit: the most requests in flight at once.
+        rate_limit: the most requests a second, or None.
         peak: the most that were in flight at once so far.
         granted: slots handed out so far.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, rate_limit: float | None = None) -> None:
         if limit < 1:
             raise ValueError(f"the judge budget needs a limit of at least 1. Got {limit}.")
         self.limit = limit
+        self.rate_limit = rate_limit
+        self._bucket = TokenBucket(rate_limit) if rate_limit is not None else None
         self.peak = 0
         self.granted = 0
         self._free = asyncio.Semaphore(limit)
@@ -50,8 +59,9 @@ class JudgeBudget:
         self._quiet_until = 0.0  # time.monotonic() before which no slot is handed out
 
     async def acquire(self, holder: str) -> bool:
-        """Wait for a free slot and for the end of any pause, then count the slot as
-        ``holder``'s. False (and no slot) for a holder that was forgotten."""
+        """Wait for a free slot, for the end of any pause and for the rate limit's next
+        token, then count the slot as ``holder``'s. False (and no slot) for a holder
+        that was forgotten."""
         await self._free.acquire()
         if holder in self._gone:
             self._free.release()
@@ -61,6 +71,8 @@ class JudgeBudget:
         self.peak = max(self.peak, sum(self._held.values()))
         while (wait := self._quiet_until - time.monotonic()) > 0:
             await asyncio.sleep(wait)
+        if self._bucket is not None:
+            await self._bucket.take()
         return True
 
     def release(self, holder: str) -> None:
@@ -83,9 +95,10 @@ class JudgeBudget:
         return held
 
     def stats(self) -> dict[str, Any]:
-        """The limit, the peak and current number in flight, and slots handed out."""
+        """The limits, the peak and current number in flight, and slots handed out."""
         return {
             "limit": self.limit,
+            "rate_limit": self.rate_limit,
             "peak": self.peak,
             "in_flight": sum(self._held.values()),
             "granted": self.granted,

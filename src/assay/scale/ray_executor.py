@@ -152,7 +152,7 @@ class RayExecutor:
                 budget = (
                     ray.remote(JudgeBudget)
                     .options(max_concurrency=100_000, num_cpus=0)
-                    .remote(config.judge_concurrency)
+                    .remote(config.judge_concurrency, config.judge_rate_limit)
                 )
             count, gpus = self._shape(ray, config, len(chunks))
             factory = ray.remote(Scorer).options(
