@@ -226,10 +226,11 @@ def test_two_workers_share_one_judge_rate_limit(tmp_path: Path) -> None:
     """40 distinct asks, chunks of 4, two workers, a cluster rate of 20/s: one bucket at
     the budget, one token at the first request and one more every 0.05 s, so the 40th
     is sent 39 * 0.05 = 1.95 s after the first, and a one-second window holds at most 21
-    (a bucket of 20/s per worker would let about 40 through). At the server the first
-    requests of each fresh worker arrive up to ~0.15 s late (its HTTP client and
-    connections are made then), so the span is at least 1.95 - 0.15 = 1.8 s, and the
-    windows are counted from 0.25 s on, once both workers send on open connections."""
+    (a bucket of 20/s per worker would send the 40 in about 0.95 s, 40 a second). At the
+    server the first requests of each fresh worker arrive late (its HTTP client and
+    connections are made then; 0.13-0.15 s measured), so the span is checked against
+    1.5 s, and the windows are counted from 0.25 s on, once both workers send on open
+    connections, allowing one more for a send delayed under 0.1 s: at most 22."""
     with JudgeServer() as server:
         config = judge_config(server, tmp_path, judge_rate_limit=20.0, batch_size=4)
         executor = RayExecutor(workers=2)
@@ -238,9 +239,9 @@ def test_two_workers_share_one_judge_rate_limit(tmp_path: Path) -> None:
         )
         arrivals = sorted(server.arrivals)
     assert len(arrivals) == 40
-    assert 1.8 <= arrivals[-1] - arrivals[0] < 3.0
+    assert 1.5 <= arrivals[-1] - arrivals[0] < 3.0
     steady = [t for t in arrivals if t >= arrivals[0] + 0.25]
-    assert max(sum(1 for t in steady if s <= t <= s + 1.0) for s in steady) <= 21
+    assert max(sum(1 for t in steady if s <= t <= s + 1.0) for s in steady) <= 22
     assert executor.budget_stats is not None
     assert (executor.budget_stats["rate_limit"], executor.budget_stats["granted"]) == (20.0, 40)
     usage = scaled.judge_usage
