@@ -382,4 +382,4 @@ def test_assay_evaluate_reads_an_otlp_export_by_its_content_or_when_told(env):
     assert told.exit_code == 0, told.output
     unknown = CliRunner().invoke(app, ["evaluate", str(renamed), "--input-format", "xml", *args])
     assert unknown.exit_code == 2
-    assert "unknown input format 'xml': use jsonl, csv, json, otlp" in unknown.output
+    assert "unknown input format 'xml': use jsonl, csv, json, parquet, otlp" in unknown.output

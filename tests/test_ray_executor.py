@@ -293,7 +293,9 @@ def test_a_worker_killed_mid_run_has_its_chunks_scored_again(tmp_path: Path) -> 
         assert sorted(seen) == list(range(40))
         assert len(executor.started) == 3  # the two first workers and one replacement
         assert executor.budget_stats is not None and executor.budget_stats["peak"] <= 2
-        assert server.max_in_flight <= 2
+        # the dead worker's requests (at most its slots) can still be open at the server
+        # when its slots are handed on: the budget never exceeds 2, the server may see 4
+        assert server.max_in_flight <= 4
         local = assay.evaluate(
             judged_samples(40), metrics=["judged_relevance", "exact_match"], config=config
         )
