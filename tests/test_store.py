@@ -6,16 +6,15 @@ import sqlite3
 import threading
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
 from assay.result import MetricResult
 from assay.sample import Sample
-from assay.store import db
 from assay.store.db import Store
 from assay.store.models import utcnow
 from pg_databases import fresh_postgres
+from store_revisions import store_at_revision
 
 
 def _postgres_store():
@@ -447,23 +446,8 @@ def test_scores_keep_their_components_and_signature(store):
 
 
 def test_revision_0004_turns_stored_totals_into_means(tmp_path):
-    from alembic import command
-    from alembic.config import Config
-    from sqlalchemy import create_engine
-
     path = tmp_path / "old.db"
-    cfg = Config()
-    cfg.set_main_option("script_location", str(Path(db.__file__).parent / "migrations"))
-    engine = create_engine(f"sqlite:///{path}")
-    with engine.begin() as connection:
-        cfg.attributes["connection"] = connection
-        command.upgrade(cfg, "0003")
-        connection.exec_driver_sql(
-            "INSERT INTO runs (id, source, status, started_at, metrics, tags, config) "
-            "VALUES ('old', 'cli', 'finished', '2026-11-24 10:00:00', '[]', '{}', '{}')"
-        )
-        connection.exec_driver_sql("INSERT INTO run_metric_totals VALUES ('old', 'bleu', 4, 3.0)")
-    engine.dispose()
+    store_at_revision(path, "0003", "INSERT INTO run_metric_totals VALUES ('old', 'bleu', 4, 3.0)")
     store = Store(str(path))  # upgrades to the newest revision on open
     assert store.statistics()["metrics"]["bleu"]["avg"] == 0.75
     store.close()

@@ -10,10 +10,10 @@ import pytest
 
 from assay.result import MetricResult
 from assay.sample import Sample
-from assay.store import db
 from assay.store.db import Store
 from assay.store.transcript import MAX_STORED_CHARS, MAX_STORED_ITEMS
 from pg_databases import fresh_postgres
+from store_revisions import store_at_revision
 
 SECRET = "sk-test-secret-0123456789"
 
@@ -118,26 +118,13 @@ def test_a_resumed_run_replaces_the_stored_trace(store):
 
 
 def test_revision_0006_adds_the_columns_to_an_existing_store(tmp_path: Path) -> None:
-    from alembic import command
-    from alembic.config import Config
-    from sqlalchemy import create_engine
-
     path = tmp_path / "old.db"
-    cfg = Config()
-    cfg.set_main_option("script_location", str(Path(db.__file__).parent / "migrations"))
-    engine = create_engine(f"sqlite:///{path}")
-    with engine.begin() as connection:
-        cfg.attributes["connection"] = connection
-        command.upgrade(cfg, "0005")
-        connection.exec_driver_sql(
-            "INSERT INTO runs (id, source, status, started_at, metrics, tags, config) "
-            "VALUES ('old', 'cli', 'finished', '2026-11-24 10:00:00', '[]', '{}', '{}')"
-        )
-        connection.exec_driver_sql(
-            "INSERT INTO test_results (run_id, sample_index, test_name, status, timestamp, "
-            "query, tags) VALUES ('old', 0, 't', 'passed', '2026-11-24 10:00:00', 'q?', '{}')"
-        )
-    engine.dispose()
+    store_at_revision(
+        path,
+        "0005",
+        "INSERT INTO test_results (run_id, sample_index, test_name, status, timestamp, "
+        "query, tags) VALUES ('old', 0, 't', 'passed', '2026-11-24 10:00:00', 'q?', '{}')",
+    )
     store = Store(str(path))  # upgrades to the newest revision on open
     old = store.sample_detail("old", 0)
     assert (old["query"], old["turns"], old["trace"], old["expected_tool_calls"]) == (

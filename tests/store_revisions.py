@@ -1,0 +1,29 @@
+"""A SQLite store left at an older schema revision, for the migration tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from assay.store import db
+
+
+def store_at_revision(path: Path, revision: str, *statements: str) -> None:
+    """Create a SQLite store at ``path`` migrated only up to ``revision``, holding one
+    finished run ``old``, then run ``statements`` (SQL of that revision's schema)."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(db.__file__).parent / "migrations"))
+    engine = create_engine(f"sqlite:///{path}")
+    with engine.begin() as connection:
+        cfg.attributes["connection"] = connection
+        command.upgrade(cfg, revision)
+        connection.exec_driver_sql(
+            "INSERT INTO runs (id, source, status, started_at, metrics, tags, config) "
+            "VALUES ('old', 'cli', 'finished', '2026-11-24 10:00:00', '[]', '{}', '{}')"
+        )
+        for statement in statements:
+            connection.exec_driver_sql(statement)
+    engine.dispose()
