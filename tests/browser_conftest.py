@@ -1,6 +1,9 @@
-"""Fixtures shared by tests/test_server_api.py and tests/test_dashboard_browser.py.
+"""Fixtures shared by tests/test_server_api.py and the browser tests
+(tests/test_dashboard_browser.py, tests/test_dashboard_transcripts.py).
 
-Loaded by those modules with ``pytest_plugins = ["browser_conftest"]``. `populate`
+Loaded by those modules with ``pytest_plugins = ["browser_conftest"]``. The browser
+tests take `BROWSER_MARKS`, the ``chromium`` browser and a fresh ``dash_page`` per test
+(its ``errors`` list collects console errors and uncaught exceptions). `populate`
 writes a small results store whose aggregates are worked out by hand (see EXPECTED):
 
 run-a (the last 24 h, 1 h ago), 4 samples, tags method / question_type:
@@ -28,8 +31,47 @@ import pytest
 
 from assay.result import MetricResult
 from assay.sample import Sample
+from assay.server.live import HEADLESS_CHROMIUM_ARGS
 from assay.store.db import Store
 from assay.store.models import utcnow
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+#: the marks of a test module that drives the dashboard in Chromium
+BROWSER_MARKS = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason="Chromium is not installed at /usr/bin/chromium (scripts/setup installs it: "
+        "apt-get install chromium)",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """Debian's Chromium, headless, through Playwright: one per test module."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=HEADLESS_CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture()
+def dash_page(chromium: Any) -> Iterator[Any]:
+    """A page in a new browser context; ``page.errors`` lists its console errors and
+    uncaught exceptions."""
+    context = chromium.new_context(viewport={"width": 1360, "height": 900}, accept_downloads=True)
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.errors = errors
+    yield pg
+    context.close()
+
 
 XSS_SCRIPT = "<script>window.__xss=1</script>"
 XSS_IMG = '<img src=x onerror="window.__xss=2">'

@@ -20,25 +20,16 @@ import httpx
 import pytest
 
 from assay.server import create_app
-from assay.server.live import HEADLESS_CHROMIUM_ARGS, running_server
+from assay.server.live import running_server
 from assay.server.pages import fmt_metric, fmt_p, fmt_percent, fmt_seconds, fmt_signed
 from assay.store.db import Store
 
 pytest_plugins = ["browser_conftest"]
 pytest.register_assert_rewrite("browser_conftest")
 
-from browser_conftest import XSS_IMG, XSS_RUN_NAME, XSS_SCRIPT  # noqa: E402
+from browser_conftest import BROWSER_MARKS, XSS_IMG, XSS_RUN_NAME, XSS_SCRIPT  # noqa: E402
 
-CHROMIUM = Path("/usr/bin/chromium")
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(),
-        reason="Chromium is not installed at /usr/bin/chromium (scripts/setup installs it: "
-        "apt-get install chromium)",
-    ),
-]
+pytestmark = BROWSER_MARKS
 
 
 @pytest.fixture(scope="module")
@@ -48,30 +39,8 @@ def live_url(stocked_store: Store) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=HEADLESS_CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("screenshots")
-
-
-@pytest.fixture()
-def dash_page(chromium: Any) -> Iterator[Any]:
-    context = chromium.new_context(viewport={"width": 1360, "height": 900}, accept_downloads=True)
-    pg = context.new_page()
-    errors: list[str] = []  # console errors and uncaught exceptions
-    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    pg.errors = errors
-    yield pg
-    context.close()
 
 
 def api(live_url: str, path: str, **params: Any) -> Any:
