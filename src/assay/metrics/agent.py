@@ -9,6 +9,7 @@ the canonical 0..1 scale (the specification's 0-100 is presentation).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from assay.metric import Metric, Source
@@ -17,7 +18,14 @@ from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample, ToolCall
 
-__all__ = ["AgentCounts", "agent_counts"]
+__all__ = ["AgentCounts", "agent_counts", "retried_later"]
+
+
+def retried_later(tool_steps: Sequence[ToolCall], index: int) -> bool:
+    """Whether a call of the same tool after step ``index`` succeeded (a failed step so
+    followed was retried successfully)."""
+    name = tool_steps[index].name
+    return any(s.ok and s.name == name for s in tool_steps[index + 1 :])
 
 
 @dataclass(frozen=True)
@@ -96,11 +104,9 @@ def agent_counts(sample: Sample) -> AgentCounts:
         values["tool_calls_ok"] = ok_calls
         values["tool_calls_failed"] = len(tool_steps) - ok_calls
         source["tool_calls_ok"] = source["tool_calls_failed"] = "trace"
-        retried = 0
-        for i, step in enumerate(tool_steps):
-            if not step.ok and any(s.ok and s.name == step.name for s in tool_steps[i + 1 :]):
-                retried += 1
-        values["retried_failures"] = retried
+        values["retried_failures"] = sum(
+            1 for i, step in enumerate(tool_steps) if not step.ok and retried_later(tool_steps, i)
+        )
         source["retried_failures"] = "trace"
     elif "tool_call_count" not in values and sample.tools_used is not None:
         values["tool_call_count"] = len(sample.tools_used)

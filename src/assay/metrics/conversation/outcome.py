@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from assay.engine import Answers, Ask, judge_ask
 from assay.judge.estimators import uncertainty_phrase
 from assay.metric import clamp01
+from assay.metrics.agent import retried_later
 from assay.metrics.conversation.estimators import (
     SATISFIED_COSINE,
     Vectors,
@@ -272,7 +273,7 @@ class AgentGoalAccuracyNoReference(_GoalMetric):
                 signals.append("the final reply is non-committal")
             steps = [s for s in sample.trace or [] if s.kind == "tool"]
             for i, step in enumerate(steps):
-                if not step.ok and not any(s.ok and s.name == step.name for s in steps[i + 1 :]):
+                if not step.ok and not retried_later(steps, i):
                     signals.append(f"tool {step.name!r} failed and was not retried successfully")
             out.append(self.local(0.0 if signals else 1.0, res, failure_signals=signals))
         return out
