@@ -159,6 +159,6 @@ def persona_breaks(reply: str, role_description: str) -> list[str]:
 
 def refusal_patterns(res: Resources) -> PatternSet:
     """The safety patterns' ``refusal`` list (plus a configured extra patterns file)."""
-    from assay.text.patterns import load_patterns
+    from assay.metrics.safety import safety_patterns
 
-    return load_patterns("safety", getattr(res.config, "extra_patterns_file", None))["refusal"]
+    return safety_patterns(res)["refusal"]
