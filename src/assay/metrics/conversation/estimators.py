@@ -19,14 +19,13 @@ each metric's docstring.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from assay.text.tokenize import content_words, sentences
 
 if TYPE_CHECKING:
+    from assay.metrics.semantic import TextVectors
     from assay.resources import Resources
     from assay.text.patterns import PatternSet
 
@@ -35,7 +34,6 @@ __all__ = [
     "REASK_COSINE",
     "REASK_OVERLAP",
     "SATISFIED_COSINE",
-    "Vectors",
     "persona_breaks",
     "questions",
     "reasked_questions",
@@ -74,21 +72,6 @@ _AI_SELF_REFERENCE = re.compile(
 )
 
 
-class Vectors:
-    """Embeddings of a batch's texts, each distinct text embedded once in one call."""
-
-    def __init__(self, res: Resources, texts: Iterable[str]) -> None:
-        unique = list(dict.fromkeys(t for t in texts if t and t.strip()))
-        self._rows = dict(zip(unique, res.embedder.embed(unique), strict=True)) if unique else {}
-
-    def cosine(self, a: str, b: str) -> float:
-        """Cosine of two of the batch's texts (0 for an empty text)."""
-        va, vb = self._rows.get(a), self._rows.get(b)
-        if va is None or vb is None:
-            return 0.0
-        return float(np.dot(va, vb))
-
-
 def questions(text: str) -> list[str]:
     """The sentences of ``text`` that end with a question mark."""
     return [q.strip() for q in _QUESTION.findall(text or "") if q.strip(" ?")]
@@ -99,7 +82,7 @@ def _asked_words(question: str) -> set[str]:
 
 
 def reasked_questions(
-    reply: str, statements: Sequence[tuple[int, str]], vectors: Vectors
+    reply: str, statements: Sequence[tuple[int, str]], vectors: TextVectors
 ) -> list[dict[str, object]]:
     """The reply's questions that ask for what a user statement already gave.
 
@@ -115,7 +98,7 @@ def reasked_questions(
         best: tuple[float, float, int, str] | None = None
         for index, statement in statements:
             overlap = len(asked & set(content_words(statement))) / len(asked) if asked else 0.0
-            cosine = vectors.cosine(question, statement)
+            cosine = vectors.cos(question, statement)
             if overlap >= REASK_OVERLAP or cosine >= REASK_COSINE:
                 score = max(overlap, cosine)
                 if best is None or score > max(best[0], best[1]):

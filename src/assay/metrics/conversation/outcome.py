@@ -16,13 +16,13 @@ from assay.metric import clamp01
 from assay.metrics.agent import retried_later
 from assay.metrics.conversation.estimators import (
     SATISFIED_COSINE,
-    Vectors,
     questions,
     refusal_patterns,
 )
 from assay.metrics.conversation.prompts import CONVERSATION_OUTCOME
 from assay.metrics.conversation.transcript import has_conversation, messages, transcript
 from assay.metrics.judged.base import JudgedMetric
+from assay.metrics.semantic import TextVectors
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -105,7 +105,7 @@ class ConversationCompleteness(_OutcomeMetric):
     def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         refusals = refusal_patterns(res)
         said = [messages(s) for s in samples]
-        vectors = Vectors(res, (t.content or "" for turns in said for t in turns))
+        vectors = TextVectors(res.embedder, (t.content or "" for turns in said for t in turns))
         out = []
         for turns in said:
             intentions = []
@@ -119,7 +119,7 @@ class ConversationCompleteness(_OutcomeMetric):
                         continue
                     if refusals.find(reply) or uncertainty_phrase(reply):
                         continue
-                    cosine = vectors.cosine(turn.content or "", reply)
+                    cosine = vectors.cos(turn.content or "", reply)
                     if cosine > best:
                         best, by = cosine, j
                 satisfied = best >= SATISFIED_COSINE
@@ -193,12 +193,13 @@ class AgentGoalAccuracy(_GoalMetric):
     def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         refusals = refusal_patterns(res)
         ends = [_end_states(s, refusals) for s in samples]
-        vectors = Vectors(
-            res, [*(s.expected_outcome or "" for s in samples), *(e for es in ends for e in es)]
+        vectors = TextVectors(
+            res.embedder,
+            [*(s.expected_outcome or "" for s in samples), *(e for es in ends for e in es)],
         )
         out = []
         for sample, states in zip(samples, ends, strict=True):
-            cosines = [(vectors.cosine(sample.expected_outcome or "", e), e) for e in states]
+            cosines = [(vectors.cos(sample.expected_outcome or "", e), e) for e in states]
             best, state = max(cosines, default=(0.0, None))
             reason = None if states else "no assistant message or tool result states an outcome"
             out.append(

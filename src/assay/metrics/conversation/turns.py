@@ -18,7 +18,6 @@ from assay.judge.estimators import uncertainty_phrase
 from assay.metric import clamp01
 from assay.metrics.conversation.estimators import (
     ALLOWED_TOPIC_COSINE,
-    Vectors,
     persona_breaks,
     questions,
     reasked_questions,
@@ -33,6 +32,7 @@ from assay.metrics.conversation.transcript import (
     reviewed_turns,
 )
 from assay.metrics.judged.base import JudgedMetric
+from assay.metrics.semantic import TextVectors
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -174,13 +174,15 @@ class TurnRelevancy(ConversationMetric):
         self, samples: Sequence[Sample], res: Resources
     ) -> list[list[dict[str, Any]]]:
         pairs = _answers_to_users(samples, self.window)
-        vectors = Vectors(res, (text for ps in pairs for t, u in ps for text in (t.text, u)))
+        vectors = TextVectors(
+            res.embedder, (text for ps in pairs for t, u in ps for text in (t.text, u))
+        )
         out = []
         for sample_pairs in pairs:
             turns = []
             for turn, user in sample_pairs:
                 phrase = uncertainty_phrase(turn.text)
-                cosine = vectors.cosine(turn.text, user)
+                cosine = vectors.cos(turn.text, user)
                 turns.append(
                     {
                         "turn": turn.index,
@@ -229,8 +231,8 @@ class KnowledgeRetention(ConversationMetric):
             for turn in reviewed_turns(sample, self.window):
                 users = [(i, said[i].content or "") for i in turn.user_indices]
                 plans.append((sample, turn, user_statements(users)))
-        vectors = Vectors(
-            res,
+        vectors = TextVectors(
+            res.embedder,
             (text for _, t, st in plans for text in [*questions(t.text), *(s for _, s in st)]),
         )
         by_sample: dict[int, list[dict[str, Any]]] = {id(s): [] for s in samples}
@@ -344,12 +346,12 @@ class TopicAdherence(ConversationMetric):
         refusals = refusal_patterns(res)
         pairs = _answers_to_users(samples, self.window)
         topics = {topic for s in samples for topic in s.allowed_topics or []}
-        vectors = Vectors(res, [*topics, *(u for ps in pairs for _, u in ps)])
+        vectors = TextVectors(res.embedder, [*topics, *(u for ps in pairs for _, u in ps)])
         out = []
         for sample, sample_pairs in zip(samples, pairs, strict=True):
             turns = []
             for turn, user in sample_pairs:
-                cosines = {t: vectors.cosine(user, t) for t in sample.allowed_topics or []}
+                cosines = {t: vectors.cos(user, t) for t in sample.allowed_topics or []}
                 topic, best = max(cosines.items(), key=lambda kv: kv[1], default=("", 0.0))
                 refused = bool(refusals.find(turn.text))
                 allowed = best >= ALLOWED_TOPIC_COSINE
