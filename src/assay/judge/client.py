@@ -45,9 +45,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import datetime
-import email.utils
-import math
 import random
 import time
 from collections.abc import Awaitable, Coroutine, Iterable, Mapping
@@ -534,20 +531,6 @@ def _describe(error: BaseException) -> str:
 
 
 def _retry_after(error: BaseException) -> float | None:
-    headers = getattr(error, "headers", None)
-    if headers is None:
-        return None
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:  # an HTTP date, or something unreadable (then ignored)
-        try:
-            parsed = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError, OverflowError):
-            return None
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=datetime.UTC)
-        seconds = parsed.timestamp() - time.time()
-    return max(0.0, seconds) if math.isfinite(seconds) else None
+    from assay.judge.http import retry_after_seconds  # loaded with the transport
+
+    return retry_after_seconds(getattr(error, "headers", None))

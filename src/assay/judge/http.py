@@ -19,12 +19,22 @@ The ``openai`` package is not used: it costs about a second of import time on ea
 
 from __future__ import annotations
 
+import datetime
+import email.utils
+import math
+import time
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
-__all__ = ["DEFAULT_BASE_URL", "ChatCompletions", "ConnectionFailed", "HTTPStatusError"]
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "ChatCompletions",
+    "ConnectionFailed",
+    "HTTPStatusError",
+    "retry_after_seconds",
+]
 
 #: where requests go when no base URL is configured (OpenAI's own API)
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -58,6 +68,25 @@ def _error_message(response: httpx.Response) -> str:
             return error["message"][:_ERROR_BODY_CHARS]
         return str(body)[:_ERROR_BODY_CHARS]
     return " ".join(response.text.split())[:_ERROR_BODY_CHARS]
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
+    """The wait a ``Retry-After`` header asks for, in seconds (0 for a time passed): a
+    number of seconds or an HTTP date; None when absent or unreadable."""
+    value = headers.get("retry-after") if headers is not None else None
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:  # an HTTP date, or something unreadable (then ignored)
+        try:
+            parsed = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=datetime.UTC)
+        seconds = parsed.timestamp() - time.time()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
 class ChatCompletions:

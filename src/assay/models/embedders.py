@@ -283,6 +283,8 @@ class OpenAICompatibleEmbedder(Embedder):
     def _post(self, body: dict[str, object]) -> dict[str, object]:
         import httpx
 
+        from assay.judge.http import retry_after_seconds
+
         for attempt in range(self._max_retries + 1):
             wait = min(30.0, 0.5 * 2**attempt)
             try:
@@ -295,9 +297,9 @@ class OpenAICompatibleEmbedder(Embedder):
                 problem = f"HTTP {response.status_code}: {' '.join(response.text.split())[:300]}"
                 if response.status_code != 429 and response.status_code < 500:
                     break
-                retry_after = response.headers.get("retry-after", "")
-                if retry_after.replace(".", "", 1).isdigit():
-                    wait = min(30.0, float(retry_after))
+                retry_after = retry_after_seconds(response.headers)
+                if retry_after is not None:
+                    wait = min(30.0, retry_after)
             if attempt < self._max_retries:
                 time.sleep(wait)
         raise EmbeddingServerError(f"embedding server {self.name} failed: {problem}")
