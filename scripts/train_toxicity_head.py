@@ -52,10 +52,16 @@ import time
 from pathlib import Path
 
 import numpy as np
-from sklearn.isotonic import IsotonicRegression
-from sklearn.linear_model import LogisticRegression
+from head_training import (
+    balanced_weights,
+    best_threshold,
+    choose_c,
+    fit_calibration,
+    fit_head,
+    folds,
+    interval,
+)
 from sklearn.metrics import brier_score_loss, roc_auc_score
-from sklearn.model_selection import StratifiedGroupKFold
 
 from assay.models.cache import EmbeddingCache
 from assay.models.embedders import USEMultilingualEmbedder
@@ -68,7 +74,6 @@ NEAR_DUPLICATE_COSINE = 0.95
 FOLDS = 5
 INNER_FOLDS = 3
 FOLD_SEED = 0
-T_975_DF4 = 2.776  # Student t quantile for a 95 % interval over 5 folds
 TWEET_ARTEFACT = re.compile(r"(?<!\w)(?:RT|@\w+|#\w+)|https?://|www\.", re.IGNORECASE)
 TARGETS = ("hateful_or_offensive", "hate")
 
@@ -115,63 +120,6 @@ def duplicate_groups(texts: list[str], vectors: np.ndarray) -> np.ndarray:
     return np.array([find(i) for i in range(len(texts))])
 
 
-def balanced_weights(y: np.ndarray) -> np.ndarray:
-    """Sample weights giving both classes the same total weight."""
-    w = np.where(y == 1, 0.5 / max(y.mean(), 1e-12), 0.5 / max(1 - y.mean(), 1e-12))
-    return w / w.mean()
-
-
-def fit_head(x: np.ndarray, y: np.ndarray, c: float) -> LogisticRegression:
-    return LogisticRegression(C=c, class_weight="balanced", max_iter=5000).fit(x, y)
-
-
-def folds(y: np.ndarray, groups: np.ndarray, n: int, seed: int) -> list[tuple]:
-    splitter = StratifiedGroupKFold(n_splits=n, shuffle=True, random_state=seed)
-    return list(splitter.split(np.zeros(len(y)), y, groups))
-
-
-def out_of_fold_logits(
-    x: np.ndarray, y: np.ndarray, groups: np.ndarray, c: float, n: int
-) -> np.ndarray:
-    logits = np.zeros(len(y))
-    for train, test in folds(y, groups, n, FOLD_SEED):
-        logits[test] = fit_head(x[train], y[train], c).decision_function(x[test])
-    return logits
-
-
-def choose_c(x: np.ndarray, y: np.ndarray, groups: np.ndarray, n: int) -> tuple[float, dict]:
-    """The C with the best grouped-CV AUROC, and every C's AUROC, plus its OOF logits."""
-    scores, oof = {}, {}
-    for c in C_GRID:
-        oof[c] = out_of_fold_logits(x, y, groups, c, n)
-        scores[c] = roc_auc_score(y, oof[c])
-    best = max(C_GRID, key=lambda c: (round(scores[c], 4), -c))
-    return best, {"auroc_by_C": scores, "oof_logits": oof[best]}
-
-
-def fit_calibration(logits: np.ndarray, y: np.ndarray) -> IsotonicRegression:
-    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
-    return iso.fit(logits, y, sample_weight=balanced_weights(y))
-
-
-def interval(values: list[float]) -> str:
-    arr = np.array(values)
-    half = T_975_DF4 * arr.std(ddof=1) / np.sqrt(len(arr))
-    return f"{arr.mean():.3f} ± {half:.3f} (folds {', '.join(f'{v:.3f}' for v in arr)})"
-
-
-def best_threshold(probs: np.ndarray, y: np.ndarray) -> float:
-    """The probability cut that maximises balanced accuracy (ties: the lowest cut)."""
-    cuts = np.unique(probs)
-    best, best_score = 0.5, -1.0
-    for cut in cuts:
-        pred = probs >= cut
-        score = 0.5 * (pred[y == 1].mean() + (~pred[y == 0]).mean())
-        if score > best_score + 1e-12:
-            best, best_score = float(cut), score
-    return best
-
-
 def cross_validate(
     x: np.ndarray,
     classes: np.ndarray,
@@ -188,7 +136,7 @@ def cross_validate(
         report.setdefault(key, []).append(float(value))
 
     for fold, (train, test) in enumerate(folds(y, groups, FOLDS, FOLD_SEED)):
-        c, inner = choose_c(x[train], y[train], groups[train], INNER_FOLDS)
+        c, inner = choose_c(x[train], y[train], groups[train], INNER_FOLDS, C_GRID, FOLD_SEED)
         head = fit_head(x[train], y[train], c)
         iso = fit_calibration(inner["oof_logits"], y[train])
         logits = head.decision_function(x[test])
@@ -248,7 +196,7 @@ def main() -> None:
                 print(f"  {key}: {interval(values)}")
 
     y = labels(classes, args.target)
-    c, search = choose_c(x, y, groups, FOLDS)
+    c, search = choose_c(x, y, groups, FOLDS, C_GRID, FOLD_SEED)
     head = fit_head(x, y, c)
     iso = fit_calibration(search["oof_logits"], y)
     oof_probs = iso.predict(search["oof_logits"])

@@ -175,6 +175,7 @@ RESOURCE_OF = {
     "spacy": "nlp",
     "toxicity": "toxicity",
     "profanity_check": "profanity_check",
+    "support_head": "support_head",
     "judge": "judge",
 }
 

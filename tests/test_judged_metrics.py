@@ -4,11 +4,13 @@ local estimators."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from assay.config import AssayConfig
@@ -35,6 +37,7 @@ from assay.metrics.judged import (
     ragas_composite,
     weighted_correctness,
 )
+from assay.models.support_head import FEATURES
 from assay.registry import get_metric, list_metrics, suite
 from assay.resources import Resources
 from assay.sample import Sample
@@ -628,13 +631,32 @@ def test_suites() -> None:
     assert "factual_accuracy" not in rag
 
 
-def test_local_faithfulness_of_a_copied_answer_is_one(resources: Resources, tmp_path: Path) -> None:
+def test_local_faithfulness_of_a_copied_answer(resources: Resources, tmp_path: Path) -> None:
     # every answer sentence equals a context sentence: cosine 1, word share 1, anchors all
-    # supported -> support (1 + 1) / 2 = 1 and factor 0.5 + 0.5 x 1 = 1
+    # supported -> graded support (1 + 1) / 2 = 1 and factor 0.5 + 0.5 x 1 = 1
     sample = Sample(answer=CONTEXTS[0], contexts=CONTEXTS)
-    result = Faithfulness().score(sample, judged(resources, tmp_path, None))
-    assert result.value == pytest.approx(1.0, abs=1e-5)
+    res = judged(resources, tmp_path, None)
+    result = Faithfulness().score(sample, res)
+    assert result.details["graded_support"] == pytest.approx(1.0, abs=1e-5)
     assert result.details["anchors"] == result.details["anchors_supported"] > 0
+    # the head's features, by hand: 2 sentences of 7 and 8 words, nothing new, all copied
+    copied = {
+        **dict.fromkeys(("semantic_mean", "semantic_min", "lexical_mean", "lexical_min"), 1.0),
+        "sentences": 2.0,
+        "log_words": round(math.log(16), 4),
+        "copy_mean": 1.0,
+        "copy_min": 1.0,
+    }
+    features = result.details["head_features"]
+    assert {k: v for k, v in features.items() if v} == pytest.approx(copied, abs=1e-4)
+    head = res.support_head
+    x = np.array([copied.get(name, 0.0) for name in FEATURES])
+    z = ((x - head.mean) / head.scale) @ head.weights + head.bias
+    assert result.value == pytest.approx(
+        1 / (1 + math.exp(-(head.slope * z + head.intercept))), abs=1e-4
+    )
+    assert result.details["estimator"] == "support_head"
+    assert f"+{head.identity}" in result.signature
 
 
 def test_local_estimators_order_faithful_above_fabricated(

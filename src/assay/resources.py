@@ -22,6 +22,7 @@ from assay.models.embedders import USE_SPECS, Embedder, ModelUnavailable, make_e
 if TYPE_CHECKING:
     from assay.judge.client import JudgeClient
     from assay.models.bertscore import BERTScorer
+    from assay.models.support_head import SupportHead
     from assay.models.toxicity import ToxicityModel
     from assay.models.toxicity_head import ToxicityHead
 
@@ -73,6 +74,14 @@ class Resources:
             with self._lock:
                 embedder = USEMultilingualEmbedder(self.cache, self.config.batch_size)
         return ToxicityHead(embedder)
+
+    @cached_property
+    def support_head(self) -> SupportHead:
+        """The learned support head of the faithfulness-type estimators
+        (`assay.models.support_head`, numpy only)."""
+        from assay.models.support_head import SupportHead
+
+        return SupportHead()
 
     @cached_property
     def profanity_check(self) -> ToxicityModel:

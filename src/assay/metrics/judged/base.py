@@ -24,9 +24,13 @@ from assay.sample import Sample
 
 #: ``needs`` of the judged metrics whose local estimator checks claim anchors (spaCy)
 ANCHORED_NEEDS = frozenset({"judge", "embedder", "spacy"})
+#: ``needs`` of those whose local estimator is sentence support scored by the learned
+#: support head (`assay.models.support_head`)
+SUPPORT_NEEDS = ANCHORED_NEEDS | {"support_head"}
 
 __all__ = [
     "ANCHORED_NEEDS",
+    "SUPPORT_NEEDS",
     "JudgedMetric",
     "RubricScore",
     "embedder_name",
@@ -142,17 +146,24 @@ class JudgedMetric(Metric):
         *,
         components: dict[str, float | None] | None = None,
         reason: str | None = None,
+        estimator: str | None = None,
         **details: Any,
     ) -> MetricResult:
+        """A result of the local estimator: ``estimator`` names the one that ran (default:
+        the class's); one that ran the support head adds the head's identity to the model."""
+        estimator = estimator or self.estimator
+        # the embedder only for an estimator that declares it: another metric having
+        # loaded it first must not change this one's signature
+        model = embedder_name(res) if "embedder" in self.needs else None
+        if "support_head" in estimator:
+            model = f"{model}+{res.support_head.identity}"
         return self.result(
             value,
             components=components,
             method="local",
             reason=reason,
-            # the embedder only for an estimator that declares it: another metric having
-            # loaded it first must not change this one's signature
-            model=embedder_name(res) if "embedder" in self.needs else None,
-            estimator=self.estimator,
+            model=model,
+            estimator=estimator,
             **details,
         )
 

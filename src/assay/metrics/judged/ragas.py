@@ -31,7 +31,7 @@ from assay.judge.prompts import (
     RagVerdicts,
 )
 from assay.metric import Source
-from assay.metrics.judged.base import ANCHORED_NEEDS, JudgedMetric, rag_values
+from assay.metrics.judged.base import SUPPORT_NEEDS, JudgedMetric, rag_values
 from assay.metrics.judged.formulas import (
     RAGAS_WEIGHTS,
     average_precision,
@@ -79,7 +79,7 @@ class _SupportedShare(_RagVerdictMetric):
     Subclasses name the reply list (``items``), each item's text and verdict attributes,
     the sample field the estimator splits into sentences, and the evidence keys."""
 
-    needs = ANCHORED_NEEDS
+    needs = SUPPORT_NEEDS
     items: ClassVar[str]  # RagVerdicts attribute: "claims" or "statements"
     item_text: ClassVar[str]  # attribute of an item holding its text
     item_ok: ClassVar[str]  # attribute of an item holding its verdict
@@ -139,6 +139,7 @@ class _SupportedShare(_RagVerdictMetric):
                 self.local(
                     support.score,
                     res,
+                    estimator=support.estimator,
                     threshold=SUPPORT_THRESHOLD,
                     **{self.count_key: n, self.ok_key: ok, self.missing_key: missing},
                     **support.details(),
@@ -158,12 +159,14 @@ class RagasFaithfulness(_SupportedShare):
     1.0 (the specification's rule: nothing unsupported), flagged in the reason. Inputs: response,
     contexts (question and reference used when present). Range 0..1 (the specification: 0-100),
     higher is better. Evidence: every claim with its verdict and reason.
-    Local estimator ``sentence_support``, the one estimator of every "is this text
+    Local estimator ``support_head``, the one estimator of every "is this text
     supported by the contexts?" metric (``faithfulness``, ``hallucination``,
-    ``ragas_context_recall``): the graded support score of ``faithfulness`` (not the share
-    of sentences above a cut-off, which loses the grading: BEGIN dev AUROC 0.917 against
-    0.840 for the share); each answer sentence is listed as a claim, supported when its
-    support is at least 0.6 and none of its anchors is unsupported. Weaknesses: the
+    ``ragas_context_recall``): the support head's probability as for ``faithfulness``
+    (the graded support, ``sentence_support``, with another embedder; either beats the
+    share of sentences above a cut-off, which loses the grading: BEGIN dev AUROC 0.917
+    for the graded support against 0.840 for the share); each answer sentence is listed
+    as a claim, supported when its graded support is at least 0.6 and none of its anchors
+    is unsupported. Weaknesses: the
     no-claims rule rewards evasive answers; the judge
     may split claims unevenly (one long claim vs many small ones changes the ratio);
     the estimator's sentences are not atomic claims.
@@ -171,7 +174,7 @@ class RagasFaithfulness(_SupportedShare):
 
     name = "ragas_faithfulness"
     requires = ("response", "contexts")
-    estimator = "sentence_support"
+    estimator = "support_head"
     items = "claims"
     item_text = "claim"
     item_ok = "verdict"
@@ -254,16 +257,17 @@ class RagasContextRecall(_SupportedShare):
     rule, flagged in the reason). Inputs: expected (ground truth), contexts. Range 0..1
     (the specification: 0-100), higher is better. Evidence: statements with verdicts and supporting
     context.
-    Local estimator ``sentence_support``: the graded support score of the reference by
-    the contexts (as for ``ragas_faithfulness``); each reference sentence is listed as a
-    statement, attributed when its support is at least 0.6 and none of its anchors is
-    unsupported. Weaknesses: a one-word reference ("Cornish heath") is one
-    statement, so recall is all or nothing; the estimator's sentences are not atomic.
+    Local estimator ``support_head``: the support head's probability that the contexts
+    support the reference (as for ``ragas_faithfulness``; the graded support with another
+    embedder); each reference sentence is listed as a statement, attributed when its
+    graded support is at least 0.6 and none of its anchors is unsupported. Weaknesses: a
+    one-word reference ("Cornish heath") is one statement, so recall is all or nothing;
+    the estimator's sentences are not atomic.
     """
 
     name = "ragas_context_recall"
     requires = ("expected", "contexts")
-    estimator = "sentence_support"
+    estimator = "support_head"
     items = "statements"
     item_text = "statement"
     item_ok = "attributed"
@@ -359,7 +363,7 @@ class RagasScore(JudgedMetric):
 
     name = "ragas_score"
     requires = ()
-    needs = ANCHORED_NEEDS
+    needs = SUPPORT_NEEDS
     suites = ("judged", "rag")
     source = Source.RAG_EVALUATION
     estimator = "composite of the four local estimators"

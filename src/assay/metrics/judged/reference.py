@@ -100,6 +100,7 @@ class FactualAccuracy(JudgedMetric):
             [s.expected or "" for s in samples],
             [[s.response or ""] for s in samples],
             use_anchors=False,
+            use_head=False,  # the head is trained on answers against contexts, not this
         )
         total = FACTUAL_ACCURACY_WEIGHTS["correctness"] + FACTUAL_ACCURACY_WEIGHTS["completeness"]
         weights = {

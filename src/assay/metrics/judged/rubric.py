@@ -23,7 +23,7 @@ from assay.judge.estimators import (
 )
 from assay.judge.prompts import RELEVANCE
 from assay.metric import Source
-from assay.metrics.judged.base import ANCHORED_NEEDS, JudgedMetric, RubricScore
+from assay.metrics.judged.base import SUPPORT_NEEDS, JudgedMetric, RubricScore
 from assay.metrics.judged.formulas import weighted_correctness
 from assay.metrics.judged.shared_prompts import GROUNDING
 from assay.registry import register
@@ -86,7 +86,7 @@ def relevance_estimates(
 class _SupportBased(RubricScore):
     """Faithfulness-style metrics whose local estimator is sentence support."""
 
-    needs = ANCHORED_NEEDS
+    needs = SUPPORT_NEEDS
 
     def _supports(self, samples: Sequence[Sample], res: Resources) -> list[Any]:
         return sentence_support(
@@ -104,13 +104,22 @@ class Faithfulness(_SupportBased):
     ``contextual_relevance``; 1.0 = every fact/number in the response is directly from the
     context ... 0.0-0.3 = many unsupported claims), on [0, 1] as for ``judged_relevance``.
     Inputs: response, contexts. Range 0..1, higher is better. Local estimator
-    ``sentence_support``: for each response sentence, the mean of its best embedding cosine
-    against the context sentences and the share of its content words found in the context;
-    averaged over sentences and multiplied by ``0.5 + 0.5 * (supported anchors / anchors)``
-    (numbers, dates, entities and asserted subject-verb-object claims checked by
-    `assay.text.anchors`; factor 1 without anchors). AUROC 0.92 on BEGIN (attributable vs
-    not). Weaknesses: the judge gives one holistic number; the estimator rewards copying,
-    under-rates faithful paraphrase, and misses role swaps ("Beats acquired Apple"); see
+    ``support_head``: the learned support head's calibrated probability that the response
+    is fully supported (`assay.models.support_head`: a logistic model over 16 features of
+    the response against the contexts: per-sentence best embedding cosine and content-word
+    share, new words and bigrams, the longest common subsequence with the closest context
+    sentences, new names and numbers; sigmoid-calibrated at an even prior; default
+    threshold 0.48). Nested grouped 5-fold CV AUROC on the dev sets it was trained on:
+    BEGIN 0.926, QAGS CNN/DM 0.840 (the graded support: 0.917, 0.762). With another
+    embedder than the head's (USE multilingual v3) the estimator is ``sentence_support``,
+    the graded support: per response sentence, the mean of its best embedding cosine
+    against the context sentences and the share of its content words found in the
+    context, averaged over sentences and multiplied by
+    ``0.5 + 0.5 * (supported anchors / anchors)`` (numbers, dates, entities and asserted
+    subject-verb-object claims checked by `assay.text.anchors`; factor 1 without anchors),
+    which the head's evidence also reports (``graded_support``). Weaknesses: the judge
+    gives one holistic number; the estimator rewards copying, under-rates faithful
+    paraphrase, and misses role swaps ("Beats acquired Apple"); see
     ``ragas_faithfulness`` for the claim-by-claim judge method.
     """
 
@@ -118,13 +127,16 @@ class Faithfulness(_SupportBased):
     requires = ("response", "contexts")
     suites = ("judged", "rag")
     source = Source.LLM_JUDGE
-    estimator = "sentence_support"
+    estimator = "support_head"
     prompt = GROUNDING
     fields = ("query", "contexts", "response")
     key = "faithfulness"
 
     def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        return [self.local(s.score, res, **s.details()) for s in self._supports(samples, res)]
+        return [
+            self.local(s.score, res, estimator=s.estimator, **s.details())
+            for s in self._supports(samples, res)
+        ]
 
 
 @register
@@ -137,8 +149,9 @@ class Hallucination(_SupportBased):
     from the context ... 0.9-1.0 = mostly or completely fabricated), on [0, 1] as for
     ``judged_relevance``. Inputs: response, contexts. Range 0..1, LOWER is better.
     Evaluated by its own rubric, not as 1 - faithfulness (the specification's choice).
-    Local estimator ``unsupported_share``: 1 - the ``sentence_support`` score of
-    ``faithfulness``. Weaknesses: as ``faithfulness``; an answer that is all hedges and
+    Local estimator ``1 - support_head``: 1 - the local estimate of ``faithfulness``
+    (``unsupported_share``, 1 - the graded support, with another embedder than the
+    head's). Weaknesses: as ``faithfulness``; an answer that is all hedges and
     pleasantries scores low (nothing to fabricate) whether or not it helps.
     """
 
@@ -154,7 +167,13 @@ class Hallucination(_SupportBased):
 
     def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         return [
-            self.local(1.0 - s.score, res, support=round(s.score, 4), **s.details())
+            self.local(
+                1.0 - s.score,
+                res,
+                estimator="1 - support_head" if s.estimator == "support_head" else None,
+                support=round(s.score, 4),
+                **s.details(),
+            )
             for s in self._supports(samples, res)
         ]
 
@@ -211,9 +230,9 @@ class AnswerCorrectness(JudgedMetric):
 
     name = "answer_correctness"
     requires = ("query", "response", "contexts")
-    needs = ANCHORED_NEEDS
+    needs = SUPPORT_NEEDS
     source = Source.LLM_JUDGE
-    estimator = "question_answer_cosine+sentence_support"
+    estimator = "question_answer_cosine+support_head"
     components = ("relevance", "faithfulness")
 
     def __init__(self, weights: Mapping[str, float] | None = None) -> None:
@@ -265,7 +284,8 @@ class AnswerCorrectness(JudgedMetric):
             return self.llm(
                 value, model, [RELEVANCE, GROUNDING], components=components, weights=weights
             )
-        return self.local(value, res, components=components, weights=weights)
+        estimator = f"question_answer_cosine+{faithfulness.details['estimator']}"
+        return self.local(value, res, estimator=estimator, components=components, weights=weights)
 
     def reduce_batch(
         self, samples: Sequence[Sample], answers: Answers, res: Resources

@@ -1,0 +1,219 @@
+"""Train the support head shipped in ``src/assay/models/data/support_head.npz``.
+
+The head answers "is this text supported by its evidence?" for every faithfulness-type
+metric's offline path (`assay.models.support_head`).
+
+Data: the two human-labelled development sets on that question, from ``--data``
+(``../shared/data``; described with their licences in its README). Nothing else is read:
+no evaluation benchmark is trained or tuned on.
+
+- BEGIN, Wizard-of-Wikipedia dev (Dziri et al. 2022; CC BY 4.0): 430 dialogue responses,
+  label 1 for "Fully attributable" to the knowledge snippet. Groups: the snippet.
+- QAGS CNN/DailyMail (Wang et al. 2020; research use, cite the paper): 714 summary
+  sentences, label 1 when most of 3 crowd workers say the article supports it. Groups:
+  the article (sentences of one summary share it).
+
+Steps (deterministic):
+
+1. Features: `assay.models.support_head.support_features`, the function the metrics run,
+   on `sentence_support`'s rows with the base install's USE multilingual v3 embedder
+   (embeddings cached in ``--cache-dir``; the first run takes about a minute on 2 cores).
+2. Nested CV over the pooled 1,144 items: 5 outer folds, stratified and grouped
+   (`head_training.folds`), C chosen on the training folds by inner grouped 3-fold CV
+   AUROC, a class-balanced logistic head on standardised features, a sigmoid (Platt) map
+   fitted on the inner out-of-fold logits at an even class prior (strictly monotone, so
+   the probabilities keep the logits' ranking; an isotonic map's flat steps cost about
+   0.01 AUROC here). Reported per data set: AUROC
+   of the out-of-fold probabilities with a 95 % bootstrap interval (1,000 resamples of
+   groups), against the graded sentence-support score on the same items.
+3. Transfer: fitted on one data set, scored on the other (the nearest thing here to data
+   of another source).
+4. The shipped head: C by grouped 5-fold CV on all items, fitted on all; the sigmoid map
+   on the 5-fold out-of-fold logits; the default threshold maximises balanced accuracy on
+   those out-of-fold probabilities.
+
+Run: ``python scripts/train_support_head.py [--out PATH]``. ``benchmarks/validity.py``
+runs step 2 (`cross_validated_probabilities`) for the validity cards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from head_training import best_threshold, choose_c, fit_head, fit_sigmoid, folds, sigmoid
+from sklearn.metrics import roc_auc_score
+
+from assay.config import AssayConfig
+from assay.judge.estimators import sentence_support
+from assay.models.support_head import FEATURES, support_features
+from assay.resources import Resources
+from assay.sample import Sample
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from validity_data import begin_rows, qags_cnndm_sentences  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data"
+OUT = ROOT / "src/assay/models/data/support_head.npz"
+C_GRID = (0.01, 0.03, 0.1, 0.3, 1.0)
+FOLDS = 5
+INNER_FOLDS = 3
+FOLD_SEED = 0
+BOOTSTRAP = 1000
+
+
+def labelled_items(data: Path) -> dict[str, tuple[list[Sample], np.ndarray, np.ndarray]]:
+    """Per data set: samples (answer = the judged text, contexts = its evidence), labels
+    (1 = supported) and group ids (items sharing evidence share a group)."""
+    begin, begin_labels = begin_rows(data)
+    knowledge: dict[str, int] = {}
+    begin_groups = np.array([knowledge.setdefault(s.contexts[0], len(knowledge)) for s in begin])
+    qags, qags_labels, qags_groups = qags_cnndm_sentences(data)
+    return {
+        "begin-wow-dev": (list(begin), begin_labels, begin_groups),
+        "qags-cnndm-dev": (list(qags), qags_labels, qags_groups),
+    }
+
+
+def features_and_baseline(
+    samples: Sequence[Sample], res: Resources
+) -> tuple[np.ndarray, np.ndarray]:
+    """The head's features of each sample and the graded sentence-support score."""
+    texts = [s.response or "" for s in samples]
+    evidence = [s.contexts or [] for s in samples]
+    supports = sentence_support(res, texts, evidence, use_head=False)
+    x = np.stack(
+        [
+            support_features(t, e, s.sentences)
+            for t, e, s in zip(texts, evidence, supports, strict=True)
+        ]
+    )
+    return x, np.array([s.score for s in supports])
+
+
+def cross_validated_probabilities(
+    x: np.ndarray, y: np.ndarray, groups: np.ndarray
+) -> tuple[np.ndarray, list[float]]:
+    """Nested grouped CV (step 2): each item's calibrated probability from a head that
+    never saw its group, and the C chosen in each outer fold."""
+    probs = np.zeros(len(y))
+    chosen = []
+    for train, test in folds(y, groups, FOLDS, FOLD_SEED):
+        c, inner = choose_c(x[train], y[train], groups[train], INNER_FOLDS, C_GRID, FOLD_SEED, True)
+        head = fit_head(x[train], y[train], c, standardise=True)
+        a, b = fit_sigmoid(inner["oof_logits"], y[train])
+        probs[test] = sigmoid(a * head.decision_function(x[test]) + b)
+        chosen.append(c)
+    return probs, chosen
+
+
+def grouped_bootstrap_auroc(y: np.ndarray, scores: np.ndarray, groups: np.ndarray) -> list[float]:
+    """95 % interval of AUROC over resampled groups."""
+    rng = np.random.default_rng(0)
+    ids = np.unique(groups)
+    members = {g: np.flatnonzero(groups == g) for g in ids}
+    values = []
+    for _ in range(BOOTSTRAP):
+        rows = np.concatenate([members[g] for g in rng.choice(ids, len(ids))])
+        if 0 < y[rows].sum() < len(rows):
+            values.append(roc_auc_score(y[rows], scores[rows]))
+    return [float(v) for v in np.percentile(values, [2.5, 97.5])]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache/assay-training")
+    args = parser.parse_args()
+
+    res = Resources(AssayConfig(judge_model=None, cache_dir=str(args.cache_dir)))
+    sets = labelled_items(args.data)
+    xs, ys, gs, names, baselines = [], [], [], [], []
+    for offset, (name, (samples, y, groups)) in enumerate(sets.items()):
+        x, baseline = features_and_baseline(samples, res)
+        xs.append(x)
+        ys.append(y)
+        gs.append(groups + offset * 1_000_000)
+        names += [name] * len(y)
+        baselines.append(baseline)
+    x, y, groups = np.vstack(xs), np.concatenate(ys), np.concatenate(gs)
+    names_arr, baseline = np.array(names), np.concatenate(baselines)
+
+    probs, chosen = cross_validated_probabilities(x, y, groups)
+    cv: dict[str, dict[str, object]] = {}
+    print(f"nested {FOLDS}-fold grouped CV over {len(y)} items (C per fold: {chosen})")
+    for name in sets:
+        m = names_arr == name
+        head_auroc = roc_auc_score(y[m], probs[m])
+        base_auroc = roc_auc_score(y[m], baseline[m])
+        ci = grouped_bootstrap_auroc(y[m], probs[m], groups[m])
+        cv[name] = {
+            "n": int(m.sum()),
+            "auroc": round(head_auroc, 4),
+            "ci95": [round(v, 4) for v in ci],
+        }
+        print(
+            f"  {name}: head AUROC {head_auroc:.3f} ({ci[0]:.3f}-{ci[1]:.3f}), "
+            f"graded sentence support {base_auroc:.3f}, n={m.sum()}"
+        )
+    transfer = {}
+    for train_name in sets:
+        for test_name in sets:
+            if train_name == test_name:
+                continue
+            tr, te = names_arr == train_name, names_arr == test_name
+            c, _ = choose_c(x[tr], y[tr], groups[tr], FOLDS, C_GRID, FOLD_SEED, True)
+            logits = fit_head(x[tr], y[tr], c, standardise=True).decision_function(x[te])
+            auroc = roc_auc_score(y[te], logits)
+            transfer[f"{train_name} -> {test_name}"] = round(auroc, 4)
+            print(f"  trained on {train_name} only, scored on {test_name}: AUROC {auroc:.3f}")
+
+    c, search = choose_c(x, y, groups, FOLDS, C_GRID, FOLD_SEED, True)
+    head = fit_head(x, y, c, standardise=True)
+    slope, intercept = fit_sigmoid(search["oof_logits"], y)
+    threshold = best_threshold(sigmoid(slope * search["oof_logits"] + intercept), y)
+    scaler, logistic = head[0], head[-1]
+    metadata = {
+        "features": list(FEATURES),
+        "embedder": res.embedder.name,
+        "data": "BEGIN WoW dev + QAGS CNN/DM",
+        "data_source": (
+            "BEGIN (Dziri et al. 2022, CC BY 4.0); QAGS (Wang et al. 2020, research use)"
+        ),
+        "n_train": len(y),
+        "n_positive": int(y.sum()),
+        "C": c,
+        "cv_auroc_by_C": {str(k): round(v, 4) for k, v in search["auroc_by_C"].items()},
+        "nested_cv": cv,
+        "transfer_auroc": transfer,
+        "threshold": threshold,
+        "threshold_rule": "max balanced accuracy on 5-fold out-of-fold probabilities",
+        "calibration": "sigmoid (Platt) on 5-fold out-of-fold logits, classes weighted equally",
+        "script": "scripts/train_support_head.py",
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(
+        args.out,
+        mean=scaler.mean_.astype(np.float64),
+        scale=scaler.scale_.astype(np.float64),
+        weights=logistic.coef_[0].astype(np.float64),
+        bias=np.float64(logistic.intercept_[0]),
+        calibration=np.array([slope, intercept], dtype=np.float64),
+        metadata=np.array(json.dumps(metadata, sort_keys=True)),
+    )
+    print(f"\nshipped head: C={c:g}, threshold {threshold:.3f}")
+    print(
+        "weights:",
+        ", ".join(f"{f} {w:+.2f}" for f, w in zip(FEATURES, logistic.coef_[0], strict=True)),
+    )
+    print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")
+
+
+if __name__ == "__main__":
+    main()

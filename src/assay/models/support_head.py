@@ -1,0 +1,223 @@
+"""The learned support head: is a text supported by its evidence passages? A logistic
+model over sixteen support features, calibrated.
+
+The features (`support_features`) describe one text against its evidence; the first four
+come from `assay.judge.estimators.sentence_support`'s per-sentence rows (embedding cosine
+and content-word share), the rest from words alone:
+
+============================  ==================================================================
+``semantic_mean``, ``_min``   best cosine of each sentence against the evidence units (mean, min)
+``lexical_mean``, ``_min``    share of each sentence's content words found in the evidence
+``novel_words``               share of the text's distinct content words absent from the evidence
+``novel_bigrams``             share of the text's distinct word bigrams absent from the evidence
+``sentences``                 number of sentences
+``log_words``                 log(1 + number of words)
+``copy_mean``, ``copy_min``   per sentence: LCS(sentence, s) / len(sentence) for its best evidence
+                              sentence s among the `LOCAL_SENTENCES` sharing the most words with it
+``local_bigrams_mean/_max``   per sentence: share of its bigrams absent from those local sentences
+``local_words_mean/_max``     per sentence: share of its content words absent from them
+``novel_names``               share of capitalised words (not sentence-initial) absent from the
+                              evidence
+``novel_numbers``             numbers in the text absent from the evidence (count, at most 3)
+============================  ==================================================================
+
+Scoring::
+
+    z = w · ((x - mean) / scale) + b       (x: the 16 features, standardised as in training)
+    p = 1 / (1 + exp(-(a z + c)))           (a, c: the sigmoid calibration)
+
+``p`` is a probability-like number that the text is fully supported, calibrated by
+cross-validation at an even prior of supported and unsupported texts. The weights, the
+calibration steps, the default threshold and the training record (data, folds, scores)
+are in ``assay/models/data/support_head.npz``, written by ``scripts/train_support_head.py``.
+The semantic features are cosines of the embedder the head was trained with (named in the
+file); on another embedder's vectors they mean something else, so `SupportHead.fits`
+tells the estimator to fall back to the graded sentence-support score (and say so).
+Inference is numpy only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import re
+from collections.abc import Sequence
+from importlib import resources as importlib_resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from assay.text.tokenize import content_words, sentences, words
+
+__all__ = ["FEATURES", "HEAD_FILE", "LOCAL_SENTENCES", "SupportHead", "support_features"]
+
+#: the shipped weights, inside the package
+HEAD_FILE = "support_head.npz"
+#: evidence sentences (by shared words) a text sentence is compared with for the local features
+LOCAL_SENTENCES = 3
+#: the feature names, in the order of the weights
+FEATURES: tuple[str, ...] = (
+    "semantic_mean",
+    "semantic_min",
+    "lexical_mean",
+    "lexical_min",
+    "novel_words",
+    "novel_bigrams",
+    "sentences",
+    "log_words",
+    "copy_mean",
+    "copy_min",
+    "local_bigrams_mean",
+    "local_bigrams_max",
+    "local_words_mean",
+    "local_words_max",
+    "novel_names",
+    "novel_numbers",
+)
+
+_NAME = re.compile(r"\b[A-Z][\w'’-]*")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _bigrams(tokens: Sequence[str]) -> set[tuple[str, str]]:
+    return set(itertools.pairwise(tokens))
+
+
+def _share_absent(items: set[Any], present: set[Any]) -> float:
+    return len(items - present) / len(items) if items else 0.0
+
+
+def longest_common_subsequence(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence of two token lists (dynamic programming)."""
+    if not a or not b:
+        return 0
+    previous = [0] * (len(b) + 1)
+    for x in a:
+        current = [0]
+        for j, y in enumerate(b):
+            current.append(previous[j] + 1 if x == y else max(previous[j + 1], current[j]))
+        previous = current
+    return previous[-1]
+
+
+def _local(sentence_words: list[str], evidence_sentences: list[list[str]]) -> list[float]:
+    """copy, local novel bigrams, local novel words of one sentence (see the module doc)."""
+    own = set(sentence_words)
+    ranked = sorted(evidence_sentences, key=lambda ev: -len(own & set(ev)))[:LOCAL_SENTENCES]
+    copy = max((longest_common_subsequence(sentence_words, ev) for ev in ranked), default=0)
+    local_words = [w for ev in ranked for w in ev]
+    content = set(content_words(" ".join(sentence_words)))
+    return [
+        copy / len(sentence_words),
+        _share_absent(_bigrams(sentence_words), _bigrams(local_words)),
+        _share_absent(content, set(local_words)),
+    ]
+
+
+def support_features(
+    text: str, evidence: Sequence[str], rows: Sequence[dict[str, Any]]
+) -> np.ndarray:
+    """The `FEATURES` of ``text`` against the ``evidence`` passages; ``rows`` are the
+    per-sentence rows of `sentence_support` for the same text (``semantic``, ``lexical``)."""
+    passages = [p for p in evidence if p and p.strip()]
+    evidence_sentences = [
+        tokens for p in passages for s in (sentences(p) or [p]) if (tokens := words(s))
+    ]
+    evidence_words = {w for ev in evidence_sentences for w in ev}
+    evidence_bigrams = {b for ev in evidence_sentences for b in _bigrams(ev)}
+    text_sentences = [tokens for s in (sentences(text) or [text]) if (tokens := words(s))]
+    all_words = [w for tokens in text_sentences for w in tokens]
+    local = np.array(
+        [_local(tokens, evidence_sentences) for tokens in text_sentences] or [[1.0, 0.0, 0.0]]
+    )
+    semantic = [float(r["semantic"]) for r in rows] or [1.0]
+    lexical = [float(r["lexical"]) for r in rows] or [1.0]
+    names = {
+        m.group(0).lower()
+        for s in sentences(text) or [text]
+        for m in _NAME.finditer(s)
+        if m.start() > 0
+    }
+    numbers = set(_NUMBER.findall(text)) - set(_NUMBER.findall(" ".join(passages)))
+    return np.array(
+        [
+            np.mean(semantic),
+            np.min(semantic),
+            np.mean(lexical),
+            np.min(lexical),
+            _share_absent(set(content_words(text)), evidence_words),
+            _share_absent(
+                {b for tokens in text_sentences for b in _bigrams(tokens)}, evidence_bigrams
+            ),
+            len(text_sentences),
+            math.log1p(len(all_words)),
+            local[:, 0].mean(),
+            local[:, 0].min(),
+            local[:, 1].mean(),
+            local[:, 1].max(),
+            local[:, 2].mean(),
+            local[:, 2].max(),
+            _share_absent(names, evidence_words),
+            min(len(numbers), 3),
+        ],
+        dtype=np.float64,
+    )
+
+
+def load_head_arrays(path: str | Path | None = None) -> dict[str, np.ndarray]:
+    """The arrays of a head file (default: the shipped one)."""
+    if path is None:
+        source = importlib_resources.files("assay.models") / "data" / HEAD_FILE
+        with importlib_resources.as_file(source) as real, np.load(real) as data:
+            return {k: data[k] for k in data.files}
+    with np.load(path) as data:
+        return {k: data[k] for k in data.files}
+
+
+class SupportHead:
+    """The shipped support head (or the one at ``path``): ``probability(features)``.
+
+    Attributes:
+        embedder: the embedder whose cosines the semantic features were computed with.
+        threshold: the default decision threshold on the probability (balanced accuracy
+            maximised on the out-of-fold probabilities in training).
+        name: the head in words (embedder, data, model, calibration).
+        identity: ``support_head:sha256:<12 hex>`` of its arrays, for result signatures.
+    """
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        arrays = load_head_arrays(path)
+        digest = hashlib.sha256()
+        for key in sorted(arrays):
+            digest.update(key.encode() + np.ascontiguousarray(arrays[key]).tobytes())
+        self.mean = arrays["mean"].astype(np.float64)
+        self.scale = arrays["scale"].astype(np.float64)
+        self.weights = arrays["weights"].astype(np.float64)
+        self.bias = float(arrays["bias"])
+        self.slope, self.intercept = (float(v) for v in arrays["calibration"])
+        self.metadata: dict[str, Any] = json.loads(str(arrays["metadata"]))
+        if tuple(self.metadata["features"]) != FEATURES:
+            raise ValueError(
+                f"the support head file has features {self.metadata['features']}, "
+                f"this version of Assay computes {list(FEATURES)}"
+            )
+        self.embedder: str = self.metadata["embedder"]
+        self.threshold = float(self.metadata["threshold"])
+        self.identity = f"support_head:sha256:{digest.hexdigest()[:12]}"
+        self.name = f"support head on {self.embedder} ({self.metadata['data']}, logistic, sigmoid)"
+
+    def fits(self, embedder_name: str) -> bool:
+        """Whether the semantic features of ``embedder_name`` are the ones it was trained on."""
+        return embedder_name == self.embedder
+
+    def decision(self, features: np.ndarray) -> np.ndarray:
+        """The logit ``w · standardised(x) + b`` per row of features."""
+        x = (np.atleast_2d(np.asarray(features, dtype=np.float64)) - self.mean) / self.scale
+        return x @ self.weights + self.bias
+
+    def probability(self, features: np.ndarray) -> np.ndarray:
+        """The calibrated probability per row of features."""
+        return 1.0 / (1.0 + np.exp(-(self.slope * self.decision(features) + self.intercept)))
