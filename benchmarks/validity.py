@@ -434,6 +434,53 @@ def check_qags_cnndm_faithfulness(ctx: Context) -> list[Row]:
     )
 
 
+@check
+def check_support_head_cv(ctx: Context) -> list[Row]:
+    """The support head's metrics on BEGIN and QAGS, the data it was trained on, by nested
+    grouped 5-fold CV: each item scored by a head fitted without its group
+    (scripts/train_support_head.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    from train_support_head import (
+        cross_validated_probabilities,
+        features_and_baseline,
+        labelled_items,
+    )
+
+    res = ctx.res(judge_model=None)
+    started = time.perf_counter()
+    sets = labelled_items(ctx.data)
+    parts = [features_and_baseline(samples, res)[0] for samples, _, _ in sets.values()]
+    labels = np.concatenate([y for _, y, _ in sets.values()])
+    groups = np.concatenate([g + i * 1_000_000 for i, (_, _, g) in enumerate(sets.values())])
+    probs, _ = cross_validated_probabilities(np.vstack(parts), labels, groups)
+    seconds = time.perf_counter() - started
+    rows: list[Row] = []
+    start = 0
+    for dataset, (_, y, g) in sets.items():
+        p = probs[start : start + len(y)]
+        start += len(y)
+        for metric, scores in (
+            ("faithfulness", p),
+            ("ragas_faithfulness", p),
+            ("1 - hallucination", p),
+        ):
+            for row in auroc_rows(
+                "support_head_cv",
+                dataset,
+                metric,
+                "support_head (nested grouped 5-fold CV)",
+                scores,
+                y,
+                seconds,
+                ctx.seed,
+                groups=g if dataset == "qags-cnndm-dev" else None,
+                note="cross-validated: each item scored by a head fitted on other groups only",
+            ):
+                row.cross_validated = True
+                rows.append(row)
+    return rows
+
+
 def _davidson_rows(ctx: Context, check_: str, names: Sequence[str], note: str) -> list[Row]:
     """AUROC of each metric for hate or offensive vs neither, and for hate vs neither, on
     a stratified sample of the Davidson tweets."""

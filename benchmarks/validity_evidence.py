@@ -49,6 +49,7 @@ DATASETS: dict[str, dict[str, str]] = {
         "compared": "responses fully attributable to the knowledge vs not",
         "source": "Dziri et al. 2022",
         "licence": "CC BY 4.0",
+        "trained_on_by": "support_head",
     },
     "truthfulqa-dev": {
         "name": "TruthfulQA",
@@ -65,6 +66,7 @@ DATASETS: dict[str, dict[str, str]] = {
         "compared": "summary sentences the article supports vs not (majority of 3 workers)",
         "source": "Wang et al. 2020",
         "licence": "research use, cite the paper",
+        "trained_on_by": "support_head",
     },
     "davidson-tweets": {
         "name": "Davidson tweets",
@@ -125,7 +127,9 @@ def _entry(row: Row, name: str, measured: str) -> dict[str, Any]:
         "assay_version": assay.__version__,
         "measured": measured,
     }
-    if data.get("trained_on_by") in needs:
+    if row.cross_validated:
+        entry["cross_validated"] = True
+    elif data.get("trained_on_by") in needs:
         entry["trained_on"] = True
     return entry
 
@@ -151,17 +155,18 @@ def evidence_from_rows(rows: Sequence[Row], measured: str) -> dict[str, list[dic
     return by_metric
 
 
-def _key(entry: dict[str, Any]) -> tuple[str, str, str, str]:
-    return (entry["check"], entry["scored"], entry["estimator"], entry["statistic"])
-
-
 def merge(doc: dict[str, Any], new: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """The document with the new entries: a check's entry measured again replaces the old
-    one; entries of checks not run this time stay (with their own date and version)."""
+    """The document with the new entries: a check run again replaces all its old entries
+    for the metrics it scored (an estimator it no longer runs leaves no stale entry);
+    entries of checks not run this time stay (with their own date and version)."""
     cards = {name: dict(card) for name, card in doc.get("cards", {}).items()}
     for name, entries in new.items():
-        fresh = {_key(e) for e in entries}
-        kept = [e for e in cards.get(name, {}).get("evidence", []) if _key(e) not in fresh]
+        fresh = {(e["check"], e["scored"]) for e in entries}
+        kept = [
+            e
+            for e in cards.get(name, {}).get("evidence", [])
+            if (e["check"], e["scored"]) not in fresh
+        ]
         cards.setdefault(name, {})["evidence"] = kept + entries
     for card in cards.values():
         card["evidence"].sort(key=lambda e: (e["dataset"]["id"], e["check"]))

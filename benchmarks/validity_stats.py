@@ -28,6 +28,8 @@ class Row:
     seconds: float = 0.0
     note: str = ""
     compared: str = ""  # what the human labels separate, e.g. "correct vs incorrect answers"
+    #: scored by models fitted on the other folds only (a model trained on this data set)
+    cross_validated: bool = False
 
 
 def _bootstrap_ci(

@@ -107,6 +107,18 @@ def test_toxicity_numbers_on_its_training_data_are_not_counted_as_evidence():
     assert cards["toxicity_keywords"]["status"] == "human-labelled evidence"
 
 
+def test_support_head_cards_count_only_cross_validated_numbers_as_evidence():
+    card = load_cards()["cards"]["faithfulness"]
+    on_training_data = [
+        e for e in card["evidence"] if e["dataset"]["id"] in {"begin-wow-dev", "qags-cnndm-dev"}
+    ]
+    assert on_training_data
+    for entry in on_training_data:  # each is in-sample or cross-validated, never both
+        assert entry.get("trained_on", False) != entry.get("cross_validated", False)
+    assert any(e.get("cross_validated") for e in on_training_data)
+    assert "the cross-validated numbers on it are the evidence" in " ".join(card["findings"])
+
+
 # ---- the rules, on hand-made metrics and evidence ---------------------------------------------
 
 

@@ -174,9 +174,14 @@ def _findings(name: str, card: dict[str, Any], pool: list[tuple[str, dict[str, A
     out: list[str] = []
     for entry in card["evidence"]:
         if entry.get("trained_on"):
-            note = (
-                f"Its model was trained on {entry['dataset']['name']}: the numbers on "
-                "it are not evidence of validity."
+            crossed = any(
+                e.get("cross_validated") and e["dataset"]["id"] == entry["dataset"]["id"]
+                for e in card["evidence"]
+            )
+            note = f"Its model was trained on {entry['dataset']['name']}: " + (
+                "the cross-validated numbers on it are the evidence, the others are in-sample."
+                if crossed
+                else "the numbers on it are not evidence of validity."
             )
             if note not in out:
                 out.append(note)
