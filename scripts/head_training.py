@@ -9,7 +9,9 @@ Deterministic: fixed fold seeds and lbfgs give the same result on every CPU run.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -114,3 +116,84 @@ def best_threshold(probs: np.ndarray, y: np.ndarray) -> float:
         if score > best_score + 1e-12:
             best, best_score = float(cut), score
     return best
+
+
+def nested_cv_probabilities(
+    x: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    grid: Sequence[float],
+    n: int,
+    inner: int,
+    seed: int,
+) -> tuple[np.ndarray, list[float]]:
+    """Nested grouped CV of a standardised logistic head with sigmoid calibration: each
+    item's calibrated probability from a head that never saw its group (C chosen and the
+    sigmoid fitted on the training folds only), and the C chosen in each outer fold."""
+    probs = np.zeros(len(y))
+    chosen = []
+    for train, test in folds(y, groups, n, seed):
+        c, search = choose_c(x[train], y[train], groups[train], inner, grid, seed, True)
+        head = fit_head(x[train], y[train], c, standardise=True)
+        a, b = fit_sigmoid(search["oof_logits"], y[train])
+        probs[test] = sigmoid(a * head.decision_function(x[test]) + b)
+        chosen.append(c)
+    return probs, chosen
+
+
+def grouped_bootstrap_auroc(
+    y: np.ndarray, scores: np.ndarray, groups: np.ndarray, resamples: int = 1000
+) -> list[float]:
+    """95 % interval of AUROC over resampled groups."""
+    rng = np.random.default_rng(0)
+    ids = np.unique(groups)
+    members = {g: np.flatnonzero(groups == g) for g in ids}
+    values = []
+    for _ in range(resamples):
+        rows = np.concatenate([members[g] for g in rng.choice(ids, len(ids))])
+        if 0 < y[rows].sum() < len(rows):
+            values.append(roc_auc_score(y[rows], scores[rows]))
+    return [float(v) for v in np.percentile(values, [2.5, 97.5])]
+
+
+def fit_and_save_head(
+    out: Path,
+    x: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    grid: Sequence[float],
+    n: int,
+    seed: int,
+    metadata: dict[str, Any],
+) -> dict[str, Any]:
+    """Fit the shipped head and write its file (the format `assay.models.logistic_head`
+    reads): C by grouped ``n``-fold CV on all items, the head fitted on all, the sigmoid on
+    the out-of-fold logits, the default threshold maximising balanced accuracy on the
+    out-of-fold probabilities. Returns the metadata written (``metadata`` plus C, the CV
+    scores by C, the threshold and the fitted weights by feature)."""
+    c, search = choose_c(x, y, groups, n, grid, seed, True)
+    head = fit_head(x, y, c, standardise=True)
+    slope, intercept = fit_sigmoid(search["oof_logits"], y)
+    threshold = best_threshold(sigmoid(slope * search["oof_logits"] + intercept), y)
+    scaler, logistic = head[0], head[-1]
+    written = {
+        **metadata,
+        "n_train": len(y),
+        "n_positive": int(y.sum()),
+        "C": c,
+        "cv_auroc_by_C": {str(k): round(v, 4) for k, v in search["auroc_by_C"].items()},
+        "threshold": threshold,
+        "threshold_rule": f"max balanced accuracy on {n}-fold out-of-fold probabilities",
+        "calibration": f"sigmoid (Platt) on {n}-fold out-of-fold logits, classes weighted equally",
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(
+        out,
+        mean=scaler.mean_.astype(np.float64),
+        scale=scaler.scale_.astype(np.float64),
+        weights=logistic.coef_[0].astype(np.float64),
+        bias=np.float64(logistic.intercept_[0]),
+        calibration=np.array([slope, intercept], dtype=np.float64),
+        metadata=np.array(json.dumps(written, sort_keys=True)),
+    )
+    return {**written, "weights": dict(zip(metadata["features"], logistic.coef_[0], strict=True))}

@@ -39,13 +39,18 @@ runs step 2 (`cross_validated_probabilities`) for the validity cards.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from head_training import best_threshold, choose_c, fit_head, fit_sigmoid, folds, sigmoid
+from head_training import (
+    choose_c,
+    fit_and_save_head,
+    fit_head,
+    grouped_bootstrap_auroc,
+    nested_cv_probabilities,
+)
 from sklearn.metrics import roc_auc_score
 
 from assay.config import AssayConfig
@@ -101,28 +106,7 @@ def cross_validated_probabilities(
 ) -> tuple[np.ndarray, list[float]]:
     """Nested grouped CV (step 2): each item's calibrated probability from a head that
     never saw its group, and the C chosen in each outer fold."""
-    probs = np.zeros(len(y))
-    chosen = []
-    for train, test in folds(y, groups, FOLDS, FOLD_SEED):
-        c, inner = choose_c(x[train], y[train], groups[train], INNER_FOLDS, C_GRID, FOLD_SEED, True)
-        head = fit_head(x[train], y[train], c, standardise=True)
-        a, b = fit_sigmoid(inner["oof_logits"], y[train])
-        probs[test] = sigmoid(a * head.decision_function(x[test]) + b)
-        chosen.append(c)
-    return probs, chosen
-
-
-def grouped_bootstrap_auroc(y: np.ndarray, scores: np.ndarray, groups: np.ndarray) -> list[float]:
-    """95 % interval of AUROC over resampled groups."""
-    rng = np.random.default_rng(0)
-    ids = np.unique(groups)
-    members = {g: np.flatnonzero(groups == g) for g in ids}
-    values = []
-    for _ in range(BOOTSTRAP):
-        rows = np.concatenate([members[g] for g in rng.choice(ids, len(ids))])
-        if 0 < y[rows].sum() < len(rows):
-            values.append(roc_auc_score(y[rows], scores[rows]))
-    return [float(v) for v in np.percentile(values, [2.5, 97.5])]
+    return nested_cv_probabilities(x, y, groups, C_GRID, FOLDS, INNER_FOLDS, FOLD_SEED)
 
 
 def main() -> None:
@@ -152,7 +136,7 @@ def main() -> None:
         m = names_arr == name
         head_auroc = roc_auc_score(y[m], probs[m])
         base_auroc = roc_auc_score(y[m], baseline[m])
-        ci = grouped_bootstrap_auroc(y[m], probs[m], groups[m])
+        ci = grouped_bootstrap_auroc(y[m], probs[m], groups[m], BOOTSTRAP)
         cv[name] = {
             "n": int(m.sum()),
             "auroc": round(head_auroc, 4),
@@ -174,11 +158,6 @@ def main() -> None:
             transfer[f"{train_name} -> {test_name}"] = round(auroc, 4)
             print(f"  trained on {train_name} only, scored on {test_name}: AUROC {auroc:.3f}")
 
-    c, search = choose_c(x, y, groups, FOLDS, C_GRID, FOLD_SEED, True)
-    head = fit_head(x, y, c, standardise=True)
-    slope, intercept = fit_sigmoid(search["oof_logits"], y)
-    threshold = best_threshold(sigmoid(slope * search["oof_logits"] + intercept), y)
-    scaler, logistic = head[0], head[-1]
     metadata = {
         "features": list(FEATURES),
         "embedder": res.embedder.name,
@@ -186,32 +165,13 @@ def main() -> None:
         "data_source": (
             "BEGIN (Dziri et al. 2022, CC BY 4.0); QAGS (Wang et al. 2020, research use)"
         ),
-        "n_train": len(y),
-        "n_positive": int(y.sum()),
-        "C": c,
-        "cv_auroc_by_C": {str(k): round(v, 4) for k, v in search["auroc_by_C"].items()},
         "nested_cv": cv,
         "transfer_auroc": transfer,
-        "threshold": threshold,
-        "threshold_rule": "max balanced accuracy on 5-fold out-of-fold probabilities",
-        "calibration": "sigmoid (Platt) on 5-fold out-of-fold logits, classes weighted equally",
         "script": "scripts/train_support_head.py",
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(
-        args.out,
-        mean=scaler.mean_.astype(np.float64),
-        scale=scaler.scale_.astype(np.float64),
-        weights=logistic.coef_[0].astype(np.float64),
-        bias=np.float64(logistic.intercept_[0]),
-        calibration=np.array([slope, intercept], dtype=np.float64),
-        metadata=np.array(json.dumps(metadata, sort_keys=True)),
-    )
-    print(f"\nshipped head: C={c:g}, threshold {threshold:.3f}")
-    print(
-        "weights:",
-        ", ".join(f"{f} {w:+.2f}" for f, w in zip(FEATURES, logistic.coef_[0], strict=True)),
-    )
+    written = fit_and_save_head(args.out, x, y, groups, C_GRID, FOLDS, FOLD_SEED, metadata)
+    print(f"\nshipped head: C={written['C']:g}, threshold {written['threshold']:.3f}")
+    print("weights:", ", ".join(f"{f} {w:+.2f}" for f, w in written["weights"].items()))
     print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")
 
 

@@ -21,15 +21,11 @@ and content-word share), the rest from words alone:
 ``novel_numbers``             numbers in the text absent from the evidence (count, at most 3)
 ============================  ==================================================================
 
-Scoring::
-
-    z = w · ((x - mean) / scale) + b       (x: the 16 features, standardised as in training)
-    p = 1 / (1 + exp(-(a z + c)))           (a, c: the sigmoid calibration)
-
-``p`` is a probability-like number that the text is fully supported, calibrated by
-cross-validation at an even prior of supported and unsupported texts. The weights, the
-calibration steps, the default threshold and the training record (data, folds, scores)
-are in ``assay/models/data/support_head.npz``, written by ``scripts/train_support_head.py``.
+Scoring: `assay.models.logistic_head` (standardised features, logistic, sigmoid
+calibration); ``p`` is a probability-like number that the text is fully supported, at an
+even prior of supported and unsupported texts. The weights, the calibration, the default
+threshold and the training record (data, folds, scores) are in
+``assay/models/data/support_head.npz``, written by ``scripts/train_support_head.py``.
 The semantic features are cosines of the embedder the head was trained with (named in the
 file); on another embedder's vectors they mean something else, so `SupportHead.fits`
 tells the estimator to fall back to the graded sentence-support score (and say so).
@@ -38,18 +34,15 @@ Inference is numpy only.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import math
 import re
 from collections.abc import Sequence
-from importlib import resources as importlib_resources
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from assay.models.logistic_head import LogisticHead
 from assay.text.tokenize import content_words, sentences, words
 
 __all__ = ["FEATURES", "HEAD_FILE", "LOCAL_SENTENCES", "SupportHead", "support_features"]
@@ -167,57 +160,10 @@ def support_features(
     )
 
 
-def load_head_arrays(path: str | Path | None = None) -> dict[str, np.ndarray]:
-    """The arrays of a head file (default: the shipped one)."""
-    if path is None:
-        source = importlib_resources.files("assay.models") / "data" / HEAD_FILE
-        with importlib_resources.as_file(source) as real, np.load(real) as data:
-            return {k: data[k] for k in data.files}
-    with np.load(path) as data:
-        return {k: data[k] for k in data.files}
+class SupportHead(LogisticHead):
+    """The shipped support head (or the one at ``path``): ``probability(features)`` of
+    `support_features` rows (`assay.models.logistic_head.LogisticHead`)."""
 
-
-class SupportHead:
-    """The shipped support head (or the one at ``path``): ``probability(features)``.
-
-    Attributes:
-        embedder: the embedder whose cosines the semantic features were computed with.
-        threshold: the default decision threshold on the probability (balanced accuracy
-            maximised on the out-of-fold probabilities in training).
-        name: the head in words (embedder, data, model, calibration).
-        identity: ``support_head:sha256:<12 hex>`` of its arrays, for result signatures.
-    """
-
-    def __init__(self, path: str | Path | None = None) -> None:
-        arrays = load_head_arrays(path)
-        digest = hashlib.sha256()
-        for key in sorted(arrays):
-            digest.update(key.encode() + np.ascontiguousarray(arrays[key]).tobytes())
-        self.mean = arrays["mean"].astype(np.float64)
-        self.scale = arrays["scale"].astype(np.float64)
-        self.weights = arrays["weights"].astype(np.float64)
-        self.bias = float(arrays["bias"])
-        self.slope, self.intercept = (float(v) for v in arrays["calibration"])
-        self.metadata: dict[str, Any] = json.loads(str(arrays["metadata"]))
-        if tuple(self.metadata["features"]) != FEATURES:
-            raise ValueError(
-                f"the support head file has features {self.metadata['features']}, "
-                f"this version of Assay computes {list(FEATURES)}"
-            )
-        self.embedder: str = self.metadata["embedder"]
-        self.threshold = float(self.metadata["threshold"])
-        self.identity = f"support_head:sha256:{digest.hexdigest()[:12]}"
-        self.name = f"support head on {self.embedder} ({self.metadata['data']}, logistic, sigmoid)"
-
-    def fits(self, embedder_name: str) -> bool:
-        """Whether the semantic features of ``embedder_name`` are the ones it was trained on."""
-        return embedder_name == self.embedder
-
-    def decision(self, features: np.ndarray) -> np.ndarray:
-        """The logit ``w · standardised(x) + b`` per row of features."""
-        x = (np.atleast_2d(np.asarray(features, dtype=np.float64)) - self.mean) / self.scale
-        return x @ self.weights + self.bias
-
-    def probability(self, features: np.ndarray) -> np.ndarray:
-        """The calibrated probability per row of features."""
-        return 1.0 / (1.0 + np.exp(-(self.slope * self.decision(features) + self.intercept)))
+    file = HEAD_FILE
+    features = FEATURES
+    kind = "support_head"
