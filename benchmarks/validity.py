@@ -435,6 +435,60 @@ def check_qags_cnndm_faithfulness(ctx: Context) -> list[Row]:
 
 
 @check
+def check_agreement_head_cv(ctx: Context) -> list[Row]:
+    """The agreement head's metrics on TruthfulQA, the data it was trained on, by nested
+    grouped 5-fold CV: each answer scored by a head fitted without its question
+    (scripts/train_agreement_head.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    from train_agreement_head import cross_validated_probabilities, features_and_rule
+
+    from assay.judge.estimators import uncertainty_phrase
+
+    samples, labels, groups = truthfulqa_items(ctx.data)
+    res = ctx.res(judge_model=None)
+    started = time.perf_counter()
+    x, _ = features_and_rule(samples, res)
+    probs, _ = cross_validated_probabilities(x, labels, groups)
+    seconds = time.perf_counter() - started
+    # as the metrics do: two non-answers agree (1); a DON'T KNOW answer's value is 0
+    declined = np.array([bool(uncertainty_phrase(s.response or "")) for s in samples])
+    both = declined & np.array([bool(uncertainty_phrase(s.expected or "")) for s in samples])
+    reported = np.where(both, 1.0, probs)
+    coverage, _, _, results = _scores("factual_accuracy", samples, res, "completeness")
+    weights = results[0].details["weights"]  # type: ignore[attr-defined]
+    factual = weights["correctness"] * reported + weights["completeness"] * coverage
+    model = "agreement_head (nested grouped 5-fold CV)"
+    note = "cross-validated: each answer scored by a head fitted on other questions only"
+    rows: list[Row] = []
+    for metric, scores, y, g in (
+        ("answer_classification.agreement", np.where(declined, 0.0, reported), labels, groups),
+        ("answer_classification.agreement (DON'T KNOW as reported)", reported, labels, groups),
+        (
+            "answer_classification.agreement (without DON'T KNOW)",
+            reported[~declined],
+            labels[~declined],
+            groups[~declined],
+        ),
+        ("factual_accuracy", factual, labels, groups),
+    ):
+        for row in auroc_rows(
+            "agreement_head_cv",
+            "truthfulqa-dev",
+            metric,
+            model,
+            scores,
+            y,
+            seconds,
+            ctx.seed,
+            g,
+            note=note,
+        ):
+            row.cross_validated = True
+            rows.append(row)
+    return rows
+
+
+@check
 def check_support_head_cv(ctx: Context) -> list[Row]:
     """The support head's metrics on BEGIN and QAGS, the data it was trained on, by nested
     grouped 5-fold CV: each item scored by a head fitted without its group

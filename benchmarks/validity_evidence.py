@@ -58,6 +58,7 @@ DATASETS: dict[str, dict[str, str]] = {
         "compared": "correct vs incorrect answers",
         "source": "Lin et al. 2021",
         "licence": "Apache-2.0",
+        "trained_on_by": "agreement_head",
     },
     "qags-cnndm-dev": {
         "name": "QAGS CNN/DailyMail",

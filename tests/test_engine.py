@@ -176,6 +176,7 @@ RESOURCE_OF = {
     "toxicity": "toxicity",
     "profanity_check": "profanity_check",
     "support_head": "support_head",
+    "agreement_head": "agreement_head",
     "judge": "judge",
 }
 

@@ -757,6 +757,7 @@ def test_reference_agreement_compares_what_answers_add_to_the_question() -> None
 
 
 def test_reference_agreement_halves_for_a_negation_unless_hedged(resources: Resources) -> None:
+    # the rule score (the agreement head's first feature; its score: test_agreement_head)
     same, negated, hedged = reference_agreement(
         resources,
         [SHARK_Q] * 3,
@@ -768,15 +769,15 @@ def test_reference_agreement_halves_for_a_negation_unless_hedged(resources: Reso
         [SHARK_REF] * 3,
     )
     # identical texts: content cosine 1, no cue -> 1
-    assert same.score == pytest.approx(1.0, abs=1e-5) and not same.negation_mismatch
+    assert same.rule_score == pytest.approx(1.0, abs=1e-5) and not same.negation_mismatch
     # "not" on one side only, neither hedged: score = content cosine x 0.5
     assert negated.negation_mismatch and not negated.hedged
-    assert negated.score == pytest.approx(0.5 * max(negated.content_cosine, 0.0), abs=1e-6)
-    assert negated.score < same.score
+    assert negated.rule_score == pytest.approx(0.5 * max(negated.content_cosine, 0.0), abs=1e-6)
+    assert negated.rule_score < same.rule_score
     # "might" hedges the answer: polarity is not compared, score = content cosine
     assert hedged.hedged and not hedged.negation_mismatch
-    assert hedged.score == pytest.approx(max(hedged.content_cosine, 0.0), abs=1e-6)
-    assert hedged.score > negated.score
+    assert hedged.rule_score == pytest.approx(max(hedged.content_cosine, 0.0), abs=1e-6)
+    assert hedged.rule_score > negated.rule_score
 
 
 def test_reference_agreement_halves_for_a_conflicting_entity(resources: Resources) -> None:
@@ -790,13 +791,13 @@ def test_reference_agreement_halves_for_a_conflicting_entity(resources: Resource
     # Alabama (answer) and California (reference): both entities, neither supported by
     # the other side or the question -> one conflict, score = content cosine x 0.5
     assert wrong.anchor_conflicts == [("Alabama", "California")]
-    assert wrong.score == pytest.approx(0.5 * max(wrong.content_cosine, 0.0), abs=1e-6)
-    assert right.score > wrong.score
+    assert wrong.rule_score == pytest.approx(0.5 * max(wrong.content_cosine, 0.0), abs=1e-6)
+    assert right.rule_score > wrong.rule_score
     [unchecked] = reference_agreement(
         resources, [PEACH_Q], ["Alabama produces the most peaches"], [PEACH_REF], use_anchors=False
     )
     assert unchecked.anchor_conflicts is None
-    assert unchecked.score == pytest.approx(2 * wrong.score, abs=1e-6)
+    assert unchecked.rule_score == pytest.approx(2 * wrong.rule_score, abs=1e-6)
 
 
 def test_reference_agreement_yes_no_and_non_answers(resources: Resources) -> None:
@@ -859,5 +860,5 @@ def test_reference_agreement_takes_the_best_sentence(resources: Resources) -> No
     )
     # the second sentence ("It was chosen in 1908.") adds nothing the reference says; the
     # first is the same as the one-sentence answer, so the scores are equal
-    assert two.score == pytest.approx(one.score, abs=1e-6)
-    assert one.score > 0.5  # CORRECT at the classification threshold
+    assert two.rule_score == pytest.approx(one.rule_score, abs=1e-6)
+    assert one.rule_score > 0.5  # CORRECT at the rule's classification threshold

@@ -21,6 +21,7 @@ from assay.models.embedders import USE_SPECS, Embedder, ModelUnavailable, make_e
 
 if TYPE_CHECKING:
     from assay.judge.client import JudgeClient
+    from assay.models.agreement_head import AgreementHead
     from assay.models.bertscore import BERTScorer
     from assay.models.support_head import SupportHead
     from assay.models.toxicity import ToxicityModel
@@ -74,6 +75,14 @@ class Resources:
             with self._lock:
                 embedder = USEMultilingualEmbedder(self.cache, self.config.batch_size)
         return ToxicityHead(embedder)
+
+    @cached_property
+    def agreement_head(self) -> AgreementHead:
+        """The learned agreement head of the reference-based estimators
+        (`assay.models.agreement_head`, numpy only)."""
+        from assay.models.agreement_head import AgreementHead
+
+        return AgreementHead()
 
     @cached_property
     def support_head(self) -> SupportHead:

@@ -27,8 +27,12 @@ ANCHORED_NEEDS = frozenset({"judge", "embedder", "spacy"})
 #: ``needs`` of those whose local estimator is sentence support scored by the learned
 #: support head (`assay.models.support_head`)
 SUPPORT_NEEDS = ANCHORED_NEEDS | {"support_head"}
+#: ``needs`` of those whose local estimator is reference agreement scored by the learned
+#: agreement head (`assay.models.agreement_head`)
+AGREEMENT_NEEDS = ANCHORED_NEEDS | {"agreement_head"}
 
 __all__ = [
+    "AGREEMENT_NEEDS",
     "ANCHORED_NEEDS",
     "SUPPORT_NEEDS",
     "JudgedMetric",
@@ -150,13 +154,14 @@ class JudgedMetric(Metric):
         **details: Any,
     ) -> MetricResult:
         """A result of the local estimator: ``estimator`` names the one that ran (default:
-        the class's); one that ran the support head adds the head's identity to the model."""
+        the class's); one that ran a learned head adds the head's identity to the model."""
         estimator = estimator or self.estimator
         # the embedder only for an estimator that declares it: another metric having
         # loaded it first must not change this one's signature
         model = embedder_name(res) if "embedder" in self.needs else None
-        if "support_head" in estimator:
-            model = f"{model}+{res.support_head.identity}"
+        for head in ("support_head", "agreement_head"):
+            if head in estimator:
+                model = f"{model}+{getattr(res, head).identity}"
         return self.result(
             value,
             components=components,

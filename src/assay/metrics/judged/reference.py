@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from assay.engine import Answers, Ask, judge_ask
 from assay.judge.estimators import reference_agreement, sentence_support, uncertainty_phrase
 from assay.metric import Source
-from assay.metrics.judged.base import ANCHORED_NEEDS, JudgedMetric
+from assay.metrics.judged.base import AGREEMENT_NEEDS, JudgedMetric
 from assay.metrics.judged.formulas import FACTUAL_ACCURACY_WEIGHTS, factual_grade
 from assay.metrics.judged.shared_prompts import REFERENCE_VERDICTS
 from assay.registry import register
@@ -44,10 +44,15 @@ class FactualAccuracy(JudgedMetric):
     ``details["grade"]``. Inputs: response, expected (query used when present). Range 0..1,
     higher is better. The RAG specification reports it as ``factual_accuracy_percentage``
     (the grade of the same score); that is the 0-100 view of this metric, not a separate
-    one. Local estimator ``reference_agreement+coverage``: correctness = the
-    ``reference_agreement`` score (cosine of what answer and reference add to the question,
-    halved by each contradiction cue: negation mismatch, conflicting number, date or entity,
-    yes/no disagreement), completeness = sentence support of the reference by the answer;
+    one. Local estimator ``agreement_head+coverage``: correctness = the agreement head's
+    calibrated probability that the answer says what the reference says
+    (`assay.models.agreement_head`: a logistic model over the rule-based
+    ``reference_agreement`` score — cosine of what answer and reference add to the
+    question, halved by each contradiction cue: negation mismatch, conflicting number,
+    date or entity, yes/no disagreement — and ten more features relating the answer to
+    the reference; ``reference_agreement+coverage``, the rule score itself, without spaCy
+    or with another embedder than the head's), completeness = the graded sentence support
+    of the reference by the answer;
     consistency is not estimated offline, so the weights renormalise to 0.625/0.375
     (``details["weights"]``). Weaknesses: G-Eval's single call asks for three numbers whose
     scale drifts between judges; the estimator cannot tell a fluent misconception from the
@@ -56,9 +61,9 @@ class FactualAccuracy(JudgedMetric):
 
     name = "factual_accuracy"
     requires = ("response", "expected")
-    needs = ANCHORED_NEEDS
+    needs = AGREEMENT_NEEDS
     source = Source.RAG_EVALUATION
-    estimator = "reference_agreement+coverage"
+    estimator = "agreement_head+coverage"
     components = ("correctness", "completeness", "consistency")
 
     def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
@@ -119,6 +124,7 @@ class FactualAccuracy(JudgedMetric):
                 self.local(
                     value,
                     res,
+                    estimator=f"{agreement.estimator}+coverage",
                     components=components,
                     grade=factual_grade(value),
                     weights=weights,
@@ -128,7 +134,7 @@ class FactualAccuracy(JudgedMetric):
         return out
 
 
-#: local classification: CORRECT at or above this reference agreement
+#: local classification by the rule score (no agreement head): CORRECT at or above this
 AGREEMENT_THRESHOLD = 0.5
 
 
@@ -147,16 +153,20 @@ class AnswerClassification(JudgedMetric):
     evaluations (17 of 24 = 70.8%); the label is in ``details["label"]`` and the runner
     counts labels per run (RAG specification's correct/wrong/dont_know_answers_count).
     Inputs: response, expected (query used when present). Range 0..1, higher is better.
-    Local estimator ``reference_agreement``: CORRECT when the agreement score (cosine of
+    Local estimator ``agreement_head``: CORRECT when the agreement head's calibrated
+    probability (`assay.models.agreement_head`, over the rule-based agreement — cosine of
     answer and reference after removing the question's content words, halved by each
-    contradiction cue: a negation on one side only when neither is hedged, a number, date or
-    entity the two state differently, yes/no disagreement; see
-    `assay.judge.estimators.reference_agreement`) is at least 0.5; the score is the
-    ``agreement`` component. A DON'T KNOW answer keeps its label and value 0 but still
-    reports the ``agreement`` component (1 when the reference declines too, e.g. both "I
-    have no comment"; otherwise usually low, since a non-answer adds nothing the reference
-    says). On TruthfulQA dev: AUROC of the component 0.83 without the DON'T KNOW answers,
-    0.82 as reported, 0.79 with DON'T KNOW scored 0; of the label, 0.74. Weaknesses: the
+    contradiction cue: a negation on one side only when neither is hedged, a number, date
+    or entity the two state differently, yes/no disagreement; see
+    `assay.judge.estimators.reference_agreement` — and word-overlap features) is at least
+    the head's threshold (0.57, balanced accuracy on TruthfulQA dev's out-of-fold
+    probabilities; ``details["threshold"]``); the probability is the ``agreement``
+    component. Without spaCy or with another embedder than the head's the estimator is
+    ``reference_agreement``, the rule score at threshold 0.5. A DON'T KNOW answer keeps
+    its label and value 0 but still reports the ``agreement`` component (1 when the
+    reference declines too, e.g. both "I have no comment"; otherwise usually low, since a
+    non-answer adds nothing the reference says). On TruthfulQA dev, nested grouped CV
+    AUROC of the component 0.848 (the rule score: 0.817). Weaknesses: the
     phrase test is a substring match ("the origin is unknown" is DON'T KNOW even when true);
     a similarity threshold cannot tell a fluent misconception from the truth unless a cue
     (negation, a different name or number) marks it.
@@ -164,9 +174,9 @@ class AnswerClassification(JudgedMetric):
 
     name = "answer_classification"
     requires = ("response", "expected")
-    needs = ANCHORED_NEEDS
+    needs = AGREEMENT_NEEDS
     source = Source.RAG_EVALUATION
-    estimator = "reference_agreement"
+    estimator = "agreement_head"
     components = ("agreement",)
 
     def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
@@ -209,19 +219,25 @@ class AnswerClassification(JudgedMetric):
                         method="pattern",
                         label="DON'T KNOW",
                         matched_phrase=phrase,
-                        estimator=self.estimator,
+                        estimator=agreement.estimator,
                         **agreement.details(),
                     )
                 )
                 continue
-            correct = agreement.score >= AGREEMENT_THRESHOLD
+            threshold = (
+                res.agreement_head.threshold
+                if agreement.estimator == "agreement_head"
+                else AGREEMENT_THRESHOLD
+            )
+            correct = agreement.score >= threshold
             out.append(
                 self.local(
                     1.0 if correct else 0.0,
                     res,
+                    estimator=agreement.estimator,
                     components={"agreement": agreement.score},
                     label="CORRECT" if correct else "WRONG",
-                    threshold=AGREEMENT_THRESHOLD,
+                    threshold=round(threshold, 4),
                     **agreement.details(),
                 )
             )

@@ -1,0 +1,129 @@
+"""Train the agreement head shipped in ``src/assay/models/data/agreement_head.npz``.
+
+The head answers "does this answer say what the reference answer says?" for the offline
+path of ``factual_accuracy`` (its correctness part) and ``answer_classification``
+(`assay.models.agreement_head`).
+
+Data: TruthfulQA, the first 400 questions (Lin et al. 2021; Apache-2.0), from ``--data``
+(``../shared/data/truthfulqa-dev.csv``): every correct and every incorrect answer of a
+question, each against the question's best answer as the reference; label 1 for a correct
+answer. Groups: the question (its answers never sit on both sides of a split). Nothing
+else is read: no evaluation benchmark (TruthfulQA beyond question 400 included) is trained
+or tuned on.
+
+Steps (deterministic; `head_training`):
+
+1. Features: `assay.models.agreement_head.agreement_features`, the function the metrics
+   run, on `reference_agreement`'s rule-based results with the base install's USE
+   multilingual v3 embedder and spaCy anchors (embeddings cached in ``--cache-dir``).
+2. Nested grouped 5-fold CV (C chosen on the training folds by inner grouped 3-fold CV,
+   the sigmoid fitted on their out-of-fold logits): AUROC of the out-of-fold
+   probabilities with a 95 % interval over resampled questions, against the rule score
+   on the same items, with and without the answers the RAG rule labels DON'T KNOW.
+3. The shipped head: C by grouped 5-fold CV on all items, fitted on all, the sigmoid on
+   the out-of-fold logits, the threshold maximising balanced accuracy on them.
+
+Run: ``python scripts/train_agreement_head.py [--out PATH]``. ``benchmarks/validity.py``
+runs step 2 (`cross_validated_probabilities`) for the validity cards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from head_training import fit_and_save_head, grouped_bootstrap_auroc, nested_cv_probabilities
+from sklearn.metrics import roc_auc_score
+
+from assay.config import AssayConfig
+from assay.judge.estimators import reference_agreement, uncertainty_phrase
+from assay.models.agreement_head import FEATURES, agreement_features
+from assay.resources import Resources
+from assay.sample import Sample
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from validity_data import truthfulqa_items  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data"
+OUT = ROOT / "src/assay/models/data/agreement_head.npz"
+C_GRID = (0.01, 0.03, 0.1, 0.3, 1.0)
+FOLDS = 5
+INNER_FOLDS = 3
+FOLD_SEED = 0
+
+
+def features_and_rule(samples: Sequence[Sample], res: Resources) -> tuple[np.ndarray, np.ndarray]:
+    """The head's features of each sample (answer against its reference) and the rule
+    score."""
+    questions = [s.query for s in samples]
+    answers = [s.response or "" for s in samples]
+    references = [s.expected or "" for s in samples]
+    agreements = reference_agreement(res, questions, answers, references, use_head=False)
+    if any(a.anchor_conflicts is None for a in agreements):
+        raise SystemExit(
+            "the agreement head is trained with spaCy anchors: install the models extra"
+        )
+    x = np.stack(
+        [
+            agreement_features(q, a, r, g)
+            for q, a, r, g in zip(questions, answers, references, agreements, strict=True)
+        ]
+    )
+    return x, np.array([g.rule_score for g in agreements])
+
+
+def cross_validated_probabilities(
+    x: np.ndarray, y: np.ndarray, groups: np.ndarray
+) -> tuple[np.ndarray, list[float]]:
+    """Nested grouped CV (step 2): each answer's calibrated probability from a head that
+    never saw its question, and the C chosen in each outer fold."""
+    return nested_cv_probabilities(x, y, groups, C_GRID, FOLDS, INNER_FOLDS, FOLD_SEED)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache/assay-training")
+    args = parser.parse_args()
+
+    res = Resources(AssayConfig(judge_model=None, cache_dir=str(args.cache_dir)))
+    samples, y, groups = truthfulqa_items(args.data)
+    x, rule = features_and_rule(samples, res)
+    probs, chosen = cross_validated_probabilities(x, y, groups)
+    answered = np.array([not uncertainty_phrase(s.response or "") for s in samples])
+    print(f"nested {FOLDS}-fold grouped CV over {len(y)} answers (C per fold: {chosen})")
+    cv: dict[str, dict[str, object]] = {}
+    for subset, mask in (("all", np.ones(len(y), bool)), ("without DON'T KNOW", answered)):
+        auroc = roc_auc_score(y[mask], probs[mask])
+        ci = grouped_bootstrap_auroc(y[mask], probs[mask], groups[mask])
+        rule_auroc = roc_auc_score(y[mask], rule[mask])
+        cv[subset] = {
+            "n": int(mask.sum()),
+            "auroc": round(auroc, 4),
+            "ci95": [round(v, 4) for v in ci],
+        }
+        print(
+            f"  {subset}: head AUROC {auroc:.3f} ({ci[0]:.3f}-{ci[1]:.3f}), "
+            f"rule score {rule_auroc:.3f}, n={mask.sum()}"
+        )
+    metadata = {
+        "features": list(FEATURES),
+        "embedder": res.embedder.name,
+        "data": "TruthfulQA questions 1-400",
+        "data_source": "TruthfulQA (Lin et al. 2021, Apache-2.0), first 400 questions",
+        "nested_cv": cv,
+        "script": "scripts/train_agreement_head.py",
+    }
+    written = fit_and_save_head(args.out, x, y, groups, C_GRID, FOLDS, FOLD_SEED, metadata)
+    print(f"\nshipped head: C={written['C']:g}, threshold {written['threshold']:.3f}")
+    print("weights:", ", ".join(f"{f} {w:+.2f}" for f, w in written["weights"].items()))
+    print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")
+
+
+if __name__ == "__main__":
+    main()
