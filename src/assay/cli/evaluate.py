@@ -15,6 +15,8 @@ from assay.cli import app, consoles
 from assay.cli.options import (
     DeviceOption,
     ExecutorOption,
+    JudgeConcurrencyOption,
+    JudgeRateLimitOption,
     RayAddressOption,
     StoreUrlOption,
     WorkersOption,
@@ -121,6 +123,8 @@ def evaluate_command(
     judge_model: Annotated[
         str | None, typer.Option("--judge-model", help="Judge model (else ASSAY_JUDGE_MODEL).")
     ] = None,
+    judge_concurrency: JudgeConcurrencyOption = None,
+    judge_rate_limit: JudgeRateLimitOption = None,
     no_judge: Annotated[
         bool,
         typer.Option("--no-judge", help="Ignore any configured judge: local estimators only."),
@@ -217,6 +221,8 @@ def evaluate_command(
             "embedder": embedder,
             "batch_size": batch_size,
             "device": device,
+            "judge_concurrency": judge_concurrency,
+            "judge_rate_limit": judge_rate_limit,
             "thresholds": _parse_pairs(threshold or [], "--threshold") or None,
         }
         if no_cache:
