@@ -375,13 +375,14 @@ def test_an_interrupted_ray_run_resumes_with_only_the_unfinished_samples(
     assert mean["exact_match"] == pytest.approx(6 / 30)
 
 
-def test_a_local_run_of_a_path_resumes_on_ray_from_its_file_url(
+def test_a_local_run_of_a_file_url_resumes_on_ray_from_its_relative_path(
     env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Interrupted at the 8th stored sample of a local run of the file by its path; resumed
-    with --executor ray by its file:// URL (the same bytes, so the same run): the broken
-    line 4 is skipped with its line number by both, the 7 stored samples are not scored
-    again, the report covers all 20. An http:// URL is refused before any scoring."""
+    """Interrupted at the 8th stored sample of a local run of the file by its file:// URL;
+    resumed with --executor ray by its path relative to the working folder (the same
+    bytes, so the same run; the Ray tasks get it made absolute): the broken line 4 is
+    skipped with its line number by both, the 7 stored samples are not scored again, the
+    report covers all 20. An http:// URL is refused before any scoring."""
     from assay.store.recorder import RunRecorder
 
     rows = [
@@ -401,15 +402,15 @@ def test_a_local_run_of_a_path_resumes_on_ray_from_its_file_url(
         real(self, *a, **k)
 
     monkeypatch.setattr(RunRecorder, "__call__", ctrl_c_at_the_eighth)
-    first = CliRunner().invoke(app, ["evaluate", str(data), *tail], env={"COLUMNS": "300"})
+    first = CliRunner().invoke(app, ["evaluate", data.as_uri(), *tail], env={"COLUMNS": "300"})
     assert first.exit_code == 130, first.output
-    assert f"skipped: {data} line 4: not valid JSON" in first.output
+    assert f"skipped: {data.as_uri()} line 4: not valid JSON" in first.output
     run_id = first.output.split("--resume ")[-1].split()[0]
     monkeypatch.setattr(RunRecorder, "__call__", real)
-    args = ["evaluate", data.as_uri(), *tail, "--executor", "ray", "--format", "json"]
+    args = ["evaluate", "d.jsonl", *tail, "--executor", "ray", "--format", "json"]
     resumed = CliRunner().invoke(app, [*args, "--resume", run_id], env={"COLUMNS": "300"})
     assert resumed.exit_code == 0, resumed.output
-    assert f"skipped: {data.as_uri()} line 4: not valid JSON" in resumed.output
+    assert "skipped: d.jsonl line 4: not valid JSON" in resumed.output
     assert "7 samples already stored, 13 to go" in resumed.output
     report = json.loads(resumed.stdout[resumed.stdout.index("{") :])
     # exact_match: "r 1" == "r 1" for i % 5 == 1, 4 of the 20 samples

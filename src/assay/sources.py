@@ -241,6 +241,8 @@ def _pieces(
     """The pieces of the dataset, or the local path of an OTLP export (read as a whole).
     Raises `FileNotFoundError` or `InputErrors` naming the location."""
     source = shown_location(location)
+    if not is_url(location):  # the tasks' working folder is not this process's
+        location = str(Path(location).absolute())
     try:
         fs, path = _filesystem(location)
     except ValueError:  # pyarrow's message repeats the URL, credentials included
