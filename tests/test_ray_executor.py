@@ -164,7 +164,7 @@ def test_a_file_url_read_by_ray_tasks_gives_the_local_samples_and_errors(tmp_pat
     bytes, read by its file:// URL in pieces of 1,000 bytes: 7 Ray tasks, the 18 samples
     of the local reader in its order, the broken line reported at line 11 (the values
     of samples read by Ray tasks: the first test). A Parquet copy in row groups of 4
-    reads the same as from its path."""
+    reads the same as from its path; the OTLP example is read by the driver."""
     text = (EXAMPLES / "chatbot.jsonl").read_text() + "{broken\n"
     data = tmp_path / "d.jsonl"
     data.write_text(text + (EXAMPLES / "rag.jsonl").read_text())
@@ -184,6 +184,9 @@ def test_a_file_url_read_by_ray_tasks_gives_the_local_samples_and_errors(tmp_pat
     pq.write_table(pytest.importorskip("pyarrow").Table.from_pylist(rows), table, row_group_size=4)
     assert executor.read_samples(table.as_uri(), piece_bytes=1) == read_samples(table)
     assert executor.read_by == "5 Ray tasks"  # 18 rows in row groups of 4
+    traces = EXAMPLES / "traces.otlp.json"  # an OTLP export: read whole, on the driver
+    assert executor.read_samples(traces) == read_samples(traces)
+    assert executor.read_by == "the driver (an OTLP export: read_otlp)"
 
 
 # ---- one judge budget ----------------------------------------------------------------------

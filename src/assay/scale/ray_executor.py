@@ -313,8 +313,8 @@ class RayExecutor:
         with needs_extra("the Ray executor (--executor ray)"):
             import ray
         self._open(ray)
-        client = ray.util.client.ray.is_connected()
-        if is_local(location) and client:
+        self.read_by = None
+        if is_local(location) and ray.util.client.ray.is_connected():
             warnings.warn(
                 f"{location} is read by the driver: through Ray Client (ray://) the workers "
                 "cannot read this machine's files; give a URL they can read (s3://, gs://, "
@@ -333,7 +333,6 @@ class RayExecutor:
             here = ray.get_runtime_context().get_node_id()
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(here, soft=False)
         task = ray.remote(read_piece).options(**options)
-        self.read_by = "the driver (an OTLP export)"
 
         def run(pieces: Sequence[Any]) -> list[Any]:
             self.read_by = f"{len(pieces)} Ray task{'s' if len(pieces) > 1 else ''}"
@@ -343,7 +342,7 @@ class RayExecutor:
             workers = _node_cpus(ray)
         else:
             workers = int(ray.cluster_resources().get("CPU", 1))
-        return read_location(
+        found = read_location(
             location,
             strict,
             max_json_depth=max_json_depth,
@@ -352,6 +351,8 @@ class RayExecutor:
             piece_bytes=piece_bytes,
             workers=workers,
         )
+        self.read_by = self.read_by or "the driver (an OTLP export: read_otlp)"
+        return found
 
     def _shape(self, ray: Any, config: AssayConfig, n_chunks: int) -> tuple[int, float]:
         """(actors, GPUs per actor) for this cluster and run."""
