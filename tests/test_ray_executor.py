@@ -189,6 +189,18 @@ def test_a_file_url_read_by_ray_tasks_gives_the_local_samples_and_errors(tmp_pat
     assert executor.read_by == "the driver (an OTLP export: read_otlp)"
 
 
+def test_through_ray_client_a_local_file_is_read_by_the_driver_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"response": "a"}\n{broken\n')
+    monkeypatch.setattr(ray.util.client.ray, "is_connected", lambda: True)  # as via ray://
+    executor = RayExecutor()
+    with pytest.warns(AssayWarning, match="through Ray Client"):
+        assert executor.read_samples(data) == read_samples(data)
+    assert executor.read_by == "the driver (Ray Client cannot read local files)"
+
+
 # ---- one judge budget ----------------------------------------------------------------------
 
 
