@@ -18,6 +18,13 @@
    the ceiling 64 / 0.2 s = 320/s (goal >= 80 %), and the most calls the server saw in
    flight at once (goal: never above 64).
 
+4. ``reading``: ``--read-samples`` RAG samples (rag-bench-50.jsonl, each copy distinct)
+   written as one JSONL file with a broken line in the middle, read (a) by the local
+   reader from its path, (b) by its file:// URL in pieces in this process
+   (`assay.sources.read_location`) and (c) by Ray tasks on a local instance of 2 CPUs
+   (`RayExecutor.read_samples`, the instance started before the clock): seconds and
+   samples/s of each, and whether (b) and (c) give (a)'s samples and messages.
+
 The values of the semantic suite's Ray runs are compared with the local run of part 2
 (the same samples and chunks, one thread per model): the number of differing results is
 printed (0 expected; float32 embeddings computed with another number of BLAS threads
@@ -28,6 +35,7 @@ rates.
     python benchmarks/scale.py                      # everything
     python benchmarks/scale.py semantic judged      # some parts
     python benchmarks/scale.py --samples 600 --judged-samples 2000
+    python benchmarks/scale.py reading --read-samples 100000
 """
 
 from __future__ import annotations
@@ -259,6 +267,46 @@ def judged(n: int, workers: int, cpus_per_worker: float, batch: int) -> dict[str
     }
 
 
+def reading(n: int) -> dict[str, Any]:
+    """Part 4 (see the module docstring)."""
+    import ray
+
+    from assay.io import read_samples
+    from assay.scale import RayExecutor
+    from assay.sources import read_location
+
+    folder = Path(tempfile.mkdtemp(prefix="assay-read-"))
+    data = folder / "rag.jsonl"
+    lines = [json.dumps(row) for row in rag_samples(n)]
+    lines.insert(n // 2, "{broken")
+    data.write_text("\n".join(lines) + "\n")
+    out: dict[str, Any] = {"samples": n, "megabytes": round(data.stat().st_size / 2**20, 1)}
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    executor = RayExecutor()
+    ways = {
+        "local reader, path": lambda: read_samples(data),
+        "pieces in this process, file:// URL": lambda: read_location(data.as_uri()),
+        "Ray tasks, file:// URL": lambda: executor.read_samples(data.as_uri()),
+    }
+    reference: tuple[list[Any], list[str]] | None = None
+    for name, read in ways.items():
+        started = time.perf_counter()
+        samples, errors = read()
+        seconds = time.perf_counter() - started
+        got = (samples, [str(e).replace(data.as_uri(), str(data)) for e in errors])
+        reference = reference or got
+        out[name] = {
+            "seconds": round(seconds, 2),
+            "samples/s": round(len(samples) / seconds),
+            "same samples and messages": got == reference,
+            "load": load(),
+        }
+    out["Ray tasks"] = executor.read_by
+    ray.shutdown()
+    shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("parts", nargs="*", default=["semantic", "judged"])
@@ -267,6 +315,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--judged-samples", type=int, default=10_000)
     parser.add_argument("--judged-workers", type=int, default=2)
     parser.add_argument("--judged-cpus-per-worker", type=float, default=1.0)
+    parser.add_argument("--read-samples", type=int, default=100_000)
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--values", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -280,6 +329,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             args.judged_samples, args.judged_workers, args.judged_cpus_per_worker, args.batch
         )
         print(json.dumps({"judged": result}, indent=2), flush=True)
+    if "reading" in args.parts:
+        print(json.dumps({"reading": reading(args.read_samples)}, indent=2), flush=True)
 
 
 if __name__ == "__main__":

@@ -238,3 +238,55 @@ def test_an_alias_is_reported_gated_and_written_under_its_name(env, resources):
     )
     assert failed.exit_code == 1
     assert f"accuracy: mean {mean:.4f} < " in failed.output
+
+
+def test_judge_concurrency_and_rate_limit_flags_override_the_environment(env, monkeypatch):
+    """12 distinct asks (one judged_relevance ask each, one chunk) against the test server
+    answering after 0.1 s. The environment says 1 in flight and 100 requests a second;
+    ``--judge-concurrency 3`` wins: the server sees at most 3 at once, and 3 (the limit
+    is used). ``--judge-rate-limit 10`` wins over the environment's 100: the bucket
+    sends one request every 0.1 s from the first, so the 12th arrives at least
+    11 * 0.1 = 1.1 s after the first (checked against 1.0 s: the first request can reach
+    the server a little after its token)."""
+    from judge_server import JudgeServer
+
+    monkeypatch.setenv("ASSAY_JUDGE_API_KEY", "test-key")
+    monkeypatch.setenv("ASSAY_JUDGE_CONCURRENCY", "1")
+    monkeypatch.setenv("ASSAY_JUDGE_RATE_LIMIT", "100")
+    rows = [
+        {"query": f"What is item {i} made of?", "response": f"Item {i} is wood."} for i in range(12)
+    ]
+    data = _write(env / "d.jsonl", rows)
+    with JudgeServer(delay=0.1) as server:
+        args = ["evaluate", str(data), "-m", "judged_relevance", "--no-cache", "--format", "json"]
+        args += ["--judge-url", server.url, "--judge-model", "scripted"]
+        capped = runner.invoke(app, [*args, "--judge-concurrency", "3"])
+        assert capped.exit_code == 0, capped.output
+        assert (server.calls, server.max_in_flight) == (12, 3)
+        server.reset()
+        paced = runner.invoke(app, [*args, "--judge-concurrency", "12", "--judge-rate-limit", "10"])
+        assert paced.exit_code == 0, paced.output
+        arrivals = sorted(server.arrivals)
+    assert len(arrivals) == 12
+    assert 1.0 <= arrivals[-1] - arrivals[0] < 3.0
+    report = json.loads(paced.stdout[paced.stdout.index("{") :])
+    assert report["judge_usage"]["calls"] == 12
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--judge-concurrency", "0", "Input should be greater than or equal to 1"),
+        ("--judge-concurrency", "two", "Input should be a valid integer"),
+        ("--judge-rate-limit", "0", "must be a positive number of requests a second"),
+        ("--judge-rate-limit", "-2.5", "got -2.5"),
+        ("--judge-rate-limit", "inf", "got inf"),
+    ],
+)
+def test_judge_flags_refuse_values_that_are_not_positive(env, flag, value, message):
+    data = _write(env / "d.jsonl", [{"response": "a", "expected": "a"}])
+    args = ["evaluate", str(data), "-m", "exact_match", flag, value]
+    result = runner.invoke(app, args, env={"COLUMNS": "200"})  # one line per message
+    assert result.exit_code == 2
+    assert f"Invalid value for '{flag}'" in result.output
+    assert message in result.output

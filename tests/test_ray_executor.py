@@ -99,7 +99,9 @@ def assert_same(ray_run: Evaluation, local: Evaluation) -> None:
 def test_every_example_dataset_scores_the_same_on_ray(tmp_path: Path) -> None:
     """All offline metrics that need no spaCy, BERTScore or toxicity model (75: lexical,
     pattern, embedding, agent, RAG, local estimators of the judged ones) over every
-    example dataset, in chunks of 4 on two actors, against the local executor."""
+    example dataset, in chunks of 4 on two actors, against the local executor; the Ray
+    run's samples are read by Ray tasks from each file's file:// URL, the local run's by
+    the local reader from its path."""
     config = AssayConfig(batch_size=4, cache_dir=str(tmp_path))
     metrics = [
         m for m in resolve_metrics(None, ["all-offline"]) if m.needs <= {"embedder", "judge"}
@@ -114,16 +116,18 @@ def test_every_example_dataset_scores_the_same_on_ray(tmp_path: Path) -> None:
         "redteam.jsonl",
     }
     samples: list[Sample] = []
+    by_ray: list[Sample] = []
     spans = {}
+    executor = RayExecutor(workers=2)
     for path in files:
         found, problems = read_samples(path)
         assert problems == []
+        assert executor.read_samples(path.as_uri(), piece_bytes=1500) == (found, [])
+        by_ray += executor.read_samples(path.as_uri())[0]
         spans[path.name] = list(range(len(samples), len(samples) + len(found)))
         samples += found
     local = assay.evaluate(samples, metrics=metrics, config=config)
-    scaled = assay.evaluate(
-        samples, metrics=metrics, config=config, executor=RayExecutor(workers=2)
-    )
+    scaled = assay.evaluate(by_ray, metrics=metrics, config=config, executor=executor)
     assert_same(scaled, local)
     for name, indices in spans.items():  # each dataset's own summary too
         got = [s.to_dict() | {"seconds": 0} for s in scaled.summary(indices)]
@@ -150,6 +154,51 @@ def test_2000_generated_samples_score_the_same_and_stream_each_once(tmp_path: Pa
     assert_same(scaled, local)
     exact = [r["exact_match"].value for r in scaled.results]
     assert exact.count(1.0) == sum(s.response == s.expected for s in samples) >= 2000 // 7
+
+
+# ---- reading by Ray tasks ------------------------------------------------------------------
+
+
+def test_a_file_url_read_by_ray_tasks_gives_the_local_samples_and_errors(tmp_path: Path) -> None:
+    """chatbot.jsonl (10 lines), a broken line (line 11) and rag.jsonl (8 lines), 6,522
+    bytes, read by its file:// URL in pieces of 1,000 bytes: 7 Ray tasks, the 18 samples
+    of the local reader in its order, the broken line reported at line 11 (the values
+    of samples read by Ray tasks: the first test). A Parquet copy in row groups of 4
+    reads the same as from its path; the OTLP example is read by the driver."""
+    text = (EXAMPLES / "chatbot.jsonl").read_text() + "{broken\n"
+    data = tmp_path / "d.jsonl"
+    data.write_text(text + (EXAMPLES / "rag.jsonl").read_text())
+    url = data.as_uri()
+    executor = RayExecutor(workers=2)
+    samples, errors = executor.read_samples(url, piece_bytes=1000)
+    assert executor.read_by == "7 Ray tasks"  # ceil(6522 / 1000)
+    local_samples, local_errors = read_samples(data)
+    assert samples == local_samples and len(samples) == 18
+    broken = "not valid JSON: Expecting property name enclosed in double quotes at column 2"
+    assert [str(e) for e in errors] == [f"{url} line 11: {broken}"]
+    assert [str(e) for e in local_errors] == [f"{data} line 11: {broken}"]
+    table = tmp_path / "d.parquet"
+    fields = ("id", "query", "response", "expected", "contexts")
+    rows = [{k: getattr(s, k) for k in fields} for s in local_samples]
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pytest.importorskip("pyarrow").Table.from_pylist(rows), table, row_group_size=4)
+    assert executor.read_samples(table.as_uri(), piece_bytes=1) == read_samples(table)
+    assert executor.read_by == "5 Ray tasks"  # 18 rows in row groups of 4
+    traces = EXAMPLES / "traces.otlp.json"  # an OTLP export: read whole, on the driver
+    assert executor.read_samples(traces) == read_samples(traces)
+    assert executor.read_by == "the driver (an OTLP export: read_otlp)"
+
+
+def test_through_ray_client_a_local_file_is_read_by_the_driver_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"response": "a"}\n{broken\n')
+    monkeypatch.setattr(ray.util.client.ray, "is_connected", lambda: True)  # as via ray://
+    executor = RayExecutor()
+    with pytest.warns(AssayWarning, match="through Ray Client"):
+        assert executor.read_samples(data) == read_samples(data)
+    assert executor.read_by == "the driver (Ray Client cannot read local files)"
 
 
 # ---- one judge budget ----------------------------------------------------------------------
@@ -289,7 +338,10 @@ def test_a_worker_killed_mid_run_has_its_chunks_scored_again(tmp_path: Path) -> 
                 executor=executor,
                 on_sample=kill_one,
             )
-        assert str(killed[0]) in str(caught[0].message)
+        # pytest.warns records every warning: an unclosed socket of an earlier test
+        # collected meanwhile (a ResourceWarning) can come first
+        retries = [w for w in caught if issubclass(w.category, AssayWarning)]
+        assert str(killed[0]) in str(retries[0].message)
         assert sorted(seen) == list(range(40))
         assert len(executor.started) == 3  # the two first workers and one replacement
         assert executor.budget_stats is not None and executor.budget_stats["peak"] <= 2
@@ -339,6 +391,51 @@ def test_an_interrupted_ray_run_resumes_with_only_the_unfinished_samples(
     mean = {m["name"]: m["mean"] for m in report["metrics"]}
     # exact_match: "r 1" == "r 1" for i % 5 == 1, 6 of the 30 samples
     assert mean["exact_match"] == pytest.approx(6 / 30)
+
+
+def test_a_local_run_of_a_file_url_resumes_on_ray_from_its_relative_path(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Interrupted at the 8th stored sample of a local run of the file by its file:// URL;
+    resumed with --executor ray by its path relative to the working folder (the same
+    bytes, so the same run; the Ray tasks get it made absolute): the broken line 4 is
+    skipped with its line number by both, the 7 stored samples are not scored again, the
+    report covers all 20. An http:// URL is refused before any scoring."""
+    from assay.store.recorder import RunRecorder
+
+    rows = [
+        json.dumps({"id": f"s{i}", "response": f"r {i % 5}", "expected": "r 1"}) for i in range(20)
+    ]
+    data = env / "d.jsonl"
+    data.write_text("\n".join([*rows[:3], "{broken", *rows[3:]]) + "\n")
+    tail = ["-m", "exact_match", "--batch-size", "4", "--db", str(env / "runs.db")]
+    real = RunRecorder.__call__
+    recorded = 0
+
+    def ctrl_c_at_the_eighth(self: RunRecorder, *a: object, **k: object) -> None:
+        nonlocal recorded
+        recorded += 1
+        if recorded == 8:
+            raise KeyboardInterrupt
+        real(self, *a, **k)
+
+    monkeypatch.setattr(RunRecorder, "__call__", ctrl_c_at_the_eighth)
+    first = CliRunner().invoke(app, ["evaluate", data.as_uri(), *tail], env={"COLUMNS": "300"})
+    assert first.exit_code == 130, first.output
+    assert f"skipped: {data.as_uri()} line 4: not valid JSON" in first.output
+    run_id = first.output.split("--resume ")[-1].split()[0]
+    monkeypatch.setattr(RunRecorder, "__call__", real)
+    args = ["evaluate", "d.jsonl", *tail, "--executor", "ray", "--format", "json"]
+    resumed = CliRunner().invoke(app, [*args, "--resume", run_id], env={"COLUMNS": "300"})
+    assert resumed.exit_code == 0, resumed.output
+    assert "skipped: d.jsonl line 4: not valid JSON" in resumed.output
+    assert "7 samples already stored, 13 to go" in resumed.output
+    report = json.loads(resumed.stdout[resumed.stdout.index("{") :])
+    # exact_match: "r 1" == "r 1" for i % 5 == 1, 4 of the 20 samples
+    assert report["metrics"][0]["mean"] == pytest.approx(4 / 20)
+    refused = CliRunner().invoke(app, ["evaluate", "http://example.com/d.jsonl", *args[2:]])
+    assert refused.exit_code == 2
+    assert "http://example.com/d.jsonl: cannot be read: pyarrow has no" in refused.output
 
 
 # ---- a cluster started with `ray start --head` ---------------------------------------------

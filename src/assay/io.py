@@ -255,12 +255,17 @@ def samples_from_records(
     return samples, errors
 
 
-def _encoding(path: Path) -> str:
-    with path.open("rb") as handle:
-        head = handle.read(4)
+def _encoding_of(head: bytes) -> str:
+    """The text encoding a file's first bytes announce: UTF-16 by its byte-order mark,
+    else UTF-8 (a UTF-8 byte-order mark dropped)."""
     if head.startswith((b"\xff\xfe", b"\xfe\xff")) and not head.startswith(b"\xff\xfe\x00\x00"):
         return "utf-16"
     return "utf-8-sig"
+
+
+def _encoding(path: Path) -> str:
+    with path.open("rb") as handle:
+        return _encoding_of(handle.read(4))
 
 
 def _open_text(path: Path, newline: str | None = None) -> IO[str]:
@@ -333,11 +338,19 @@ def _delimiter(header: str, suffix: str) -> str:
 
 
 def _csv_records(path: Path, errors: list[InputError], strict: bool) -> Iterator[tuple[int, Any]]:
+    with _open_text(path, newline="") as handle:
+        yield from _csv_rows(handle, str(path), path.suffix.lower(), errors, strict)
+
+
+def _csv_rows(
+    handle: IO[str], source: str, suffix: str, errors: list[InputError], strict: bool
+) -> Iterator[tuple[int, Any]]:
+    """(line, record) for each row of CSV text (a seekable handle opened with
+    ``newline=""``); ``suffix`` .tsv means tab-separated."""
     global _CSV_LIMIT_RAISED
     if not _CSV_LIMIT_RAISED:  # long contexts: the default 128 KiB per cell is too small
         csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
         _CSV_LIMIT_RAISED = True
-    source = str(path)
 
     def problem(line: int, field: str | None, message: str) -> None:
         found = InputError(source, line, field, message)
@@ -345,56 +358,55 @@ def _csv_records(path: Path, errors: list[InputError], strict: bool) -> Iterator
             raise InputErrors([found])
         errors.append(found)
 
-    with _open_text(path, newline="") as handle:
-        first = handle.readline()
-        handle.seek(0)
-        reader = csv.reader(handle, delimiter=_delimiter(first, path.suffix.lower()), strict=True)
-        header: list[str] | None = None
-        while True:
-            start = reader.line_num + 1
-            try:
-                row = next(reader)
-            except StopIteration:
+    first = handle.readline()
+    handle.seek(0)
+    reader = csv.reader(handle, delimiter=_delimiter(first, suffix), strict=True)
+    header: list[str] | None = None
+    while True:
+        start = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            problem(start, None, f"not valid CSV: {exc}")
+            if reader.line_num < start:
                 return
-            except csv.Error as exc:
-                problem(start, None, f"not valid CSV: {exc}")
-                if reader.line_num < start:
-                    return
-                continue
-            if not row or (header is None and not any(c.strip() for c in row)):
-                continue
-            if header is None:
-                header = [h.strip() for h in row]
-                continue
-            if len(row) > len(header):
+            continue
+        if not row or (header is None and not any(c.strip() for c in row)):
+            continue
+        if header is None:
+            header = [h.strip() for h in row]
+            continue
+        if len(row) > len(header):
+            problem(
+                start,
+                None,
+                f"more cells than header columns ({len(row)} cells, {len(header)} columns)",
+            )
+            continue
+        record: dict[str, Any] = {}
+        bad = False
+        for key, value in zip(header, row, strict=False):
+            try:
+                cell = _csv_cell(key, value)
+            except ValueError as exc:
+                problem(start, key, str(exc))
+                bad = True
+                break
+            if cell is not None and record.get(key) not in (None, cell):
                 problem(
                     start,
-                    None,
-                    f"more cells than header columns ({len(row)} cells, {len(header)} columns)",
+                    key,
+                    "the column appears twice in the header, with different values "
+                    "in this row: keep one",
                 )
-                continue
-            record: dict[str, Any] = {}
-            bad = False
-            for key, value in zip(header, row, strict=False):
-                try:
-                    cell = _csv_cell(key, value)
-                except ValueError as exc:
-                    problem(start, key, str(exc))
-                    bad = True
-                    break
-                if cell is not None and record.get(key) not in (None, cell):
-                    problem(
-                        start,
-                        key,
-                        "the column appears twice in the header, with different values "
-                        "in this row: keep one",
-                    )
-                    bad = True
-                    break
-                if record.get(key) is None:
-                    record[key] = cell
-            if not bad:
-                yield start, record
+                bad = True
+                break
+            if record.get(key) is None:
+                record[key] = cell
+        if not bad:
+            yield start, record
 
 
 def _json_records(
@@ -402,9 +414,14 @@ def _json_records(
 ) -> tuple[Iterable[tuple[int, Any]], str]:
     """The items of a JSON array and the unit that numbers them (``item``; ``line`` when
     the file turns out to be JSONL)."""
-    source = str(path)
     with _open_text(path) as handle:
-        text = handle.read()
+        return _json_items(handle.read(), str(path), errors, strict)
+
+
+def _json_items(
+    text: str, source: str, errors: list[InputError], strict: bool
+) -> tuple[Iterable[tuple[int, Any]], str]:
+    """`_json_records` of the text of a .json file named ``source``."""
     if not text.strip():
         raise InputErrors([InputError(source, None, None, "the file is empty")])
     try:
@@ -459,7 +476,10 @@ def read_samples(
 ) -> tuple[list[Sample], list[InputError]]:
     """Read samples from a .jsonl, .csv (.tsv), .json (array of objects) or .parquet file
     (one row each, read in record batches: `assay.parquet_input`), or from an
-    OpenTelemetry trace export (OTLP JSON, one sample per trace: `assay.otlp`).
+    OpenTelemetry trace export (OTLP JSON, one sample per trace: `assay.otlp`). ``path``
+    may be a URL that pyarrow's file systems read (``file://``, ``s3://``, ``gs://``,
+    ``hdfs://``; not for OTLP): `assay.sources.read_location` reads it, with the same
+    messages, naming the URL.
 
     ``input_format`` (jsonl, csv, json, parquet or otlp) overrides what the suffix says; without
     it, a .json or .jsonl file that starts like an OTLP export is read as one. Returns the
@@ -469,6 +489,12 @@ def read_samples(
     at all (a directory, no permission, not a known format), and `MissingExtra` (naming
     the pip command) for a .parquet file without pyarrow installed.
     """
+    from assay.sources import is_url, read_location
+
+    if is_url(path):
+        return read_location(
+            path, strict, max_json_depth=_depth_setting(max_json_depth), input_format=input_format
+        )
     path = Path(path)
     source = str(path)
     if path.is_dir():
@@ -486,33 +512,17 @@ def read_samples(
         raise FileNotFoundError(f"{path}: no such file")
     suffix = path.suffix.lower()
     errors: list[InputError] = []
-    if input_format is not None and input_format not in INPUT_FORMATS:
-        raise InputErrors(
-            [
-                InputError(
-                    source,
-                    None,
-                    None,
-                    f"unknown input format {input_format!r}: use {', '.join(INPUT_FORMATS)}",
-                )
-            ]
-        )
-    known = {s for suffixes in INPUT_FORMATS.values() for s in suffixes}
-    if input_format is None and suffix not in known:
-        raise InputErrors(
-            [InputError(source, None, None, "unknown format: use .jsonl, .csv, .json or .parquet")]
-        )
-    if input_format == "otlp" or (input_format is None and suffix in {".json", ".jsonl"}):
+    reader = _reader_suffix(source, suffix, input_format)
+    if reader == ".otlp" or (input_format is None and suffix in {".json", ".jsonl"}):
         from assay.otlp import is_otlp, read_otlp
 
         try:
-            if input_format == "otlp" or is_otlp(path):
+            if reader == ".otlp" or is_otlp(path):
                 return read_otlp(path, strict=strict)
         except OSError as exc:
             reason = exc.strerror or str(exc)
             raise InputErrors([InputError(source, None, None, f"cannot read: {reason}")]) from None
-    if input_format is not None:
-        suffix = INPUT_FORMATS[input_format][0]
+    suffix = reader
     try:
         if suffix == ".json":
             records, unit = _json_records(path, errors, strict)
@@ -532,8 +542,27 @@ def read_samples(
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise InputErrors([InputError(source, None, None, f"cannot read: {reason}")]) from None
-    problems = sorted(errors + more, key=lambda e: (e.line is None, e.line or 0))
-    return samples, problems
+    return samples, _in_file_order(errors + more)
+
+
+def _in_file_order(errors: list[InputError]) -> list[InputError]:
+    """The errors by line (those of no line last), in their order within a line."""
+    return sorted(errors, key=lambda e: (e.line is None, e.line or 0))
+
+
+def _reader_suffix(source: str, suffix: str, input_format: str | None) -> str:
+    """The suffix whose reader reads ``source`` (``.otlp`` for OTLP): ``input_format``'s
+    first, else the file's own ``suffix``. Raises `InputErrors` for an unknown format."""
+    if input_format is not None and input_format not in INPUT_FORMATS:
+        known = ", ".join(INPUT_FORMATS)
+        problem = f"unknown input format {input_format!r}: use {known}"
+        raise InputErrors([InputError(source, None, None, problem)])
+    if input_format is None:
+        if suffix not in {s for suffixes in INPUT_FORMATS.values() for s in suffixes}:
+            problem = "unknown format: use .jsonl, .csv, .json or .parquet"
+            raise InputErrors([InputError(source, None, None, problem)])
+        return suffix
+    return INPUT_FORMATS[input_format][0] if input_format != "otlp" else ".otlp"
 
 
 def samples_from_dataframe(

@@ -53,25 +53,36 @@ def _python(value: Any) -> Any:
     return root[0]
 
 
-def parquet_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def parquet_records(
+    path: Path | str,
+    *,
+    source: str | None = None,
+    filesystem: Any = None,
+    row_groups: list[int] | None = None,
+    first_row: int = 0,
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """(row number, record) for each row of the Parquet file at ``path``, one record batch
     at a time. Raises `MissingExtra` (naming the pip command) when pyarrow is not
     installed, and `InputErrors` when the file is not a readable Parquet file; both before
-    the first record, since the file is opened here, not when iteration starts."""
+    the first record, since the file is opened here, not when iteration starts.
+
+    For a part of a file (`assay.sources`): ``filesystem`` a pyarrow file system holding
+    ``path``, ``source`` the name messages use (default ``path``), ``row_groups`` the row
+    groups to read (default all) and ``first_row`` the rows of the file before them."""
     parquet = require("pyarrow.parquet", "reading .parquet")
     import pyarrow
 
-    source = str(path)
+    source = source or str(path)
     try:
-        handle = parquet.ParquetFile(path)
+        handle = parquet.ParquetFile(str(path) if filesystem else path, filesystem=filesystem)
     except pyarrow.ArrowException as exc:
         raise InputErrors([InputError(source, None, None, f"not a Parquet file: {exc}")]) from None
 
     def rows() -> Iterator[tuple[int, dict[str, Any]]]:
-        number = 0
+        number = first_row
         with handle:
             try:
-                for batch in handle.iter_batches(batch_size=BATCH_ROWS):
+                for batch in handle.iter_batches(batch_size=BATCH_ROWS, row_groups=row_groups):
                     for record in batch.to_pylist():
                         number += 1
                         yield number, _python(record)

@@ -15,6 +15,8 @@ from assay.cli import app, consoles
 from assay.cli.options import (
     DeviceOption,
     ExecutorOption,
+    JudgeConcurrencyOption,
+    JudgeRateLimitOption,
     RayAddressOption,
     StoreUrlOption,
     WorkersOption,
@@ -51,10 +53,12 @@ def _parse_pairs(items: list[str], option: str) -> dict[str, float]:
 def evaluate_command(
     ctx: typer.Context,
     data: Annotated[
-        Path,
+        str,
         typer.Argument(
             help="Samples: a .jsonl, .csv, .json or .parquet file, or an OpenTelemetry trace "
-            "export (OTLP JSON: one sample per trace)."
+            "export (OTLP JSON: one sample per trace). A path, or a URL that pyarrow reads "
+            "(file://, s3://, gs://, hdfs://; not for OTLP).",
+            metavar="DATA",
         ),
     ],
     suite: Annotated[
@@ -121,6 +125,8 @@ def evaluate_command(
     judge_model: Annotated[
         str | None, typer.Option("--judge-model", help="Judge model (else ASSAY_JUDGE_MODEL).")
     ] = None,
+    judge_concurrency: JudgeConcurrencyOption = None,
+    judge_rate_limit: JudgeRateLimitOption = None,
     no_judge: Annotated[
         bool,
         typer.Option("--no-judge", help="Ignore any configured judge: local estimators only."),
@@ -195,12 +201,17 @@ def evaluate_command(
     from assay.runner import Evaluation, evaluate, flat_row
     from assay.scale.ray_executor import WorkerLost
     from assay.sinks import JsonlSink, write_table
+    from assay.sources import local_path
 
     console = consoles.messages()
     err = consoles.messages()
 
+    scaled: Any = None
+
     def fail(message: str) -> NoReturn:
         err.print(f"[red]error:[/red] {escape(message)}")
+        if hasattr(scaled, "close"):  # a Ray instance started to read the data
+            scaled.close()
         raise typer.Exit(EXIT_BAD_INPUT)
 
     if output_format not in {"table", "json"}:
@@ -209,7 +220,7 @@ def evaluate_command(
     if isinstance(scaled, str):
         fail(scaled)
     if out is not None:
-        problem = _check_out(out, data)
+        problem = _check_out(out, local_path(data))
         if problem is not None:
             fail(problem)
     try:
@@ -217,6 +228,8 @@ def evaluate_command(
             "embedder": embedder,
             "batch_size": batch_size,
             "device": device,
+            "judge_concurrency": judge_concurrency,
+            "judge_rate_limit": judge_rate_limit,
             "thresholds": _parse_pairs(threshold or [], "--threshold") or None,
         }
         if no_cache:
@@ -244,10 +257,12 @@ def evaluate_command(
                 f"[yellow]note:[/yellow] {name} is lower-is-better; --fail-under {bound:g} "
                 "fails when its mean is below the bound. Did you mean --fail-over?"
             )
+    # with Ray, tasks on the cluster parse the data (assay.sources); else this process
+    reader = read_samples if scaled is None else scaled.read_samples
     try:
-        samples, input_errors = read_samples(data, strict=strict, input_format=input_format)
-    except (FileNotFoundError, InputErrors, ModelUnavailable) as exc:  # a missing extra: pip
-        fail(str(exc))
+        samples, input_errors = reader(data, strict=strict, input_format=input_format)
+    except (FileNotFoundError, InputErrors, ModelUnavailable, ConnectionError) as exc:
+        fail(str(exc))  # ModelUnavailable: a missing extra, with its pip command
     for problem in input_errors:
         err.print(f"[yellow]skipped:[/yellow] {escape(str(problem))}")
     if not samples:
@@ -480,7 +495,7 @@ def _reason(exc: BaseException) -> str:
     return str(exc)
 
 
-def _check_out(out: Path, data: Path) -> str | None:
+def _check_out(out: Path, data: Path | None) -> str | None:
     """Why ``--out`` cannot be written (checked before any scoring), or None."""
     if out.suffix.lower() not in {".jsonl", ".csv", ".parquet"}:
         return f"{out}: --out must end in .jsonl, .csv or .parquet"
@@ -494,7 +509,7 @@ def _check_out(out: Path, data: Path) -> str | None:
             extra = EXTRA_OF[package]
             return f"{out}: writing {out.suffix} needs the {extra} extra: {pip_command(extra)}"
     try:
-        if out.exists() and data.exists() and out.samefile(data):
+        if out.exists() and data is not None and data.exists() and out.samefile(data):
             return f"{out}: --out is the input file, which it would overwrite; choose another name"
     except OSError:
         pass

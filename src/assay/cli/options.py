@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 import typer
@@ -9,6 +10,8 @@ import typer
 __all__ = [
     "DeviceOption",
     "ExecutorOption",
+    "JudgeConcurrencyOption",
+    "JudgeRateLimitOption",
     "RayAddressOption",
     "StoreUrlOption",
     "WorkersOption",
@@ -60,5 +63,38 @@ DeviceOption = Annotated[
         "--device",
         help="auto (a CUDA GPU when there is one), cpu or cuda: where BERTScore and "
         "sentence-transformers embedders run (else ASSAY_DEVICE; default auto).",
+    ),
+]
+
+
+def _positive_rate(value: float | None) -> float | None:
+    """``--judge-rate-limit``: a finite number above 0 (requests a second), or absent."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(
+            f"must be a positive number of requests a second (e.g. 10 or 0.5), got {value:g}"
+        )
+    return value
+
+
+#: ``--judge-concurrency``: judge requests in flight at once (the whole cluster on Ray)
+JudgeConcurrencyOption = Annotated[
+    int | None,
+    typer.Option(
+        "--judge-concurrency",
+        min=1,
+        help="Judge requests in flight at once, at least 1 (on Ray: across the cluster); "
+        "overrides judge_concurrency / ASSAY_JUDGE_CONCURRENCY (default 64).",
+    ),
+]
+
+#: ``--judge-rate-limit``: judge requests a second (the whole cluster on Ray)
+JudgeRateLimitOption = Annotated[
+    float | None,
+    typer.Option(
+        "--judge-rate-limit",
+        callback=_positive_rate,
+        help="Judge requests per second, retries included, a positive number (on Ray: "
+        "across the cluster); overrides judge_rate_limit / ASSAY_JUDGE_RATE_LIMIT "
+        "(default: no limit).",
     ),
 ]

@@ -16,7 +16,6 @@ URL without credentials; never a key). ``--resume RUN_ID``:
 
 from __future__ import annotations
 
-import hashlib
 import shlex
 import uuid
 from collections.abc import Sequence
@@ -33,6 +32,7 @@ from assay.redaction import known_secrets, redact, redact_text
 from assay.result import MetricResult
 from assay.runner import Evaluation
 from assay.sample import Sample
+from assay.sources import shown_location
 from assay.store.db import Store, StoreError
 from assay.store.recorder import RunRecorder
 
@@ -73,13 +73,11 @@ class ResumeRefused(ValueError):
     """The run cannot be resumed with this dataset or these settings; says what differs."""
 
 
-def dataset_sha256(path: Path) -> str:
-    """The SHA-256 of the dataset file's bytes."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def dataset_sha256(location: str | Path) -> str:
+    """The SHA-256 of the dataset's bytes (a path, or a URL pyarrow reads: streamed)."""
+    from assay.sources import location_sha256
+
+    return location_sha256(location)
 
 
 def _plain_url(url: str | None) -> str | None:
@@ -91,7 +89,7 @@ def _plain_url(url: str | None) -> str | None:
     return f"{parts.scheme}://{host}{parts.path}".rstrip("/")
 
 
-def fingerprint(data: Path, metrics: Sequence[Metric], config: AssayConfig) -> dict[str, Any]:
+def fingerprint(data: str | Path, metrics: Sequence[Metric], config: AssayConfig) -> dict[str, Any]:
     """What a run is scored on: dataset hash, metric names, value-changing settings, judge."""
     settings = config.model_dump(mode="json")
     judge = None
@@ -173,7 +171,7 @@ def open_run(
     db: str | None,
     resume: str | None,
     run_name: str | None,
-    data: Path,
+    data: str | Path,
     metrics: Sequence[Metric],
     config: AssayConfig,
     n_samples: int,
@@ -198,7 +196,7 @@ def open_run(
             run_id,
             name=run_name,
             source="cli",
-            dataset=str(data),
+            dataset=shown_location(data),
             metrics=[m.name for m in metrics],
             config=redact(config.model_dump(mode="json")),
             fingerprint=current,

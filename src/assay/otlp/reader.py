@@ -26,7 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["MalformedSpan", "Span", "attributes_of", "is_otlp", "iter_spans"]
+__all__ = [
+    "OTLP_HEAD_BYTES",
+    "MalformedSpan",
+    "Span",
+    "attributes_of",
+    "is_otlp",
+    "iter_spans",
+    "starts_like_otlp",
+]
 
 _HEAD = re.compile(rb'^\s*\{\s*"(resourceSpans|resource_spans)"\s*:')
 _STATUS_ERROR = {2, "2", "STATUS_CODE_ERROR"}
@@ -73,7 +81,15 @@ class MalformedSpan:
 def is_otlp(path: str | Path) -> bool:
     """True when the file starts like an OTLP JSON export (``{"resourceSpans": ...``)."""
     with open(path, "rb") as handle:
-        head = handle.read(4096)
+        return starts_like_otlp(handle.read(OTLP_HEAD_BYTES))
+
+
+#: the bytes `starts_like_otlp` looks at
+OTLP_HEAD_BYTES = 4096
+
+
+def starts_like_otlp(head: bytes) -> bool:
+    """True when a file's first `OTLP_HEAD_BYTES` bytes start an OTLP JSON export."""
     return bool(_HEAD.match(head.removeprefix(b"\xef\xbb\xbf")))
 
 

@@ -10,6 +10,12 @@ and keeps them for the run, so each model loads once per actor; it scores whole 
 with the runner's `score_chunk` (the same code as a local run), and each chunk comes
 back to the driver's sinks as soon as it is done.
 
+Reading (`RayExecutor.read_samples`, used by ``assay evaluate --executor ray``): the
+dataset, a local file or a URL that pyarrow reads, is parsed by Ray tasks, one per piece
+(`assay.sources`: byte ranges of JSONL, runs of Parquet row groups, a whole CSV or JSON
+file), with the same readers as a local run; the driver gets the samples in file order
+and the errors with their global line or row numbers, before any scoring starts.
+
 Failures: every actor has at most two chunks queued. When an actor dies (its process
 killed, its node lost, out of memory) the chunks it held are queued again for a new
 actor, at most ``max_retries`` times each; the budget takes back the dead actor's judge
@@ -27,7 +33,8 @@ import warnings
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from assay.config import AssayConfig, AssayWarning
 from assay.extras import needs_extra
@@ -37,6 +44,9 @@ from assay.result import MetricResult
 from assay.sample import Sample
 from assay.scale import ScoredChunk
 from assay.scale.budget import BudgetSlots, JudgeBudget
+
+if TYPE_CHECKING:
+    from assay.io import InputError
 
 __all__ = ["RayExecutor", "Scorer", "WorkerLost", "merge_usage"]
 
@@ -117,7 +127,10 @@ class RayExecutor:
     started: dict[str, tuple[int, str]] = field(default_factory=dict, init=False)
     #: the judge budget's counters at the end of the last run (limit, peak, granted)
     budget_stats: dict[str, Any] | None = field(default=None, init=False)
+    #: how the last `read_samples` read its dataset: "N Ray tasks" or why "the driver"
+    read_by: str | None = field(default=None, init=False)
     _usage: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, repr=False)
+    _ours: bool = field(default=False, init=False, repr=False)  # we started the instance
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.workers < 1:
@@ -143,8 +156,9 @@ class RayExecutor:
             for start in range(0, len(samples), chunk_size)
         )
         if not chunks:
+            self.close()
             return
-        ours = self._connect(ray)
+        self._open(ray)
         budget = None
         actors: dict[str, Any] = {}
         try:
@@ -180,8 +194,7 @@ class RayExecutor:
                 ray.kill(actor)
             if budget is not None:
                 ray.kill(budget)
-            if ours:
-                ray.shutdown()
+            self.close()
 
     def _drive(
         self,
@@ -252,10 +265,11 @@ class RayExecutor:
             ray.get(budget.forget.remote(holder))
         queued[spawn()] = 0
 
-    def _connect(self, ray: Any) -> bool:
-        """Connect to Ray; True when this call started the instance (stopped after)."""
+    def _open(self, ray: Any) -> None:
+        """Connect to Ray unless this process already is; a local instance started here
+        is stopped by `close` (at the end of `scored`)."""
         if ray.is_initialized():
-            return False
+            return
         options: dict[str, Any] = {
             "include_dashboard": False,
             "log_to_driver": False,
@@ -263,7 +277,82 @@ class RayExecutor:
         }
         options.update(self.init_options)
         ray.init(address=self.address, **options)
-        return self.address is None
+        self._ours = self.address is None
+
+    def close(self) -> None:
+        """Stop the local Ray instance this executor started, if any (a cluster it
+        joined keeps running). `scored` calls it when it ends; call it after a
+        `read_samples` that is not followed by a run."""
+        if self._ours:
+            import ray
+
+            ray.shutdown()
+            self._ours = False
+
+    # ---- reading -------------------------------------------------------------------------
+    def read_samples(
+        self,
+        location: str | Path,
+        strict: bool = False,
+        *,
+        max_json_depth: int | None = None,
+        input_format: str | None = None,
+        piece_bytes: int | None = None,
+    ) -> tuple[list[Sample], list[InputError]]:
+        """The dataset at ``location`` (a path or a URL pyarrow reads) parsed by Ray tasks,
+        piece by piece (`assay.sources.read_location`): the samples in file order and
+        the errors, exactly as `assay.io.read_samples` gives them. A local file is read
+        by tasks on this machine's node; a URL by tasks anywhere in the cluster. Through
+        Ray Client (``ray://``) the cluster cannot see this machine's files, so a local
+        file is read here, with a warning; an OTLP export is read here too. Leaves Ray
+        connected for the run (`close` when none follows). ``piece_bytes``: see
+        `read_location`. `read_by` says which way it went."""
+        from assay.io import read_samples
+        from assay.sources import is_local, read_location, read_piece
+
+        with needs_extra("the Ray executor (--executor ray)"):
+            import ray
+        self._open(ray)
+        self.read_by = None
+        if is_local(location) and ray.util.client.ray.is_connected():
+            warnings.warn(
+                f"{location} is read by the driver: through Ray Client (ray://) the workers "
+                "cannot read this machine's files; give a URL they can read (s3://, gs://, "
+                "hdfs://) to read it on the cluster",
+                AssayWarning,
+                stacklevel=2,
+            )
+            self.read_by = "the driver (Ray Client cannot read local files)"
+            return read_samples(
+                location, strict, max_json_depth=max_json_depth, input_format=input_format
+            )
+        options: dict[str, Any] = {"num_cpus": 1, "max_retries": self.max_retries}
+        if is_local(location):  # only this node has the file
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            here = ray.get_runtime_context().get_node_id()
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(here, soft=False)
+        task = ray.remote(read_piece).options(**options)
+
+        def run(pieces: Sequence[Any]) -> list[Any]:
+            self.read_by = f"{len(pieces)} Ray task{'s' if len(pieces) > 1 else ''}"
+            return ray.get([task.remote(piece) for piece in pieces])
+
+        if is_local(location):
+            workers = _node_cpus(ray)
+        else:
+            workers = int(ray.cluster_resources().get("CPU", 1))
+        found = read_location(
+            location,
+            strict,
+            max_json_depth=max_json_depth,
+            input_format=input_format,
+            run=run,
+            piece_bytes=piece_bytes,
+            workers=workers,
+        )
+        self.read_by = self.read_by or "the driver (an OTLP export: read_otlp)"
+        return found
 
     def _shape(self, ray: Any, config: AssayConfig, n_chunks: int) -> tuple[int, float]:
         """(actors, GPUs per actor) for this cluster and run."""
@@ -286,6 +375,13 @@ class RayExecutor:
     def judge_usage(self) -> dict[str, Any] | None:
         """The judge usage of the last run, summed over its actors (`merge_usage`)."""
         return merge_usage(list(self._usage.values()))
+
+
+def _node_cpus(ray: Any) -> int:
+    """The CPUs of the node this process runs on."""
+    here = ray.get_runtime_context().get_node_id()
+    node = next((n for n in ray.nodes() if n.get("NodeID") == here), {})
+    return max(1, int(node.get("Resources", {}).get("CPU", 1)))
 
 
 def _first_line(error: BaseException) -> str:
