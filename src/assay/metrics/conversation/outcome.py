@@ -51,7 +51,7 @@ def outcome_ask(sample: Sample) -> Ask:
 
 
 class _OutcomeMetric(JudgedMetric):
-    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+    def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return [outcome_ask(sample)]
 
 

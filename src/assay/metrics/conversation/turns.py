@@ -78,7 +78,7 @@ class ConversationMetric(JudgedMetric):
     def params(self) -> dict[str, Any]:
         return {} if self.window == DEFAULT_WINDOW else {"window": self.window}
 
-    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+    def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return [review_ask(sample, t) for t in reviewed_turns(sample, self.window)]
 
     def reduce(self, sample: Sample, answers: Answers) -> MetricResult:

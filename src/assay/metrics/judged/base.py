@@ -70,14 +70,21 @@ class JudgedMetric(Metric):
     estimator: ClassVar[str] = ""
 
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        if res.judge is None:
-            return self.estimate(samples, res)
         answers = execute([self], samples, res)  # nothing the chunk already answered
         with answered(answers):
+            if answers.model is None:  # no judge: the local estimator
+                return self.estimate(samples, res)
             return self.reduce_batch(samples, answers, res)
 
-    # -- judge path
     def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        """The judge plan (`judge_plan`) when the answers have a judge, else the local
+        estimator's (`estimate_plan`)."""
+        if answers.model is None:
+            return self.estimate_plan(sample)
+        return self.judge_plan(sample, answers)
+
+    # -- judge path
+    def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         """The judge asks this metric needs for ``sample``, given the answers so far (a
         follow-up is an ask that appears once the first answers are there)."""
         raise NotImplementedError
@@ -132,6 +139,11 @@ class JudgedMetric(Metric):
         )
 
     # -- local path
+    def estimate_plan(self, sample: Sample) -> list[Ask]:
+        """The model asks of the local estimator for ``sample`` (none: it calls no model
+        through the engine)."""
+        return []
+
     def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         raise NotImplementedError
 
@@ -172,7 +184,7 @@ class RubricScore(JudgedMetric):
     def ask(self, sample: Sample) -> Ask:
         return judge_ask(self.prompt, **{f: getattr(sample, f) for f in self.fields})
 
-    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+    def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return [self.ask(sample)]
 
     def reduce(self, sample: Sample, answers: Answers) -> MetricResult:

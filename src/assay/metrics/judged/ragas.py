@@ -59,11 +59,11 @@ class _RagVerdictMetric(JudgedMetric):
     suites = ("judged", "rag")
     source = Source.RAG_EVALUATION
 
-    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+    def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return [judge_ask(RAG_VERDICTS, **rag_values(sample))]
 
     def reduce(self, sample: Sample, answers: Answers) -> MetricResult:
-        [ask] = self.plan(sample, answers)
+        [ask] = self.judge_plan(sample, answers)
         return self.from_verdicts(sample, answers.reply(ask), answers.model)
 
     def from_verdicts(
@@ -298,7 +298,7 @@ class RagasAnswerRelevance(JudgedMetric):
     def _questions(reply: JudgeReply[Any]) -> list[str]:
         return [q.strip() for q in reply.output.questions if q and q.strip()][:3]
 
-    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+    def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         first = judge_ask(ANSWER_QUESTIONS, answer=sample.response)
         question = embed_ask(sample.query or "")
         reply = answers.get(first)
@@ -314,7 +314,7 @@ class RagasAnswerRelevance(JudgedMetric):
         return [first, question, *(embed_ask(g) for g in generated)]
 
     def reduce(self, sample: Sample, answers: Answers) -> MetricResult:
-        first, *rest = self.plan(sample, answers)
+        first, *rest = self.judge_plan(sample, answers)
         questions = self._questions(answers.reply(first))
         if not questions:
             direct = answers.reply(rest[0])

@@ -61,7 +61,7 @@ class FactualAccuracy(JudgedMetric):
     estimator = "reference_agreement+coverage"
     components = ("correctness", "completeness", "consistency")
 
-    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+    def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return [_reference_ask(sample)]
 
     def reduce(self, sample: Sample, answers: Answers) -> MetricResult:
@@ -168,7 +168,7 @@ class AnswerClassification(JudgedMetric):
     estimator = "reference_agreement"
     components = ("agreement",)
 
-    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+    def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         if uncertainty_phrase(sample.response or ""):
             return []  # DON'T KNOW by the pattern: no judge call
         return [_reference_ask(sample)]

@@ -236,7 +236,7 @@ class AnswerCorrectness(JudgedMetric):
     def _weights(self, res: Resources) -> dict[str, float]:
         return self.weights or dict(res.config.answer_correctness_weights)
 
-    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+    def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return [JudgedRelevance().ask(sample), Faithfulness().ask(sample)]
 
     def _combine(
