@@ -4,19 +4,21 @@ follow-ups go round again, and a re-run on the judge cache makes no call."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from assay.config import AssayConfig
-from assay.engine import Answers, execute, judge_ask, planned
+from assay.engine import Answers, answered, execute, judge_ask, planned
 from assay.judge.cache import JudgeCache
 from assay.judge.client import JudgeClient
 from assay.judge.prompts import ANSWER_QUESTIONS, RELEVANCE
 from assay.metric import Metric
-from assay.registry import get_metric, list_metrics
+from assay.models.embedders import Embedder
+from assay.registry import get_metric, list_metrics, resolve_metrics
 from assay.resources import Resources
 from assay.runner import evaluate
 from assay.sample import Sample
@@ -164,6 +166,102 @@ def test_ask_keys_are_the_prompt_and_its_values() -> None:
     assert one.key.startswith(f"judge:{RELEVANCE.signature}:")
     with pytest.raises(KeyError):
         Answers("m").reply(one)  # reducing what the plan never declared fails loudly
+
+
+# ---- offline: model asks without a judge ---------------------------------------------------
+
+
+class CountingEmbedder:
+    """The session's real embedder, counting the calls of ``embed`` and the texts sent."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.calls, self.texts = inner, 0, []  # type: ignore[var-annotated]
+        self.name = inner.name
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+def offline(resources: Resources) -> tuple[Resources, CountingEmbedder]:
+    res = Resources(AssayConfig(judge_model=None, judge_base_url=None, judge_api_key=None))
+    counting = CountingEmbedder(resources.embedder)
+    res.__dict__["embedder"] = counting
+    return res, counting
+
+
+EMBEDDED = [
+    Sample(id="a", query="Who wrote Hamlet?", response="Shakespeare.", expected="Shakespeare"),
+    Sample(
+        id="b",
+        query="Who wrote Hamlet?",
+        response="It was Marlowe.",
+        expected="Shakespeare",
+        previous_responses=["Shakespeare.", "  "],
+    ),
+    Sample(id="c", response="Shakespeare.", expected="William Shakespeare", known_facts=["x"]),
+]
+#: the distinct texts the semantic suite compares on EMBEDDED, by hand: responses,
+#: references, the two questions' one text, b's earlier response (a's), c's fact
+EMBEDDED_TEXTS = {
+    "Shakespeare.",
+    "It was Marlowe.",
+    "Shakespeare",
+    "William Shakespeare",
+    "Who wrote Hamlet?",
+    "x",
+}
+
+
+def test_offline_the_semantic_suite_embeds_each_distinct_text_once(
+    resources: Resources,
+) -> None:
+    metrics = [m for m in resolve_metrics(None, ["semantic"]) if m.needs == {"embedder"}]
+    assert len(metrics) == 8
+    res, counting = offline(resources)
+    todo = planned(metrics, EMBEDDED, Answers())
+    assert {a.values["text"] for a in todo.values()} == EMBEDDED_TEXTS
+    assert {a.kind for a in todo.values()} == {"embed"}
+    run = evaluate(EMBEDDED, metrics=metrics, resources=res)
+    # one call for the chunk, each distinct text once
+    assert counting.calls == 1 and sorted(counting.texts) == sorted(EMBEDDED_TEXTS)
+    assert "judge" not in res.__dict__  # no metric declares a judge: none was looked up
+    # the values are those of each metric scored on its own (it executes its own plan)
+    for metric in metrics:
+        alone = metric.score_batch(EMBEDDED, resources)
+        assert run.values(metric.name) == [r.value for r in alone], metric.name
+
+
+def test_offline_a_second_metric_on_the_same_texts_embeds_nothing(
+    resources: Resources,
+) -> None:
+    res, counting = offline(resources)
+    first, second = get_metric("semantic_similarity"), get_metric("top_k_accuracy")
+    answers = execute([first], EMBEDDED, res)
+    assert answers.model is None and answers.embedder == resources.embedder.name
+    assert counting.calls == 1
+    assert sorted(counting.texts) == sorted(
+        {"Shakespeare.", "It was Marlowe.", "Shakespeare", "William Shakespeare"}
+    )
+    with answered(answers):
+        assert execute([second], EMBEDDED, res) is answers  # nothing left to ask
+        scored = second.score_batch(EMBEDDED, res)
+    assert counting.calls == 1
+    # top_k's proxy: cos(response, expected) >= 0.8 -> 1.0, else cos / 0.8
+    for sample, result in zip(EMBEDDED, scored, strict=True):
+        a, b = resources.embedder.embed([sample.response, sample.expected])
+        cos = float(np.clip(a @ b, 0.0, 1.0))
+        assert result.value == pytest.approx(1.0 if cos >= 0.8 else cos / 0.8, abs=1e-6)
+
+
+def test_offline_answers_of_other_resources_are_not_reused(resources: Resources) -> None:
+    res, counting = offline(resources)
+    other, _ = offline(resources)
+    metric = get_metric("semantic_similarity")
+    with answered(execute([metric], EMBEDDED, other)):
+        answers = execute([metric], EMBEDDED, res)
+    assert answers.resources is res and counting.calls == 1
 
 
 # ---- declared resources (needs) are enforced ----------------------------------------------

@@ -2,7 +2,8 @@
 
 A metric declares its metadata as class attributes and implements one pure hook,
 ``compute`` (one sample) or ``compute_batch`` (many, when the cost is a model call); a
-metric that asks a judge also declares its asks as data (``plan``, see `assay.engine`).
+metric that asks a judge or embeds texts also declares its asks as data (``plan``, see
+`assay.engine`).
 ``score`` and ``score_batch`` live here once: they check required inputs (a missing input
 gives ``None`` with a reason, never 0), apply the input limits (a field past
 ``max_field_chars``, ``max_contexts`` or ``max_json_depth`` gives an error naming it to the
@@ -241,9 +242,9 @@ class Metric:
     def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         """What this metric needs answered for ``sample`` (`assay.engine.Ask`), given the
         answers so far: the runner executes the plans of all metrics of a chunk at once
-        (`assay.engine.execute`) before scoring. Metrics with asks (the judged ones) plan
-        them here and reduce the answers in ``compute_batch``; pure-formula metrics
-        plan nothing."""
+        (`assay.engine.execute`) before scoring. Metrics with asks (the judged ones, and
+        the embedding ones of `assay.metrics.semantic`) plan them here and reduce the
+        answers in ``compute_batch``; pure-formula metrics plan nothing."""
         return []
 
     # ---- result helpers --------------------------------------------------------------

@@ -2,20 +2,24 @@
 
 `execute` asks the metrics for their plans over the samples, drops the asks already
 answered (in this chunk, by any metric) and duplicates (the same key from two metrics or
-two samples), runs what is left in one concurrent round, and repeats while the answers
-make new asks appear (follow-ups), at most `MAX_ROUNDS` times. Judge asks go through
-the run's `JudgeClient`, which keeps its own per-run memo, persistent cache, bounded
-concurrency, retries and structured-output probe: a cached question costs no call.
-Embed asks of a round go to the run's embedder in one batch, in a thread while the
-judge asks of the same round are in flight: the first round loads the model (and
-embeds what is known up front, e.g. the questions) during the judge's latency.
+two samples), runs what is left in one round, and repeats while the answers make new
+asks appear (follow-ups), at most `MAX_ROUNDS` times. Judge asks go through the run's
+`JudgeClient`, which keeps its own per-run memo, persistent cache, bounded concurrency,
+retries and structured-output probe: a cached question costs no call. The model asks
+(`MODEL_KINDS`; ``embed``: one call to the run's embedder for all distinct texts of the
+round, its cache in front, the rest sent to the model sorted by length) run in a thread
+while the judge asks of the same round are in flight: the first round loads the model
+(and embeds what is known up front, e.g. the questions) during the judge's latency.
 
-The runner executes the plans of all metrics of a chunk first, inside `answered`, so
-each metric then finds its answers there and reduces them without another call; a
-metric scored on its own (``metric.score_batch``) runs the same `execute` for itself.
-This module is the only place asks are executed: the Ray executor (`assay.scale`) sends
-whole chunks to its workers, and each runs this executor on them, its judge requests
-taking their slots from the cluster's one judge budget.
+The judge is looked up only for metrics that declare it (``needs``); without one the
+answers' ``model`` is None and the metrics plan model asks only (the judged metrics,
+their local estimators'), so offline runs take the same path. The runner executes the
+plans of all metrics of a chunk first, inside `answered`, so each metric then finds its
+answers there and reduces them without another call; a metric scored on its own
+(``metric.score_batch``) runs the same `execute` for itself. This module is the only
+place asks are executed: the Ray executor (`assay.scale`) sends whole chunks to its
+workers, and each runs this executor on them, its judge requests taking their slots
+from the cluster's one judge budget.
 """
 
 from __future__ import annotations
