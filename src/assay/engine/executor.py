@@ -115,21 +115,23 @@ def execute(metrics: Sequence[Planner], samples: Sequence[Sample], res: Resource
 
 def _run_round(asks: list[Ask], answers: Answers, res: Resources) -> None:
     """Run one round of distinct asks: the model asks (`MODEL_KINDS`, kind after kind) in
-    a thread, the judge asks concurrently meanwhile; each answer (or error) into
-    ``answers``."""
+    a thread while the judge asks run concurrently (without judge asks: in this thread);
+    each answer (or error) into ``answers``."""
     unknown = sorted({a.kind for a in asks} - {"judge", *MODEL_KINDS})
     if unknown:
         raise ValueError(
             f"the local executor runs judge and {sorted(MODEL_KINDS)} asks; got kinds {unknown}"
         )
     by_kind = {kind: [a for a in asks if a.kind == kind] for kind in MODEL_KINDS}
+    judged = [a for a in asks if a.kind == "judge"]
+    if not judged:  # nothing to overlap with: the models run here
+        _run_models(by_kind, answers, res)
+        return
     worker = threading.Thread(target=_run_models, args=(by_kind, answers, res), name="assay-models")
     modelled = any(by_kind.values())
     if modelled:
         worker.start()
-    judged = [a for a in asks if a.kind == "judge"]
-    if judged:
-        _run_judge(judged, answers, res)
+    _run_judge(judged, answers, res)
     if modelled:
         worker.join()
 
