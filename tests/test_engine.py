@@ -264,6 +264,49 @@ def test_offline_answers_of_other_resources_are_not_reused(resources: Resources)
     assert answers.resources is res and counting.calls == 1
 
 
+def test_offline_judged_metrics_embed_their_planned_texts_once(resources: Resources) -> None:
+    metrics = [get_metric(n) for n in sorted(CALLS)]
+    res, counting = offline(resources)
+    todo = planned(metrics, SAMPLES, Answers())
+    assert {a.kind for a in todo.values()} == {"embed"}  # no judge: the estimators' asks
+    run = evaluate(SAMPLES, metrics=metrics, resources=res)
+    assert counting.calls == 1
+    assert sorted(counting.texts) == sorted(a.values["text"] for a in todo.values())
+    assert all(r.error is None for row in run.results for r in row.values())
+    assert {r.method for row in run.results for r in row.values()} == {"local", "pattern"}
+
+
+def test_offline_reference_agreement_is_computed_once_per_sample(
+    resources: Resources, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from assay.judge.estimators import reference_agreement, reference_agreement_texts
+    from assay.metrics.judged import reference
+
+    compared: list[str] = []
+
+    def counted(*args: Any, **options: Any) -> Any:
+        compared.extend(args[3])  # the answers
+        return reference_agreement(*args, **options)
+
+    monkeypatch.setattr(reference, "reference_agreement", counted)
+    res, _ = offline(resources)
+    metrics = [get_metric("factual_accuracy"), get_metric("answer_classification")]
+    run = evaluate(SAMPLES, metrics=metrics, resources=res)
+    # 4 samples, 3 distinct (question, answer, reference): 3 agreements for both metrics
+    assert sorted(compared) == sorted({s.response for s in SAMPLES})
+    # the agreement both report is the estimator's on the embedder's vectors
+    questions = [s.query for s in SAMPLES]
+    said = [s.response for s in SAMPLES]
+    refs = [s.expected for s in SAMPLES]
+    texts = reference_agreement_texts(questions, said, refs)
+    vectors = dict(zip(texts, resources.embedder.embed(texts), strict=True))
+    expected = [a.score for a in reference_agreement(res, vectors, questions, said, refs)]
+    correctness = [row["factual_accuracy"].components["correctness"] for row in run.results]
+    agreement = [row["answer_classification"].components["agreement"] for row in run.results]
+    assert correctness == pytest.approx(expected, abs=1e-6)
+    assert agreement == pytest.approx(expected, abs=1e-6)
+
+
 # ---- declared resources (needs) are enforced ----------------------------------------------
 
 #: Metric.needs value -> the Resources attribute that loads it

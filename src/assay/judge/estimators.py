@@ -1,7 +1,7 @@
 """Offline estimators of the judged metrics (used when no judge is configured).
 
-Each function works on a batch (one embedder call for all texts of the batch) and
-returns plain numbers plus the evidence they came from. They are *estimators*: cheaper,
+Each function works on a batch (the vectors of its texts given, see below) and returns
+plain numbers plus the evidence they came from. They are *estimators*: cheaper,
 weaker stand-ins for a judge, named in each result's ``details["estimator"]``:
 
 - `sentence_support` ("sentence_support"): how well each sentence of a text is supported
@@ -38,11 +38,18 @@ weaker stand-ins for a judge, named in each result's ``details["estimator"]``:
 - `question_answer_cosine`: cosine of question and answer; 0 for a non-committal
   answer. Weakness: an answer that restates the question scores high without answering.
 - `uncertainty_phrase`: the RAG specification "don't know" phrases (a substring test).
+
+The estimators embed nothing themselves: each ``*_texts`` function lists the texts an
+estimator compares (the non-blank ones), the judged metrics plan them as embed asks
+(`assay.engine.embed_ask`, executed with every other ask of the chunk, one embedding per
+distinct text), and the estimator reads their vectors from a mapping text -> vector (a
+text missing from it is blank: it has no vector). spaCy (the anchors) is still called
+here, through ``res.nlp``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -59,12 +66,20 @@ __all__ = [
     "UNCERTAINTY_PHRASES",
     "Agreement",
     "Support",
+    "Vectors",
     "context_similarity",
+    "context_similarity_texts",
     "question_answer_cosine",
+    "question_answer_texts",
     "reference_agreement",
+    "reference_agreement_texts",
     "sentence_support",
+    "sentence_support_texts",
     "uncertainty_phrase",
 ]
+
+#: the vectors of an estimator's texts, by text (blank texts have none)
+Vectors = Mapping[str, np.ndarray]
 
 #: a sentence (claim) counts as supported at or above this support
 SUPPORT_THRESHOLD = 0.6
@@ -150,12 +165,9 @@ def _split(text: str) -> list[str]:
     return sentences(text) or ([text.strip()] if text.strip() else [])
 
 
-def _vectors(res: Resources, texts: Sequence[str]) -> dict[str, np.ndarray]:
-    unique = list(dict.fromkeys(t for t in texts if t and t.strip()))
-    if not unique:
-        return {}
-    matrix = res.embedder.embed(unique)
-    return dict(zip(unique, matrix, strict=True))
+def _non_blank(texts: Iterable[str | None]) -> list[str]:
+    """The distinct texts worth embedding, in order (blank ones embed as zeros: left out)."""
+    return list(dict.fromkeys(t for t in texts if t and t.strip()))
 
 
 def _anchor_checks(
@@ -173,24 +185,38 @@ def _anchor_checks(
     return out
 
 
+def _evidence_units(passages: Sequence[str]) -> list[str]:
+    """The passages' sentences and the passages themselves (the units a sentence is
+    compared with)."""
+    return [u for p in passages if p and p.strip() for u in (*_split(p), p.strip())]
+
+
+def sentence_support_texts(texts: Sequence[str], evidence: Sequence[Sequence[str]]) -> list[str]:
+    """The texts `sentence_support` compares: the sentences of ``texts`` and the evidence
+    units."""
+    return _non_blank(
+        [
+            *(s for t in texts for s in _split(t)),
+            *(u for passages in evidence for u in _evidence_units(passages)),
+        ]
+    )
+
+
 def sentence_support(
     res: Resources,
+    vectors: Vectors,
     texts: Sequence[str],
     evidence: Sequence[Sequence[str]],
     *,
     threshold: float = SUPPORT_THRESHOLD,
     use_anchors: bool = True,
 ) -> list[Support]:
-    """Support of each ``texts[i]`` by the passages ``evidence[i]`` (see module doc)."""
+    """Support of each ``texts[i]`` by the passages ``evidence[i]`` (see module doc), from
+    the ``vectors`` of `sentence_support_texts` (``res``: spaCy, for the anchors)."""
     if len(texts) != len(evidence):
         raise ValueError(f"{len(texts)} texts but {len(evidence)} evidence lists")
     text_sents = [_split(t) for t in texts]
-    ev_units = [
-        [u for p in passages if p and p.strip() for u in (*_split(p), p.strip())]
-        for passages in evidence
-    ]
-    all_units = [s for ss in text_sents for s in ss] + [u for us in ev_units for u in us]
-    vectors = _vectors(res, all_units)
+    ev_units = [_evidence_units(passages) for passages in evidence]
     checks = _anchor_checks(res, texts, evidence) if use_anchors else None
     out: list[Support] = []
     for i, sents in enumerate(text_sents):
@@ -356,15 +382,51 @@ def _anchor_conflicts(
     return out
 
 
+def _agreement_units(
+    questions: Sequence[str | None], answers: Sequence[str], references: Sequence[str]
+) -> tuple[list[list[str]], list[list[str]], list[str | None]]:
+    """Per answer: its sentences, the same without the question's content words; per
+    reference: it without them (None without a question)."""
+    units = [_split(a) if a.strip() else [] for a in answers]
+    trimmed = [
+        [_without_question_words(u, q) for u in per] if q else []
+        for q, per in zip(questions, units, strict=True)
+    ]
+    trimmed_refs = [
+        _without_question_words(r, q) if q else None
+        for q, r in zip(questions, references, strict=True)
+    ]
+    return units, trimmed, trimmed_refs
+
+
+def reference_agreement_texts(
+    questions: Sequence[str | None], answers: Sequence[str], references: Sequence[str]
+) -> list[str]:
+    """The texts `reference_agreement` compares: answers, references, the answers'
+    sentences, and those and the references without the question's content words."""
+    units, trimmed, trimmed_refs = _agreement_units(questions, answers, references)
+    return _non_blank(
+        [
+            *answers,
+            *references,
+            *(u for per in units for u in per),
+            *(t for per in trimmed for t in per),
+            *(t for t in trimmed_refs if t),
+        ]
+    )
+
+
 def reference_agreement(
     res: Resources,
+    vectors: Vectors,
     questions: Sequence[str | None],
     answers: Sequence[str],
     references: Sequence[str],
     *,
     use_anchors: bool = True,
 ) -> list[Agreement]:
-    """Agreement of ``answers[i]`` with ``references[i]``, 0..1.
+    """Agreement of ``answers[i]`` with ``references[i]``, 0..1, from the ``vectors`` of
+    `reference_agreement_texts` (``res``: spaCy, for the anchor conflicts).
 
     Formula, per sentence of the answer (the score is the best sentence's: the answer
     agrees when one of its sentences states what the reference says; what else it says is
@@ -398,25 +460,7 @@ def reference_agreement(
     the best sentence ignores a later sentence that contradicts it; a correct answer that
     rejects the question's premise in other words ("the question is wrong") scores low.
     """
-    units = [_split(a) if a.strip() else [] for a in answers]
-    trimmed = [
-        [_without_question_words(u, q) for u in per] if q else []
-        for q, per in zip(questions, units, strict=True)
-    ]
-    trimmed_refs = [
-        _without_question_words(r, q) if q else None
-        for q, r in zip(questions, references, strict=True)
-    ]
-    vectors = _vectors(
-        res,
-        [
-            *answers,
-            *references,
-            *(u for per in units for u in per),
-            *(t for per in trimmed for t in per),
-            *(t for t in trimmed_refs if t),
-        ],
-    )
+    units, trimmed, trimmed_refs = _agreement_units(questions, answers, references)
     conflicts = (
         _anchor_conflicts(res, list(zip(questions, answers, references, strict=True)))
         if use_anchors
@@ -464,18 +508,39 @@ def reference_agreement(
 # ---- contexts and questions ----------------------------------------------------------------
 
 
+def _context_units(contexts: Sequence[Sequence[str]]) -> list[list[list[str]]]:
+    """Per sample, per context: the context and its sentences."""
+    return [[[c.strip(), *_split(c)] for c in ctxs] for ctxs in contexts]
+
+
+def context_similarity_texts(
+    questions: Sequence[str],
+    contexts: Sequence[Sequence[str]],
+    references: Sequence[str | None] | None = None,
+) -> list[str]:
+    """The texts `context_similarity` compares: questions, references, the contexts and
+    their sentences."""
+    units = _context_units(contexts)
+    return _non_blank(
+        [
+            *questions,
+            *(references or []),
+            *(u for per in units for ctx in per for u in ctx),
+        ]
+    )
+
+
 def context_similarity(
-    res: Resources,
+    vectors: Vectors,
     questions: Sequence[str],
     contexts: Sequence[Sequence[str]],
     references: Sequence[str | None] | None = None,
 ) -> list[list[float]]:
     """Per context, the best cosine of the question (or the reference, when given) with
-    the context or any of its sentences, clipped to [0, 1]."""
+    the context or any of its sentences, clipped to [0, 1], from the ``vectors`` of
+    `context_similarity_texts`."""
     refs = list(references) if references is not None else [None] * len(questions)
-    units = [[[c.strip(), *_split(c)] for c in ctxs] for ctxs in contexts]
-    flat = [u for per in units for ctx in per for u in ctx]
-    vectors = _vectors(res, [*questions, *(r for r in refs if r), *flat])
+    units = _context_units(contexts)
     out = []
     for question, reference, per in zip(questions, refs, units, strict=True):
         probes = [vectors[t] for t in (question, reference) if t and t in vectors]
@@ -493,9 +558,19 @@ def context_similarity(
     return out
 
 
+def question_answer_texts(questions: Sequence[str], answers: Sequence[str]) -> list[str]:
+    """The texts `question_answer_cosine` compares."""
+    return _non_blank([*questions, *answers])
+
+
 def question_answer_cosine(
-    res: Resources, questions: Sequence[str], answers: Sequence[str]
+    vectors: Vectors, questions: Sequence[str], answers: Sequence[str]
 ) -> list[float]:
-    """Cosine of question and answer, clipped to [0, 1]."""
-    sims = res.embedder.pair_similarity(list(questions), list(answers))
-    return [float(np.clip(s, 0.0, 1.0)) for s in sims]
+    """Cosine of question and answer, clipped to [0, 1] (0 when either is blank), from
+    the ``vectors`` of `question_answer_texts`."""
+    out = []
+    for question, answer in zip(questions, answers, strict=True):
+        q, a = vectors.get(question), vectors.get(answer)
+        cosine = float(np.einsum("i,i->", q, a)) if q is not None and a is not None else 0.0
+        out.append(float(np.clip(cosine, 0.0, 1.0)))
+    return out

@@ -111,7 +111,9 @@ class ConversationMetric(JudgedMetric):
         """Sub-scores of the conversation's value (None: none)."""
         return None
 
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+    def estimate(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
         out = []
         for turns in self.estimate_turns(samples, res):
             value, reason = self.reduce_turns(turns)

@@ -5,7 +5,9 @@ block values, `assay.engine.Ask`), the engine executes them (`assay.engine.execu
 deduplicated, concurrent, cached; follow-ups in further rounds) and `JudgedMetric.reduce`
 turns the answers into the result. The runner executes the asks of every metric of a
 chunk first, so a metric scored there finds its answers and makes no call of its own.
-Without a judge, `JudgedMetric.estimate` computes the named local estimator.
+Without a judge the same engine executes `JudgedMetric.estimate_plan` (the embed asks of
+the texts the local estimator compares, shared with every other metric of the chunk) and
+`JudgedMetric.estimate` computes the named estimator from the answers.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
-from assay.engine import Answers, Ask, answered, execute, judge_ask
+from assay.engine import Answers, Ask, answered, embed_ask, execute, judge_ask
 from assay.judge.prompts import Prompt
 from assay.judge.verdicts import ScoreVerdict
 from assay.metric import Metric
@@ -29,10 +31,16 @@ __all__ = [
     "ANCHORED_NEEDS",
     "JudgedMetric",
     "RubricScore",
+    "embed_asks",
     "embedder_name",
     "rag_values",
     "score_details",
 ]
+
+
+def embed_asks(texts: Iterable[str]) -> list[Ask]:
+    """The embed asks of ``texts`` (an estimator's texts, e.g. `sentence_support_texts`)."""
+    return [embed_ask(text) for text in texts]
 
 
 def rag_values(sample: Sample) -> dict[str, Any]:
@@ -73,7 +81,7 @@ class JudgedMetric(Metric):
         answers = execute([self], samples, res)  # nothing the chunk already answered
         with answered(answers):
             if answers.model is None:  # no judge: the local estimator
-                return self.estimate(samples, res)
+                return self.estimate(samples, answers, res)
             return self.reduce_batch(samples, answers, res)
 
     def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
@@ -140,11 +148,13 @@ class JudgedMetric(Metric):
 
     # -- local path
     def estimate_plan(self, sample: Sample) -> list[Ask]:
-        """The model asks of the local estimator for ``sample`` (none: it calls no model
-        through the engine)."""
+        """The model asks of the local estimator for ``sample`` (the embed asks of the
+        texts it compares); none by default."""
         return []
 
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+    def estimate(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
         raise NotImplementedError
 
     def local(
