@@ -307,6 +307,41 @@ def test_offline_reference_agreement_is_computed_once_per_sample(
     assert agreement == pytest.approx(expected, abs=1e-6)
 
 
+class CountingScorer:
+    """The session's real BERTScore model, counting its calls and the pairs sent."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.calls, self.pairs = inner, 0, []  # type: ignore[var-annotated]
+
+    def raw_scores(self, cands: Sequence[str], refs: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        self.pairs.extend(zip(cands, refs, strict=True))
+        return self.inner.raw_scores(cands, refs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_offline_bertscore_pairs_are_scored_once_in_one_call(resources: Resources) -> None:
+    metrics = [get_metric("bertscore"), get_metric("bert_score_f1")]
+    res, _ = offline(resources)
+    scorer = res.__dict__["bertscorer"] = CountingScorer(resources.bertscorer)
+    todo = planned(metrics, EMBEDDED, Answers())
+    pairs = {(a.values["candidate"], a.values["reference"]) for a in todo.values()}
+    # a and b share no pair (b's response differs); c's is its own: 3 distinct pairs
+    assert pairs == {(s.response, s.expected) for s in EMBEDDED} and len(pairs) == 3
+    run = evaluate(EMBEDDED, metrics=metrics, resources=res)
+    assert scorer.calls == 1 and sorted(scorer.pairs) == sorted(pairs)
+    # the rescaled F1 of each sample is (raw F1 - b) / (1 - b), clamped to 0..1
+    responses, references = [s.response for s in EMBEDDED], [s.expected for s in EMBEDDED]
+    raw = resources.bertscorer.raw_scores(responses, references)
+    b = resources.bertscorer.baseline[2]
+    assert run.values("bert_score_f1") == pytest.approx([min(1.0, f) for f in raw[:, 2]], abs=1e-9)
+    assert run.values("bertscore") == pytest.approx(
+        [min(1.0, max(0.0, (f - b) / (1 - b))) for f in raw[:, 2]], abs=1e-9
+    )
+
+
 # ---- declared resources (needs) are enforced ----------------------------------------------
 
 #: Metric.needs value -> the Resources attribute that loads it

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from assay.engine import Answers, Ask
     from assay.resources import Resources
 
-__all__ = ["PASS_THRESHOLD", "Metric", "Source", "clamp01", "limits_checked"]
+__all__ = ["PASS_THRESHOLD", "Metric", "PlannedMetric", "Source", "clamp01", "limits_checked"]
 
 #: key of ``MetricResult.details`` where a metric puts a per-sample pass threshold that
 #: replaces the configured one for that sample (e.g. the Arabic similarity threshold)
@@ -318,3 +318,27 @@ class Metric:
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
         return f"{type(self).__name__}({params})"
+
+
+class PlannedMetric(Metric):
+    """A metric whose model work is all declared as asks: `plan` names them for a sample,
+    `reduce` turns a sample's answers into its result. Scored on its own, it executes its
+    plan itself (`assay.engine.execute`); in a run the runner has already executed the
+    plans of the chunk, so it finds every answer there."""
+
+    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
+        """The result of ``sample`` from the answers of its plan; raises the error of a
+        failed ask (e.g. a model that could not load)."""
+        raise NotImplementedError
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        from assay.engine import execute
+
+        answers = execute([self], samples, res)  # nothing the chunk already answered
+        out = []
+        for sample in samples:
+            try:
+                out.append(self.reduce(sample, answers, res))
+            except Exception as exc:  # a failed ask or a field past a limit
+                out.append(self.failed(exc))
+        return out

@@ -15,7 +15,7 @@ from assay.judge.prompts import Prompt
 if TYPE_CHECKING:
     from assay.resources import Resources
 
-__all__ = ["Answers", "Ask", "embed_ask", "judge_ask"]
+__all__ = ["Answers", "Ask", "bertscore_ask", "embed_ask", "judge_ask"]
 
 
 @dataclass(frozen=True)
@@ -24,13 +24,16 @@ class Ask:
 
     Attributes:
         kind: what executes it: ``judge`` (a judge prompt with block values; the answer
-            is a `JudgeReply`) or ``embed`` (a text for the run's embedder; the answer is
-            its normalised vector, zeros for a blank text).
+            is a `JudgeReply`), ``embed`` (a text for the run's embedder; the answer is
+            its normalised vector, zeros for a blank text) or ``bertscore`` (a candidate
+            and reference pair for the run's BERTScore model; the answer is the raw
+            (P, R, F) row).
         key: identity of the ask: two asks with the same key are the same question
             (the prompt's signature and the block values; the text), asked once.
         prompt: the judge prompt (its output model is the answer's schema); None for
             other kinds.
-        values: the prompt's block values; ``{"text": ...}`` for an embed ask.
+        values: the prompt's block values; ``{"text": ...}`` for an embed ask;
+            ``{"candidate": ..., "reference": ...}`` for a BERTScore ask.
     """
 
     kind: str
@@ -50,9 +53,17 @@ def embed_ask(text: str) -> Ask:
     return Ask("embed", f"embed:{text}", None, {"text": text})
 
 
+def bertscore_ask(candidate: str, reference: str) -> Ask:
+    """The ask for the raw BERTScore (P, R, F) of ``candidate`` against ``reference``."""
+    payload = json.dumps([candidate, reference], ensure_ascii=False)
+    return Ask(
+        "bertscore", f"bertscore:{payload}", None, {"candidate": candidate, "reference": reference}
+    )
+
+
 class Answers:
-    """The answers of a chunk's asks, by key: a judge reply or a vector, or the error the
-    ask failed with.
+    """The answers of a chunk's asks, by key: a judge reply, a vector or a BERTScore row, or
+    the error the ask failed with.
 
     Attributes:
         model: the judge model that answers the judge asks (for result signatures); None
@@ -85,7 +96,8 @@ class Answers:
         return None if answer is None or isinstance(answer, BaseException) else answer
 
     def reply(self, ask: Ask) -> Any:
-        """The answer to ``ask``: a `JudgeReply` (judge) or a vector (embed).
+        """The answer to ``ask``: a `JudgeReply` (judge), a vector (embed) or a raw
+        (P, R, F) row (bertscore).
 
         Raises:
             the error the ask failed with (e.g. `JudgeError`); KeyError when it was never

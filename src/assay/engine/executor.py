@@ -7,7 +7,9 @@ asks appear (follow-ups), at most `MAX_ROUNDS` times. Judge asks go through the 
 `JudgeClient`, which keeps its own per-run memo, persistent cache, bounded concurrency,
 retries and structured-output probe: a cached question costs no call. The model asks
 (`MODEL_KINDS`; ``embed``: one call to the run's embedder for all distinct texts of the
-round, its cache in front, the rest sent to the model sorted by length) run in a thread
+round, its cache in front, the rest sent to the model sorted by length; ``bertscore``:
+one call of the BERTScore model for all distinct pairs, each text embedded once,
+longest first) run in a thread
 while the judge asks of the same round are in flight: the first round loads the model
 (and embeds what is known up front, e.g. the questions) during the judge's latency.
 
@@ -178,6 +180,25 @@ def _embed(asks: list[Ask], answers: Answers, res: Resources) -> None:
         answers.put(ask, vector)
 
 
+def _bertscore(asks: list[Ask], answers: Answers, res: Resources) -> None:
+    """Score the pairs of ``asks`` in one call of the run's BERTScore model (each distinct
+    text tokenised and embedded once, longest first; the scorer's pair memo in front); a
+    model that cannot load: each ask's answer is that error."""
+    try:
+        rows = res.bertscorer.raw_scores(
+            [a.values["candidate"] for a in asks], [a.values["reference"] for a in asks]
+        )
+    except Exception as exc:
+        for ask in asks:
+            answers.put(ask, exc)
+        return
+    for ask, row in zip(asks, rows, strict=True):
+        answers.put(ask, row)
+
+
 #: the executors of the model ask kinds, by kind: each answers one round's asks of its
 #: kind in one batch
-MODEL_KINDS: dict[str, Callable[[list[Ask], Answers, Resources], None]] = {"embed": _embed}
+MODEL_KINDS: dict[str, Callable[[list[Ask], Answers, Resources], None]] = {
+    "embed": _embed,
+    "bertscore": _bertscore,
+}

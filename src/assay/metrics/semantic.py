@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from assay.config import AssayConfig
-from assay.engine import Answers, Ask, embed_ask, execute
-from assay.metric import PASS_THRESHOLD, Metric, Source, clamp01
+from assay.engine import Answers, Ask, embed_ask
+from assay.metric import PASS_THRESHOLD, PlannedMetric, Source, clamp01
 from assay.models.embedders import Embedder
 from assay.registry import register
 from assay.resources import Resources
@@ -53,12 +53,10 @@ class TextVectors:
         return float(np.dot(self._rows[a], self._rows[b]))
 
 
-class EmbeddedMetric(Metric):
+class EmbeddedMetric(PlannedMetric):
     """A metric reduced from embeddings: `texts` names the texts a sample compares, `plan`
-    asks for their vectors (`embed_ask`), and `reduce` reads them from the answers, so the
-    texts that several metrics (or samples) share are embedded once per chunk. Scored on
-    its own, the metric executes its plan itself (`assay.engine.execute`); in a run the
-    runner has already executed the plans of the chunk."""
+    asks for their vectors (`embed_ask`), and ``reduce`` reads them from the answers, so
+    the texts that several metrics (or samples) share are embedded once per chunk."""
 
     needs = frozenset({"embedder"})
 
@@ -71,21 +69,6 @@ class EmbeddedMetric(Metric):
         the defaults for answers made by hand)."""
         config = answers.resources.config if answers.resources is not None else AssayConfig()
         return [embed_ask(text) for text in self.texts(sample, config)]
-
-    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
-        """The result of ``sample`` from the vectors of its texts; raises the error of a
-        failed embed ask (the embedder could not load)."""
-        raise NotImplementedError
-
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        answers = execute([self], samples, res)  # nothing the chunk already answered
-        out = []
-        for sample in samples:
-            try:
-                out.append(self.reduce(sample, answers, res))
-            except Exception as exc:  # a failed embed ask or a field past a limit
-                out.append(self.failed(exc))
-        return out
 
 
 def cosine(answers: Answers, a: str, b: str) -> float:
