@@ -39,7 +39,8 @@ from head_training import fit_and_save_head, grouped_bootstrap_auroc, nested_cv_
 from sklearn.metrics import roc_auc_score
 
 from assay.config import AssayConfig
-from assay.judge.estimators import reference_agreement, uncertainty_phrase
+from assay.judge.agreement import reference_agreement, reference_agreement_texts
+from assay.judge.estimators import uncertainty_phrase
 from assay.models.agreement_head import FEATURES, agreement_features
 from assay.resources import Resources
 from assay.sample import Sample
@@ -62,7 +63,9 @@ def features_and_rule(samples: Sequence[Sample], res: Resources) -> tuple[np.nda
     questions = [s.query for s in samples]
     answers = [s.response or "" for s in samples]
     references = [s.expected or "" for s in samples]
-    agreements = reference_agreement(res, questions, answers, references, use_head=False)
+    texts = reference_agreement_texts(questions, answers, references)
+    vectors = dict(zip(texts, res.embedder.embed(texts), strict=True))
+    agreements = reference_agreement(res, vectors, questions, answers, references, use_head=False)
     if any(a.anchor_conflicts is None for a in agreements):
         raise SystemExit(
             "the agreement head is trained with spaCy anchors: install the models extra"

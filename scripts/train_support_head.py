@@ -54,7 +54,7 @@ from head_training import (
 from sklearn.metrics import roc_auc_score
 
 from assay.config import AssayConfig
-from assay.judge.estimators import sentence_support
+from assay.judge.estimators import sentence_support, sentence_support_texts
 from assay.models.support_head import FEATURES, support_features
 from assay.resources import Resources
 from assay.sample import Sample
@@ -91,7 +91,9 @@ def features_and_baseline(
     """The head's features of each sample and the graded sentence-support score."""
     texts = [s.response or "" for s in samples]
     evidence = [s.contexts or [] for s in samples]
-    supports = sentence_support(res, texts, evidence, use_head=False)
+    needed = sentence_support_texts(texts, evidence)
+    vectors = dict(zip(needed, res.embedder.embed(needed), strict=True))
+    supports = sentence_support(res, vectors, texts, evidence, use_head=False)
     x = np.stack(
         [
             support_features(t, e, s.sentences)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from assay.config import AssayConfig
-from assay.judge.estimators import Agreement, reference_agreement
+from assay.judge.agreement import Agreement, reference_agreement, reference_agreement_texts
 from assay.metrics.judged import AnswerClassification
 from assay.models.agreement_head import FEATURES, AgreementHead, agreement_features, content_f1
 from assay.resources import Resources
@@ -45,6 +45,13 @@ def test_the_shipped_head_file() -> None:
     assert 0.0 < head.threshold < 1.0
 
 
+def _agreements(res: Resources, answers: list[str], **options: bool) -> list[Agreement]:
+    questions, references = [PEACH_Q] * len(answers), [PEACH_REF] * len(answers)
+    texts = reference_agreement_texts(questions, answers, references)
+    vectors = dict(zip(texts, res.embedder.embed(texts), strict=True))
+    return reference_agreement(res, vectors, questions, answers, references, **options)
+
+
 def _probability(head: AgreementHead, features: dict[str, float]) -> float:
     x = np.array([features[name] for name in FEATURES])
     z = ((x - head.mean) / head.scale) @ head.weights + head.bias
@@ -54,11 +61,8 @@ def _probability(head: AgreementHead, features: dict[str, float]) -> float:
 def test_the_head_scores_where_it_applies_and_the_rule_stays_elsewhere(
     resources: Resources,
 ) -> None:
-    right, wrong = reference_agreement(
-        resources,
-        [PEACH_Q, PEACH_Q],
-        ["California produces the most peaches.", "Alabama produces the most peaches."],
-        [PEACH_REF, PEACH_REF],
+    right, wrong = _agreements(
+        resources, ["California produces the most peaches.", "Alabama produces the most peaches."]
     )
     head = resources.agreement_head
     for agreement in (right, wrong):
@@ -72,16 +76,12 @@ def test_the_head_scores_where_it_applies_and_the_rule_stays_elsewhere(
         )
     assert right.score > head.threshold > wrong.score
     # without spaCy's anchors (one of its features) the rule score stays, and says so
-    [unchecked] = reference_agreement(
-        resources, [PEACH_Q], ["Alabama produces the most peaches."], [PEACH_REF], use_anchors=False
-    )
+    [unchecked] = _agreements(resources, ["Alabama produces the most peaches."], use_anchors=False)
     assert unchecked.estimator == "reference_agreement"
     assert unchecked.score == unchecked.rule_score and unchecked.head_features is None
     # another embedder's cosines are not the head's features: the rule score stays
     minilm = Resources(AssayConfig(cache_dir=resources.config.cache_dir, embedder="minilm"))
-    [other] = reference_agreement(
-        minilm, [PEACH_Q], ["Alabama produces the most peaches."], [PEACH_REF]
-    )
+    [other] = _agreements(minilm, ["Alabama produces the most peaches."])
     assert other.estimator == "reference_agreement" and other.score == other.rule_score
 
 

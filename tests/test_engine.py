@@ -4,19 +4,21 @@ follow-ups go round again, and a re-run on the judge cache makes no call."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from assay.config import AssayConfig
-from assay.engine import Answers, execute, judge_ask, planned
+from assay.engine import Answers, answered, execute, judge_ask, planned
 from assay.judge.cache import JudgeCache
 from assay.judge.client import JudgeClient
 from assay.judge.prompts import ANSWER_QUESTIONS, RELEVANCE
 from assay.metric import Metric
-from assay.registry import get_metric, list_metrics
+from assay.models.embedders import Embedder
+from assay.registry import get_metric, list_metrics, resolve_metrics
 from assay.resources import Resources
 from assay.runner import evaluate
 from assay.sample import Sample
@@ -164,6 +166,180 @@ def test_ask_keys_are_the_prompt_and_its_values() -> None:
     assert one.key.startswith(f"judge:{RELEVANCE.signature}:")
     with pytest.raises(KeyError):
         Answers("m").reply(one)  # reducing what the plan never declared fails loudly
+
+
+# ---- offline: model asks without a judge ---------------------------------------------------
+
+
+class CountingEmbedder:
+    """The session's real embedder, counting the calls of ``embed`` and the texts sent."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.calls, self.texts = inner, 0, []  # type: ignore[var-annotated]
+        self.name = inner.name
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+def offline(resources: Resources) -> tuple[Resources, CountingEmbedder]:
+    res = Resources(AssayConfig(judge_model=None, judge_base_url=None, judge_api_key=None))
+    counting = CountingEmbedder(resources.embedder)
+    res.__dict__["embedder"] = counting
+    return res, counting
+
+
+EMBEDDED = [
+    Sample(id="a", query="Who wrote Hamlet?", response="Shakespeare.", expected="Shakespeare"),
+    Sample(
+        id="b",
+        query="Who wrote Hamlet?",
+        response="It was Marlowe.",
+        expected="Shakespeare",
+        previous_responses=["Shakespeare.", "  "],
+    ),
+    Sample(id="c", response="Shakespeare.", expected="William Shakespeare", known_facts=["x"]),
+]
+#: the distinct texts the semantic suite compares on EMBEDDED, by hand: responses,
+#: references, the two questions' one text, b's earlier response (a's), c's fact
+EMBEDDED_TEXTS = {
+    "Shakespeare.",
+    "It was Marlowe.",
+    "Shakespeare",
+    "William Shakespeare",
+    "Who wrote Hamlet?",
+    "x",
+}
+
+
+def test_offline_the_semantic_suite_embeds_each_distinct_text_once(
+    resources: Resources,
+) -> None:
+    metrics = [m for m in resolve_metrics(None, ["semantic"]) if m.needs == {"embedder"}]
+    assert len(metrics) == 8
+    res, counting = offline(resources)
+    todo = planned(metrics, EMBEDDED, Answers())
+    assert {a.values["text"] for a in todo.values()} == EMBEDDED_TEXTS
+    assert {a.kind for a in todo.values()} == {"embed"}
+    run = evaluate(EMBEDDED, metrics=metrics, resources=res)
+    # one call for the chunk, each distinct text once
+    assert counting.calls == 1 and sorted(counting.texts) == sorted(EMBEDDED_TEXTS)
+    assert "judge" not in res.__dict__  # no metric declares a judge: none was looked up
+    # the values are those of each metric scored on its own (it executes its own plan)
+    for metric in metrics:
+        alone = metric.score_batch(EMBEDDED, resources)
+        assert run.values(metric.name) == [r.value for r in alone], metric.name
+
+
+def test_offline_a_second_metric_on_the_same_texts_embeds_nothing(
+    resources: Resources,
+) -> None:
+    res, counting = offline(resources)
+    first, second = get_metric("semantic_similarity"), get_metric("top_k_accuracy")
+    answers = execute([first], EMBEDDED, res)
+    assert answers.model is None and answers.embedder == resources.embedder.name
+    assert counting.calls == 1
+    assert sorted(counting.texts) == sorted(
+        {"Shakespeare.", "It was Marlowe.", "Shakespeare", "William Shakespeare"}
+    )
+    with answered(answers):
+        assert execute([second], EMBEDDED, res) is answers  # nothing left to ask
+        scored = second.score_batch(EMBEDDED, res)
+    assert counting.calls == 1
+    # top_k's proxy: cos(response, expected) >= 0.8 -> 1.0, else cos / 0.8
+    for sample, result in zip(EMBEDDED, scored, strict=True):
+        a, b = resources.embedder.embed([sample.response, sample.expected])
+        cos = float(np.clip(a @ b, 0.0, 1.0))
+        assert result.value == pytest.approx(1.0 if cos >= 0.8 else cos / 0.8, abs=1e-6)
+
+
+def test_offline_answers_of_other_resources_are_not_reused(resources: Resources) -> None:
+    res, counting = offline(resources)
+    other, _ = offline(resources)
+    metric = get_metric("semantic_similarity")
+    with answered(execute([metric], EMBEDDED, other)):
+        answers = execute([metric], EMBEDDED, res)
+    assert answers.resources is res and counting.calls == 1
+
+
+def test_offline_judged_metrics_embed_their_planned_texts_once(resources: Resources) -> None:
+    metrics = [get_metric(n) for n in sorted(CALLS)]
+    res, counting = offline(resources)
+    todo = planned(metrics, SAMPLES, Answers())
+    assert {a.kind for a in todo.values()} == {"embed"}  # no judge: the estimators' asks
+    run = evaluate(SAMPLES, metrics=metrics, resources=res)
+    assert counting.calls == 1
+    assert sorted(counting.texts) == sorted(a.values["text"] for a in todo.values())
+    assert all(r.error is None for row in run.results for r in row.values())
+    assert {r.method for row in run.results for r in row.values()} == {"local", "pattern"}
+
+
+def test_offline_reference_agreement_is_computed_once_per_sample(
+    resources: Resources, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from assay.judge.agreement import reference_agreement, reference_agreement_texts
+    from assay.metrics.judged import reference
+
+    compared: list[str] = []
+
+    def counted(*args: Any, **options: Any) -> Any:
+        compared.extend(args[3])  # the answers
+        return reference_agreement(*args, **options)
+
+    monkeypatch.setattr(reference, "reference_agreement", counted)
+    res, _ = offline(resources)
+    metrics = [get_metric("factual_accuracy"), get_metric("answer_classification")]
+    run = evaluate(SAMPLES, metrics=metrics, resources=res)
+    # 4 samples, 3 distinct (question, answer, reference): 3 agreements for both metrics
+    assert sorted(compared) == sorted({s.response for s in SAMPLES})
+    # the agreement both report is the estimator's on the embedder's vectors
+    questions = [s.query for s in SAMPLES]
+    said = [s.response for s in SAMPLES]
+    refs = [s.expected for s in SAMPLES]
+    texts = reference_agreement_texts(questions, said, refs)
+    vectors = dict(zip(texts, resources.embedder.embed(texts), strict=True))
+    expected = [a.score for a in reference_agreement(res, vectors, questions, said, refs)]
+    correctness = [row["factual_accuracy"].components["correctness"] for row in run.results]
+    agreement = [row["answer_classification"].components["agreement"] for row in run.results]
+    assert correctness == pytest.approx(expected, abs=1e-6)
+    assert agreement == pytest.approx(expected, abs=1e-6)
+
+
+class CountingScorer:
+    """The session's real BERTScore model, counting its calls and the pairs sent."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.calls, self.pairs = inner, 0, []  # type: ignore[var-annotated]
+
+    def raw_scores(self, cands: Sequence[str], refs: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        self.pairs.extend(zip(cands, refs, strict=True))
+        return self.inner.raw_scores(cands, refs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_offline_bertscore_pairs_are_scored_once_in_one_call(resources: Resources) -> None:
+    metrics = [get_metric("bertscore"), get_metric("bert_score_f1")]
+    res, _ = offline(resources)
+    scorer = res.__dict__["bertscorer"] = CountingScorer(resources.bertscorer)
+    todo = planned(metrics, EMBEDDED, Answers())
+    pairs = {(a.values["candidate"], a.values["reference"]) for a in todo.values()}
+    # a and b share no pair (b's response differs); c's is its own: 3 distinct pairs
+    assert pairs == {(s.response, s.expected) for s in EMBEDDED} and len(pairs) == 3
+    run = evaluate(EMBEDDED, metrics=metrics, resources=res)
+    assert scorer.calls == 1 and sorted(scorer.pairs) == sorted(pairs)
+    # the rescaled F1 of each sample is (raw F1 - b) / (1 - b), clamped to 0..1
+    responses, references = [s.response for s in EMBEDDED], [s.expected for s in EMBEDDED]
+    raw = resources.bertscorer.raw_scores(responses, references)
+    b = resources.bertscorer.baseline[2]
+    assert run.values("bert_score_f1") == pytest.approx([min(1.0, f) for f in raw[:, 2]], abs=1e-9)
+    assert run.values("bertscore") == pytest.approx(
+        [min(1.0, max(0.0, (f - b) / (1 - b))) for f in raw[:, 2]], abs=1e-9
+    )
 
 
 # ---- declared resources (needs) are enforced ----------------------------------------------

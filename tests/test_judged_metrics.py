@@ -15,9 +15,14 @@ import pytest
 
 from assay.config import AssayConfig
 from assay.engine import execute
+from assay.judge.agreement import (
+    Agreement,
+    _without_question_words,
+    reference_agreement,
+    reference_agreement_texts,
+)
 from assay.judge.cache import JudgeCache
 from assay.judge.client import JudgeClient
-from assay.judge.estimators import _without_question_words, reference_agreement
 from assay.judge.prompts import RELEVANCE
 from assay.metrics.judged import (
     AnswerClassification,
@@ -756,9 +761,22 @@ def test_reference_agreement_compares_what_answers_add_to_the_question() -> None
     assert _without_question_words("Canberra.", None) == "Canberra."
 
 
+def agreement(
+    res: Resources,
+    questions: list[str],
+    answers: list[str],
+    references: list[str],
+    **options: bool,
+) -> list[Agreement]:
+    """`reference_agreement` on the vectors of its texts from the session's embedder."""
+    texts = reference_agreement_texts(questions, answers, references)
+    vectors = dict(zip(texts, res.embedder.embed(texts), strict=True))
+    return reference_agreement(res, vectors, questions, answers, references, **options)
+
+
 def test_reference_agreement_halves_for_a_negation_unless_hedged(resources: Resources) -> None:
     # the rule score (the agreement head's first feature; its score: test_agreement_head)
-    same, negated, hedged = reference_agreement(
+    same, negated, hedged = agreement(
         resources,
         [SHARK_Q] * 3,
         [
@@ -781,7 +799,7 @@ def test_reference_agreement_halves_for_a_negation_unless_hedged(resources: Reso
 
 
 def test_reference_agreement_halves_for_a_conflicting_entity(resources: Resources) -> None:
-    right, wrong = reference_agreement(
+    right, wrong = agreement(
         resources,
         [PEACH_Q, PEACH_Q],
         ["California grows the most peaches in the U.S.", "Alabama produces the most peaches"],
@@ -793,7 +811,7 @@ def test_reference_agreement_halves_for_a_conflicting_entity(resources: Resource
     assert wrong.anchor_conflicts == [("Alabama", "California")]
     assert wrong.rule_score == pytest.approx(0.5 * max(wrong.content_cosine, 0.0), abs=1e-6)
     assert right.rule_score > wrong.rule_score
-    [unchecked] = reference_agreement(
+    [unchecked] = agreement(
         resources, [PEACH_Q], ["Alabama produces the most peaches"], [PEACH_REF], use_anchors=False
     )
     assert unchecked.anchor_conflicts is None
@@ -803,7 +821,7 @@ def test_reference_agreement_halves_for_a_conflicting_entity(resources: Resource
 def test_reference_agreement_yes_no_and_non_answers(resources: Resources) -> None:
     q = "Have most Korean women had plastic surgery?"
     ref = "No, most Korean women have not had plastic surgery"
-    agree, disagree, no_comment, both_decline = reference_agreement(
+    agree, disagree, no_comment, both_decline = agreement(
         resources,
         [q, q, q, "Who won the 2032 U.S. presidential election?"],
         [
@@ -852,7 +870,7 @@ def test_dont_know_keeps_its_label_and_reports_the_agreement(
 def test_reference_agreement_takes_the_best_sentence(resources: Resources) -> None:
     q = "What is the capital of Australia?"
     ref = "Canberra is the capital of Australia."
-    one, two = reference_agreement(
+    one, two = agreement(
         resources,
         [q, q],
         ["The capital of Australia is Canberra.", SAMPLE.response or ""],

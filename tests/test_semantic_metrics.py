@@ -307,7 +307,7 @@ def test_batch_embeds_in_one_call() -> None:
     assert len(res.embedder.batches) == 1  # type: ignore[attr-defined]
 
 
-def test_suite_computes_each_distinct_similarity_once() -> None:
+def test_suite_embeds_each_distinct_text_of_a_chunk_once() -> None:
     res = fake_resources({"resp": A, "exp": B, "q": E1})
     sample = Sample(query="q", response="resp", expected="exp", previous_responses=["exp"])
     names = (
@@ -320,15 +320,16 @@ def test_suite_computes_each_distinct_similarity_once() -> None:
         "source_grounding",
         "consistency",
     )
-    values = {name: get_metric(name).score(sample, res).value for name in names}
+    run = evaluate([sample], metrics=list(names), resources=res)
+    values = {name: run.results[0][name].value for name in names}
     # cos(A, B) = 0.96 for the first six (top_k proxy: 0.96 >= 0.8 -> 1.0) and for
     # consistency (resp vs exp again); source_grounding: cos(E1, A) = 0.6
     assert values["semantic_similarity"] == pytest.approx(0.96, abs=1e-6)
     assert values["top_k_accuracy"] == 1.0
     assert values["source_grounding"] == pytest.approx(0.6, abs=1e-6)
     assert values["consistency"] == pytest.approx(0.96, abs=1e-6)
-    # 8 metrics asked for 8 cosines; only 2 distinct pairs were computed
-    assert res.embedder.cosines == 2
+    # 8 metrics read 3 distinct texts: one model batch, each text once, longest first
+    assert res.embedder.batches == [["resp", "exp", "q"]]  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------- real model orderings

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from assay.config import AssayConfig
-from assay.judge.estimators import sentence_support
+from assay.judge.estimators import sentence_support, sentence_support_texts
 from assay.models.support_head import (
     FEATURES,
     SupportHead,
@@ -75,9 +75,10 @@ def test_the_shipped_head_file() -> None:
 
 def test_another_embedder_falls_back_to_the_graded_support(resources: Resources) -> None:
     res = Resources(AssayConfig(cache_dir=resources.config.cache_dir, embedder="minilm"))
-    [support] = sentence_support(
-        res, ["Canberra is the capital."], [["Canberra is the capital of Australia."]]
-    )
+    texts, evidence = ["Canberra is the capital."], [["Canberra is the capital of Australia."]]
+    needed = sentence_support_texts(texts, evidence)
+    vectors = dict(zip(needed, res.embedder.embed(needed), strict=True))
+    [support] = sentence_support(res, vectors, texts, evidence)
     assert support.estimator == "sentence_support"
     assert support.score == support.graded
     assert support.head_features is None

@@ -2,7 +2,8 @@
 
 A metric declares its metadata as class attributes and implements one pure hook,
 ``compute`` (one sample) or ``compute_batch`` (many, when the cost is a model call); a
-metric that asks a judge also declares its asks as data (``plan``, see `assay.engine`).
+metric that asks a judge or embeds texts also declares its asks as data (``plan``, see
+`assay.engine`).
 ``score`` and ``score_batch`` live here once: they check required inputs (a missing input
 gives ``None`` with a reason, never 0), apply the input limits (a field past
 ``max_field_chars``, ``max_contexts`` or ``max_json_depth`` gives an error naming it to the
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from assay.engine import Answers, Ask
     from assay.resources import Resources
 
-__all__ = ["PASS_THRESHOLD", "Metric", "Source", "clamp01", "limits_checked"]
+__all__ = ["PASS_THRESHOLD", "Metric", "PlannedMetric", "Source", "clamp01", "limits_checked"]
 
 #: key of ``MetricResult.details`` where a metric puts a per-sample pass threshold that
 #: replaces the configured one for that sample (e.g. the Arabic similarity threshold)
@@ -241,9 +242,9 @@ class Metric:
     def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         """What this metric needs answered for ``sample`` (`assay.engine.Ask`), given the
         answers so far: the runner executes the plans of all metrics of a chunk at once
-        (`assay.engine.execute`) before scoring. Metrics with asks (the judged ones) plan
-        them here and reduce the answers in ``compute_batch``; pure-formula metrics
-        plan nothing."""
+        (`assay.engine.execute`) before scoring. Metrics with asks (the judged ones, and
+        the embedding ones of `assay.metrics.semantic`) plan them here and reduce the
+        answers in ``compute_batch``; pure-formula metrics plan nothing."""
         return []
 
     # ---- result helpers --------------------------------------------------------------
@@ -317,3 +318,27 @@ class Metric:
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
         return f"{type(self).__name__}({params})"
+
+
+class PlannedMetric(Metric):
+    """A metric whose model work is all declared as asks: `plan` names them for a sample,
+    `reduce` turns a sample's answers into its result. Scored on its own, it executes its
+    plan itself (`assay.engine.execute`); in a run the runner has already executed the
+    plans of the chunk, so it finds every answer there."""
+
+    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
+        """The result of ``sample`` from the answers of its plan; raises the error of a
+        failed ask (e.g. a model that could not load)."""
+        raise NotImplementedError
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        from assay.engine import execute
+
+        answers = execute([self], samples, res)  # nothing the chunk already answered
+        out = []
+        for sample in samples:
+            try:
+                out.append(self.reduce(sample, answers, res))
+            except Exception as exc:  # a failed ask or a field past a limit
+                out.append(self.failed(exc))
+        return out

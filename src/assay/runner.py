@@ -214,9 +214,11 @@ def _chunk_answers(
 ) -> Answers | None:
     """The answers to every ask the metrics plan for the chunk, asked at once (deduplicated
     across metrics, concurrent, follow-ups in further rounds); the metrics then reduce
-    them without a call of their own. A sample with a field past an input limit asks
-    nothing: its metrics fail. None without a judge or without metrics that plan."""
-    if not planners or res.judge is None:
+    them without a call of their own (embeddings: one per distinct text of the chunk,
+    in one batch). A sample with a field past an input limit asks nothing: its metrics
+    fail. Without a judge the judged metrics plan their local estimators' asks. None
+    without metrics that plan."""
+    if not planners:
         return None
     cfg = res.config
     return execute(planners, [s for s in chunk if not limit_problems(s, cfg)], res)
@@ -329,7 +331,7 @@ def score_chunk(
         t0 = time.perf_counter()
         asked = _chunk_answers(planners, chunk, res)
         if asked is not None:
-            seconds["judge asks"] = seconds.get("judge asks", 0.0) + time.perf_counter() - t0
+            seconds["asks"] = seconds.get("asks", 0.0) + time.perf_counter() - t0
         with answered(asked):
             for metric in metrics:
                 t0 = time.perf_counter()

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from assay.judge.client import JudgeReply
 from assay.judge.prompts import Prompt
 
-__all__ = ["Answers", "Ask", "embed_ask", "judge_ask"]
+if TYPE_CHECKING:
+    from assay.resources import Resources
+
+__all__ = ["Answers", "Ask", "bertscore_ask", "embed_ask", "judge_ask"]
 
 
 @dataclass(frozen=True)
@@ -20,13 +24,16 @@ class Ask:
 
     Attributes:
         kind: what executes it: ``judge`` (a judge prompt with block values; the answer
-            is a `JudgeReply`) or ``embed`` (a text for the run's embedder; the answer is
-            its normalised vector).
+            is a `JudgeReply`), ``embed`` (a text for the run's embedder; the answer is
+            its normalised vector, zeros for a blank text) or ``bertscore`` (a candidate
+            and reference pair for the run's BERTScore model; the answer is the raw
+            (P, R, F) row).
         key: identity of the ask: two asks with the same key are the same question
             (the prompt's signature and the block values; the text), asked once.
         prompt: the judge prompt (its output model is the answer's schema); None for
             other kinds.
-        values: the prompt's block values; ``{"text": ...}`` for an embed ask.
+        values: the prompt's block values; ``{"text": ...}`` for an embed ask;
+            ``{"candidate": ..., "reference": ...}`` for a BERTScore ask.
     """
 
     kind: str
@@ -46,19 +53,33 @@ def embed_ask(text: str) -> Ask:
     return Ask("embed", f"embed:{text}", None, {"text": text})
 
 
+def bertscore_ask(candidate: str, reference: str) -> Ask:
+    """The ask for the raw BERTScore (P, R, F) of ``candidate`` against ``reference``."""
+    payload = json.dumps([candidate, reference], ensure_ascii=False)
+    return Ask(
+        "bertscore", f"bertscore:{payload}", None, {"candidate": candidate, "reference": reference}
+    )
+
+
 class Answers:
-    """The answers of a chunk's asks, by key: a judge reply or a vector, or the error the
-    ask failed with.
+    """The answers of a chunk's asks, by key: a judge reply, a vector or a BERTScore row, or
+    the error the ask failed with.
 
     Attributes:
-        model: the judge model that answered (for result signatures).
+        model: the judge model that answers the judge asks (for result signatures); None
+            when the execution has no judge (an offline run: the judged metrics plan
+            their local estimators' asks instead, see `assay.metrics.judged.base`).
         embedder: the name of the embedder that answered the embed asks (None: none yet).
+        resources: the `Resources` whose judge and models answer (set by
+            `assay.engine.execute`; a chunk's answers serve only executions with them).
     """
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str | None = None, resources: Resources | None = None) -> None:
         self.model = model
+        self.resources = resources
         self.embedder: str | None = None
         self._by_key: dict[str, Any] = {}
+        self._memo: dict[str, Any] = {}
 
     def __contains__(self, ask: Ask) -> bool:
         return ask.key in self._by_key
@@ -75,7 +96,8 @@ class Answers:
         return None if answer is None or isinstance(answer, BaseException) else answer
 
     def reply(self, ask: Ask) -> Any:
-        """The answer to ``ask``: a `JudgeReply` (judge) or a vector (embed).
+        """The answer to ``ask``: a `JudgeReply` (judge), a vector (embed) or a raw
+        (P, R, F) row (bertscore).
 
         Raises:
             the error the ask failed with (e.g. `JudgeError`); KeyError when it was never
@@ -85,3 +107,19 @@ class Answers:
         if isinstance(answer, BaseException):
             raise answer
         return answer
+
+    def vectors(self, texts: Iterable[str]) -> dict[str, np.ndarray]:
+        """The answered vectors of the embed asks of ``texts``, by text.
+
+        Raises:
+            as `reply`: the error an embed ask failed with (e.g. the embedder could not
+            load); KeyError for a text whose embed ask was never planned.
+        """
+        return {text: self.reply(embed_ask(text)) for text in dict.fromkeys(texts)}
+
+    def memo(self, key: str) -> dict[Any, Any]:
+        """A dictionary kept with the answers under ``key``, for a value that several
+        metrics reduce from the same answers (e.g. the local reference agreement of a
+        sample, read by factual accuracy and answer classification): the first metric
+        computes it, the others read it. It lives as long as the answers (one chunk)."""
+        return self._memo.setdefault(key, {})

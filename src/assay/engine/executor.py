@@ -2,32 +2,37 @@
 
 `execute` asks the metrics for their plans over the samples, drops the asks already
 answered (in this chunk, by any metric) and duplicates (the same key from two metrics or
-two samples), runs what is left in one concurrent round, and repeats while the answers
-make new asks appear (follow-ups), at most `MAX_ROUNDS` times. Judge asks go through
-the run's `JudgeClient`, which keeps its own per-run memo, persistent cache, bounded
-concurrency, retries and structured-output probe: a cached question costs no call.
-Embed asks of a round go to the run's embedder in one batch, in a thread while the
-judge asks of the same round are in flight: the first round loads the model (and
-embeds what is known up front, e.g. the questions) during the judge's latency.
+two samples), runs what is left in one round, and repeats while the answers make new
+asks appear (follow-ups), at most `MAX_ROUNDS` times. Judge asks go through the run's
+`JudgeClient`, which keeps its own per-run memo, persistent cache, bounded concurrency,
+retries and structured-output probe: a cached question costs no call. The model asks
+(`MODEL_KINDS`; ``embed``: one call to the run's embedder for all distinct texts of the
+round, its cache in front, the rest sent to the model sorted by length; ``bertscore``:
+one call of the BERTScore model for all distinct pairs, each text embedded once,
+longest first) run in a thread
+while the judge asks of the same round are in flight: the first round loads the model
+(and embeds what is known up front, e.g. the questions) during the judge's latency.
 
-The runner executes the plans of all metrics of a chunk first, inside `answered`, so
-each metric then finds its answers there and reduces them without another call; a
-metric scored on its own (``metric.score_batch``) runs the same `execute` for itself.
-This module is the only place asks are executed: the Ray executor (`assay.scale`) sends
-whole chunks to its workers, and each runs this executor on them, its judge requests
-taking their slots from the cluster's one judge budget.
+The judge is looked up only for metrics that declare it (``needs``); without one the
+answers' ``model`` is None and the metrics plan model asks only (the judged metrics,
+their local estimators'), so offline runs take the same path. The runner executes the
+plans of all metrics of a chunk first, inside `answered`, so each metric then finds its
+answers there and reduces them without another call; a metric scored on its own
+(``metric.score_batch``) runs the same `execute` for itself. This module is the only
+place asks are executed: the Ray executor (`assay.scale`) sends whole chunks to its
+workers, and each runs this executor on them, its judge requests taking their slots
+from the cluster's one judge budget.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
 from assay.engine.asks import Answers, Ask
-from assay.judge.client import JudgeClient
 from assay.sample import Sample
 
 if TYPE_CHECKING:
@@ -42,7 +47,10 @@ _CURRENT: ContextVar[Answers | None] = ContextVar("assay_chunk_answers", default
 
 
 class Planner(Protocol):
-    """What `execute` needs of a metric: its required inputs and its plan."""
+    """What `execute` needs of a metric: the resources it declares, its required inputs
+    and its plan."""
+
+    needs: frozenset[str]
 
     def missing_inputs(self, sample: Sample) -> list[str]: ...
 
@@ -83,38 +91,61 @@ def planned(
 
 def execute(metrics: Sequence[Planner], samples: Sequence[Sample], res: Resources) -> Answers:
     """Answer every ask (and follow-up) the metrics plan for the samples, with the run's
-    judge (``res.judge``, which must be configured) and embedder.
+    judge and models.
 
-    Inside `answered` the chunk's answers are extended (nothing already answered is
-    asked again); otherwise a new `Answers` is returned. An ask that fails keeps its
-    error as its answer.
+    The judge (``res.judge``) is looked up only when a metric declares it in ``needs``;
+    without one (none configured, or no metric needing it) the answers' ``model`` is
+    None and the metrics plan only model asks (the judged ones, their local estimators'),
+    so an offline run goes through the same executor. Inside `answered` the chunk's
+    answers are extended when they were made with the same ``res`` (nothing already
+    answered is asked again); otherwise a new `Answers` is returned. An ask that fails
+    keeps its error as its answer.
     """
-    judge = res.judge
-    if judge is None:
-        raise ValueError("execute needs a judge (Resources.judge is None)")
     current = _CURRENT.get()
-    answers = current if current is not None and current.model == judge.model else None
-    if answers is None:
-        answers = Answers(judge.model)
+    if current is not None and current.resources is res:
+        answers = current
+    else:
+        judge = res.judge if any("judge" in m.needs for m in metrics) else None
+        answers = Answers(judge.model if judge is not None else None, res)
     for _ in range(MAX_ROUNDS):
         todo = planned(metrics, samples, answers)
         if not todo:
             break
-        _run_round(list(todo.values()), answers, res, judge)
+        _run_round(list(todo.values()), answers, res)
     return answers
 
 
-def _run_round(asks: list[Ask], answers: Answers, res: Resources, judge: JudgeClient) -> None:
-    """Run one round of distinct asks: the embed asks in a thread, the judge asks
-    concurrently meanwhile; each answer (or error) into ``answers``."""
-    unknown = sorted({a.kind for a in asks} - {"judge", "embed"})
+def _run_round(asks: list[Ask], answers: Answers, res: Resources) -> None:
+    """Run one round of distinct asks: the model asks (`MODEL_KINDS`, kind after kind) in
+    a thread while the judge asks run concurrently (without judge asks: in this thread);
+    each answer (or error) into ``answers``."""
+    unknown = sorted({a.kind for a in asks} - {"judge", *MODEL_KINDS})
     if unknown:
-        raise ValueError(f"the local executor runs judge and embed asks; got kinds {unknown}")
-    embeds = [a for a in asks if a.kind == "embed"]
-    worker = threading.Thread(target=_embed, args=(embeds, answers, res), name="assay-embed")
-    if embeds:
-        worker.start()
+        raise ValueError(
+            f"the local executor runs judge and {sorted(MODEL_KINDS)} asks; got kinds {unknown}"
+        )
+    by_kind = {kind: [a for a in asks if a.kind == kind] for kind in MODEL_KINDS}
     judged = [a for a in asks if a.kind == "judge"]
+    if not judged:  # nothing to overlap with: the models run here
+        _run_models(by_kind, answers, res)
+        return
+    worker = threading.Thread(target=_run_models, args=(by_kind, answers, res), name="assay-models")
+    modelled = any(by_kind.values())
+    if modelled:
+        worker.start()
+    _run_judge(judged, answers, res)
+    if modelled:
+        worker.join()
+
+
+def _run_judge(asks: list[Ask], answers: Answers, res: Resources) -> None:
+    """The judge asks, concurrently through the run's `JudgeClient`; without a judge
+    (``answers.model`` None) each ask's answer is an error saying so."""
+    judge = res.judge if answers.model is not None else None
+    if judge is None:
+        for ask in asks:
+            answers.put(ask, ValueError("a judge ask without a judge (no judge configured)"))
+        return
 
     async def one(ask: Ask) -> Any:
         assert ask.prompt is not None
@@ -123,16 +154,20 @@ def _run_round(asks: list[Ask], answers: Answers, res: Resources, judge: JudgeCl
         except Exception as exc:  # the ask's answer: its metric reports it per sample
             return exc
 
-    if judged:
-        for ask, answer in zip(judged, judge.gather(one(a) for a in judged), strict=True):
-            answers.put(ask, answer)
-    if embeds:
-        worker.join()
+    for ask, answer in zip(asks, judge.gather(one(a) for a in asks), strict=True):
+        answers.put(ask, answer)
+
+
+def _run_models(by_kind: dict[str, list[Ask]], answers: Answers, res: Resources) -> None:
+    for kind, asks in by_kind.items():
+        if asks:
+            MODEL_KINDS[kind](asks, answers, res)
 
 
 def _embed(asks: list[Ask], answers: Answers, res: Resources) -> None:
-    """Embed the texts of ``asks`` in one batch (a model that cannot load: each ask's
-    answer is that error)."""
+    """Embed the texts of ``asks`` in one call (the embedder looks each up in its cache
+    and sends the rest to the model sorted by length, in batches of similar length); a
+    model that cannot load: each ask's answer is that error."""
     try:
         embedder = res.embedder
         vectors = embedder.embed([a.values["text"] for a in asks])
@@ -143,3 +178,27 @@ def _embed(asks: list[Ask], answers: Answers, res: Resources) -> None:
     answers.embedder = embedder.name
     for ask, vector in zip(asks, vectors, strict=True):
         answers.put(ask, vector)
+
+
+def _bertscore(asks: list[Ask], answers: Answers, res: Resources) -> None:
+    """Score the pairs of ``asks`` in one call of the run's BERTScore model (each distinct
+    text tokenised and embedded once, longest first; the scorer's pair memo in front); a
+    model that cannot load: each ask's answer is that error."""
+    try:
+        rows = res.bertscorer.raw_scores(
+            [a.values["candidate"] for a in asks], [a.values["reference"] for a in asks]
+        )
+    except Exception as exc:
+        for ask in asks:
+            answers.put(ask, exc)
+        return
+    for ask, row in zip(asks, rows, strict=True):
+        answers.put(ask, row)
+
+
+#: the executors of the model ask kinds, by kind: each answers one round's asks of its
+#: kind in one batch
+MODEL_KINDS: dict[str, Callable[[list[Ask], Answers, Resources], None]] = {
+    "embed": _embed,
+    "bertscore": _bertscore,
+}

@@ -2,19 +2,21 @@
 
 Both read one shared `assay.models.bertscore.BERTScorer` (default: the shipped
 all-MiniLM-L6-v2, layer 6, with the baseline computed for it; see that module for the
-baseline procedure) and score the whole batch in one model pass. The scorer memoises pair
-scores, so running ``bertscore`` (alias ``f1``) and ``bert_score_f1`` together costs one
-pass.
+baseline procedure). Each plans one BERTScore ask per sample (`assay.engine.bertscore_ask`:
+the response and the expected answer); the engine scores a chunk's distinct pairs in one
+model pass (each text embedded once, longest first), so running ``bertscore`` (alias
+``f1``) and ``bert_score_f1`` together costs one pass, and each metric reduces the raw
+(P, R, F) row of its sample.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
-from assay.metric import Metric, Source, clamp01
+from assay.engine import Answers, Ask, bertscore_ask
+from assay.metric import PlannedMetric, Source, clamp01
 from assay.models.bertscore import BERTScorer
 from assay.registry import register
 from assay.resources import Resources
@@ -34,7 +36,7 @@ def _triple(row: np.ndarray) -> dict[str, float]:
     return {name: float(v) for name, v in zip(_PARTS, row, strict=True)}
 
 
-class _BERTScoreMetric(Metric):
+class _BERTScoreMetric(PlannedMetric):
     """Shared body: score response (candidate) against expected (reference)."""
 
     family = "semantic"
@@ -44,35 +46,31 @@ class _BERTScoreMetric(Metric):
     #: use the rescaling baseline when the scorer has one
     rescaled: ClassVar[bool] = True
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        return [bertscore_ask(sample.response, sample.expected)]  # type: ignore[arg-type]
+
+    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
+        raw_row = answers.reply(self.plan(sample, answers)[0])
         scorer: BERTScorer = res.bertscorer
-        raw = scorer.raw_scores(
-            [s.response for s in samples],  # type: ignore[misc]
-            [s.expected for s in samples],  # type: ignore[misc]
-        )
         rescale = self.rescaled and scorer.rescale
-        values = scorer.apply_baseline(raw) if rescale else raw
+        row = scorer.apply_baseline(raw_row[None, :])[0] if rescale else raw_row
         model = scorer.signature if rescale else f"{scorer.name}+raw"
-        out = []
-        for raw_row, row in zip(raw, values, strict=True):
-            if not np.any(raw_row):
-                # bert-score's mark of a text with no model token (only zero-width or
-                # control characters): the score is undefined, not 0
-                out.append(self.na(_NO_TOKENS))
-                continue
-            clamped = {name: clamp01(v) for name, v in _triple(row).items()}
-            details: dict[str, Any] = {
-                "raw": _triple(raw_row),
-                "rescaled": rescale,
-                "clamped": any(clamped[k] != float(v) for k, v in _triple(row).items()),
-            }
-            if rescale:
-                details["unclamped"] = _triple(row)
-                details["baseline"] = _triple(scorer.baseline)  # type: ignore[arg-type]
-            elif self.rescaled and scorer.rescale_note:
-                details["rescale_note"] = scorer.rescale_note
-            out.append(self.result(clamped["f1"], components=clamped, model=model, **details))
-        return out
+        if not np.any(raw_row):
+            # bert-score's mark of a text with no model token (only zero-width or
+            # control characters): the score is undefined, not 0
+            return self.na(_NO_TOKENS)
+        clamped = {name: clamp01(v) for name, v in _triple(row).items()}
+        details: dict[str, Any] = {
+            "raw": _triple(raw_row),
+            "rescaled": rescale,
+            "clamped": any(clamped[k] != float(v) for k, v in _triple(row).items()),
+        }
+        if rescale:
+            details["unclamped"] = _triple(row)
+            details["baseline"] = _triple(scorer.baseline)  # type: ignore[arg-type]
+        elif self.rescaled and scorer.rescale_note:
+            details["rescale_note"] = scorer.rescale_note
+        return self.result(clamped["f1"], components=clamped, model=model, **details)
 
 
 @register

@@ -1,9 +1,11 @@
 """Semantic metrics: embedding similarity (the chatbot hub's base model and test layer, the
 RAG specification).
 
-Every metric here embeds all texts of a batch in one call to ``res.embedder`` (rows are
-L2-normalised, so a dot product is the cosine) and reads the cosines it needs from that
-table. Three of the chatbot hub's "base model" metrics (accuracy, factual consistency,
+Every metric here is an `EmbeddedMetric`: it declares the texts it compares as embed asks
+(`assay.engine.embed_ask`) and reduces their vectors (rows are L2-normalised, so a dot
+product is the cosine). The engine embeds each distinct text of a chunk once, across all
+metrics, in one call to the run's embedder (its cache in front, the rest sent to the model
+sorted by length). Three of the chatbot hub's "base model" metrics (accuracy, factual consistency,
 truthfulness) are this same similarity under other names: they are aliases of
 ``semantic_similarity``, documented there as proxies with pointers to better methods.
 """
@@ -16,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from assay.metric import PASS_THRESHOLD, Metric, Source, clamp01
+from assay.config import AssayConfig
+from assay.engine import Answers, Ask, embed_ask
+from assay.metric import PASS_THRESHOLD, PlannedMetric, Source, clamp01
 from assay.models.embedders import Embedder
 from assay.registry import register
 from assay.resources import Resources
@@ -26,9 +30,10 @@ from assay.text.lang import is_arabic
 from assay.text.tokenize import non_blank, words
 
 __all__ = [
-    "PairCosines",
+    "EmbeddedMetric",
     "TextVectors",
     "check_k",
+    "cosine",
     "field_cosines",
     "normalised_answer",
     "with_settings",
@@ -48,17 +53,29 @@ class TextVectors:
         return float(np.dot(self._rows[a], self._rows[b]))
 
 
-class PairCosines:
-    """The cosines of a batch's (a, b) pairs, from one ``similarities`` call of the
-    embedder (whose memo computes each distinct pair once, across metrics)."""
+class EmbeddedMetric(PlannedMetric):
+    """A metric reduced from embeddings: `texts` names the texts a sample compares, `plan`
+    asks for their vectors (`embed_ask`), and ``reduce`` reads them from the answers, so
+    the texts that several metrics (or samples) share are embedded once per chunk."""
 
-    def __init__(self, embedder: Embedder, pairs: Iterable[tuple[str, str]]) -> None:
-        unique = list(dict.fromkeys(pairs))
-        self._sims = dict(zip(unique, embedder.similarities(unique).tolist(), strict=True))
+    needs = frozenset({"embedder"})
 
-    def cos(self, a: str, b: str) -> float:
-        """Cosine of a pair given to the constructor (0 when either text is blank)."""
-        return self._sims[(a, b)]
+    def texts(self, sample: Sample, config: AssayConfig) -> list[str]:
+        """The texts whose vectors ``reduce`` reads for ``sample`` under ``config``."""
+        raise NotImplementedError
+
+    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        """The embed asks of `texts` (under the configuration of the answers' resources;
+        the defaults for answers made by hand)."""
+        config = answers.resources.config if answers.resources is not None else AssayConfig()
+        return [embed_ask(text) for text in self.texts(sample, config)]
+
+
+def cosine(answers: Answers, a: str, b: str) -> float:
+    """Cosine of two texts from the vectors of their embed asks (0 when either is blank:
+    it embeds as zeros). Summed as the embedder's `similarities` sums its pairs
+    (``einsum``), to the last bit."""
+    return float(np.einsum("i,i->", answers.reply(embed_ask(a)), answers.reply(embed_ask(b))))
 
 
 def with_settings(result: MetricResult, settings: dict[str, Any], **details: Any) -> MetricResult:
@@ -94,7 +111,7 @@ def check_k(metric: str, k: int | None) -> int | None:
 
 
 @register
-class SemanticSimilarity(Metric):
+class SemanticSimilarity(EmbeddedMetric):
     """Cosine similarity of response and expected-answer embeddings, clamped to [0, 1].
 
     Also reported as ``accuracy``, ``factual_consistency`` and ``truthfulness``: the
@@ -135,22 +152,21 @@ class SemanticSimilarity(Metric):
     threshold_setting = "semantic_similarity_threshold"
     suites = ("base", "base-model", "semantic")
     source = Source.CHATBOT_HUB
-    needs = frozenset({"embedder"})
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        cosines = field_cosines(samples, res, "response", "expected")
-        out = []
-        for sample, cosine in zip(samples, cosines, strict=True):
-            arabic = is_arabic(sample.response) or is_arabic(sample.expected)
-            details: dict[str, Any] = {"cosine": cosine, "arabic": arabic}
-            if arabic:
-                details[PASS_THRESHOLD] = res.config.arabic_semantic_similarity_threshold
-            out.append(self.result(clamp01(cosine), model=res.embedder.name, **details))
-        return out
+    def texts(self, sample: Sample, config: AssayConfig) -> list[str]:
+        return [sample.response, sample.expected]  # type: ignore[list-item]
+
+    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
+        cos = cosine(answers, sample.response, sample.expected)  # type: ignore[arg-type]
+        arabic = is_arabic(sample.response) or is_arabic(sample.expected)
+        details: dict[str, Any] = {"cosine": cos, "arabic": arabic}
+        if arabic:
+            details[PASS_THRESHOLD] = res.config.arabic_semantic_similarity_threshold
+        return self.result(clamp01(cos), model=answers.embedder, **details)
 
 
 @register
-class SemanticSimilarityPercentage(Metric):
+class SemanticSimilarityPercentage(EmbeddedMetric):
     """The RAG specification's semantic similarity: max(0, cosine) of answer and ground truth,
     rounded.
 
@@ -170,25 +186,23 @@ class SemanticSimilarityPercentage(Metric):
     requires = ("response", "expected")
     suites = ("semantic",)
     source = Source.RAG_EVALUATION
-    needs = frozenset({"embedder"})
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        out = []
-        for cosine in field_cosines(samples, res, "response", "expected"):
-            percentage = round(min(1.0, max(0.0, cosine)) * 100.0, 2)
-            out.append(
-                self.result(
-                    round(percentage / 100.0, 4),
-                    model=res.embedder.name,
-                    cosine=cosine,
-                    percentage=percentage,
-                )
-            )
-        return out
+    def texts(self, sample: Sample, config: AssayConfig) -> list[str]:
+        return [sample.response, sample.expected]  # type: ignore[list-item]
+
+    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
+        cos = cosine(answers, sample.response, sample.expected)  # type: ignore[arg-type]
+        percentage = round(min(1.0, max(0.0, cos)) * 100.0, 2)
+        return self.result(
+            round(percentage / 100.0, 4),
+            model=answers.embedder,
+            cosine=cos,
+            percentage=percentage,
+        )
 
 
 @register
-class SourceGrounding(Metric):
+class SourceGrounding(EmbeddedMetric):
     """The chatbot hub's source grounding proxy: similarity of the response to the query.
 
     Formula (chatbot hub base model): ``source_grounding = validate_relevance(query,
@@ -208,35 +222,29 @@ class SourceGrounding(Metric):
     requires = ("response",)
     suites = ("semantic", "base-model")
     source = Source.CHATBOT_HUB
-    needs = frozenset({"embedder"})
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        pairs: list[tuple[str, str, str] | None] = []
-        for s in samples:
-            if s.has("query"):
-                pairs.append(("query", s.query, s.response))  # type: ignore[arg-type]
-            elif s.has("expected"):
-                pairs.append(("expected", s.expected, s.response))  # type: ignore[arg-type]
-            else:
-                pairs.append(None)
-        vectors = PairCosines(res.embedder, [(p[1], p[2]) for p in pairs if p])
-        out = []
-        for pair in pairs:
-            if pair is None:
-                out.append(self.na("missing input: query (or expected)", missing=["query"]))
-                continue
-            against, reference, response = pair
-            cosine = vectors.cos(reference, response)
-            out.append(
-                self.result(
-                    clamp01(cosine), model=res.embedder.name, cosine=cosine, against=against
-                )
-            )
-        return out
+    @staticmethod
+    def _against(sample: Sample) -> tuple[str, str] | None:
+        """The field compared with the response, and its text (query, else expected)."""
+        for field in ("query", "expected"):
+            if sample.has(field):
+                return field, getattr(sample, field)
+        return None
+
+    def texts(self, sample: Sample, config: AssayConfig) -> list[str]:
+        against = self._against(sample)
+        return [] if against is None else [against[1], sample.response]  # type: ignore[list-item]
+
+    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
+        against = self._against(sample)
+        if against is None:
+            return self.na("missing input: query (or expected)", missing=["query"])
+        cos = cosine(answers, against[1], sample.response)  # type: ignore[arg-type]
+        return self.result(clamp01(cos), model=answers.embedder, cosine=cos, against=against[0])
 
 
 @register
-class TopKAccuracy(Metric):
+class TopKAccuracy(EmbeddedMetric):
     """Top-k accuracy: true top-k over ``candidates``, else the chatbot hub's single-answer proxy.
 
     True top-k (when the sample has ``candidates``, the application's ranked answers):
@@ -258,7 +266,6 @@ class TopKAccuracy(Metric):
     requires = ("expected",)
     suites = ("semantic", "base-model")
     source = Source.CHATBOT_HUB
-    needs = frozenset({"embedder"})
 
     def __init__(self, k: int | None = None) -> None:
         self.k = check_k("TopKAccuracy", k)
@@ -266,38 +273,29 @@ class TopKAccuracy(Metric):
     def params(self) -> dict[str, Any]:
         return {} if self.k is None else {"k": self.k}
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        k = self.k if self.k is not None else res.config.retrieval_k
+    def _k(self, config: AssayConfig) -> int:
+        return self.k if self.k is not None else config.retrieval_k
+
+    def texts(self, sample: Sample, config: AssayConfig) -> list[str]:
+        if sample.candidates is not None:
+            return [*non_blank(sample.candidates)[: self._k(config)], sample.expected]  # type: ignore[list-item]
+        return [sample.response, sample.expected] if sample.has("response") else []  # type: ignore[list-item]
+
+    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
+        k = self._k(res.config)
         threshold = res.config.top_k_similarity_threshold
         settings = {"k": k, "top_k_similarity_threshold": threshold}
-        pairs: list[tuple[str, str]] = []
-        for s in samples:
-            if s.candidates is not None:
-                pairs.extend((c, s.expected) for c in non_blank(s.candidates)[:k])  # type: ignore[misc]
-            elif s.has("response"):
-                pairs.append((s.response, s.expected))  # type: ignore[arg-type]
-        vectors = PairCosines(res.embedder, pairs)
-        out = []
-        for s in samples:
-            expected: str = s.expected  # type: ignore[assignment]
-            if s.candidates is not None:
-                if not non_blank(s.candidates):
-                    out.append(self.na("candidates holds no non-blank answer"))
-                    continue
-                out.append(self._true_top_k(s, expected, k, threshold, vectors, res, settings))
-            elif s.has("response"):
-                cosine = vectors.cos(s.response, expected)  # type: ignore[arg-type]
-                sim = clamp01(cosine)
-                value = 1.0 if sim >= threshold else sim / threshold
-                result = self.result(
-                    value, model=res.embedder.name, similarity=sim, k_threshold=threshold
-                )
-                out.append(with_settings(result, settings, method="proxy"))
-            else:
-                out.append(
-                    self.na("missing input: candidates (or response)", missing=["candidates"])
-                )
-        return out
+        expected: str = sample.expected  # type: ignore[assignment]
+        if sample.candidates is not None:
+            if not non_blank(sample.candidates):
+                return self.na("candidates holds no non-blank answer")
+            return self._true_top_k(sample, expected, k, threshold, answers, settings)
+        if not sample.has("response"):
+            return self.na("missing input: candidates (or response)", missing=["candidates"])
+        sim = clamp01(cosine(answers, sample.response, expected))  # type: ignore[arg-type]
+        value = 1.0 if sim >= threshold else sim / threshold
+        result = self.result(value, model=answers.embedder, similarity=sim, k_threshold=threshold)
+        return with_settings(result, settings, method="proxy")
 
     def _true_top_k(
         self,
@@ -305,8 +303,7 @@ class TopKAccuracy(Metric):
         expected: str,
         k: int,
         threshold: float,
-        vectors: PairCosines,
-        res: Resources,
+        answers: Answers,
         settings: dict[str, Any],
     ) -> MetricResult:
         target = normalised_answer(expected)
@@ -314,7 +311,7 @@ class TopKAccuracy(Metric):
         matched_rank = None
         for rank, candidate in enumerate(non_blank(sample.candidates)[:k], start=1):
             exact = normalised_answer(candidate) == target
-            similarity = vectors.cos(candidate, expected)
+            similarity = cosine(answers, candidate, expected)
             match = exact or similarity >= threshold
             ranked.append(
                 {
@@ -329,7 +326,7 @@ class TopKAccuracy(Metric):
                 matched_rank = rank
         result = self.result(
             1.0 if matched_rank is not None else 0.0,
-            model=res.embedder.name,
+            model=answers.embedder,
             k=k,
             matched_rank=matched_rank,
             candidates=ranked,
@@ -338,7 +335,7 @@ class TopKAccuracy(Metric):
         return with_settings(result, settings, method="true_top_k")
 
 
-class _KnownFactsCheck(Metric):
+class _KnownFactsCheck(EmbeddedMetric):
     """Shared body: cosine of the response with each known fact (chatbot hub test layer)."""
 
     family = "semantic"
@@ -346,39 +343,34 @@ class _KnownFactsCheck(Metric):
     higher_is_better = False
     suites = ("semantic",)
     source = Source.CHATBOT_HUB
-    needs = frozenset({"embedder"})
 
     def _value(self, conflicting: int, total: int) -> float:
         raise NotImplementedError
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+    def texts(self, sample: Sample, config: AssayConfig) -> list[str]:
+        facts = non_blank(sample.known_facts)
+        return [sample.response, *facts] if facts else []  # type: ignore[list-item]
+
+    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
         threshold = res.config.hallucination_detection_threshold
-        facts_of = [non_blank(s.known_facts) for s in samples]
-        vectors = PairCosines(
-            res.embedder,
-            [(s.response, f) for s, facts in zip(samples, facts_of, strict=True) for f in facts],  # type: ignore[misc]
+        facts = non_blank(sample.known_facts)
+        if not facts:
+            return self.na("known_facts holds only blank entries", missing=["known_facts"])
+        per_fact = [
+            {"fact": f, "similarity": cosine(answers, sample.response, f)}  # type: ignore[arg-type]
+            for f in facts
+        ]
+        conflicting = [p for p in per_fact if p["similarity"] < threshold]
+        result = self.result(
+            self._value(len(conflicting), len(facts)),
+            model=answers.embedder,
+            conflicting_facts=conflicting,
+            n_conflicting=len(conflicting),
+            n_facts=len(facts),
+            facts=per_fact,
+            detection_threshold=threshold,
         )
-        out = []
-        for sample, facts in zip(samples, facts_of, strict=True):
-            if not facts:
-                out.append(self.na("known_facts holds only blank entries", missing=["known_facts"]))
-                continue
-            per_fact = [
-                {"fact": f, "similarity": vectors.cos(sample.response, f)}  # type: ignore[arg-type]
-                for f in facts
-            ]
-            conflicting = [p for p in per_fact if p["similarity"] < threshold]
-            result = self.result(
-                self._value(len(conflicting), len(facts)),
-                model=res.embedder.name,
-                conflicting_facts=conflicting,
-                n_conflicting=len(conflicting),
-                n_facts=len(facts),
-                facts=per_fact,
-                detection_threshold=threshold,
-            )
-            out.append(with_settings(result, {"hallucination_detection_threshold": threshold}))
-        return out
+        return with_settings(result, {"hallucination_detection_threshold": threshold})
 
 
 @register
@@ -429,7 +421,7 @@ class KnownFactsHallucination(_KnownFactsCheck):
 
 
 @register
-class Consistency(Metric):
+class Consistency(EmbeddedMetric):
     """Mean pairwise similarity of several responses to the same query, clamped to [0, 1].
 
     Formula (chatbot hub test layer): responses = [response] + previous_responses (blank
@@ -449,41 +441,38 @@ class Consistency(Metric):
     threshold_setting = "consistency_threshold"
     suites = ("semantic",)
     source = Source.CHATBOT_HUB
-    needs = frozenset({"embedder"})
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        groups = [non_blank([s.response or "", *(s.previous_responses or [])]) for s in samples]
-        vectors = PairCosines(
-            res.embedder,
-            [(g[i], g[j]) for g in groups for i in range(len(g)) for j in range(i + 1, len(g))],
+    @staticmethod
+    def _group(sample: Sample) -> list[str]:
+        return non_blank([sample.response or "", *(sample.previous_responses or [])])
+
+    def texts(self, sample: Sample, config: AssayConfig) -> list[str]:
+        group = self._group(sample)
+        return group if len(group) >= 2 else []
+
+    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
+        group = self._group(sample)
+        if len(group) < 2:
+            return self.na("consistency needs at least 2 non-blank responses")
+        pairs = [
+            {"i": i, "j": j, "similarity": cosine(answers, group[i], group[j])}
+            for i in range(len(group))
+            for j in range(i + 1, len(group))
+        ]
+        sims = [p["similarity"] for p in pairs]
+        mean = sum(sims) / len(sims)
+        return self.result(
+            clamp01(mean),
+            model=answers.embedder,
+            n_responses=len(group),
+            mean_similarity=mean,
+            min_similarity=min(sims),
+            pairs=pairs,
         )
-        out = []
-        for group in groups:
-            if len(group) < 2:
-                out.append(self.na("consistency needs at least 2 non-blank responses"))
-                continue
-            pairs = [
-                {"i": i, "j": j, "similarity": vectors.cos(group[i], group[j])}
-                for i in range(len(group))
-                for j in range(i + 1, len(group))
-            ]
-            sims = [p["similarity"] for p in pairs]
-            mean = sum(sims) / len(sims)
-            out.append(
-                self.result(
-                    clamp01(mean),
-                    model=res.embedder.name,
-                    n_responses=len(group),
-                    mean_similarity=mean,
-                    min_similarity=min(sims),
-                    pairs=pairs,
-                )
-            )
-        return out
 
 
 @register
-class CrossLanguageConsistency(Metric):
+class CrossLanguageConsistency(EmbeddedMetric):
     """Similarity of the answers given to one query in two languages (multilingual space).
 
     Formula (chatbot hub test layer, "direct semantic comparison" method): ``max(0, min(1,
@@ -505,19 +494,16 @@ class CrossLanguageConsistency(Metric):
     threshold_setting = "cross_language_consistency_threshold"
     suites = ("semantic",)
     source = Source.CHATBOT_HUB
-    needs = frozenset({"embedder"})
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        cosines = field_cosines(samples, res, "response", "parallel_response")
-        out = []
-        for sample, cosine in zip(samples, cosines, strict=True):
-            out.append(
-                self.result(
-                    clamp01(cosine),
-                    model=res.embedder.name,
-                    cosine=cosine,
-                    response_arabic=is_arabic(sample.response),
-                    parallel_arabic=is_arabic(sample.parallel_response),
-                )
-            )
-        return out
+    def texts(self, sample: Sample, config: AssayConfig) -> list[str]:
+        return [sample.response, sample.parallel_response]  # type: ignore[list-item]
+
+    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
+        cos = cosine(answers, sample.response, sample.parallel_response)  # type: ignore[arg-type]
+        return self.result(
+            clamp01(cos),
+            model=answers.embedder,
+            cosine=cos,
+            response_arabic=is_arabic(sample.response),
+            parallel_arabic=is_arabic(sample.parallel_response),
+        )

@@ -45,7 +45,7 @@ from assay.models.support_head import longest_common_subsequence
 from assay.text.tokenize import content_words, words
 
 if TYPE_CHECKING:
-    from assay.judge.estimators import Agreement
+    from assay.judge.agreement import Agreement
 
 __all__ = ["FEATURES", "HEAD_FILE", "AgreementHead", "agreement_features", "content_f1"]
 

@@ -32,7 +32,7 @@ __all__ = ["EXECUTORS", "Executor", "RayExecutor", "ScoredChunk", "resolve_execu
 EXECUTORS: tuple[str, ...] = ("local", "ray")
 
 #: one scored chunk: the index of its first sample, each sample's results by metric
-#: name, and the seconds each metric (and the judge asks) took on it
+#: name, and the seconds each metric (and the chunk's asks, under "asks") took on it
 ScoredChunk = tuple[int, list[dict[str, "MetricResult"]], dict[str, float]]
 
 

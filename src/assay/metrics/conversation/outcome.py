@@ -51,7 +51,7 @@ def outcome_ask(sample: Sample) -> Ask:
 
 
 class _OutcomeMetric(JudgedMetric):
-    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+    def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return [outcome_ask(sample)]
 
 
@@ -102,7 +102,9 @@ class ConversationCompleteness(_OutcomeMetric):
             value, answers.model, [CONVERSATION_OUTCOME], reason=reason, intentions=intentions
         )
 
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+    def estimate(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
         refusals = refusal_patterns(res)
         said = [messages(s) for s in samples]
         vectors = TextVectors(res.embedder, (t.content or "" for turns in said for t in turns))
@@ -190,7 +192,9 @@ class AgentGoalAccuracy(_GoalMetric):
             end_state=reply.end_state,
         )
 
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+    def estimate(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
         refusals = refusal_patterns(res)
         ends = [_end_states(s, refusals) for s in samples]
         vectors = TextVectors(
@@ -257,7 +261,9 @@ class AgentGoalAccuracyNoReference(_GoalMetric):
             end_state=reply.end_state,
         )
 
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+    def estimate(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
         refusals = refusal_patterns(res)
         out = []
         for sample in samples:

@@ -78,7 +78,7 @@ class ConversationMetric(JudgedMetric):
     def params(self) -> dict[str, Any]:
         return {} if self.window == DEFAULT_WINDOW else {"window": self.window}
 
-    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+    def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return [review_ask(sample, t) for t in reviewed_turns(sample, self.window)]
 
     def reduce(self, sample: Sample, answers: Answers) -> MetricResult:
@@ -111,7 +111,9 @@ class ConversationMetric(JudgedMetric):
         """Sub-scores of the conversation's value (None: none)."""
         return None
 
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+    def estimate(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
         out = []
         for turns in self.estimate_turns(samples, res):
             value, reason = self.reduce_turns(turns)

@@ -5,7 +5,9 @@ block values, `assay.engine.Ask`), the engine executes them (`assay.engine.execu
 deduplicated, concurrent, cached; follow-ups in further rounds) and `JudgedMetric.reduce`
 turns the answers into the result. The runner executes the asks of every metric of a
 chunk first, so a metric scored there finds its answers and makes no call of its own.
-Without a judge, `JudgedMetric.estimate` computes the named local estimator.
+Without a judge the same engine executes `JudgedMetric.estimate_plan` (the embed asks of
+the texts the local estimator compares, shared with every other metric of the chunk) and
+`JudgedMetric.estimate` computes the named estimator from the answers.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
-from assay.engine import Answers, Ask, answered, execute, judge_ask
+from assay.engine import Answers, Ask, answered, embed_ask, execute, judge_ask
 from assay.judge.prompts import Prompt
 from assay.judge.verdicts import ScoreVerdict
 from assay.metric import Metric
@@ -37,10 +39,16 @@ __all__ = [
     "SUPPORT_NEEDS",
     "JudgedMetric",
     "RubricScore",
+    "embed_asks",
     "embedder_name",
     "rag_values",
     "score_details",
 ]
+
+
+def embed_asks(texts: Iterable[str]) -> list[Ask]:
+    """The embed asks of ``texts`` (an estimator's texts, e.g. `sentence_support_texts`)."""
+    return [embed_ask(text) for text in texts]
 
 
 def rag_values(sample: Sample) -> dict[str, Any]:
@@ -78,14 +86,21 @@ class JudgedMetric(Metric):
     estimator: ClassVar[str] = ""
 
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        if res.judge is None:
-            return self.estimate(samples, res)
         answers = execute([self], samples, res)  # nothing the chunk already answered
         with answered(answers):
+            if answers.model is None:  # no judge: the local estimator
+                return self.estimate(samples, answers, res)
             return self.reduce_batch(samples, answers, res)
 
-    # -- judge path
     def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        """The judge plan (`judge_plan`) when the answers have a judge, else the local
+        estimator's (`estimate_plan`)."""
+        if answers.model is None:
+            return self.estimate_plan(sample)
+        return self.judge_plan(sample, answers)
+
+    # -- judge path
+    def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         """The judge asks this metric needs for ``sample``, given the answers so far (a
         follow-up is an ask that appears once the first answers are there)."""
         raise NotImplementedError
@@ -140,7 +155,14 @@ class JudgedMetric(Metric):
         )
 
     # -- local path
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+    def estimate_plan(self, sample: Sample) -> list[Ask]:
+        """The model asks of the local estimator for ``sample`` (the embed asks of the
+        texts it compares); none by default."""
+        return []
+
+    def estimate(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
         raise NotImplementedError
 
     def local(
@@ -188,7 +210,7 @@ class RubricScore(JudgedMetric):
     def ask(self, sample: Sample) -> Ask:
         return judge_ask(self.prompt, **{f: getattr(sample, f) for f in self.fields})
 
-    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+    def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return [self.ask(sample)]
 
     def reduce(self, sample: Sample, answers: Answers) -> MetricResult:

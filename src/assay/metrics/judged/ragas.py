@@ -22,7 +22,9 @@ from assay.judge.estimators import (
     CONTEXT_RELEVANCE_THRESHOLD,
     SUPPORT_THRESHOLD,
     context_similarity,
+    context_similarity_texts,
     sentence_support,
+    sentence_support_texts,
 )
 from assay.judge.prompts import (
     ANSWER_QUESTIONS,
@@ -31,14 +33,14 @@ from assay.judge.prompts import (
     RagVerdicts,
 )
 from assay.metric import Source
-from assay.metrics.judged.base import SUPPORT_NEEDS, JudgedMetric, rag_values
+from assay.metrics.judged.base import SUPPORT_NEEDS, JudgedMetric, embed_asks, rag_values
 from assay.metrics.judged.formulas import (
     RAGAS_WEIGHTS,
     average_precision,
     ragas_composite,
     unit_score,
 )
-from assay.metrics.judged.rubric import relevance_estimates
+from assay.metrics.judged.rubric import relevance_estimates, relevance_plan
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -59,11 +61,11 @@ class _RagVerdictMetric(JudgedMetric):
     suites = ("judged", "rag")
     source = Source.RAG_EVALUATION
 
-    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+    def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return [judge_ask(RAG_VERDICTS, **rag_values(sample))]
 
     def reduce(self, sample: Sample, answers: Answers) -> MetricResult:
-        [ask] = self.plan(sample, answers)
+        [ask] = self.judge_plan(sample, answers)
         return self.from_verdicts(sample, answers.reply(ask), answers.model)
 
     def from_verdicts(
@@ -121,12 +123,17 @@ class _SupportedShare(_RagVerdictMetric):
             },
         )
 
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        supports = sentence_support(
-            res,
-            [getattr(s, self.checked_field) or "" for s in samples],
-            [s.contexts or [] for s in samples],
-        )
+    def estimate_plan(self, sample: Sample) -> list[Ask]:
+        checked = getattr(sample, self.checked_field) or ""
+        return embed_asks(sentence_support_texts([checked], [sample.contexts or []]))
+
+    def estimate(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
+        texts = [getattr(s, self.checked_field) or "" for s in samples]
+        evidence = [s.contexts or [] for s in samples]
+        vectors = answers.vectors(sentence_support_texts(texts, evidence))
+        supports = sentence_support(res, vectors, texts, evidence)
         out = []
         for support in supports:
             n = len(support.sentences)
@@ -222,13 +229,21 @@ class RagasContextPrecision(_RagVerdictMetric):
             verdicts=[by_index[i].model_dump() for i in range(1, n + 1) if i in by_index],
         )
 
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        sims = context_similarity(
-            res,
-            [s.query or "" for s in samples],
-            [s.contexts or [] for s in samples],
-            [s.expected for s in samples],
+    def estimate_plan(self, sample: Sample) -> list[Ask]:
+        return embed_asks(
+            context_similarity_texts(
+                [sample.query or ""], [sample.contexts or []], [sample.expected]
+            )
         )
+
+    def estimate(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
+        questions = [s.query or "" for s in samples]
+        contexts = [s.contexts or [] for s in samples]
+        references = [s.expected for s in samples]
+        vectors = answers.vectors(context_similarity_texts(questions, contexts, references))
+        sims = context_similarity(vectors, questions, contexts, references)
         out = []
         for per in sims:
             flags = [x >= CONTEXT_RELEVANCE_THRESHOLD for x in per]
@@ -302,7 +317,7 @@ class RagasAnswerRelevance(JudgedMetric):
     def _questions(reply: JudgeReply[Any]) -> list[str]:
         return [q.strip() for q in reply.output.questions if q and q.strip()][:3]
 
-    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+    def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         first = judge_ask(ANSWER_QUESTIONS, answer=sample.response)
         question = embed_ask(sample.query or "")
         reply = answers.get(first)
@@ -318,7 +333,7 @@ class RagasAnswerRelevance(JudgedMetric):
         return [first, question, *(embed_ask(g) for g in generated)]
 
     def reduce(self, sample: Sample, answers: Answers) -> MetricResult:
-        first, *rest = self.plan(sample, answers)
+        first, *rest = self.judge_plan(sample, answers)
         questions = self._questions(answers.reply(first))
         if not questions:
             direct = answers.reply(rest[0])
@@ -341,8 +356,13 @@ class RagasAnswerRelevance(JudgedMetric):
             similarities=[round(s, 4) for s in sims],
         )
 
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        return relevance_estimates(self, samples, res)
+    def estimate_plan(self, sample: Sample) -> list[Ask]:
+        return relevance_plan(sample)
+
+    def estimate(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
+        return relevance_estimates(self, samples, answers, res)
 
 
 @register
@@ -405,7 +425,9 @@ class RagasScore(JudgedMetric):
         # inside the engine's `answered` block: the members find every answer there
         return self._composite(samples, res)
 
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+    def estimate(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
         return self._composite(samples, res)
 
     def _composite(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:

@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from assay.engine import Answers, Ask, judge_ask
-from assay.judge.estimators import reference_agreement, sentence_support, uncertainty_phrase
+from assay.judge.agreement import Agreement, reference_agreement, reference_agreement_texts
+from assay.judge.estimators import sentence_support, sentence_support_texts, uncertainty_phrase
 from assay.metric import Source
-from assay.metrics.judged.base import AGREEMENT_NEEDS, JudgedMetric
+from assay.metrics.judged.base import AGREEMENT_NEEDS, JudgedMetric, embed_asks
 from assay.metrics.judged.formulas import FACTUAL_ACCURACY_WEIGHTS, factual_grade
 from assay.metrics.judged.shared_prompts import REFERENCE_VERDICTS
 from assay.registry import register
@@ -29,6 +30,33 @@ def _reference_ask(sample: Sample) -> Ask:
         reference_answer=sample.expected,
         answer=sample.response,
     )
+
+
+def _triple(sample: Sample) -> tuple[str | None, str, str]:
+    """What the local reference agreement of ``sample`` compares: question, answer,
+    reference."""
+    return sample.query, sample.response or "", sample.expected or ""
+
+
+def _agreement_plan(sample: Sample) -> list[Ask]:
+    """The embed asks of the local reference agreement of ``sample``."""
+    question, answer, reference = _triple(sample)
+    return embed_asks(reference_agreement_texts([question], [answer], [reference]))
+
+
+def _agreements(samples: Sequence[Sample], answers: Answers, res: Resources) -> list[Agreement]:
+    """The local reference agreement of each sample, from the vectors of `_agreement_plan`,
+    computed once per (question, answer, reference) in a chunk: kept in the answers' memo,
+    so factual accuracy and answer classification scored together share it."""
+    memo = answers.memo("reference_agreement")
+    triples = [_triple(s) for s in samples]
+    todo = [t for t in dict.fromkeys(triples) if t not in memo]
+    if todo:
+        questions, said, references = ([t[i] for t in todo] for i in range(3))
+        vectors = answers.vectors(reference_agreement_texts(questions, said, references))  # type: ignore[arg-type]
+        found = reference_agreement(res, vectors, questions, said, references)  # type: ignore[arg-type]
+        memo.update(zip(todo, found, strict=True))
+    return [memo[t] for t in triples]
 
 
 @register
@@ -66,7 +94,7 @@ class FactualAccuracy(JudgedMetric):
     estimator = "agreement_head+coverage"
     components = ("correctness", "completeness", "consistency")
 
-    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+    def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return [_reference_ask(sample)]
 
     def reduce(self, sample: Sample, answers: Answers) -> MetricResult:
@@ -93,17 +121,21 @@ class FactualAccuracy(JudgedMetric):
             },
         )
 
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        agreements = reference_agreement(
-            res,
-            [s.query for s in samples],
-            [s.response or "" for s in samples],
-            [s.expected or "" for s in samples],
-        )
+    def estimate_plan(self, sample: Sample) -> list[Ask]:
+        coverage = sentence_support_texts([sample.expected or ""], [[sample.response or ""]])
+        return [*_agreement_plan(sample), *embed_asks(coverage)]
+
+    def estimate(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
+        agreements = _agreements(samples, answers, res)
+        references = [s.expected or "" for s in samples]
+        responses = [[s.response or ""] for s in samples]
         coverage = sentence_support(
             res,
-            [s.expected or "" for s in samples],
-            [[s.response or ""] for s in samples],
+            answers.vectors(sentence_support_texts(references, responses)),
+            references,
+            responses,
             use_anchors=False,
             use_head=False,  # the head is trained on answers against contexts, not this
         )
@@ -179,7 +211,7 @@ class AnswerClassification(JudgedMetric):
     estimator = "agreement_head"
     components = ("agreement",)
 
-    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+    def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         if uncertainty_phrase(sample.response or ""):
             return []  # DON'T KNOW by the pattern: no judge call
         return [_reference_ask(sample)]
@@ -201,13 +233,13 @@ class AnswerClassification(JudgedMetric):
             judge_reason=verdict.reason,
         )
 
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        agreements = reference_agreement(
-            res,
-            [s.query for s in samples],
-            [s.response or "" for s in samples],
-            [s.expected or "" for s in samples],
-        )
+    def estimate_plan(self, sample: Sample) -> list[Ask]:
+        return _agreement_plan(sample)
+
+    def estimate(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
+        agreements = _agreements(samples, answers, res)
         out = []
         for sample, agreement in zip(samples, agreements, strict=True):
             phrase = uncertainty_phrase(sample.response or "")

@@ -17,13 +17,16 @@ from typing import Any
 from assay.engine import Answers, Ask
 from assay.judge.estimators import (
     context_similarity,
+    context_similarity_texts,
     question_answer_cosine,
+    question_answer_texts,
     sentence_support,
+    sentence_support_texts,
     uncertainty_phrase,
 )
 from assay.judge.prompts import RELEVANCE
 from assay.metric import Source
-from assay.metrics.judged.base import SUPPORT_NEEDS, JudgedMetric, RubricScore
+from assay.metrics.judged.base import SUPPORT_NEEDS, JudgedMetric, RubricScore, embed_asks
 from assay.metrics.judged.formulas import weighted_correctness
 from assay.metrics.judged.shared_prompts import GROUNDING
 from assay.registry import register
@@ -38,6 +41,7 @@ __all__ = [
     "Hallucination",
     "JudgedRelevance",
     "relevance_estimates",
+    "relevance_plan",
 ]
 
 
@@ -65,16 +69,29 @@ class JudgedRelevance(RubricScore):
     prompt = RELEVANCE
     fields = ("query", "response")
 
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        return relevance_estimates(self, samples, res)
+    def estimate_plan(self, sample: Sample) -> list[Ask]:
+        return relevance_plan(sample)
+
+    def estimate(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
+        return relevance_estimates(self, samples, answers, res)
+
+
+def relevance_plan(sample: Sample) -> list[Ask]:
+    """The embed asks of the ``question_answer_cosine`` estimator: query and response."""
+    return embed_asks(question_answer_texts([sample.query or ""], [sample.response or ""]))
 
 
 def relevance_estimates(
-    metric: JudgedMetric, samples: Sequence[Sample], res: Resources
+    metric: JudgedMetric, samples: Sequence[Sample], answers: Answers, res: Resources
 ) -> list[MetricResult]:
-    cosines = question_answer_cosine(
-        res, [s.query or "" for s in samples], [s.response or "" for s in samples]
-    )
+    """The ``question_answer_cosine`` results of ``samples`` (0 for a non-committal
+    answer), from the vectors of `relevance_plan`."""
+    questions = [s.query or "" for s in samples]
+    responses = [s.response or "" for s in samples]
+    vectors = answers.vectors(question_answer_texts(questions, responses))
+    cosines = question_answer_cosine(vectors, questions, responses)
     out = []
     for sample, cosine in zip(samples, cosines, strict=True):
         phrase = uncertainty_phrase(sample.response or "")
@@ -88,10 +105,14 @@ class _SupportBased(RubricScore):
 
     needs = SUPPORT_NEEDS
 
-    def _supports(self, samples: Sequence[Sample], res: Resources) -> list[Any]:
-        return sentence_support(
-            res, [s.response or "" for s in samples], [s.contexts or [] for s in samples]
-        )
+    def estimate_plan(self, sample: Sample) -> list[Ask]:
+        return embed_asks(sentence_support_texts([sample.response or ""], [sample.contexts or []]))
+
+    def _supports(self, samples: Sequence[Sample], answers: Answers, res: Resources) -> list[Any]:
+        texts = [s.response or "" for s in samples]
+        evidence = [s.contexts or [] for s in samples]
+        vectors = answers.vectors(sentence_support_texts(texts, evidence))
+        return sentence_support(res, vectors, texts, evidence)
 
 
 @register
@@ -132,10 +153,12 @@ class Faithfulness(_SupportBased):
     fields = ("query", "contexts", "response")
     key = "faithfulness"
 
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+    def estimate(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
         return [
             self.local(s.score, res, estimator=s.estimator, **s.details())
-            for s in self._supports(samples, res)
+            for s in self._supports(samples, answers, res)
         ]
 
 
@@ -165,7 +188,9 @@ class Hallucination(_SupportBased):
     fields = ("query", "contexts", "response")
     key = "hallucination"
 
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+    def estimate(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
         return [
             self.local(
                 1.0 - s.score,
@@ -174,7 +199,7 @@ class Hallucination(_SupportBased):
                 support=round(s.score, 4),
                 **s.details(),
             )
-            for s in self._supports(samples, res)
+            for s in self._supports(samples, answers, res)
         ]
 
 
@@ -202,10 +227,16 @@ class ContextualRelevance(RubricScore):
     fields = ("query", "contexts", "response")
     key = "contextual_relevance"
 
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        sims = context_similarity(
-            res, [s.query or "" for s in samples], [s.contexts or [] for s in samples]
-        )
+    def estimate_plan(self, sample: Sample) -> list[Ask]:
+        return embed_asks(context_similarity_texts([sample.query or ""], [sample.contexts or []]))
+
+    def estimate(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
+        questions = [s.query or "" for s in samples]
+        contexts = [s.contexts or [] for s in samples]
+        vectors = answers.vectors(context_similarity_texts(questions, contexts))
+        sims = context_similarity(vectors, questions, contexts)
         return [
             self.local(max(per) if per else 0.0, res, per_context=[round(x, 4) for x in per])
             for per in sims
@@ -255,8 +286,11 @@ class AnswerCorrectness(JudgedMetric):
     def _weights(self, res: Resources) -> dict[str, float]:
         return self.weights or dict(res.config.answer_correctness_weights)
 
-    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+    def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return [JudgedRelevance().ask(sample), Faithfulness().ask(sample)]
+
+    def estimate_plan(self, sample: Sample) -> list[Ask]:
+        return [*JudgedRelevance().estimate_plan(sample), *Faithfulness().estimate_plan(sample)]
 
     def _combine(
         self,
@@ -298,7 +332,9 @@ class AnswerCorrectness(JudgedMetric):
             for s in samples
         ]
 
-    def estimate(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        rels = JudgedRelevance().estimate(samples, res)
-        faiths = Faithfulness().estimate(samples, res)
+    def estimate(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
+        rels = JudgedRelevance().estimate(samples, answers, res)
+        faiths = Faithfulness().estimate(samples, answers, res)
         return [self._combine(r, f, res, None) for r, f in zip(rels, faiths, strict=True)]
