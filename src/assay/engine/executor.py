@@ -6,12 +6,13 @@ two samples), runs what is left in one round, and repeats while the answers make
 asks appear (follow-ups), at most `MAX_ROUNDS` times. Judge asks go through the run's
 `JudgeClient`, which keeps its own per-run memo, persistent cache, bounded concurrency,
 retries and structured-output probe: a cached question costs no call. The model asks
-(`MODEL_KINDS`; ``embed``: one call to the run's embedder for all distinct texts of the
-round, its cache in front, the rest sent to the model sorted by length; ``bertscore``:
-one call of the BERTScore model for all distinct pairs, each text embedded once,
-longest first) run in a thread
-while the judge asks of the same round are in flight: the first round loads the model
-(and embeds what is known up front, e.g. the questions) during the judge's latency.
+(`MODEL_KINDS`, one kind after the other; ``embed``: one call to the run's embedder for
+all distinct texts of the round, its cache in front, the rest sent to the model sorted
+by length; ``bertscore``: one call of the BERTScore model for all distinct pairs, each
+text embedded once, longest first) run in a thread while the judge asks of the same
+round are in flight: the first round loads the models (and embeds what is known up
+front, e.g. the questions) during the judge's latency. A round without judge asks runs
+its model asks in the calling thread.
 
 The judge is looked up only for metrics that declare it (``needs``); without one the
 answers' ``model`` is None and the metrics plan model asks only (the judged metrics,
