@@ -1,4 +1,5 @@
-"""Samples/s and peak memory of the offline suites on 1,000 generated short-answer samples.
+"""Samples/s and peak memory of the offline suites on 1,000 generated short-answer samples
+(the ``rag`` configuration: RAG samples with 3 contexts of about 150 words).
 
 Each configuration runs in its own process (so peak RSS is its own) with a fresh, empty
 embedding cache: embeddings are really computed. "After warm-up" = models loaded and one
@@ -7,6 +8,7 @@ seen during warm-up.
 
     python benchmarks/throughput.py            # all configurations
     python benchmarks/throughput.py lexical    # one configuration (names: see CONFIGS)
+    python benchmarks/throughput.py rag --samples 300   # fewer samples
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ CONFIGS = {
     "bertscore": {"metrics": ["bertscore"]},
     "base": {"suites": ["base"]},
     "semantic": {"suites": ["semantic"]},
+    "rag": {"suites": ["rag"], "samples": "rag"},
 }
 
 SUBJECTS = [
@@ -83,6 +86,33 @@ def make_samples(n: int, seed: int) -> list[dict]:
     return rows
 
 
+def make_rag_samples(n: int, seed: int) -> list[dict]:
+    """RAG samples as the rag suite's speed budget states them: 3 contexts of about 150
+    words (10 sentences of 15 words each), a 2-sentence answer (one sentence taken from a
+    context, one not) and a reference. Every sentence carries its sample's numbers, so no
+    text repeats across samples (the embedding cache cannot make the run cheaper)."""
+    rng = random.Random(seed)
+
+    def sentence(i: int, k: int) -> str:
+        s, v, o = rng.choice(SUBJECTS), rng.choice(VERBS), rng.choice(OBJECTS)
+        return f"In region {seed}-{i}-{k}, {s} {v} {o} for customers of plan {i * 31 + k}."
+
+    rows = []
+    for i in range(n):
+        contexts = [" ".join(sentence(i, 10 * c + k) for k in range(10)) for c in range(3)]
+        first = contexts[rng.randrange(3)].split(". ")[rng.randrange(9)] + "."
+        rows.append(
+            {
+                "id": f"{seed}-{i}",
+                "query": f"Question {i}: what does plan {i * 31} include?",
+                "response": f"{first} It also includes {rng.choice(OBJECTS)} at no cost.",
+                "expected": sentence(i, 99),
+                "contexts": contexts,
+            }
+        )
+    return rows
+
+
 def run_one(name: str, n: int = 1000) -> dict:
     from assay.config import AssayConfig
     from assay.registry import resolve_metrics
@@ -95,8 +125,9 @@ def run_one(name: str, n: int = 1000) -> dict:
         metrics = [m for m in metrics if spec["exclude_needs"] not in m.needs]
     with tempfile.TemporaryDirectory() as cache:
         res = Resources(AssayConfig(cache_dir=cache))
-        evaluate(make_samples(32, seed=1), metrics=metrics, resources=res)  # warm-up
-        samples = make_samples(n, seed=2)
+        make = make_rag_samples if spec.get("samples") == "rag" else make_samples
+        evaluate(make(32, seed=1), metrics=metrics, resources=res)  # warm-up
+        samples = make(n, seed=2)
         start = time.perf_counter()
         run = evaluate(samples, metrics=metrics, resources=res)
         seconds = time.perf_counter() - start
@@ -126,8 +157,13 @@ def _model_work(res: object) -> str:
 
 
 def main(argv: list[str]) -> None:
+    n = 1000
+    if "--samples" in argv:
+        at = argv.index("--samples")
+        n = int(argv[at + 1])
+        argv = argv[:at] + argv[at + 2 :]
     if len(argv) >= 2 and argv[0] == "--one":
-        print(json.dumps(run_one(argv[1])))
+        print(json.dumps(run_one(argv[1], n)))
         return
     names = argv or list(CONFIGS)
     print(
@@ -136,7 +172,7 @@ def main(argv: list[str]) -> None:
     )
     for name in names:
         out = subprocess.run(
-            [sys.executable, __file__, "--one", name],
+            [sys.executable, __file__, "--one", name, "--samples", str(n)],
             capture_output=True,
             text=True,
             check=True,

@@ -5,17 +5,20 @@ plain numbers plus the evidence they came from. They are *estimators*: cheaper,
 weaker stand-ins for a judge, named in each result's ``details["estimator"]``:
 
 - `sentence_support` ("sentence_support"): how well each sentence of a text is supported
-  by evidence passages: the mean of its best embedding cosine against the evidence
-  sentences and the share of its content words found in the evidence, scaled by the
+  by evidence passages: the mean of its best embedding cosine against the passages and
+  the `EMBEDDED_SENTENCES` (1) passage sentence sharing the most words with it (not every
+  sentence of a long context: that costs more embeddings than it tells) and the share of
+  its content words found in the evidence, scaled by the
   share of its anchors (numbers, dates, entities, asserted subject-verb-object claims,
   from `assay.text.anchors`) the evidence supports. Faithfulness, hallucination and
   context recall use it. Measured on BEGIN (Wizard-of-Wikipedia dev, 430 responses):
   AUROC 0.92 for "fully attributable" vs not (benchmarks/validity.py).
   Where the run's embedder is the one the learned support head was trained with, the
-  score is the head's calibrated probability instead ("support_head",
+  score is the head's calibrated probability instead ("support_head"; spaCy's anchors
+  are not checked: the head reads none, and the text's new names and numbers are listed;
   `assay.models.support_head`: a logistic model over the sentence rows above plus copy,
   new-word, new-bigram, name and number features; nested grouped CV AUROC BEGIN 0.926,
-  QAGS CNN/DM 0.840 against 0.917 and 0.762 for the graded score).
+  QAGS CNN/DM 0.839 against 0.917 and 0.775 for the graded score).
   Weaknesses: it rewards copying; a fluent paraphrase with few shared words scores
   lower than it should; a sentence can share every word with the context and still
   invert its meaning (the anchors catch negated claims and wrong numbers, not swapped
@@ -24,7 +27,8 @@ weaker stand-ins for a judge, named in each result's ``details["estimator"]``:
   answer with a reference answer; in `assay.judge.agreement`.
 - `context_similarity` ("context_similarity"): how relevant each context is to the
   question (and reference answer, when given): the best cosine of the question (or the
-  reference) with the context or any of its sentences. Weakness: topical similarity,
+  reference) with the context or its `CONTEXT_SENTENCES` (1) sentence sharing the most
+  words with the question (or reference). Weakness: topical similarity,
   not usefulness: a passage on the right subject without the needed fact passes.
 - `question_answer_cosine`: cosine of question and answer; 0 for a non-committal
   answer. Weakness: an answer that restates the question scores high without answering.
@@ -46,7 +50,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from assay.models.support_head import FEATURES, support_features
+from assay.models.support_head import (
+    FEATURES,
+    closest_sentences,
+    new_terms,
+    support_features,
+)
 from assay.text.tokenize import content_words, sentences, words
 
 if TYPE_CHECKING:
@@ -54,6 +63,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTEXT_RELEVANCE_THRESHOLD",
+    "CONTEXT_SENTENCES",
+    "EMBEDDED_SENTENCES",
     "SUPPORT_THRESHOLD",
     "UNCERTAINTY_PHRASES",
     "Support",
@@ -129,9 +140,11 @@ class Support:
         estimator: which of the two ``score`` is.
         graded: the graded support (either way).
         head_features: the head's features by name (None without the head).
+        new_terms: with the head, the text's names and numbers the evidence lacks (the
+            anchors are checked only for the graded support: the head reads none).
         sentences: per sentence: text, semantic (best cosine), lexical (word share),
             support (their mean), supported (support >= threshold and no unsupported
-            anchor in it).
+            anchor in it; with the head: no name or number the evidence lacks).
         anchors, anchors_supported: anchor counts (None when spaCy was unavailable).
         unsupported_anchors: the anchors the evidence does not support.
     """
@@ -144,6 +157,7 @@ class Support:
     estimator: str = "sentence_support"
     graded: float | None = None
     head_features: dict[str, float] | None = None
+    new_terms: list[str] | None = None
 
     @property
     def supported_sentences(self) -> int:
@@ -153,7 +167,11 @@ class Support:
         head = (
             {}
             if self.head_features is None
-            else {"graded_support": self.graded, "head_features": self.head_features}
+            else {
+                "graded_support": self.graded,
+                "head_features": self.head_features,
+                "new_terms": self.new_terms,
+            }
         )
         return {
             **head,
@@ -189,19 +207,41 @@ def _anchor_checks(
     return out
 
 
-def _evidence_units(passages: Sequence[str]) -> list[str]:
-    """The passages' sentences and the passages themselves (the units a sentence is
-    compared with)."""
-    return [u for p in passages if p and p.strip() for u in (*sentence_units(p), p.strip())]
+def _closest_units(probes: Sequence[str], passages: Sequence[str], k: int) -> list[str]:
+    """The sentences of ``passages`` among the ``k`` sharing the most words with any of the
+    ``probes`` (`closest_sentences`), in passage order."""
+    candidates = [s for p in passages for s in sentence_units(p)]
+    tokens = [words(c) for c in candidates]
+    chosen = {j for probe in probes for j in closest_sentences(words(probe), tokens, k)}
+    return [candidates[j] for j in sorted(chosen)]
+
+
+#: passage sentences a text sentence is compared with by cosine (those sharing the most
+#: words with it); the support head's copy features read `LOCAL_SENTENCES` of them
+EMBEDDED_SENTENCES = 1
+
+
+def _evidence_units(text: str, passages: Sequence[str]) -> list[str]:
+    """The units the sentences of ``text`` are compared with: the passages themselves
+    and, for each sentence, the `EMBEDDED_SENTENCES` passage sentence(s) sharing the most
+    words with it. Embedding every sentence of long contexts costs more than it tells: the
+    sentence that supports a claim shares its words."""
+    kept = [p.strip() for p in passages if p and p.strip()]
+    closest = _closest_units(sentence_units(text), kept, EMBEDDED_SENTENCES)
+    return distinct_texts([*kept, *closest])
 
 
 def sentence_support_texts(texts: Sequence[str], evidence: Sequence[Sequence[str]]) -> list[str]:
-    """The texts `sentence_support` compares: the sentences of ``texts`` and the evidence
-    units."""
+    """The texts `sentence_support` compares: the sentences of ``texts`` and their
+    evidence units."""
     return distinct_texts(
         [
             *(s for t in texts for s in sentence_units(t)),
-            *(u for passages in evidence for u in _evidence_units(passages)),
+            *(
+                u
+                for t, passages in zip(texts, evidence, strict=True)
+                for u in _evidence_units(t, passages)
+            ),
         ]
     )
 
@@ -223,11 +263,12 @@ def sentence_support(
     if len(texts) != len(evidence):
         raise ValueError(f"{len(texts)} texts but {len(evidence)} evidence lists")
     text_sents = [sentence_units(t) for t in texts]
-    ev_units = [_evidence_units(passages) for passages in evidence]
-    checks = _anchor_checks(res, texts, evidence) if use_anchors else None
+    ev_units = [_evidence_units(t, p) for t, p in zip(texts, evidence, strict=True)]
     head = res.support_head if use_head else None
     if head is not None and not head.fits(res.embedder.name):
         head = None
+    # the head reads no anchor: spaCy parses the evidence only for the graded support
+    checks = _anchor_checks(res, texts, evidence) if use_anchors and head is None else None
     out: list[Support] = []
     for i, sents in enumerate(text_sents):
         units = [u for u in ev_units[i] if u in vectors]
@@ -246,7 +287,10 @@ def sentence_support(
             cw = set(content_words(sent))
             lexical = len(cw & ev_words) / len(cw) if cw else 1.0
             support = (semantic + lexical) / 2
-            has_bad = any(b and (b in sent or sent in b) for b in bad_sentences)
+            if head is None:  # an anchor the evidence does not support
+                has_bad = any(b and (b in sent or sent in b) for b in bad_sentences)
+            else:  # a name or number the evidence lacks
+                has_bad = bool(new_terms(sent, evidence[i]))
             rows.append(
                 {
                     "text": sent,
@@ -263,16 +307,18 @@ def sentence_support(
             n_anchors, n_ok = len(anchors), sum(flags)
             factor = 0.5 + 0.5 * (n_ok / n_anchors) if n_anchors else 1.0
         graded = float(np.clip(mean_support * factor, 0.0, 1.0))
-        features = None
+        features, terms = None, None
         if head is not None:
             values = support_features(texts[i], evidence[i], rows)
             features = dict(zip(FEATURES, (round(float(v), 4) for v in values), strict=True))
+            terms = new_terms(texts[i], evidence[i])
         out.append(
             Support(
                 score=graded if head is None else float(head.probability(values)[0]),
                 estimator="sentence_support" if head is None else "support_head",
                 graded=graded,
                 head_features=features,
+                new_terms=terms,
                 sentences=rows,
                 anchors=n_anchors,
                 anchors_supported=n_ok,
@@ -287,9 +333,22 @@ def sentence_support(
 # ---- contexts and questions ----------------------------------------------------------------
 
 
-def _context_units(contexts: Sequence[Sequence[str]]) -> list[list[list[str]]]:
-    """Per sample, per context: the context and its sentences."""
-    return [[[c.strip(), *sentence_units(c)] for c in ctxs] for ctxs in contexts]
+#: sentences of a context compared with the question (those sharing the most words with it)
+CONTEXT_SENTENCES = 1
+
+
+def _context_units(
+    contexts: Sequence[Sequence[str]], probes: Sequence[Sequence[str | None]]
+) -> list[list[list[str]]]:
+    """Per sample, per context: the context and its `CONTEXT_SENTENCES` sentences sharing
+    the most words with the sample's probes (question, reference)."""
+    return [
+        [
+            [c.strip(), *_closest_units([p for p in probe if p], [c], CONTEXT_SENTENCES)]
+            for c in ctxs
+        ]
+        for ctxs, probe in zip(contexts, probes, strict=True)
+    ]
 
 
 def context_similarity_texts(
@@ -298,8 +357,9 @@ def context_similarity_texts(
     references: Sequence[str | None] | None = None,
 ) -> list[str]:
     """The texts `context_similarity` compares: questions, references, the contexts and
-    their sentences."""
-    units = _context_units(contexts)
+    their sentences closest to the question or reference."""
+    refs = list(references) if references is not None else [None] * len(questions)
+    units = _context_units(contexts, list(zip(questions, refs, strict=True)))
     return distinct_texts(
         [
             *questions,
@@ -316,10 +376,10 @@ def context_similarity(
     references: Sequence[str | None] | None = None,
 ) -> list[list[float]]:
     """Per context, the best cosine of the question (or the reference, when given) with
-    the context or any of its sentences, clipped to [0, 1], from the ``vectors`` of
-    `context_similarity_texts`."""
+    the context or one of its `CONTEXT_SENTENCES` sentences sharing the most words with
+    them, clipped to [0, 1], from the ``vectors`` of `context_similarity_texts`."""
     refs = list(references) if references is not None else [None] * len(questions)
-    units = _context_units(contexts)
+    units = _context_units(contexts, list(zip(questions, refs, strict=True)))
     out = []
     for question, reference, per in zip(questions, refs, units, strict=True):
         probes = [vectors[t] for t in (question, reference) if t and t in vectors]

@@ -45,7 +45,15 @@ import numpy as np
 from assay.models.logistic_head import LogisticHead
 from assay.text.tokenize import content_words, sentences, words
 
-__all__ = ["FEATURES", "HEAD_FILE", "LOCAL_SENTENCES", "SupportHead", "support_features"]
+__all__ = [
+    "FEATURES",
+    "HEAD_FILE",
+    "LOCAL_SENTENCES",
+    "SupportHead",
+    "closest_sentences",
+    "new_terms",
+    "support_features",
+]
 
 #: the shipped weights, inside the package
 HEAD_FILE = "support_head.npz"
@@ -96,10 +104,21 @@ def longest_common_subsequence(a: Sequence[str], b: Sequence[str]) -> int:
     return previous[-1]
 
 
+def closest_sentences(
+    tokens: Sequence[str], evidence_sentences: Sequence[Sequence[str]], k: int = LOCAL_SENTENCES
+) -> list[int]:
+    """Indices of the ``k`` evidence sentences (word lists) sharing the most distinct words
+    with ``tokens``, most first (ties: the earlier sentence first)."""
+    own = set(tokens)
+    order = sorted(
+        range(len(evidence_sentences)), key=lambda j: -len(own & set(evidence_sentences[j]))
+    )
+    return order[:k]
+
+
 def _local(sentence_words: list[str], evidence_sentences: list[list[str]]) -> list[float]:
     """copy, local novel bigrams, local novel words of one sentence (see the module doc)."""
-    own = set(sentence_words)
-    ranked = sorted(evidence_sentences, key=lambda ev: -len(own & set(ev)))[:LOCAL_SENTENCES]
+    ranked = [evidence_sentences[j] for j in closest_sentences(sentence_words, evidence_sentences)]
     copy = max((longest_common_subsequence(sentence_words, ev) for ev in ranked), default=0)
     local_words = [w for ev in ranked for w in ev]
     content = set(content_words(" ".join(sentence_words)))
@@ -108,6 +127,27 @@ def _local(sentence_words: list[str], evidence_sentences: list[list[str]]) -> li
         _share_absent(_bigrams(sentence_words), _bigrams(local_words)),
         _share_absent(content, set(local_words)),
     ]
+
+
+def _names(text: str) -> set[str]:
+    """Lower-cased capitalised words of ``text`` that do not start a sentence."""
+    return {
+        m.group(0).lower()
+        for s in sentences(text) or [text]
+        for m in _NAME.finditer(s)
+        if m.start() > 0
+    }
+
+
+def new_terms(text: str, evidence: Sequence[str]) -> list[str]:
+    """The names (capitalised words not starting a sentence) and numbers of ``text`` that
+    the ``evidence`` passages do not contain: the terms behind the ``novel_names`` and
+    ``novel_numbers`` features, for a result's evidence."""
+    joined = " ".join(p for p in evidence if p)
+    present = set(words(joined))
+    names = sorted(n for n in _names(text) if n not in present)
+    numbers = sorted(set(_NUMBER.findall(text)) - set(_NUMBER.findall(joined)))
+    return names + numbers
 
 
 def support_features(
@@ -128,12 +168,7 @@ def support_features(
     )
     semantic = [float(r["semantic"]) for r in rows] or [1.0]
     lexical = [float(r["lexical"]) for r in rows] or [1.0]
-    names = {
-        m.group(0).lower()
-        for s in sentences(text) or [text]
-        for m in _NAME.finditer(s)
-        if m.start() > 0
-    }
+    names = _names(text)
     numbers = set(_NUMBER.findall(text)) - set(_NUMBER.findall(" ".join(passages)))
     return np.array(
         [

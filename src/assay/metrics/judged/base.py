@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 from assay.engine import Answers, Ask, answered, embed_ask, execute, judge_ask
+from assay.judge.estimators import Support, sentence_support, sentence_support_texts
 from assay.judge.prompts import Prompt
 from assay.judge.verdicts import ScoreVerdict
 from assay.metric import Metric
@@ -43,12 +44,31 @@ __all__ = [
     "embedder_name",
     "rag_values",
     "score_details",
+    "shared_supports",
 ]
 
 
 def embed_asks(texts: Iterable[str]) -> list[Ask]:
     """The embed asks of ``texts`` (an estimator's texts, e.g. `sentence_support_texts`)."""
     return [embed_ask(text) for text in texts]
+
+
+def shared_supports(
+    answers: Answers, res: Resources, texts: Sequence[str], evidence: Sequence[Sequence[str]]
+) -> list[Support]:
+    """`sentence_support` of each ``texts[i]`` by ``evidence[i]``, from the vectors of
+    `sentence_support_texts`, computed once per (text, evidence) in a chunk: kept in the
+    answers' memo, so faithfulness, hallucination, ragas_faithfulness and the composites
+    scored together share it (and its spaCy parse)."""
+    memo = answers.memo("sentence_support")
+    keys = [(t, tuple(e)) for t, e in zip(texts, evidence, strict=True)]
+    todo = [k for k in dict.fromkeys(keys) if k not in memo]
+    if todo:
+        todo_texts, todo_evidence = [k[0] for k in todo], [list(k[1]) for k in todo]
+        vectors = answers.vectors(sentence_support_texts(todo_texts, todo_evidence))
+        found = sentence_support(res, vectors, todo_texts, todo_evidence)
+        memo.update(zip(todo, found, strict=True))
+    return [memo[k] for k in keys]
 
 
 def rag_values(sample: Sample) -> dict[str, Any]:

@@ -23,7 +23,6 @@ from assay.judge.estimators import (
     SUPPORT_THRESHOLD,
     context_similarity,
     context_similarity_texts,
-    sentence_support,
     sentence_support_texts,
 )
 from assay.judge.prompts import (
@@ -33,7 +32,13 @@ from assay.judge.prompts import (
     RagVerdicts,
 )
 from assay.metric import Source
-from assay.metrics.judged.base import SUPPORT_NEEDS, JudgedMetric, embed_asks, rag_values
+from assay.metrics.judged.base import (
+    SUPPORT_NEEDS,
+    JudgedMetric,
+    embed_asks,
+    rag_values,
+    shared_supports,
+)
 from assay.metrics.judged.formulas import (
     RAGAS_WEIGHTS,
     average_precision,
@@ -131,9 +136,7 @@ class _SupportedShare(_RagVerdictMetric):
         self, samples: Sequence[Sample], answers: Answers, res: Resources
     ) -> list[MetricResult]:
         texts = [getattr(s, self.checked_field) or "" for s in samples]
-        evidence = [s.contexts or [] for s in samples]
-        vectors = answers.vectors(sentence_support_texts(texts, evidence))
-        supports = sentence_support(res, vectors, texts, evidence)
+        supports = shared_supports(answers, res, texts, [s.contexts or [] for s in samples])
         out = []
         for support in supports:
             n = len(support.sentences)
@@ -203,9 +206,9 @@ class RagasContextPrecision(_RagVerdictMetric):
     contexts. Range 0..1 (the specification: 0-100), higher is better. Evidence: each context's
     verdict, 0-100 relevance score and reasoning.
     Local estimator ``context_similarity``: a context is relevant when its best cosine
-    with the question or the reference (over the context and its sentences) is at least
-    0.5. Weaknesses: binary verdicts hide near misses; the estimator judges topic, not
-    whether the needed fact is present.
+    with the question or the reference (over the context and its sentence sharing the
+    most words with each) is at least 0.5. Weaknesses: binary verdicts hide near misses;
+    the estimator judges topic, not whether the needed fact is present.
     """
 
     name = "ragas_context_precision"

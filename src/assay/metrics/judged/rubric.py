@@ -20,13 +20,18 @@ from assay.judge.estimators import (
     context_similarity_texts,
     question_answer_cosine,
     question_answer_texts,
-    sentence_support,
     sentence_support_texts,
     uncertainty_phrase,
 )
 from assay.judge.prompts import RELEVANCE
 from assay.metric import Source
-from assay.metrics.judged.base import SUPPORT_NEEDS, JudgedMetric, RubricScore, embed_asks
+from assay.metrics.judged.base import (
+    SUPPORT_NEEDS,
+    JudgedMetric,
+    RubricScore,
+    embed_asks,
+    shared_supports,
+)
 from assay.metrics.judged.formulas import weighted_correctness
 from assay.metrics.judged.shared_prompts import GROUNDING
 from assay.registry import register
@@ -110,9 +115,7 @@ class _SupportBased(RubricScore):
 
     def _supports(self, samples: Sequence[Sample], answers: Answers, res: Resources) -> list[Any]:
         texts = [s.response or "" for s in samples]
-        evidence = [s.contexts or [] for s in samples]
-        vectors = answers.vectors(sentence_support_texts(texts, evidence))
-        return sentence_support(res, vectors, texts, evidence)
+        return shared_supports(answers, res, texts, [s.contexts or [] for s in samples])
 
 
 @register
@@ -130,8 +133,8 @@ class Faithfulness(_SupportBased):
     the response against the contexts: per-sentence best embedding cosine and content-word
     share, new words and bigrams, the longest common subsequence with the closest context
     sentences, new names and numbers; sigmoid-calibrated at an even prior; default
-    threshold 0.48). Nested grouped 5-fold CV AUROC on the dev sets it was trained on:
-    BEGIN 0.926, QAGS CNN/DM 0.840 (the graded support: 0.917, 0.762). With another
+    threshold 0.53). Nested grouped 5-fold CV AUROC on the dev sets it was trained on:
+    BEGIN 0.926, QAGS CNN/DM 0.839 (the graded support: 0.917, 0.775). With another
     embedder than the head's (USE multilingual v3) the estimator is ``sentence_support``,
     the graded support: per response sentence, the mean of its best embedding cosine
     against the context sentences and the share of its content words found in the
@@ -213,9 +216,9 @@ class ContextualRelevance(RubricScore):
     contains the information needed ... 0.0-0.3 = irrelevant), on [0, 1] as for
     ``judged_relevance``. Inputs: query, contexts. Range 0..1, higher is better. Local
     estimator ``context_similarity``: the best cosine of the query with any context or
-    context sentence, clipped to [0, 1] (per-context values in details). Weaknesses: topical
-    similarity, not usefulness: a passage about the right subject that lacks the needed fact
-    still scores high.
+    its sentence sharing the most words with the query, clipped to [0, 1] (per-context
+    values in details). Weaknesses: topical similarity, not usefulness: a passage about
+    the right subject that lacks the needed fact still scores high.
     """
 
     name = "contextual_relevance"
