@@ -44,6 +44,7 @@ here, through ``res.nlp``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -210,10 +211,18 @@ def _anchor_checks(
 def _closest_units(probes: Sequence[str], passages: Sequence[str], k: int) -> list[str]:
     """The sentences of ``passages`` among the ``k`` sharing the most words with any of the
     ``probes`` (`closest_sentences`), in passage order."""
+    return list(_closest_units_of(tuple(probes), tuple(passages), k))
+
+
+@functools.lru_cache(maxsize=8192)
+def _closest_units_of(
+    probes: tuple[str, ...], passages: tuple[str, ...], k: int
+) -> tuple[str, ...]:
+    """`_closest_units`, remembered: every metric planning the same sample asks again."""
     candidates = [s for p in passages for s in sentence_units(p)]
     tokens = [words(c) for c in candidates]
     chosen = {j for probe in probes for j in closest_sentences(words(probe), tokens, k)}
-    return [candidates[j] for j in sorted(chosen)]
+    return tuple(candidates[j] for j in sorted(chosen))
 
 
 #: passage sentences a text sentence is compared with by cosine (those sharing the most
