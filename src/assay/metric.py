@@ -286,21 +286,32 @@ class Metric:
             signature=self.signature(method, None),
         )
 
-    def failed(self, error: BaseException) -> MetricResult:
-        """The result of a sample the metric could not score: a field past an input limit
-        (reason ``input over a limit``, the error saying which and how to raise it) or a
-        failed computation."""
+    def failed(
+        self,
+        error: BaseException | str,
+        *,
+        reason: str | None = None,
+        method: str = "error",
+        model: str | None = None,
+    ) -> MetricResult:
+        """The result of a sample the metric could not score, with the error (an exception,
+        or the message of a part's error): a field past an input limit (reason ``input
+        over a limit``, the error saying which and how to raise it), a failed computation
+        (``computation failed``), or ``reason`` (e.g. "judge call failed", with the
+        ``method`` and ``model`` that failed)."""
         if isinstance(error, InputTooLarge):
-            reason, message = "input over a limit", str(error)
+            default, message = "input over a limit", str(error)
+        elif isinstance(error, BaseException):
+            default, message = "computation failed", f"{type(error).__name__}: {error}"
         else:
-            reason, message = "computation failed", f"{type(error).__name__}: {error}"
+            default, message = "computation failed", error
         return MetricResult(
             name=self.name,
             value=None,
-            method="error",
-            reason=reason,
+            method=method,
+            reason=reason or default,
             error=message,
-            signature=self.signature("error", None),
+            signature=self.signature(method, model),
         )
 
     def signature(self, method: str, model: str | None) -> str:

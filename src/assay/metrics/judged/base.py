@@ -144,14 +144,7 @@ class JudgedMetric(Metric):
             return self.judge_failed(exc, answers.model)
 
     def judge_failed(self, error: BaseException, model: str) -> MetricResult:
-        return MetricResult(
-            name=self.name,
-            value=None,
-            method="llm",
-            reason="judge call failed",
-            error=f"{type(error).__name__}: {error}",
-            signature=self.signature("llm", model),
-        )
+        return self.failed(error, reason="judge call failed", method="llm", model=model)
 
     def llm(
         self,

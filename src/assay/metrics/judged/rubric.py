@@ -307,14 +307,11 @@ class AnswerCorrectness(JudgedMetric):
         missing = {k: r for k, r in parts.items() if r.value is None}
         if missing:
             why = "; ".join(f"{k}: {r.error or r.reason}" for k, r in missing.items())
-            return MetricResult(
-                name=self.name,
-                value=None,
-                method="llm" if model else "local",
-                reason=f"needs both parts; unavailable {why}",
-                error=next((r.error for r in missing.values() if r.error), None),
-                signature=self.signature("llm" if model else "local", None),
-            )
+            method, reason = ("llm" if model else "local"), f"needs both parts; unavailable {why}"
+            error = next((r.error for r in missing.values() if r.error), None)
+            if error is None:
+                return self.na(reason, method=method)
+            return self.failed(error, reason=reason, method=method)
         value = weighted_correctness(relevance.value, faithfulness.value, weights)  # type: ignore[arg-type]
         components = {"relevance": relevance.value, "faithfulness": faithfulness.value}
         if model is not None:
