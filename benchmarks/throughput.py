@@ -9,6 +9,7 @@ seen during warm-up.
     python benchmarks/throughput.py            # all configurations
     python benchmarks/throughput.py lexical    # one configuration (names: see CONFIGS)
     python benchmarks/throughput.py rag --samples 300   # fewer samples
+    ASSAY_EMBEDDER=e5-small python benchmarks/throughput.py semantic   # another embedder
 """
 
 from __future__ import annotations
@@ -150,7 +151,8 @@ def _model_work(res: object) -> str:
     loaded = vars(res)
     parts = []
     if "embedder" in loaded:
-        parts.append(f"embedded {loaded['embedder'].calls}, cosines {loaded['embedder'].cosines}")
+        embedder = loaded["embedder"]
+        parts.append(f"{embedder.name}: embedded {embedder.calls}, cosines {embedder.cosines}")
     if "bertscorer" in loaded:
         parts.append(f"bertscore pairs {loaded['bertscorer'].calls}")
     return "; ".join(parts) or "-"

@@ -74,7 +74,7 @@ def test_disk_cache_serves_a_second_resources_without_model_calls(tmp_path) -> N
 
 
 def test_unknown_embedder_lists_the_choices() -> None:
-    with pytest.raises(ModelUnavailable, match="use-multilingual, minilm"):
+    with pytest.raises(ModelUnavailable, match="use-multilingual, e5-small, minilm"):
         make_embedder("word2vec")
 
 

@@ -158,7 +158,8 @@ class AssayConfig(BaseSettings):
         "use-multilingual",
         validation_alias=_env("ASSAY_EMBEDDER", "embedder"),
         description=(
-            "use-multilingual (default, offline), minilm (all-MiniLM-L6-v2, offline), "
+            "use-multilingual (default, offline), e5-small (multilingual-e5-small, 4-bit, "
+            "offline; extra e5), minilm (all-MiniLM-L6-v2, offline), "
             "sentence-transformers:PATH (a local model folder), or openai:MODEL "
             "(an OpenAI-compatible /v1/embeddings endpoint at embedding_base_url)."
         ),
@@ -313,12 +314,13 @@ class AssayConfig(BaseSettings):
     @field_validator("embedder")
     @classmethod
     def _known_embedder(cls, value: str) -> str:
-        plain = {"use-multilingual", "use", "usem3", "minilm", "all-MiniLM-L6-v2"}
+        plain = {"use-multilingual", "use", "usem3", "e5-small", "multilingual-e5-small"}
+        plain |= {"minilm", "all-MiniLM-L6-v2"}
         kind, sep, rest = value.partition(":")
         if value in plain or (sep and kind in {"sentence-transformers", "openai"} and rest):
             return value
         raise ValueError(
-            f"unknown embedder {value!r}: use use-multilingual, minilm, "
+            f"unknown embedder {value!r}: use use-multilingual, e5-small, minilm, "
             "sentence-transformers:PATH or openai:MODEL"
         )
 

