@@ -82,3 +82,24 @@ def test_another_embedder_falls_back_to_the_graded_support(resources: Resources)
     assert support.estimator == "sentence_support"
     assert support.score == support.graded
     assert support.head_features is None
+
+
+def test_local_results_pass_at_the_heads_threshold(resources: Resources, tmp_path) -> None:
+    from assay.runner import evaluate
+
+    contexts = ["Canberra is the capital city of Australia. It was selected in 1908."]
+    samples = [
+        {"response": "Canberra is the capital city of Australia.", "contexts": contexts},
+        {"response": "Perth became the capital in 1850 after a vote.", "contexts": contexts},
+    ]
+    res = Resources(AssayConfig(cache_dir=str(tmp_path), judge_model=None))
+    res.__dict__["embedder"] = resources.embedder
+    run = evaluate(samples, metrics=["faithfulness", "hallucination"], resources=res)
+    threshold = round(res.support_head.threshold, 4)
+    faithful, invented = run.results
+    assert faithful["faithfulness"].details["pass_threshold"] == threshold
+    assert faithful["hallucination"].details["pass_threshold"] == round(1 - threshold, 4)
+    assert faithful["faithfulness"].value >= threshold > invented["faithfulness"].value
+    # one of two passes, by either metric (hallucination = 1 - p, lower is better)
+    rates = {m.name: m.pass_rate for m in run.summary()}
+    assert rates["faithfulness"] == rates["hallucination"] == 0.5

@@ -143,6 +143,9 @@ class Support:
         head_features: the head's features by name (None without the head).
         new_terms: with the head, the text's names and numbers the evidence lacks (the
             anchors are checked only for the graded support: the head reads none).
+        decision_threshold: with the head, its threshold on ``score`` (chosen on the dev
+            data: balanced accuracy on out-of-fold probabilities), the pass threshold of
+            the metrics reading it; None for the graded support, which has none.
         sentences: per sentence: text, semantic (best cosine), lexical (word share),
             support (their mean), supported (support >= threshold and no unsupported
             anchor in it; with the head: no name or number the evidence lacks).
@@ -159,6 +162,7 @@ class Support:
     graded: float | None = None
     head_features: dict[str, float] | None = None
     new_terms: list[str] | None = None
+    decision_threshold: float | None = None
 
     @property
     def supported_sentences(self) -> int:
@@ -328,6 +332,7 @@ def sentence_support(
                 graded=graded,
                 head_features=features,
                 new_terms=terms,
+                decision_threshold=None if head is None else round(head.threshold, 4),
                 sentences=rows,
                 anchors=n_anchors,
                 anchors_supported=n_ok,

@@ -19,7 +19,7 @@ from assay.engine import Answers, Ask, answered, embed_ask, execute, judge_ask
 from assay.judge.estimators import Support, sentence_support, sentence_support_texts
 from assay.judge.prompts import Prompt
 from assay.judge.verdicts import ScoreVerdict
-from assay.metric import Metric
+from assay.metric import PASS_THRESHOLD, Metric
 from assay.metrics.judged.formulas import unit_score
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -42,6 +42,7 @@ __all__ = [
     "RubricScore",
     "embed_asks",
     "embedder_name",
+    "pass_threshold",
     "rag_values",
     "score_details",
     "shared_supports",
@@ -69,6 +70,12 @@ def shared_supports(
         found = sentence_support(res, vectors, todo_texts, todo_evidence)
         memo.update(zip(todo, found, strict=True))
     return [memo[k] for k in keys]
+
+
+def pass_threshold(threshold: float | None) -> dict[str, float]:
+    """The per-sample pass threshold details of a local estimate: the learned head's
+    decision threshold (chosen on dev data) or nothing (the graded support has none)."""
+    return {} if threshold is None else {PASS_THRESHOLD: round(threshold, 4)}
 
 
 def rag_values(sample: Sample) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from assay.metrics.judged.base import (
     SUPPORT_NEEDS,
     JudgedMetric,
     embed_asks,
+    pass_threshold,
     rag_values,
     shared_supports,
 )
@@ -150,6 +151,7 @@ class _SupportedShare(_RagVerdictMetric):
                     support.score,
                     res,
                     estimator=support.estimator,
+                    **pass_threshold(support.decision_threshold),
                     threshold=SUPPORT_THRESHOLD,
                     **{self.count_key: n, self.ok_key: ok, self.missing_key: missing},
                     **support.details(),

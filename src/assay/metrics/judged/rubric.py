@@ -30,6 +30,7 @@ from assay.metrics.judged.base import (
     JudgedMetric,
     RubricScore,
     embed_asks,
+    pass_threshold,
     shared_supports,
 )
 from assay.metrics.judged.formulas import weighted_correctness
@@ -133,7 +134,8 @@ class Faithfulness(_SupportBased):
     the response against the contexts: per-sentence best embedding cosine and content-word
     share, new words and bigrams, the longest common subsequence with the closest context
     sentences, new names and numbers; sigmoid-calibrated at an even prior; default
-    threshold 0.53). Nested grouped 5-fold CV AUROC on the dev sets it was trained on:
+    threshold 0.53, the pass threshold of its local results: ``details["pass_threshold"]``).
+    Nested grouped 5-fold CV AUROC on the dev sets it was trained on:
     BEGIN 0.926, QAGS CNN/DM 0.839 (the graded support: 0.917, 0.775). With another
     embedder than the head's (USE multilingual v3) the estimator is ``sentence_support``,
     the graded support: per response sentence, the mean of its best embedding cosine
@@ -160,7 +162,13 @@ class Faithfulness(_SupportBased):
         self, samples: Sequence[Sample], answers: Answers, res: Resources
     ) -> list[MetricResult]:
         return [
-            self.local(s.score, res, estimator=s.estimator, **s.details())
+            self.local(
+                s.score,
+                res,
+                estimator=s.estimator,
+                **pass_threshold(s.decision_threshold),
+                **s.details(),
+            )
             for s in self._supports(samples, answers, res)
         ]
 
@@ -199,6 +207,9 @@ class Hallucination(_SupportBased):
                 1.0 - s.score,
                 res,
                 estimator="1 - support_head" if s.estimator == "support_head" else None,
+                **pass_threshold(
+                    None if s.decision_threshold is None else 1 - s.decision_threshold
+                ),
                 support=round(s.score, 4),
                 **s.details(),
             )
