@@ -50,7 +50,8 @@ from assay.config import AssayConfig
 from assay.registry import get_metric
 from assay.resources import Resources
 from assay.sample import Sample
-from validity import Row, check_name, format_table
+from validity_checks import Checks, check_name, format_table
+from validity_stats import Row
 
 DATA = Path(__file__).resolve().parent / "data" / "dialogue"
 BOOTSTRAP = 1000
@@ -294,15 +295,9 @@ class Context:
         return self.resources[key]
 
 
-Check = Callable[[Context], list[Row]]
 #: this script's checks, named as validity.py's are (`check_name`)
-CHECKS: list[Check] = []
-
-
-def check(func: Check) -> Check:
-    """Register one of this script's checks."""
-    CHECKS.append(func)
-    return func
+CHECKS = Checks()
+check = CHECKS
 
 
 def _groups(rated: Sequence[Rated]) -> np.ndarray:
@@ -444,10 +439,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the checks and exit")
     args = parser.parse_args(argv)
     if args.list:
-        for func in CHECKS:
-            print(f"{check_name(func):40s} {(func.__doc__ or '').strip()}")
+        print(CHECKS.listing())
         return 0
-    chosen = [f for f in CHECKS if not args.names or any(n in check_name(f) for n in args.names)]
+    chosen = CHECKS.matching(args.names)
     if not chosen:
         parser.error(f"no check matches {args.names}; try --list")
     ctx = Context(data=args.data, reps=args.bootstrap)

@@ -27,9 +27,8 @@ import argparse
 import json
 import os
 import sys
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -37,10 +36,18 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from assay.config import AssayConfig
+import validity_heads  # noqa: F401  (registers the learned heads' cross-validated checks)
 from assay.registry import get_metric
-from assay.resources import Resources
 from assay.sample import Sample
+from validity_checks import (
+    CHECKS,
+    DATA,
+    Context,
+    check,
+    check_name,
+    format_table,
+    metric_scores,
+)
 from validity_data import (
     begin_rows,
     davidson_tweets,
@@ -51,88 +58,9 @@ from validity_data import (
 from validity_evidence import CARDS_DOC, CARDS_JSON, rows_from_json, write_cards
 from validity_stats import Row, auroc_rows, spearman_row
 
-DATA = Path(os.environ.get("ASSAY_DEV_DATA", "/work/shared/data"))
 #: Davidson tweets scored per class (hate 1,430, offensive 19,190, neither 4,163): AUROC
 #: does not depend on the class shares, and all 24,783 take ~30 CPU-minutes here
 DAVIDSON_PER_CLASS = 1500
-
-
-@dataclass
-class Context:
-    """What every check receives: the data folder and shared settings."""
-
-    data: Path = DATA
-    seed: int = 0
-    resources: dict[str, Resources] = field(default_factory=dict)
-
-    def res(self, **config: object) -> Resources:
-        """Resources for a configuration, made once per run (models load once)."""
-        key = json.dumps(config, sort_keys=True)
-        if key not in self.resources:
-            self.resources[key] = Resources(AssayConfig(use_cache=False, **config))
-        return self.resources[key]
-
-
-Check = Callable[[Context], list[Row]]
-CHECKS: list[Check] = []
-
-
-def check(func: Check) -> Check:
-    """Register a check; its name is the function name without ``check_``."""
-    CHECKS.append(func)
-    return func
-
-
-def check_name(func: Check) -> str:
-    return func.__name__.removeprefix("check_")
-
-
-# ---- scoring and statistics ----------------------------------------------------------------
-
-
-def metric_values(
-    name: str, samples: Sequence[Sample], res: Resources
-) -> tuple[np.ndarray, str, float]:
-    """Values of a metric (NaN where None), the model of its signature, and seconds taken."""
-    metric = get_metric(name)
-    started = time.perf_counter()
-    results = metric.score_batch(samples, res)
-    seconds = time.perf_counter() - started
-    errors = [r.error for r in results if r.error]
-    if errors:
-        raise RuntimeError(f"{name}: {len(errors)} samples failed, first: {errors[0]}")
-    values = np.array([np.nan if r.value is None else r.value for r in results])
-    return values, _estimator_of(results), seconds
-
-
-def _estimator_of(results: Sequence[object]) -> str:
-    """What produced the values: the local estimator's name, else the model of the
-    signature, else its method (e.g. ``pattern``)."""
-    for result in results:
-        details = result.details  # type: ignore[attr-defined]
-        if "estimator" in details:
-            return str(details["estimator"])
-    for key in ("model=", "method="):
-        for result in results:
-            for part in result.signature.split("|"):  # type: ignore[attr-defined]
-                if part.startswith(key):
-                    return part.removeprefix(key)
-    return "-"
-
-
-def _scores(
-    name: str, samples: Sequence[Sample], res: Resources, component: str | None = None
-) -> tuple[np.ndarray, str, float, list[object]]:
-    """Values (or one component) of a metric, NaN where None; its estimator; seconds."""
-    started = time.perf_counter()
-    results = get_metric(name).score_batch(samples, res)
-    seconds = time.perf_counter() - started
-    errors = [r.error for r in results if r.error]
-    if errors:
-        raise RuntimeError(f"{name}: {len(errors)} samples failed, first: {errors[0]}")
-    values = [r.components.get(component) if component else r.value for r in results]
-    scores = np.array([np.nan if v is None else v for v in values], dtype=float)
-    return scores, _estimator_of(results), seconds, list(results)
 
 
 def _stsb_check(
@@ -140,7 +68,7 @@ def _stsb_check(
 ) -> list[Row]:
     left, right, gold = stsb_pairs(ctx.data)
     samples = [Sample(response=a, expected=b) for a, b in zip(left, right, strict=True)]
-    values, model, seconds = metric_values(metric, samples, ctx.res(**config))
+    values, model, seconds, _ = metric_scores(metric, samples, ctx.res(**config))
     return spearman_row(name, "stsb-dev", metric, model, values, gold, seconds, ctx.seed, note)
 
 
@@ -193,7 +121,7 @@ def check_begin_faithfulness_local(ctx: Context) -> list[Row]:
     res = ctx.res(judge_model=None)
     rows: list[Row] = []
     for name in ("faithfulness", "ragas_faithfulness"):
-        scores, estimator, seconds, _ = _scores(name, samples, res)
+        scores, estimator, seconds, _ = metric_scores(name, samples, res)
         rows += auroc_rows(
             "begin_faithfulness_local",
             "begin-wow-dev",
@@ -213,7 +141,7 @@ def check_begin_anchor_hallucination(ctx: Context) -> list[Row]:
     """The pipeline specification's anchor_hallucination vs BEGIN attributable/not: AUROC
     of 1 - value."""
     samples, labels = begin_rows(ctx.data)
-    scores, _, seconds, _ = _scores("anchor_hallucination", samples, ctx.res())
+    scores, _, seconds, _ = metric_scores("anchor_hallucination", samples, ctx.res())
     return auroc_rows(
         "begin_anchor_hallucination",
         "begin-wow-dev",
@@ -235,7 +163,7 @@ def check_truthfulqa_correctness_local(ctx: Context) -> list[Row]:
     res = ctx.res(judge_model=None)
     rows: list[Row] = []
     # the classification's continuous score; DON'T KNOW answers score 0 like the metric
-    scores, estimator, seconds, results = _scores(
+    scores, estimator, seconds, results = metric_scores(
         "answer_classification", samples, res, "agreement"
     )
     reported = scores.copy()
@@ -291,7 +219,7 @@ def check_truthfulqa_correctness_local(ctx: Context) -> list[Row]:
         0.0,
         ctx.seed,
     )
-    scores, estimator, seconds, _ = _scores("factual_accuracy", samples, res)
+    scores, estimator, seconds, _ = metric_scores("factual_accuracy", samples, res)
     rows += auroc_rows(
         "truthfulqa_correctness_local",
         "truthfulqa-dev",
@@ -326,7 +254,7 @@ def _auroc_of_metrics(
     res = ctx.res(**config)
     rows: list[Row] = []
     for name in names:
-        scores, estimator, seconds, _ = _scores(name, samples, res)
+        scores, estimator, seconds, _ = metric_scores(name, samples, res)
         flipped = get_metric(name).higher_is_better != positive_is_good
         label = f"1 - {name}" if flipped else name
         scored = 1.0 - scores if flipped else scores
@@ -435,107 +363,6 @@ def check_qags_cnndm_faithfulness(ctx: Context) -> list[Row]:
     )
 
 
-@check
-def check_agreement_head_cv(ctx: Context) -> list[Row]:
-    """The agreement head's metrics on TruthfulQA, the data it was trained on, by nested
-    grouped 5-fold CV: each answer scored by a head fitted without its question
-    (scripts/train_agreement_head.py)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-    from train_agreement_head import cross_validated_probabilities, features_and_rule
-
-    from assay.judge.estimators import uncertainty_phrase
-
-    samples, labels, groups = truthfulqa_items(ctx.data)
-    res = ctx.res(judge_model=None)
-    started = time.perf_counter()
-    x, _ = features_and_rule(samples, res)
-    probs, _ = cross_validated_probabilities(x, labels, groups)
-    seconds = time.perf_counter() - started
-    # as the metrics do: two non-answers agree (1); a DON'T KNOW answer's value is 0
-    declined = np.array([bool(uncertainty_phrase(s.response or "")) for s in samples])
-    both = declined & np.array([bool(uncertainty_phrase(s.expected or "")) for s in samples])
-    reported = np.where(both, 1.0, probs)
-    coverage, _, _, results = _scores("factual_accuracy", samples, res, "completeness")
-    weights = results[0].details["weights"]  # type: ignore[attr-defined]
-    factual = weights["correctness"] * reported + weights["completeness"] * coverage
-    model = "agreement_head (nested grouped 5-fold CV)"
-    note = "cross-validated: each answer scored by a head fitted on other questions only"
-    rows: list[Row] = []
-    for metric, scores, y, g in (
-        ("answer_classification.agreement", np.where(declined, 0.0, reported), labels, groups),
-        ("answer_classification.agreement (DON'T KNOW as reported)", reported, labels, groups),
-        (
-            "answer_classification.agreement (without DON'T KNOW)",
-            reported[~declined],
-            labels[~declined],
-            groups[~declined],
-        ),
-        ("factual_accuracy", factual, labels, groups),
-    ):
-        for row in auroc_rows(
-            "agreement_head_cv",
-            "truthfulqa-dev",
-            metric,
-            model,
-            scores,
-            y,
-            seconds,
-            ctx.seed,
-            g,
-            note=note,
-        ):
-            row.cross_validated = True
-            rows.append(row)
-    return rows
-
-
-@check
-def check_support_head_cv(ctx: Context) -> list[Row]:
-    """The support head's metrics on BEGIN and QAGS, the data it was trained on, by nested
-    grouped 5-fold CV: each item scored by a head fitted without its group
-    (scripts/train_support_head.py)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-    from train_support_head import (
-        cross_validated_probabilities,
-        features_and_baseline,
-        labelled_items,
-    )
-
-    res = ctx.res(judge_model=None)
-    started = time.perf_counter()
-    sets = labelled_items(ctx.data)
-    parts = [features_and_baseline(samples, res)[0] for samples, _, _ in sets.values()]
-    labels = np.concatenate([y for _, y, _ in sets.values()])
-    groups = np.concatenate([g + i * 1_000_000 for i, (_, _, g) in enumerate(sets.values())])
-    probs, _ = cross_validated_probabilities(np.vstack(parts), labels, groups)
-    seconds = time.perf_counter() - started
-    rows: list[Row] = []
-    start = 0
-    for dataset, (_, y, g) in sets.items():
-        p = probs[start : start + len(y)]
-        start += len(y)
-        for metric, scores in (
-            ("faithfulness", p),
-            ("ragas_faithfulness", p),
-            ("1 - hallucination", p),
-        ):
-            for row in auroc_rows(
-                "support_head_cv",
-                dataset,
-                metric,
-                "support_head (nested grouped 5-fold CV)",
-                scores,
-                y,
-                seconds,
-                ctx.seed,
-                groups=g if dataset == "qags-cnndm-dev" else None,
-                note="cross-validated: each item scored by a head fitted on other groups only",
-            ):
-                row.cross_validated = True
-                rows.append(row)
-    return rows
-
-
 def _davidson_rows(ctx: Context, check_: str, names: Sequence[str], note: str) -> list[Row]:
     """AUROC of each metric for hate or offensive vs neither, and for hate vs neither, on
     a stratified sample of the Davidson tweets."""
@@ -585,22 +412,6 @@ def check_davidson_toxicity_model(ctx: Context) -> list[Row]:
 # ---- report ------------------------------------------------------------------------------
 
 
-def format_table(rows: Sequence[Row]) -> str:
-    header = ("check", "metric", "model", "stat", "value", "95% CI", "n", "N/A", "s")
-    lines = []
-    for r in rows:
-        ci = f"{r.ci95[0]:.3f}-{r.ci95[1]:.3f}" if r.ci95 else ""
-        value = "N/A" if r.value is None else f"{r.value:.3f}"
-        line = (r.check, r.metric, r.model, r.statistic, value, ci, str(r.n), str(r.na))
-        lines.append((*line, f"{r.seconds:.1f}"))
-    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
-    out.append("  ".join("-" * w for w in widths))
-    out.extend("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines)
-    notes = [f"{r.check}: {r.note}" for r in rows if r.note and r.statistic == "spearman"]
-    return "\n".join(out + (["", *notes] if notes else []))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Agreement of metrics with human labels.")
     parser.add_argument("names", nargs="*", help="run checks whose name contains any of these")
@@ -624,15 +435,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.list:
-        for func in CHECKS:
-            print(f"{check_name(func):40s} {(func.__doc__ or '').strip()}")
+        print(CHECKS.listing())
         return 0
     if args.rows is not None:
         rows = rows_from_json(args.rows)
     else:
-        chosen = [
-            f for f in CHECKS if not args.names or any(n in check_name(f) for n in args.names)
-        ]
+        chosen = CHECKS.matching(args.names)
         if not chosen:
             parser.error(f"no check matches {args.names}; try --list")
         ctx = Context(data=args.data)

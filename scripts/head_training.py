@@ -9,6 +9,7 @@ Deterministic: fixed fold seeds and lbfgs give the same result on every CPU run.
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +24,13 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 T_975_DF4 = 2.776  # Student t quantile for a 95 % interval over 5 folds
+#: the feature heads' L2 penalties tried, folds, inner folds and fold seed
+C_GRID = (0.01, 0.03, 0.1, 0.3, 1.0)
+FOLDS = 5
+INNER_FOLDS = 3
+FOLD_SEED = 0
+#: the development data, beside the repository (``../shared/data``)
+DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
 
 def balanced_weights(y: np.ndarray) -> np.ndarray:
@@ -118,14 +126,24 @@ def best_threshold(probs: np.ndarray, y: np.ndarray) -> float:
     return best
 
 
+def training_arguments(doc: str, out: Path) -> argparse.Namespace:
+    """The command line of a feature head's training script: ``--data`` (the dev data
+    folder), ``--out`` (the head file, default ``out``) and ``--cache-dir`` (embeddings)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--out", type=Path, default=out)
+    parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache/assay-training")
+    return parser.parse_args()
+
+
 def nested_cv_probabilities(
     x: np.ndarray,
     y: np.ndarray,
     groups: np.ndarray,
-    grid: Sequence[float],
-    n: int,
-    inner: int,
-    seed: int,
+    grid: Sequence[float] = C_GRID,
+    n: int = FOLDS,
+    inner: int = INNER_FOLDS,
+    seed: int = FOLD_SEED,
 ) -> tuple[np.ndarray, list[float]]:
     """Nested grouped CV of a standardised logistic head with sigmoid calibration: each
     item's calibrated probability from a head that never saw its group (C chosen and the
@@ -161,10 +179,10 @@ def fit_and_save_head(
     x: np.ndarray,
     y: np.ndarray,
     groups: np.ndarray,
-    grid: Sequence[float],
-    n: int,
-    seed: int,
     metadata: dict[str, Any],
+    grid: Sequence[float] = C_GRID,
+    n: int = FOLDS,
+    seed: int = FOLD_SEED,
 ) -> dict[str, Any]:
     """Fit the shipped head and write its file (the format `assay.models.logistic_head`
     reads): C by grouped ``n``-fold CV on all items, the head fitted on all, the sigmoid on

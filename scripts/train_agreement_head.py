@@ -24,18 +24,24 @@ Steps (deterministic; `head_training`):
    the out-of-fold logits, the threshold maximising balanced accuracy on them.
 
 Run: ``python scripts/train_agreement_head.py [--out PATH]``. ``benchmarks/validity.py``
-runs step 2 (`cross_validated_probabilities`) for the validity cards.
+runs step 2 (`head_training.nested_cv_probabilities` on these features) for the
+validity cards.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from head_training import fit_and_save_head, grouped_bootstrap_auroc, nested_cv_probabilities
+from head_training import (
+    FOLDS,
+    fit_and_save_head,
+    grouped_bootstrap_auroc,
+    nested_cv_probabilities,
+    training_arguments,
+)
 from sklearn.metrics import roc_auc_score
 
 from assay.config import AssayConfig
@@ -49,12 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from validity_data import truthfulqa_items  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data"
 OUT = ROOT / "src/assay/models/data/agreement_head.npz"
-C_GRID = (0.01, 0.03, 0.1, 0.3, 1.0)
-FOLDS = 5
-INNER_FOLDS = 3
-FOLD_SEED = 0
 
 
 def features_and_rule(samples: Sequence[Sample], res: Resources) -> tuple[np.ndarray, np.ndarray]:
@@ -79,25 +80,13 @@ def features_and_rule(samples: Sequence[Sample], res: Resources) -> tuple[np.nda
     return x, np.array([g.rule_score for g in agreements])
 
 
-def cross_validated_probabilities(
-    x: np.ndarray, y: np.ndarray, groups: np.ndarray
-) -> tuple[np.ndarray, list[float]]:
-    """Nested grouped CV (step 2): each answer's calibrated probability from a head that
-    never saw its question, and the C chosen in each outer fold."""
-    return nested_cv_probabilities(x, y, groups, C_GRID, FOLDS, INNER_FOLDS, FOLD_SEED)
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache/assay-training")
-    args = parser.parse_args()
+    args = training_arguments(__doc__ or "", OUT)
 
     res = Resources(AssayConfig(judge_model=None, cache_dir=str(args.cache_dir)))
     samples, y, groups = truthfulqa_items(args.data)
     x, rule = features_and_rule(samples, res)
-    probs, chosen = cross_validated_probabilities(x, y, groups)
+    probs, chosen = nested_cv_probabilities(x, y, groups)
     answered = np.array([not uncertainty_phrase(s.response or "") for s in samples])
     print(f"nested {FOLDS}-fold grouped CV over {len(y)} answers (C per fold: {chosen})")
     cv: dict[str, dict[str, object]] = {}
@@ -122,7 +111,7 @@ def main() -> None:
         "nested_cv": cv,
         "script": "scripts/train_agreement_head.py",
     }
-    written = fit_and_save_head(args.out, x, y, groups, C_GRID, FOLDS, FOLD_SEED, metadata)
+    written = fit_and_save_head(args.out, x, y, groups, metadata)
     print(f"\nshipped head: C={written['C']:g}, threshold {written['threshold']:.3f}")
     print("weights:", ", ".join(f"{f} {w:+.2f}" for f, w in written["weights"].items()))
     print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")

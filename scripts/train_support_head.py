@@ -33,23 +33,27 @@ Steps (deterministic):
    those out-of-fold probabilities.
 
 Run: ``python scripts/train_support_head.py [--out PATH]``. ``benchmarks/validity.py``
-runs step 2 (`cross_validated_probabilities`) for the validity cards.
+runs step 2 (`head_training.nested_cv_probabilities` on these features) for the
+validity cards.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from head_training import (
+    C_GRID,
+    FOLD_SEED,
+    FOLDS,
     choose_c,
     fit_and_save_head,
     fit_head,
     grouped_bootstrap_auroc,
     nested_cv_probabilities,
+    training_arguments,
 )
 from sklearn.metrics import roc_auc_score
 
@@ -63,13 +67,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from validity_data import begin_rows, qags_cnndm_sentences  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data"
 OUT = ROOT / "src/assay/models/data/support_head.npz"
-C_GRID = (0.01, 0.03, 0.1, 0.3, 1.0)
-FOLDS = 5
-INNER_FOLDS = 3
-FOLD_SEED = 0
-BOOTSTRAP = 1000
 
 
 def labelled_items(data: Path) -> dict[str, tuple[list[Sample], np.ndarray, np.ndarray]]:
@@ -103,20 +101,8 @@ def features_and_baseline(
     return x, np.array([s.score for s in supports])
 
 
-def cross_validated_probabilities(
-    x: np.ndarray, y: np.ndarray, groups: np.ndarray
-) -> tuple[np.ndarray, list[float]]:
-    """Nested grouped CV (step 2): each item's calibrated probability from a head that
-    never saw its group, and the C chosen in each outer fold."""
-    return nested_cv_probabilities(x, y, groups, C_GRID, FOLDS, INNER_FOLDS, FOLD_SEED)
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache/assay-training")
-    args = parser.parse_args()
+    args = training_arguments(__doc__ or "", OUT)
 
     res = Resources(AssayConfig(judge_model=None, cache_dir=str(args.cache_dir)))
     sets = labelled_items(args.data)
@@ -131,14 +117,14 @@ def main() -> None:
     x, y, groups = np.vstack(xs), np.concatenate(ys), np.concatenate(gs)
     names_arr, baseline = np.array(names), np.concatenate(baselines)
 
-    probs, chosen = cross_validated_probabilities(x, y, groups)
+    probs, chosen = nested_cv_probabilities(x, y, groups)
     cv: dict[str, dict[str, object]] = {}
     print(f"nested {FOLDS}-fold grouped CV over {len(y)} items (C per fold: {chosen})")
     for name in sets:
         m = names_arr == name
         head_auroc = roc_auc_score(y[m], probs[m])
         base_auroc = roc_auc_score(y[m], baseline[m])
-        ci = grouped_bootstrap_auroc(y[m], probs[m], groups[m], BOOTSTRAP)
+        ci = grouped_bootstrap_auroc(y[m], probs[m], groups[m])
         cv[name] = {
             "n": int(m.sum()),
             "auroc": round(head_auroc, 4),
@@ -154,7 +140,7 @@ def main() -> None:
             if train_name == test_name:
                 continue
             tr, te = names_arr == train_name, names_arr == test_name
-            c, _ = choose_c(x[tr], y[tr], groups[tr], FOLDS, C_GRID, FOLD_SEED, True)
+            c, _ = choose_c(x[tr], y[tr], groups[tr], FOLDS, C_GRID, FOLD_SEED, standardise=True)
             logits = fit_head(x[tr], y[tr], c, standardise=True).decision_function(x[te])
             auroc = roc_auc_score(y[te], logits)
             transfer[f"{train_name} -> {test_name}"] = round(auroc, 4)
@@ -171,7 +157,7 @@ def main() -> None:
         "transfer_auroc": transfer,
         "script": "scripts/train_support_head.py",
     }
-    written = fit_and_save_head(args.out, x, y, groups, C_GRID, FOLDS, FOLD_SEED, metadata)
+    written = fit_and_save_head(args.out, x, y, groups, metadata)
     print(f"\nshipped head: C={written['C']:g}, threshold {written['threshold']:.3f}")
     print("weights:", ", ".join(f"{f} {w:+.2f}" for f, w in written["weights"].items()))
     print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")

@@ -356,9 +356,10 @@ def test_length_normalisation() -> None:
 def head_probability(text: str, res: Resources) -> float:
     """The head by hand: logit w . e + b on the USE vector of the normalised text, then
     the shipped isotonic map (linear interpolation through its steps)."""
-    from assay.models.toxicity_head import load_head_arrays, normalise_for_toxicity
+    from assay.models.logistic_head import load_head_arrays
+    from assay.models.toxicity_head import HEAD_FILE, normalise_for_toxicity
 
-    arrays = load_head_arrays()
+    arrays = load_head_arrays(HEAD_FILE)
     vector = res.embedder.embed([normalise_for_toxicity(text)])[0]
     logit = float(sum(float(w) * float(e) for w, e in zip(arrays["weights"], vector, strict=True)))
     logit += float(arrays["bias"])

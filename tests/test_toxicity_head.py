@@ -12,17 +12,13 @@ import numpy as np
 import pytest
 
 from assay.models.embedders import Embedder, ModelUnavailable
-from assay.models.toxicity_head import (
-    HEAD_FILE,
-    ToxicityHead,
-    load_head_arrays,
-    normalise_for_toxicity,
-)
+from assay.models.logistic_head import load_head_arrays
+from assay.models.toxicity_head import HEAD_FILE, ToxicityHead, normalise_for_toxicity
 from assay.registry import get_metric
 from assay.resources import Resources
 from assay.sample import Sample
 
-ARRAYS = load_head_arrays()
+ARRAYS = load_head_arrays(HEAD_FILE)
 META = json.loads(str(ARRAYS["metadata"]))
 
 

@@ -21,15 +21,15 @@ import re
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Sequence
-from importlib import resources as importlib_resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from assay.models.embedders import Embedder, ModelUnavailable
+from assay.models.logistic_head import load_head_arrays
 
-__all__ = ["HEAD_FILE", "ToxicityHead", "load_head_arrays", "normalise_for_toxicity"]
+__all__ = ["HEAD_FILE", "ToxicityHead", "normalise_for_toxicity"]
 
 #: the shipped weights, inside the package
 HEAD_FILE = "toxicity_head.npz"
@@ -58,16 +58,6 @@ def normalise_for_toxicity(text: str) -> str:
     return _SPACES.sub(" ", text).strip(" :")
 
 
-def load_head_arrays(path: str | Path | None = None) -> dict[str, np.ndarray]:
-    """The arrays of a head file (default: the shipped one)."""
-    if path is None:
-        source = importlib_resources.files("assay.models") / "data" / HEAD_FILE
-        with importlib_resources.as_file(source) as real, np.load(real) as data:
-            return {k: data[k] for k in data.files}
-    with np.load(path) as data:
-        return {k: data[k] for k in data.files}
-
-
 class ToxicityHead:
     """``probabilities(texts)`` of the shipped head over ``embedder``'s vectors.
 
@@ -79,7 +69,7 @@ class ToxicityHead:
     def __init__(
         self, embedder: Embedder, path: str | Path | None = None, cache_size: int = 16384
     ) -> None:
-        arrays = load_head_arrays(path)
+        arrays = load_head_arrays(HEAD_FILE, path)
         self.weights = arrays["weights"].astype(np.float64)
         self.bias = float(arrays["bias"])
         self.calibration_x = arrays["calibration_x"].astype(np.float64)

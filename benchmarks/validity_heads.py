@@ -1,0 +1,115 @@
+"""Validity checks of the learned local judges on the data they were trained on, by
+nested grouped cross-validation (each item scored by a head fitted without its group):
+the support head on BEGIN and QAGS, the agreement head on TruthfulQA. Registered into
+`validity_checks.CHECKS` when ``validity.py`` imports this module."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from validity_checks import Context, check, metric_scores
+from validity_data import truthfulqa_items
+from validity_stats import Row, auroc_rows
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+
+@check
+def check_agreement_head_cv(ctx: Context) -> list[Row]:
+    """The agreement head's metrics on TruthfulQA, the data it was trained on, by nested
+    grouped 5-fold CV: each answer scored by a head fitted without its question
+    (scripts/train_agreement_head.py)."""
+    from head_training import nested_cv_probabilities
+    from train_agreement_head import features_and_rule
+
+    from assay.judge.estimators import uncertainty_phrase
+
+    samples, labels, groups = truthfulqa_items(ctx.data)
+    res = ctx.res(judge_model=None)
+    started = time.perf_counter()
+    x, _ = features_and_rule(samples, res)
+    probs, _ = nested_cv_probabilities(x, labels, groups)
+    seconds = time.perf_counter() - started
+    # as the metrics do: two non-answers agree (1); a DON'T KNOW answer's value is 0
+    declined = np.array([bool(uncertainty_phrase(s.response or "")) for s in samples])
+    both = declined & np.array([bool(uncertainty_phrase(s.expected or "")) for s in samples])
+    reported = np.where(both, 1.0, probs)
+    coverage, _, _, results = metric_scores("factual_accuracy", samples, res, "completeness")
+    weights = results[0].details["weights"]  # type: ignore[attr-defined]
+    factual = weights["correctness"] * reported + weights["completeness"] * coverage
+    model = "agreement_head (nested grouped 5-fold CV)"
+    note = "cross-validated: each answer scored by a head fitted on other questions only"
+    rows: list[Row] = []
+    for metric, scores, y, g in (
+        ("answer_classification.agreement", np.where(declined, 0.0, reported), labels, groups),
+        ("answer_classification.agreement (DON'T KNOW as reported)", reported, labels, groups),
+        (
+            "answer_classification.agreement (without DON'T KNOW)",
+            reported[~declined],
+            labels[~declined],
+            groups[~declined],
+        ),
+        ("factual_accuracy", factual, labels, groups),
+    ):
+        for row in auroc_rows(
+            "agreement_head_cv",
+            "truthfulqa-dev",
+            metric,
+            model,
+            scores,
+            y,
+            seconds,
+            ctx.seed,
+            g,
+            note=note,
+        ):
+            row.cross_validated = True
+            rows.append(row)
+    return rows
+
+
+@check
+def check_support_head_cv(ctx: Context) -> list[Row]:
+    """The support head's metrics on BEGIN and QAGS, the data it was trained on, by nested
+    grouped 5-fold CV: each item scored by a head fitted without its group
+    (scripts/train_support_head.py)."""
+    from head_training import nested_cv_probabilities
+    from train_support_head import features_and_baseline, labelled_items
+
+    res = ctx.res(judge_model=None)
+    started = time.perf_counter()
+    sets = labelled_items(ctx.data)
+    parts = [features_and_baseline(samples, res)[0] for samples, _, _ in sets.values()]
+    labels = np.concatenate([y for _, y, _ in sets.values()])
+    groups = np.concatenate([g + i * 1_000_000 for i, (_, _, g) in enumerate(sets.values())])
+    probs, _ = nested_cv_probabilities(np.vstack(parts), labels, groups)
+    seconds = time.perf_counter() - started
+    rows: list[Row] = []
+    start = 0
+    for dataset, (_, y, g) in sets.items():
+        p = probs[start : start + len(y)]
+        start += len(y)
+        for metric, scores in (
+            ("faithfulness", p),
+            ("ragas_faithfulness", p),
+            ("1 - hallucination", p),
+        ):
+            for row in auroc_rows(
+                "support_head_cv",
+                dataset,
+                metric,
+                "support_head (nested grouped 5-fold CV)",
+                scores,
+                y,
+                seconds,
+                ctx.seed,
+                groups=g if dataset == "qags-cnndm-dev" else None,
+                note="cross-validated: each item scored by a head fitted on other groups only",
+            ):
+                row.cross_validated = True
+                rows.append(row)
+    return rows
