@@ -46,7 +46,7 @@ from assay.metrics.judged.formulas import (
     ragas_composite,
     unit_score,
 )
-from assay.metrics.judged.rubric import relevance_estimates, relevance_plan
+from assay.metrics.judged.rubric import QuestionAnswerCosineEstimate
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -297,7 +297,7 @@ class RagasContextRecall(_SupportedShare):
 
 
 @register
-class RagasAnswerRelevance(JudgedMetric):
+class RagasAnswerRelevance(QuestionAnswerCosineEstimate):
     """How well the answer addresses the question: mean cosine of the question with 3 questions
     generated from the answer (RAGAS-style, the RAG specification).
 
@@ -360,14 +360,6 @@ class RagasAnswerRelevance(JudgedMetric):
             generated_questions=questions,
             similarities=[round(s, 4) for s in sims],
         )
-
-    def estimate_plan(self, sample: Sample) -> list[Ask]:
-        return relevance_plan(sample)
-
-    def estimate(
-        self, samples: Sequence[Sample], answers: Answers, res: Resources
-    ) -> list[MetricResult]:
-        return relevance_estimates(self, samples, answers, res)
 
 
 @register

@@ -46,13 +46,34 @@ __all__ = [
     "Faithfulness",
     "Hallucination",
     "JudgedRelevance",
-    "relevance_estimates",
-    "relevance_plan",
+    "QuestionAnswerCosineEstimate",
 ]
 
 
+class QuestionAnswerCosineEstimate(JudgedMetric):
+    """The local estimator ``question_answer_cosine`` (0 for a non-committal answer), for
+    the metrics that ask how relevant the response is to the query."""
+
+    def estimate_plan(self, sample: Sample) -> list[Ask]:
+        return embed_asks(question_answer_texts([sample.query or ""], [sample.response or ""]))
+
+    def estimate(
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
+    ) -> list[MetricResult]:
+        questions = [s.query or "" for s in samples]
+        responses = [s.response or "" for s in samples]
+        vectors = answers.vectors(question_answer_texts(questions, responses))
+        cosines = question_answer_cosine(vectors, questions, responses)
+        out = []
+        for sample, cosine in zip(samples, cosines, strict=True):
+            phrase = uncertainty_phrase(sample.response or "")
+            value = 0.0 if phrase else cosine
+            out.append(self.local(value, res, cosine=round(cosine, 4), noncommittal=phrase))
+        return out
+
+
 @register
-class JudgedRelevance(RubricScore):
+class JudgedRelevance(QuestionAnswerCosineEstimate, RubricScore):
     """How relevant the response is to the query, rated 0..1 by an LLM judge (judge specification).
 
     Formula: the judge's score with the judge specification's relevance prompt and rubric
@@ -74,36 +95,6 @@ class JudgedRelevance(RubricScore):
     estimator = "question_answer_cosine"
     prompt = RELEVANCE
     fields = ("query", "response")
-
-    def estimate_plan(self, sample: Sample) -> list[Ask]:
-        return relevance_plan(sample)
-
-    def estimate(
-        self, samples: Sequence[Sample], answers: Answers, res: Resources
-    ) -> list[MetricResult]:
-        return relevance_estimates(self, samples, answers, res)
-
-
-def relevance_plan(sample: Sample) -> list[Ask]:
-    """The embed asks of the ``question_answer_cosine`` estimator: query and response."""
-    return embed_asks(question_answer_texts([sample.query or ""], [sample.response or ""]))
-
-
-def relevance_estimates(
-    metric: JudgedMetric, samples: Sequence[Sample], answers: Answers, res: Resources
-) -> list[MetricResult]:
-    """The ``question_answer_cosine`` results of ``samples`` (0 for a non-committal
-    answer), from the vectors of `relevance_plan`."""
-    questions = [s.query or "" for s in samples]
-    responses = [s.response or "" for s in samples]
-    vectors = answers.vectors(question_answer_texts(questions, responses))
-    cosines = question_answer_cosine(vectors, questions, responses)
-    out = []
-    for sample, cosine in zip(samples, cosines, strict=True):
-        phrase = uncertainty_phrase(sample.response or "")
-        value = 0.0 if phrase else cosine
-        out.append(metric.local(value, res, cosine=round(cosine, 4), noncommittal=phrase))
-    return out
 
 
 class _SupportBased(RubricScore):
