@@ -135,8 +135,11 @@ class Faithfulness(_SupportBased):
     ``0.5 + 0.5 * (supported anchors / anchors)`` (numbers, dates, entities and asserted
     subject-verb-object claims checked by `assay.text.anchors`; factor 1 without anchors),
     which the head's evidence also reports (``graded_support``). Weaknesses: the judge
-    gives one holistic number; the estimator rewards copying, under-rates faithful
-    paraphrase, and misses role swaps ("Beats acquired Apple"); see
+    gives one holistic number; the estimator rewards copying, since its training data
+    (news summaries, dialogue replies) mostly copy their sources: a faithful paraphrase
+    scores low (in examples/rag.jsonl the reworded answer on seasons scores 0.15, graded
+    support 0.74) and so does a sentence joining facts from two contexts (the Berlin Wall
+    answer, 0.35); it misses role swaps ("Beats acquired Apple"); see
     ``ragas_faithfulness`` for the claim-by-claim judge method.
     """
 
