@@ -65,16 +65,19 @@ class EmbeddedMetric(PlannedMetric):
         raise NotImplementedError
 
     def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
-        """The embed asks of `texts` (under the configuration of the answers' resources;
-        the defaults for answers made by hand)."""
+        """The embed asks of the non-blank `texts` (under the configuration of the answers'
+        resources; the defaults for answers made by hand). A blank text is not asked: it
+        would embed as zeros, and `cosine` gives 0 for it without a vector."""
         config = answers.resources.config if answers.resources is not None else AssayConfig()
-        return [embed_ask(text) for text in self.texts(sample, config)]
+        return [embed_ask(text) for text in self.texts(sample, config) if text.strip()]
 
 
 def cosine(answers: Answers, a: str, b: str) -> float:
-    """Cosine of two texts from the vectors of their embed asks (0 when either is blank:
-    it embeds as zeros). Summed as the embedder's `similarities` sums its pairs
-    (``einsum``), to the last bit."""
+    """Cosine of two texts from the vectors of their embed asks; 0 when either is blank
+    (the embedder gives a blank text the zero vector, so it is not asked). Summed as the
+    embedder's `similarities` sums its pairs (``einsum``), to the last bit."""
+    if not a.strip() or not b.strip():
+        return 0.0
     return float(np.einsum("i,i->", answers.reply(embed_ask(a)), answers.reply(embed_ask(b))))
 
 
