@@ -345,6 +345,43 @@ def test_offline_a_rag_metric_after_a_judged_one_embeds_nothing_new(
     assert result.details["similarities"] == pytest.approx(sims, abs=1e-6)
 
 
+STEPS = Sample(id="s", response="Hamlet is a play. Shakespeare wrote it.", expected="Shakespeare")
+
+
+def test_offline_reliability_and_reasoning_share_the_chunk_embedding(resources: Resources) -> None:
+    names = ["output_stability", "determinism_score", "consistency", "step_correctness"]
+    metrics = [get_metric(n) for n in [*names, "semantic_similarity"]]
+    samples = [*EMBEDDED, STEPS]
+    # by hand: b's response and its one non-blank earlier response (stability, determinism,
+    # consistency; a and c have none); STEPS's two sentences, its expected answer (the one
+    # reference step and the reference text) and its response (the steps joined); the
+    # semantic similarity of every sample adds c's reference only
+    by_hand = {"It was Marlowe.", "Shakespeare.", "Hamlet is a play.", "Shakespeare wrote it."}
+    by_hand |= {"Shakespeare", STEPS.response}
+    todo = planned(metrics[:4], samples, Answers())
+    assert {a.values["text"] for a in todo.values()} == by_hand
+    res, counting = offline(resources)
+    run = evaluate(samples, metrics=metrics, resources=res)
+    assert counting.calls == 1
+    assert sorted(counting.texts) == sorted(by_hand | {"William Shakespeare"})
+    # stability and determinism of b: the blank earlier response has cosine 0
+    marlowe, shakespeare = resources.embedder.embed(["It was Marlowe.", "Shakespeare."])
+    half = min(1.0, max(0.0, float(marlowe @ shakespeare))) / 2
+    b = run.results[1]
+    assert b["output_stability"].value == pytest.approx(half, abs=1e-6)
+    assert b["determinism_score"].value == 0.0  # neither earlier response is the same
+    assert b["determinism_score"].components["mean_similarity"] == pytest.approx(half, abs=1e-6)
+    # step correctness: 0.7 * the reference step's best step + 0.3 * the joined texts
+    first, second, ref, joined = resources.embedder.embed(
+        ["Hamlet is a play.", "Shakespeare wrote it.", "Shakespeare", STEPS.response]
+    )
+    best = max(min(1.0, max(0.0, float(ref @ step))) for step in (first, second))
+    overall = min(1.0, max(0.0, float(joined @ ref)))
+    assert run.results[3]["step_correctness"].value == pytest.approx(
+        0.7 * best + 0.3 * overall, abs=1e-6
+    )
+
+
 def test_offline_reference_agreement_is_computed_once_per_sample(
     resources: Resources, monkeypatch: pytest.MonkeyPatch
 ) -> None:

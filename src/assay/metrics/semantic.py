@@ -13,7 +13,7 @@ truthfulness) are this same similarity under other names: they are aliases of
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -34,7 +34,6 @@ __all__ = [
     "TextVectors",
     "check_k",
     "cosine",
-    "field_cosines",
     "normalised_answer",
     "with_settings",
 ]
@@ -96,14 +95,6 @@ def with_settings(result: MetricResult, settings: dict[str, Any], **details: Any
 def normalised_answer(text: str | None) -> str:
     """Lower-cased word tokens joined by one space: punctuation and spacing do not count."""
     return " ".join(words(text))
-
-
-def field_cosines(samples: Sequence[Sample], res: Resources, left: str, right: str) -> list[float]:
-    """Cosine of each sample's ``left`` and ``right`` fields, from one ``pair_similarity`` call."""
-    sims = res.embedder.pair_similarity(
-        [getattr(s, left) for s in samples], [getattr(s, right) for s in samples]
-    )
-    return [float(sim) for sim in sims]
 
 
 def check_k(metric: str, k: int | None) -> int | None:
