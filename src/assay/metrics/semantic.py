@@ -13,7 +13,6 @@ truthfulness) are this same similarity under other names: they are aliases of
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -21,7 +20,6 @@ import numpy as np
 from assay.config import AssayConfig
 from assay.engine import Answers, Ask, embed_ask
 from assay.metric import PASS_THRESHOLD, PlannedMetric, Source, clamp01
-from assay.models.embedders import Embedder
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -31,25 +29,11 @@ from assay.text.tokenize import non_blank, words
 
 __all__ = [
     "EmbeddedMetric",
-    "TextVectors",
     "check_k",
     "cosine",
     "normalised_answer",
     "with_settings",
 ]
-
-
-class TextVectors:
-    """Embeddings of a batch's texts, from one ``embed`` call; ``cos(a, b)`` reads them."""
-
-    def __init__(self, embedder: Embedder, texts: Iterable[str]) -> None:
-        unique = list(dict.fromkeys(texts))
-        matrix = embedder.embed(unique) if unique else np.zeros((0, 1), dtype=np.float32)
-        self._rows = {text: matrix[i] for i, text in enumerate(unique)}
-
-    def cos(self, a: str, b: str) -> float:
-        """Cosine of two texts of the batch (0 when either is blank: it embeds as zeros)."""
-        return float(np.dot(self._rows[a], self._rows[b]))
 
 
 class EmbeddedMetric(PlannedMetric):
