@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from assay.config import AssayConfig
+from assay.engine import Answers, planned
 from assay.judge.client import JudgeClient
 from assay.metrics.conversation.transcript import reviewed_turns, transcript
 from assay.registry import get_metric, suite
@@ -330,6 +331,51 @@ def test_completeness_estimator_covers_requests(resources: Resources) -> None:
     )
     empty = get_metric("conversation_completeness").score(chatter, resources)
     assert empty.value is None and empty.reason == "the user expressed no intention"
+
+
+USERS = [t.content for t in CHAT.turns if t.role == "user"]
+REPLIES = [t.content for t in CHAT.turns if t.role == "assistant"]
+#: the texts each estimator compares on CHAT, by hand (default window 4)
+ESTIMATOR_TEXTS = {
+    # every reply and the user message just before it
+    "turn_relevancy": {*USERS, *REPLIES},
+    # the one reply with a question (reply-3) and the statement before it (message 0;
+    # message 2 is a question)
+    "knowledge_retention": {REPLIES[1], USERS[0]},
+    "role_adherence": set(),  # phrases only
+    # the topic names and each user message a reply answers
+    "topic_adherence": {"parcel delivery", "refunds", *USERS},
+    # the requests with a later reply that neither refuses nor is non-committal, and those
+    # replies: reply-9 refuses ("I cannot help"), so message 8 has none and is left out
+    "conversation_completeness": {*USERS[:4], *REPLIES[:4]},
+    # the expected outcome and the replies that can state the end state (not reply-9)
+    "agent_goal_accuracy": {CHAT.expected_outcome, *REPLIES[:4]},
+    "agent_goal_accuracy_no_reference": set(),  # failure signals only
+}
+
+
+def test_offline_the_suite_embeds_each_distinct_text_once(resources: Resources) -> None:
+    from test_engine import offline
+
+    for name, texts in ESTIMATOR_TEXTS.items():
+        asks = planned([get_metric(name)], [CHAT], Answers()).values()
+        assert {a.values["text"] for a in asks} == texts, name
+    res, counting = offline(resources)
+    run = evaluate([CHAT], suites=["conversation"], resources=res)
+    # one embedder call for the chunk: the 13 distinct texts, each once
+    everything = set().union(*ESTIMATOR_TEXTS.values())
+    assert len(everything) == 13
+    assert counting.calls == 1 and sorted(counting.texts) == sorted(everything)
+    assert {r.method for r in run.results[0].values()} == {"local"}
+    # each metric scored alone gives the same value
+    for name in CONVERSATION_METRICS:
+        alone = get_metric(name).score(CHAT, resources)
+        assert run.results[0][name].value == pytest.approx(alone.value, abs=1e-6), name
+    # turn relevancy by hand: mean of clip(cos(reply, user before it)), 0 for none
+    # non-committal (none of the five is)
+    pairs = [_cos(resources, r, u) for r, u in zip(REPLIES, USERS, strict=True)]
+    expected = sum(min(1.0, max(0.0, c)) for c in pairs) / 5
+    assert run.results[0]["turn_relevancy"].value == pytest.approx(expected, abs=1e-6)
 
 
 #: an agent run with no turns, read as a conversation (query, tool steps, response)

@@ -276,6 +276,112 @@ def test_offline_judged_metrics_embed_their_planned_texts_once(resources: Resour
     assert {r.method for row in run.results for r in row.values()} == {"local", "pattern"}
 
 
+RAG_CONTEXTS = ["Hamlet is a tragedy by William Shakespeare.", "Marlowe wrote Doctor Faustus."]
+RAG = [
+    Sample(
+        id="r1",
+        query="Who wrote Hamlet?",
+        response="Shakespeare wrote Hamlet.",
+        contexts=[RAG_CONTEXTS[0], "  ", RAG_CONTEXTS[1]],
+        gold_context="William Shakespeare wrote Hamlet around 1600.",
+    ),
+    Sample(
+        id="r2",
+        query="Who wrote Hamlet?",
+        response="It was Marlowe.",
+        contexts=[RAG_CONTEXTS[0]],
+        expected_sources=["The tragedy Hamlet, by Shakespeare."],
+    ),
+]
+#: the distinct texts the rag family's embedding metrics compare on RAG, by hand: the
+#: non-blank contexts (all in the top 5), the one question, both responses (context
+#: relevance and coverage), r1's gold context, r2's expected source (the ranked metrics
+#: of r2 compare the documents with it, not with the question); r1's blank document none
+RAG_TEXTS = {
+    *RAG_CONTEXTS,
+    "Who wrote Hamlet?",
+    "Shakespeare wrote Hamlet.",
+    "It was Marlowe.",
+    "William Shakespeare wrote Hamlet around 1600.",
+    "The tragedy Hamlet, by Shakespeare.",
+}
+
+
+def test_offline_the_rag_suite_embeds_each_distinct_text_once(resources: Resources) -> None:
+    metrics = resolve_metrics(None, ["rag"])
+    family = [m for m in metrics if m.family == "rag" and m.needs == {"embedder"}]
+    assert len(family) == 7
+    todo = planned(family, RAG, Answers())
+    assert {a.values["text"] for a in todo.values()} == RAG_TEXTS
+    res, counting = offline(resources)
+    everything = planned(metrics, RAG, Answers())  # with the judged metrics' estimators
+    assert {a.kind for a in everything.values()} == {"embed"}
+    run = evaluate(RAG, metrics=metrics, resources=res)
+    # one call for the chunk, each distinct text of every metric once
+    assert counting.calls == 1
+    assert sorted(counting.texts) == sorted(a.values["text"] for a in everything.values())
+    assert all(r.error is None for row in run.results for r in row.values())
+    # the values are those of each rag metric scored on its own
+    for metric in family:
+        alone = metric.score_batch(RAG, resources)
+        assert run.values(metric.name) == pytest.approx([r.value for r in alone], abs=1e-6)
+
+
+def test_offline_a_rag_metric_after_a_judged_one_embeds_nothing_new(
+    resources: Resources,
+) -> None:
+    res, counting = offline(resources)
+    sample = RAG[0]
+    answers = execute([get_metric("contextual_relevance")], [sample], res)
+    assert counting.calls == 1
+    with answered(answers):
+        # the estimator compared the question with each context: nothing left to embed
+        result = get_metric("reranker_score").score(sample, res)
+    assert counting.calls == 1
+    # mean of clamp(cos(query, document)) over the two non-blank documents
+    q, *docs = resources.embedder.embed([sample.query, *RAG_CONTEXTS])
+    sims = [min(1.0, max(0.0, float(q @ d))) for d in docs]
+    assert result.value == pytest.approx(sum(sims) / 2, abs=1e-6)
+    assert result.details["similarities"] == pytest.approx(sims, abs=1e-6)
+
+
+STEPS = Sample(id="s", response="Hamlet is a play. Shakespeare wrote it.", expected="Shakespeare")
+
+
+def test_offline_reliability_and_reasoning_share_the_chunk_embedding(resources: Resources) -> None:
+    names = ["output_stability", "determinism_score", "consistency", "step_correctness"]
+    metrics = [get_metric(n) for n in [*names, "semantic_similarity"]]
+    samples = [*EMBEDDED, STEPS]
+    # by hand: b's response and its one non-blank earlier response (stability, determinism,
+    # consistency; a and c have none); STEPS's two sentences, its expected answer (the one
+    # reference step and the reference text) and its response (the steps joined); the
+    # semantic similarity of every sample adds c's reference only
+    by_hand = {"It was Marlowe.", "Shakespeare.", "Hamlet is a play.", "Shakespeare wrote it."}
+    by_hand |= {"Shakespeare", STEPS.response}
+    todo = planned(metrics[:4], samples, Answers())
+    assert {a.values["text"] for a in todo.values()} == by_hand
+    res, counting = offline(resources)
+    run = evaluate(samples, metrics=metrics, resources=res)
+    assert counting.calls == 1
+    assert sorted(counting.texts) == sorted(by_hand | {"William Shakespeare"})
+    # stability and determinism of b: the blank earlier response has cosine 0
+    marlowe, shakespeare = resources.embedder.embed(["It was Marlowe.", "Shakespeare."])
+    half = min(1.0, max(0.0, float(marlowe @ shakespeare))) / 2
+    b = run.results[1]
+    assert b["output_stability"].value == pytest.approx(half, abs=1e-6)
+    assert b["determinism_score"].value == 0.0  # neither earlier response is the same
+    assert b["determinism_score"].components["mean_similarity"] == pytest.approx(half, abs=1e-6)
+    # step correctness: 0.7 * the reference step's best step + 0.3 * the joined texts
+    first, second, ref, joined = resources.embedder.embed(
+        ["Hamlet is a play.", "Shakespeare wrote it.", "Shakespeare", STEPS.response]
+    )
+    best = max(min(1.0, max(0.0, float(ref @ step))) for step in (first, second))
+    overall = min(1.0, max(0.0, float(joined @ ref)))
+    assert run.results[3]["step_correctness"].value == pytest.approx(
+        0.7 * best + 0.3 * overall, abs=1e-6
+    )
+
+
 def test_offline_reference_agreement_is_computed_once_per_sample(
     resources: Resources, monkeypatch: pytest.MonkeyPatch
 ) -> None:

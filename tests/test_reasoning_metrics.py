@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from assay.config import AssayConfig
 from assay.registry import get_metric, suite
 from assay.resources import Resources
 from assay.sample import Sample
@@ -105,18 +105,23 @@ class StubEmbedder:
         return np.stack([self.vectors[t] for t in texts])
 
 
+def stub_resources(vectors: dict[str, list[float]]) -> Resources:
+    """Resources whose embedder is a `StubEmbedder` over ``vectors``."""
+    res = Resources(AssayConfig(use_cache=False))
+    res.__dict__["embedder"] = StubEmbedder(vectors)
+    return res
+
+
 def test_step_correctness_worked_by_hand() -> None:
-    res = SimpleNamespace(
-        embedder=StubEmbedder(
-            {
-                "s1": [1.0, 0.0],
-                "s2": [0.0, 1.0],
-                "r1": [1.0, 0.0],
-                "r2": [0.6, 0.8],
-                "s1 s2": [0.6, 0.8],
-                "r1 r2": [1.0, 0.0],
-            }
-        )
+    res = stub_resources(
+        {
+            "s1": [1.0, 0.0],
+            "s2": [0.0, 1.0],
+            "r1": [1.0, 0.0],
+            "r2": [0.6, 0.8],
+            "s1 s2": [0.6, 0.8],
+            "r1 r2": [1.0, 0.0],
+        }
     )
     sample = Sample(reasoning_steps=["s1", "s2"], reference_steps=["r1", "r2"])
     r = get_metric("step_correctness").score(sample, res)
@@ -130,11 +135,7 @@ def test_step_correctness_worked_by_hand() -> None:
 
 
 def test_step_correctness_clamps_negative_cosine() -> None:
-    res = SimpleNamespace(
-        embedder=StubEmbedder(
-            {"a": [1.0, 0.0], "b": [-1.0, 0.0], "c": [0.0, 1.0], "a c": [1.0, 0.0]}
-        )
-    )
+    res = stub_resources({"a": [1.0, 0.0], "b": [-1.0, 0.0], "c": [0.0, 1.0], "a c": [1.0, 0.0]})
     r = get_metric("step_correctness").score(Sample(reasoning_steps=["a", "c"], expected="b"), res)
     # reference = expected "b" (one sentence); best match max(0, -1 -> 0) = 0;
     # overall cos("a c", "b") = -1 -> 0;  value 0

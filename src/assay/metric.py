@@ -243,8 +243,8 @@ class Metric:
         """What this metric needs answered for ``sample`` (`assay.engine.Ask`), given the
         answers so far: the runner executes the plans of all metrics of a chunk at once
         (`assay.engine.execute`) before scoring. Metrics with asks (the judged ones, and
-        the embedding ones of `assay.metrics.semantic`) plan them here and reduce the
-        answers in ``compute_batch``; pure-formula metrics plan nothing."""
+        the embedding ones, `assay.metrics.semantic.EmbeddedMetric`) plan them here and
+        reduce the answers in ``compute_batch``; pure-formula metrics plan nothing."""
         return []
 
     # ---- result helpers --------------------------------------------------------------

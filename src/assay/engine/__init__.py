@@ -15,9 +15,13 @@ makes the calls, metrics reduce the answers.
 A metric taking part implements ``plan(sample, answers) -> list[Ask]`` (called with the
 answers so far; an ask already answered is not asked again, so a follow-up is simply an
 ask that the first answers make appear) and reduces the answers to a `MetricResult`:
-the judged metrics (`assay.metrics.judged.base`; offline, their estimators' asks), the
-embedding metrics (`assay.metrics.semantic.EmbeddedMetric`) and BERTScore
-(`assay.metrics.bertscore`), the last two through `assay.metric.PlannedMetric`.
+the judged metrics (`assay.metrics.judged.base`, the conversation metrics included;
+offline, their estimators' asks), the embedding metrics (`assay.metrics.semantic.
+EmbeddedMetric`: the semantic, rag, reliability and step-correctness metrics) and
+BERTScore (`assay.metrics.bertscore`), the last two through `assay.metric.PlannedMetric`.
+The structured comparisons' ``semantic`` strategy (`assay.structured.scorers`, used by
+the JSON and tool-call metrics) and the toxicity head still call the embedder
+themselves, behind its cache.
 """
 
 from __future__ import annotations

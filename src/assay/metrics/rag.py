@@ -1,9 +1,11 @@
 """RAG metrics of the chatbot hub: retrieval recall/precision at k and the context metrics.
 
 ``contexts`` are the retrieved documents in rank order (chatbot hub's ``retrieved_docs``).
-Embedding metrics embed every text of a batch in one call and clamp each cosine to [0, 1] as
-the specification's ``similarity`` does. The chatbot hub reports these ×100; Assay keeps
-0..1.
+The embedding metrics are `EmbeddedMetric`s: they declare the texts they compare as embed
+asks, so a chunk embeds each distinct text once across all its metrics (the judged
+metrics' local estimators read the same contexts, query and response), and clamp each
+cosine to [0, 1] as the specification's ``similarity`` does. A blank document is not
+embedded: its cosine is 0. The chatbot hub reports these ×100; Assay keeps 0..1.
 
 Which expected source counts as "found" in a retrieved document (``match_source``):
 sources may be ids, titles, URLs or passages, documents are text, so a source matches a
@@ -17,9 +19,10 @@ match_threshold`` (0.8; a paraphrased or re-chunked passage).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
+from assay.config import AssayConfig
+from assay.engine import Answers
 from assay.metric import Metric, Source, clamp01
 from assay.registry import register
 from assay.resources import Resources
@@ -27,7 +30,7 @@ from assay.result import MetricResult
 from assay.sample import Sample
 from assay.text.tokenize import content_words, non_blank, words
 
-from .semantic import TextVectors, check_k, field_cosines, with_settings
+from .semantic import EmbeddedMetric, check_k, cosine, with_settings
 
 __all__ = ["MIN_CHUNK_WORDS", "SOURCE_MATCH_THRESHOLD", "intrusion_score", "match_source"]
 
@@ -84,7 +87,7 @@ def intrusion_score(overlap_ratio: float) -> float:
     return score / 100.0
 
 
-class _RetrievalAtK(Metric):
+class _RetrievalAtK(EmbeddedMetric):
     """Shared body of the ranked retrieval metrics: per-document relevance in the top k.
 
     A document in the top k is relevant when it matches an expected source
@@ -100,7 +103,6 @@ class _RetrievalAtK(Metric):
     requires: tuple[str, ...] = ("contexts",)
     suites = ("rag",)
     source = Source.CHATBOT_HUB
-    needs = frozenset({"embedder"})
 
     def __init__(self, k: int | None = None, match_threshold: float = SOURCE_MATCH_THRESHOLD):
         name = type(self).__name__
@@ -118,40 +120,47 @@ class _RetrievalAtK(Metric):
             params["k"] = self.k
         return params
 
-    def _settings(self, res: Resources) -> dict[str, Any]:
-        k = self.k if self.k is not None else res.config.retrieval_k
-        return {"k": k, "retrieval_relevance_threshold": res.config.retrieval_relevance_threshold}
+    def _k(self, config: AssayConfig) -> int:
+        return self.k if self.k is not None else config.retrieval_k
 
-    def _vectors(self, samples: Sequence[Sample], res: Resources, k: int) -> TextVectors:
-        texts: list[str] = []
-        for s in samples:
-            texts.extend((s.contexts or [])[:k])
-            texts.extend(non_blank(s.expected_sources))
-            if s.has("query"):
-                texts.append(s.query)  # type: ignore[arg-type]
-        return TextVectors(res.embedder, texts)
+    def _settings(self, res: Resources) -> dict[str, Any]:
+        return {
+            "k": self._k(res.config),
+            "retrieval_relevance_threshold": res.config.retrieval_relevance_threshold,
+        }
+
+    def texts(self, sample: Sample, config: AssayConfig) -> list[str]:
+        """The top-k documents and what they are compared with: the expected sources when
+        given, else the query (none when every document is blank: the value is None)."""
+        if not non_blank(sample.contexts):
+            return []
+        docs = (sample.contexts or [])[: self._k(config)]
+        sources = non_blank(sample.expected_sources)
+        if sources:
+            return [*docs, *sources]
+        return [*docs, sample.query] if sample.has("query") else []  # type: ignore[list-item]
 
     def _source_matches(
-        self, docs: list[str], sources: list[str], vectors: TextVectors
+        self, docs: list[str], sources: list[str], answers: Answers
     ) -> list[list[dict[str, Any] | None]]:
         """matches[i][j]: how document i matched source j, with the cosine; None if not."""
         table: list[list[dict[str, Any] | None]] = []
         for doc in docs:
             row: list[dict[str, Any] | None] = []
             for source in sources:
-                cosine = vectors.cos(source, doc)
-                how = match_source(source, doc, cosine, self.match_threshold)
-                row.append(None if how is None else {"how": how, "similarity": cosine})
+                similarity = cosine(answers, source, doc)
+                how = match_source(source, doc, similarity, self.match_threshold)
+                row.append(None if how is None else {"how": how, "similarity": similarity})
             table.append(row)
         return table
 
     def _relevance(
-        self, sample: Sample, docs: list[str], vectors: TextVectors, threshold: float
+        self, sample: Sample, docs: list[str], answers: Answers, threshold: float
     ) -> tuple[str, list[dict[str, Any]]] | None:
         """Per top-k document: relevant or not, and why. None when undefined."""
         sources = non_blank(sample.expected_sources)
         if sources:
-            table = self._source_matches(docs, sources, vectors)
+            table = self._source_matches(docs, sources, answers)
             per_doc = []
             for rank, (doc, row) in enumerate(zip(docs, table, strict=True), start=1):
                 hit = next(((j, m) for j, m in enumerate(row) if m is not None), None)
@@ -169,7 +178,7 @@ class _RetrievalAtK(Metric):
             return None
         per_doc = []
         for rank, doc in enumerate(docs, start=1):
-            similarity = clamp01(vectors.cos(sample.query, doc))  # type: ignore[arg-type]
+            similarity = clamp01(cosine(answers, sample.query, doc))  # type: ignore[arg-type]
             per_doc.append(
                 {
                     "rank": rank,
@@ -202,47 +211,39 @@ class RetrievalRecallAt5(_RetrievalAtK):
     name = "retrieval_recall_5"
     requires = ("contexts", "expected_sources")
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        settings = self._settings(res)
-        settings.pop("retrieval_relevance_threshold")
-        k = settings["k"]
-        vectors = self._vectors(samples, res, k)
-        out = []
-        for sample in samples:
-            sources = non_blank(sample.expected_sources)
-            if not sources:
-                out.append(self.na("expected_sources holds only blank entries"))
-                continue
-            if not non_blank(sample.contexts):
-                out.append(self.na(_ALL_BLANK))
-                continue
-            docs = (sample.contexts or [])[:k]
-            table = self._source_matches(docs, sources, vectors)
-            per_source = []
-            for j, source in enumerate(sources):
-                hit = next(((i, row[j]) for i, row in enumerate(table) if row[j] is not None), None)
-                per_source.append(
-                    {
-                        "source": source,
-                        "found": hit is not None,
-                        "rank": None if hit is None else hit[0] + 1,
-                        "how": None if hit is None else hit[1]["how"],  # type: ignore[index]
-                        "best_similarity": max(
-                            (vectors.cos(source, doc) for doc in docs), default=None
-                        ),
-                    }
-                )
-            found = sum(1 for p in per_source if p["found"])
-            result = self.result(
-                found / len(sources),
-                model=res.embedder.name,
-                k=k,
-                found=found,
-                expected=len(sources),
-                sources=per_source,
+    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
+        k = self._k(res.config)
+        sources = non_blank(sample.expected_sources)
+        if not sources:
+            return self.na("expected_sources holds only blank entries")
+        if not non_blank(sample.contexts):
+            return self.na(_ALL_BLANK)
+        docs = (sample.contexts or [])[:k]
+        table = self._source_matches(docs, sources, answers)
+        per_source = []
+        for j, source in enumerate(sources):
+            hit = next(((i, row[j]) for i, row in enumerate(table) if row[j] is not None), None)
+            per_source.append(
+                {
+                    "source": source,
+                    "found": hit is not None,
+                    "rank": None if hit is None else hit[0] + 1,
+                    "how": None if hit is None else hit[1]["how"],  # type: ignore[index]
+                    "best_similarity": max(
+                        (cosine(answers, source, doc) for doc in docs), default=None
+                    ),
+                }
             )
-            out.append(with_settings(result, settings))
-        return out
+        found = sum(1 for p in per_source if p["found"])
+        result = self.result(
+            found / len(sources),
+            model=answers.embedder,
+            k=k,
+            found=found,
+            expected=len(sources),
+            sources=per_source,
+        )
+        return with_settings(result, {"k": k})
 
 
 class _RelevanceAtK(_RetrievalAtK):
@@ -252,36 +253,29 @@ class _RelevanceAtK(_RetrievalAtK):
         """The value from the top-k relevance judgements, and details to add."""
         raise NotImplementedError
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
         settings = self._settings(res)
         k = settings["k"]
-        threshold = settings["retrieval_relevance_threshold"]
-        vectors = self._vectors(samples, res, k)
-        out = []
-        for sample in samples:
-            if not non_blank(sample.contexts):
-                out.append(self.na(_ALL_BLANK))
-                continue
-            docs = (sample.contexts or [])[:k]
-            judged = self._relevance(sample, docs, vectors, threshold)
-            if judged is None:
-                out.append(self.na("missing input: query (or expected_sources)", missing=["query"]))
-                continue
-            how, per_doc = judged
-            relevant = sum(1 for d in per_doc if d["relevant"])
-            value, details = self._value(per_doc, relevant)
-            result = self.result(
-                value,
-                model=res.embedder.name,
-                k=k,
-                relevant=relevant,
-                considered=len(docs),
-                relevance=how,
-                **details,
-                documents=per_doc,
-            )
-            out.append(with_settings(result, settings))
-        return out
+        if not non_blank(sample.contexts):
+            return self.na(_ALL_BLANK)
+        docs = (sample.contexts or [])[:k]
+        judged = self._relevance(sample, docs, answers, settings["retrieval_relevance_threshold"])
+        if judged is None:
+            return self.na("missing input: query (or expected_sources)", missing=["query"])
+        how, per_doc = judged
+        relevant = sum(1 for d in per_doc if d["relevant"])
+        value, details = self._value(per_doc, relevant)
+        result = self.result(
+            value,
+            model=answers.embedder,
+            k=k,
+            relevant=relevant,
+            considered=len(docs),
+            relevance=how,
+            **details,
+            documents=per_doc,
+        )
+        return with_settings(result, settings)
 
 
 @register
@@ -335,13 +329,12 @@ class ContextPrecisionAtK(_RelevanceAtK):
         return (total / hits if hits else 0.0), {"relevant_ranks": ranks}
 
 
-class _ContextsVsText(Metric):
+class _ContextsVsText(EmbeddedMetric):
     """Shared body: clamped cosine of each non-blank context with the response or query."""
 
     family = "rag"
     suites = ("rag",)
     source = Source.CHATBOT_HUB
-    needs = frozenset({"embedder"})
     #: the Sample field each context is compared with
     other: str = "response"
 
@@ -350,24 +343,18 @@ class _ContextsVsText(Metric):
         their mean."""
         return sum(sims) / len(sims), {"n_documents": len(sims)}
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        docs_of = [non_blank(s.contexts) for s in samples]
-        texts = [
-            t
-            for s, docs in zip(samples, docs_of, strict=True)
-            for t in [*docs, getattr(s, self.other)]
-        ]
-        vectors = TextVectors(res.embedder, texts)
-        out = []
-        for sample, docs in zip(samples, docs_of, strict=True):
-            if not docs:
-                out.append(self.na(_ALL_BLANK))
-                continue
-            other = getattr(sample, self.other)
-            sims = [clamp01(vectors.cos(doc, other)) for doc in docs]
-            value, details = self._value(sims, res)
-            out.append(self.result(value, model=res.embedder.name, similarities=sims, **details))
-        return out
+    def texts(self, sample: Sample, config: AssayConfig) -> list[str]:
+        docs = non_blank(sample.contexts)
+        return [*docs, getattr(sample, self.other)] if docs else []
+
+    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
+        docs = non_blank(sample.contexts)
+        if not docs:
+            return self.na(_ALL_BLANK)
+        other = getattr(sample, self.other)
+        sims = [clamp01(cosine(answers, doc, other)) for doc in docs]
+        value, details = self._value(sims, res)
+        return self.result(value, model=answers.embedder, similarities=sims, **details)
 
 
 @register
@@ -410,9 +397,9 @@ class ContextCoverage(_ContextsVsText):
             "usage_threshold": threshold,
         }
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
         settings = {"context_usage_threshold": res.config.context_usage_threshold}
-        return [with_settings(r, settings) for r in super().compute_batch(samples, res)]
+        return with_settings(super().reduce(sample, answers, res), settings)
 
 
 @register
@@ -431,7 +418,7 @@ class RerankerScore(_ContextsVsText):
 
 
 @register
-class GoldContextMatch(Metric):
+class GoldContextMatch(EmbeddedMetric):
     """Similarity of the response to the gold (reference) context.
 
     Formula (chatbot hub): ``clamp(cos(embed(gold_context), embed(response)))`` (specification ×100;
@@ -445,13 +432,13 @@ class GoldContextMatch(Metric):
     requires = ("gold_context", "response")
     suites = ("rag",)
     source = Source.CHATBOT_HUB
-    needs = frozenset({"embedder"})
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        return [
-            self.result(clamp01(cosine), model=res.embedder.name, cosine=cosine)
-            for cosine in field_cosines(samples, res, "gold_context", "response")
-        ]
+    def texts(self, sample: Sample, config: AssayConfig) -> list[str]:
+        return [sample.gold_context, sample.response]  # type: ignore[list-item]
+
+    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
+        cos = cosine(answers, sample.gold_context, sample.response)  # type: ignore[arg-type]
+        return self.result(clamp01(cos), model=answers.embedder, cosine=cos)
 
 
 @register

@@ -20,7 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from assay.config import AssayConfig
+from assay.engine import Answers
 from assay.metric import Metric, Source, clamp01
+from assay.metrics.semantic import EmbeddedMetric
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -195,7 +198,7 @@ def _reference_steps(sample: Sample) -> tuple[list[str], str, str] | None:
 
 
 @register
-class StepCorrectness(Metric):
+class StepCorrectness(EmbeddedMetric):
     """How well the reasoning steps cover the reference steps, by embedding similarity.
 
     Formula (chatbot hub): ``0.7 * avg_step_similarity + 0.3 * overall_similarity``.
@@ -223,58 +226,48 @@ class StepCorrectness(Metric):
     family = "reasoning"
     suites = ("reasoning", "base-model")
     source = Source.CHATBOT_HUB
-    needs = frozenset({"embedder"})
     components = ("avg_step_similarity", "overall_similarity")
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        plans: list[tuple[list[str], str, list[str], str, str] | MetricResult] = []
-        texts: list[str] = []
-        for sample in samples:
-            found = reasoning_steps(sample)
-            reference = _reference_steps(sample)
-            if found is None:
-                plans.append(self.na(_NO_STEPS))
-                continue
-            if reference is None:
-                plans.append(
-                    self.na("no reference: give reference_steps or expected", missing=["expected"])
-                )
-                continue
-            steps, source = found
-            ref_steps, ref_text, ref_source = reference
-            plans.append((steps, source, ref_steps, ref_text, ref_source))
-            texts.extend([*steps, *ref_steps, " ".join(steps), ref_text])
-        vectors = dict(zip(texts, res.embedder.embed(texts), strict=True)) if texts else {}
-        out: list[MetricResult] = []
-        for plan in plans:
-            if isinstance(plan, MetricResult):
-                out.append(plan)
-                continue
-            steps, source, ref_steps, ref_text, ref_source = plan
-            cand = np.stack([vectors[s] for s in steps])
-            ref = np.stack([vectors[s] for s in ref_steps])
-            sims = np.clip(ref @ cand.T, 0.0, 1.0)  # rows: reference steps
-            best = sims.argmax(axis=1)
-            best_sims = sims.max(axis=1)
-            avg_step = float(best_sims.mean())
-            overall = clamp01(float(vectors[" ".join(steps)] @ vectors[ref_text]))
-            out.append(
-                self.result(
-                    clamp01(0.7 * avg_step + 0.3 * overall),
-                    components={"avg_step_similarity": avg_step, "overall_similarity": overall},
-                    model=res.embedder.name,
-                    steps_source=source,
-                    reference_source=ref_source,
-                    n_steps=len(steps),
-                    n_reference_steps=len(ref_steps),
-                    matches=[
-                        {"reference_step": j, "step": int(i), "similarity": float(s)}
-                        for j, (i, s) in enumerate(zip(best, best_sims, strict=True))
-                    ],
-                    step_precision=float(sims.max(axis=0).mean()),
-                )
-            )
-        return out
+    def texts(self, sample: Sample, config: AssayConfig) -> list[str]:
+        """The steps, the reference steps, and the two joined texts (none without steps or
+        a reference)."""
+        found, reference = reasoning_steps(sample), _reference_steps(sample)
+        if found is None or reference is None:
+            return []
+        steps, (ref_steps, ref_text, _) = found[0], reference
+        return [*steps, *ref_steps, " ".join(steps), ref_text]
+
+    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
+        found = reasoning_steps(sample)
+        reference = _reference_steps(sample)
+        if found is None:
+            return self.na(_NO_STEPS)
+        if reference is None:
+            return self.na("no reference: give reference_steps or expected", missing=["expected"])
+        steps, source = found
+        ref_steps, ref_text, ref_source = reference
+        vectors = answers.vectors(self.texts(sample, res.config))
+        cand = np.stack([vectors[s] for s in steps])
+        ref = np.stack([vectors[s] for s in ref_steps])
+        sims = np.clip(ref @ cand.T, 0.0, 1.0)  # rows: reference steps
+        best = sims.argmax(axis=1)
+        best_sims = sims.max(axis=1)
+        avg_step = float(best_sims.mean())
+        overall = clamp01(float(vectors[" ".join(steps)] @ vectors[ref_text]))
+        return self.result(
+            clamp01(0.7 * avg_step + 0.3 * overall),
+            components={"avg_step_similarity": avg_step, "overall_similarity": overall},
+            model=answers.embedder,
+            steps_source=source,
+            reference_source=ref_source,
+            n_steps=len(steps),
+            n_reference_steps=len(ref_steps),
+            matches=[
+                {"reference_step": j, "step": int(i), "similarity": float(s)}
+                for j, (i, s) in enumerate(zip(best, best_sims, strict=True))
+            ],
+            step_precision=float(sims.max(axis=0).mean()),
+        )
 
 
 # ---- logic_consistency -------------------------------------------------------------------

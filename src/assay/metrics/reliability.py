@@ -1,6 +1,9 @@
 """Reliability metrics (chatbot hub "Reliability Metrics"): output stability across repeated
 runs, output validity, JSON Schema compliance and determinism. Values are 0..1 (the
-specification's 0-100 is presentation), higher is better.
+specification's 0-100 is presentation), higher is better. The two similarity metrics
+(``output_stability``, ``determinism_score``) are `EmbeddedMetric`s: they declare the
+response and the previous responses as embed asks, embedded once per chunk with every
+other metric's texts.
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from assay.config import AssayConfig
+from assay.engine import Answers
 from assay.metric import Metric, Source, clamp01
+from assay.metrics.semantic import EmbeddedMetric, cosine
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -90,31 +96,31 @@ def _shorten(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     return f"{message[: limit - 40]}… ({len(message) - limit + 40} more characters)"
 
 
-def _similarities(
-    samples: Sequence[Sample], res: Resources, window: int | None
-) -> list[np.ndarray | None]:
-    """Cosine of each sample's response with its previous responses (last ``window``), one
-    embedder call for the whole batch; None for samples without previous responses."""
-    left: list[str] = []
-    right: list[str] = []
-    spans: list[tuple[int, int] | None] = []
-    for sample in samples:
-        previous = sample.previous_responses or []
-        if window is not None:
-            previous = previous[-window:]
-        if not previous or not sample.has("response"):
-            spans.append(None)
-            continue
-        start = len(left)
-        left.extend([sample.response] * len(previous))  # type: ignore[list-item]
-        right.extend(previous)
-        spans.append((start, len(left)))
-    sims = res.embedder.pair_similarity(left, right) if left else np.zeros(0)
-    return [None if span is None else np.asarray(sims[span[0] : span[1]]) for span in spans]
+def _compared(sample: Sample, window: int | None) -> list[str]:
+    """The previous responses compared with the response (the last ``window``; all when
+    None); none without a response."""
+    previous = sample.previous_responses or []
+    if window is not None:
+        previous = previous[-window:]
+    return previous if sample.has("response") else []
+
+
+def _similarities(sample: Sample, answers: Answers, window: int | None) -> list[float] | None:
+    """Cosine of the response with each compared previous response (`_compared`), from
+    the vectors of their embed asks; None without previous responses."""
+    previous = _compared(sample, window)
+    if not previous:
+        return None
+    return [cosine(answers, sample.response, p) for p in previous]  # type: ignore[arg-type]
+
+
+def _texts(sample: Sample, window: int | None) -> list[str]:
+    previous = _compared(sample, window)
+    return [sample.response, *previous] if previous else []  # type: ignore[list-item]
 
 
 @register
-class OutputStability(Metric):
+class OutputStability(EmbeddedMetric):
     """Mean embedding similarity of the response to the last 5 previous responses to the same query.
 
     Formula (chatbot hub): ``mean(clamp01(cos(embed(response), embed(prev))) for prev in
@@ -133,41 +139,34 @@ class OutputStability(Metric):
     requires = ("response",)
     suites = ("reliability",)
     source = Source.CHATBOT_HUB
-    needs = frozenset({"embedder"})
     default_threshold = 0.7
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        sims = _similarities(samples, res, STABILITY_WINDOW)
-        out = []
-        for sample, sim in zip(samples, sims, strict=True):
-            if sim is None:
-                ratio, checks = _quality(sample, res)
-                out.append(
-                    self.result(
-                        ratio,
-                        method="pattern",
-                        measure="quality_checks",
-                        reason=(
-                            "no previous responses: quality-check pass ratio "
-                            "(the chatbot hub's fallback)"
-                        ),
-                        checks=checks,
-                        passed=sum(checks.values()),
-                        total=len(checks),
-                    )
-                )
-                continue
-            scores = [clamp01(float(s)) for s in sim]
-            out.append(
-                self.result(
-                    float(np.mean(scores)),
-                    model=res.embedder.name,
-                    measure="similarity",
-                    compared=len(scores),
-                    similarities=[round(s, 6) for s in scores],
-                )
+    def texts(self, sample: Sample, config: AssayConfig) -> list[str]:
+        return _texts(sample, STABILITY_WINDOW)
+
+    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
+        sims = _similarities(sample, answers, STABILITY_WINDOW)
+        if sims is None:
+            ratio, checks = _quality(sample, res)
+            return self.result(
+                ratio,
+                method="pattern",
+                measure="quality_checks",
+                reason=(
+                    "no previous responses: quality-check pass ratio (the chatbot hub's fallback)"
+                ),
+                checks=checks,
+                passed=sum(checks.values()),
+                total=len(checks),
             )
-        return out
+        scores = [clamp01(s) for s in sims]
+        return self.result(
+            float(np.mean(scores)),
+            model=answers.embedder,
+            measure="similarity",
+            compared=len(scores),
+            similarities=[round(s, 6) for s in scores],
+        )
 
 
 @register
@@ -301,7 +300,7 @@ class SchemaCompliance(Metric):
 
 
 @register
-class DeterminismScore(Metric):
+class DeterminismScore(EmbeddedMetric):
     """Share of repeated runs whose response is identical to this one (whitespace-normalised).
 
     With ``previous_responses`` (earlier answers to the same input, all of them, not only
@@ -325,46 +324,34 @@ class DeterminismScore(Metric):
     requires = ("response",)
     suites = ("reliability",)
     source = Source.CHATBOT_HUB
-    needs = frozenset({"embedder"})
     components = ("exact_share", "mean_similarity")
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        sims = _similarities(samples, res, None)
-        proxy_idx = [i for i, s in enumerate(sims) if s is None]
-        proxies = OutputStability().compute_batch([samples[i] for i in proxy_idx], res)
-        proxy_by_index = dict(zip(proxy_idx, proxies, strict=True))
-        out = []
-        for i, (sample, sim) in enumerate(zip(samples, sims, strict=True)):
-            if sim is None:
-                proxy = proxy_by_index[i]
-                out.append(
-                    self.result(
-                        proxy.value,
-                        method=proxy.method,
-                        measure="proxy:output_stability",
-                        reason=(
-                            "no previous responses: the chatbot hub's proxy "
-                            "(output_stability fallback)"
-                        ),
-                        proxy_details=proxy.details,
-                    )
-                )
-                continue
-            current = normalise_whitespace(sample.response)
-            previous = [normalise_whitespace(p) for p in sample.previous_responses or []]
-            identical = sum(1 for p in previous if p == current)
-            exact = identical / len(previous)
-            mean_sim = float(np.mean([clamp01(float(s)) for s in sim]))
-            out.append(
-                self.result(
-                    exact,
-                    components={"exact_share": exact, "mean_similarity": mean_sim},
-                    method="pattern",
-                    model=res.embedder.name,
-                    measure="exact_repeats",
-                    identical=identical,
-                    compared=len(previous),
-                    distinct_outputs=len({current, *previous}),
-                )
+    def texts(self, sample: Sample, config: AssayConfig) -> list[str]:
+        return _texts(sample, None)
+
+    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
+        sims = _similarities(sample, answers, None)
+        if sims is None:  # output_stability's fallback: it reads no vector
+            proxy = OutputStability().reduce(sample, answers, res)
+            return self.result(
+                proxy.value,
+                method=proxy.method,
+                measure="proxy:output_stability",
+                reason="no previous responses: the chatbot hub's proxy (output_stability fallback)",
+                proxy_details=proxy.details,
             )
-        return out
+        current = normalise_whitespace(sample.response)
+        previous = [normalise_whitespace(p) for p in sample.previous_responses or []]
+        identical = sum(1 for p in previous if p == current)
+        exact = identical / len(previous)
+        mean_sim = float(np.mean([clamp01(s) for s in sims]))
+        return self.result(
+            exact,
+            components={"exact_share": exact, "mean_similarity": mean_sim},
+            method="pattern",
+            model=answers.embedder,
+            measure="exact_repeats",
+            identical=identical,
+            compared=len(previous),
+            distinct_outputs=len({current, *previous}),
+        )

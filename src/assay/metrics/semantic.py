@@ -13,7 +13,6 @@ truthfulness) are this same similarity under other names: they are aliases of
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,7 +20,6 @@ import numpy as np
 from assay.config import AssayConfig
 from assay.engine import Answers, Ask, embed_ask
 from assay.metric import PASS_THRESHOLD, PlannedMetric, Source, clamp01
-from assay.models.embedders import Embedder
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -31,26 +29,11 @@ from assay.text.tokenize import non_blank, words
 
 __all__ = [
     "EmbeddedMetric",
-    "TextVectors",
     "check_k",
     "cosine",
-    "field_cosines",
     "normalised_answer",
     "with_settings",
 ]
-
-
-class TextVectors:
-    """Embeddings of a batch's texts, from one ``embed`` call; ``cos(a, b)`` reads them."""
-
-    def __init__(self, embedder: Embedder, texts: Iterable[str]) -> None:
-        unique = list(dict.fromkeys(texts))
-        matrix = embedder.embed(unique) if unique else np.zeros((0, 1), dtype=np.float32)
-        self._rows = {text: matrix[i] for i, text in enumerate(unique)}
-
-    def cos(self, a: str, b: str) -> float:
-        """Cosine of two texts of the batch (0 when either is blank: it embeds as zeros)."""
-        return float(np.dot(self._rows[a], self._rows[b]))
 
 
 class EmbeddedMetric(PlannedMetric):
@@ -65,16 +48,19 @@ class EmbeddedMetric(PlannedMetric):
         raise NotImplementedError
 
     def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
-        """The embed asks of `texts` (under the configuration of the answers' resources;
-        the defaults for answers made by hand)."""
+        """The embed asks of the non-blank `texts` (under the configuration of the answers'
+        resources; the defaults for answers made by hand). A blank text is not asked: it
+        would embed as zeros, and `cosine` gives 0 for it without a vector."""
         config = answers.resources.config if answers.resources is not None else AssayConfig()
-        return [embed_ask(text) for text in self.texts(sample, config)]
+        return [embed_ask(text) for text in self.texts(sample, config) if text.strip()]
 
 
 def cosine(answers: Answers, a: str, b: str) -> float:
-    """Cosine of two texts from the vectors of their embed asks (0 when either is blank:
-    it embeds as zeros). Summed as the embedder's `similarities` sums its pairs
-    (``einsum``), to the last bit."""
+    """Cosine of two texts from the vectors of their embed asks; 0 when either is blank
+    (the embedder gives a blank text the zero vector, so it is not asked). Summed as the
+    embedder's `similarities` sums its pairs (``einsum``), to the last bit."""
+    if not a.strip() or not b.strip():
+        return 0.0
     return float(np.einsum("i,i->", answers.reply(embed_ask(a)), answers.reply(embed_ask(b))))
 
 
@@ -93,14 +79,6 @@ def with_settings(result: MetricResult, settings: dict[str, Any], **details: Any
 def normalised_answer(text: str | None) -> str:
     """Lower-cased word tokens joined by one space: punctuation and spacing do not count."""
     return " ".join(words(text))
-
-
-def field_cosines(samples: Sequence[Sample], res: Resources, left: str, right: str) -> list[float]:
-    """Cosine of each sample's ``left`` and ``right`` fields, from one ``pair_similarity`` call."""
-    sims = res.embedder.pair_similarity(
-        [getattr(s, left) for s in samples], [getattr(s, right) for s in samples]
-    )
-    return [float(sim) for sim in sims]
 
 
 def check_k(metric: str, k: int | None) -> int | None:

@@ -19,13 +19,12 @@ each metric's docstring.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from assay.text.tokenize import content_words, sentences
 
 if TYPE_CHECKING:
-    from assay.metrics.semantic import TextVectors
     from assay.resources import Resources
     from assay.text.patterns import PatternSet
 
@@ -82,15 +81,15 @@ def _asked_words(question: str) -> set[str]:
 
 
 def reasked_questions(
-    reply: str, statements: Sequence[tuple[int, str]], vectors: TextVectors
+    reply: str, statements: Sequence[tuple[int, str]], similarity: Callable[[str, str], float]
 ) -> list[dict[str, object]]:
     """The reply's questions that ask for what a user statement already gave.
 
     ``statements`` are (message index, sentence) of the earlier user messages' non-question
-    sentences. A question re-asks a statement when at least `REASK_OVERLAP` of its
-    content words (request words like "could", "tell", "confirm" left out) are in the
-    statement, or their cosine is at least `REASK_COSINE`; each is reported with the
-    statement that best matches it.
+    sentences; ``similarity`` is the embedding cosine of two texts. A question re-asks a
+    statement when at least `REASK_OVERLAP` of its content words (request words like
+    "could", "tell", "confirm" left out) are in the statement, or their cosine is at
+    least `REASK_COSINE`; each is reported with the statement that best matches it.
     """
     found: list[dict[str, object]] = []
     for question in questions(reply):
@@ -98,7 +97,7 @@ def reasked_questions(
         best: tuple[float, float, int, str] | None = None
         for index, statement in statements:
             overlap = len(asked & set(content_words(statement))) / len(asked) if asked else 0.0
-            cosine = vectors.cos(question, statement)
+            cosine = similarity(question, statement)
             if overlap >= REASK_OVERLAP or cosine >= REASK_COSINE:
                 score = max(overlap, cosine)
                 if best is None or score > max(best[0], best[1]):

@@ -2,7 +2,9 @@
 goal accuracy, with and without a reference outcome.
 
 With a judge, the three metrics read one `CONVERSATION_OUTCOME` ask per conversation
-(each its key of the reply). Without a judge each runs its named estimator.
+(each its key of the reply). Without a judge each runs its named estimator; the two that
+compare texts plan the embed asks of exactly the texts they compare (which depend on the
+run's refusal patterns), embedded once per chunk with every other metric's texts.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from assay.engine import Answers, Ask, judge_ask
-from assay.judge.estimators import uncertainty_phrase
+from assay.judge.estimators import distinct_texts, uncertainty_phrase
 from assay.metric import clamp01
 from assay.metrics.agent import retried_later
 from assay.metrics.conversation.estimators import (
@@ -21,15 +23,17 @@ from assay.metrics.conversation.estimators import (
 )
 from assay.metrics.conversation.prompts import CONVERSATION_OUTCOME
 from assay.metrics.conversation.transcript import has_conversation, messages, transcript
-from assay.metrics.judged.base import JudgedMetric
-from assay.metrics.semantic import TextVectors
+from assay.metrics.judged.base import JudgedMetric, embed_asks
+from assay.metrics.semantic import cosine
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample
+from assay.text.patterns import load_patterns
 from assay.text.tokenize import content_words
 
 if TYPE_CHECKING:
+    from assay.steps import Turn
     from assay.text.patterns import PatternSet
 
 __all__ = [
@@ -50,15 +54,53 @@ def outcome_ask(sample: Sample) -> Ask:
     )
 
 
+def _refusals(answers: Answers) -> PatternSet:
+    """The refusal patterns of the resources answering (the shipped ones for answers made
+    by hand)."""
+    if answers.resources is not None:
+        return refusal_patterns(answers.resources)
+    return load_patterns("safety")["refusal"]
+
+
 class _OutcomeMetric(JudgedMetric):
     def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return [outcome_ask(sample)]
+
+    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        """The judge plan with a judge; else the embed asks of the texts the estimator
+        compares (`estimate_texts`: which replies count depends on the refusal patterns)."""
+        if answers.model is None:
+            return embed_asks(self.estimate_texts(sample, _refusals(answers)))
+        return self.judge_plan(sample, answers)
+
+    def estimate_texts(self, sample: Sample, refusals: PatternSet) -> list[str]:
+        """The texts whose vectors the estimator reads for ``sample`` (none by default)."""
+        return []
 
 
 def _is_request(text: str) -> bool:
     """A user message that asks for something: a question, or two content words or more
     (so "thanks!" or "ok" is not a request)."""
     return bool(questions(text)) or len(content_words(text)) >= 2
+
+
+def _requests(turns: list[Turn], refusals: PatternSet) -> list[tuple[int, list[int]]]:
+    """Each user request (message index) with the later assistant replies that may
+    satisfy it: not blank, not a refusal, not non-committal."""
+    out = []
+    for i, turn in enumerate(turns):
+        if turn.role != "user" or not _is_request(turn.content or ""):
+            continue
+        later = []
+        for j in range(i + 1, len(turns)):
+            reply = turns[j].content or ""
+            if turns[j].role != "assistant" or not reply.strip():
+                continue
+            if refusals.find(reply) or uncertainty_phrase(reply):
+                continue
+            later.append(j)
+        out.append((i, later))
+    return out
 
 
 @register
@@ -102,33 +144,36 @@ class ConversationCompleteness(_OutcomeMetric):
             value, answers.model, [CONVERSATION_OUTCOME], reason=reason, intentions=intentions
         )
 
+    def estimate_texts(self, sample: Sample, refusals: PatternSet) -> list[str]:
+        """Each request that a later reply may satisfy, and those replies."""
+        turns = messages(sample)
+        return distinct_texts(
+            t
+            for i, later in _requests(turns, refusals)
+            if later
+            for t in (turns[i].content, *(turns[j].content for j in later))
+        )
+
     def estimate(
         self, samples: Sequence[Sample], answers: Answers, res: Resources
     ) -> list[MetricResult]:
         refusals = refusal_patterns(res)
-        said = [messages(s) for s in samples]
-        vectors = TextVectors(res.embedder, (t.content or "" for turns in said for t in turns))
         out = []
-        for turns in said:
+        for sample in samples:
+            turns = messages(sample)
             intentions = []
-            for i, turn in enumerate(turns):
-                if turn.role != "user" or not _is_request(turn.content or ""):
-                    continue
+            for i, later in _requests(turns, refusals):
+                request = turns[i].content or ""
                 best, by = 0.0, None
-                for j in range(i + 1, len(turns)):
-                    reply = turns[j].content or ""
-                    if turns[j].role != "assistant" or not reply.strip():
-                        continue
-                    if refusals.find(reply) or uncertainty_phrase(reply):
-                        continue
-                    cosine = vectors.cos(turn.content or "", reply)
-                    if cosine > best:
-                        best, by = cosine, j
+                for j in later:
+                    similarity = cosine(answers, request, turns[j].content or "")
+                    if similarity > best:
+                        best, by = similarity, j
                 satisfied = best >= SATISFIED_COSINE
                 intentions.append(
                     {
                         "turn": i,
-                        "intention": turn.content,
+                        "intention": turns[i].content,
                         "satisfied": satisfied,
                         "reason": f"best later reply [{by}] at cosine {best:.2f}"
                         if by is not None
@@ -192,18 +237,20 @@ class AgentGoalAccuracy(_GoalMetric):
             end_state=reply.end_state,
         )
 
+    def estimate_texts(self, sample: Sample, refusals: PatternSet) -> list[str]:
+        """The expected outcome and the texts that can show the end state, when any."""
+        states = _end_states(sample, refusals)
+        return distinct_texts([sample.expected_outcome, *states] if states else [])
+
     def estimate(
         self, samples: Sequence[Sample], answers: Answers, res: Resources
     ) -> list[MetricResult]:
         refusals = refusal_patterns(res)
-        ends = [_end_states(s, refusals) for s in samples]
-        vectors = TextVectors(
-            res.embedder,
-            [*(s.expected_outcome or "" for s in samples), *(e for es in ends for e in es)],
-        )
         out = []
-        for sample, states in zip(samples, ends, strict=True):
-            cosines = [(vectors.cos(sample.expected_outcome or "", e), e) for e in states]
+        for sample in samples:
+            states = _end_states(sample, refusals)
+            expected = sample.expected_outcome or ""
+            cosines = [(cosine(answers, expected, e), e) for e in states]
             best, state = max(cosines, default=(0.0, None))
             reason = None if states else "no assistant message or tool result states an outcome"
             out.append(

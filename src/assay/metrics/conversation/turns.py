@@ -6,6 +6,8 @@ the four metrics (each reads its key of the reply). Without a judge each metric 
 named estimator (`assay.metrics.conversation.estimators`). Either way the result's
 ``details["turns"]`` lists the reviewed replies ``{"turn": message index, "score":
 0..1, "reason": ...}`` and the conversation's value is the documented reduction of them.
+The estimators that compare texts plan the embed asks of exactly those texts
+(`ConversationMetric.estimate_texts`), embedded once per chunk with every other metric's.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from assay.engine import Answers, Ask, judge_ask
-from assay.judge.estimators import uncertainty_phrase
+from assay.judge.estimators import distinct_texts, uncertainty_phrase
 from assay.metric import clamp01
 from assay.metrics.conversation.estimators import (
     ALLOWED_TOPIC_COSINE,
@@ -31,8 +33,8 @@ from assay.metrics.conversation.transcript import (
     messages,
     reviewed_turns,
 )
-from assay.metrics.judged.base import JudgedMetric
-from assay.metrics.semantic import TextVectors
+from assay.metrics.judged.base import JudgedMetric, embed_asks
+from assay.metrics.semantic import cosine
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
@@ -111,20 +113,28 @@ class ConversationMetric(JudgedMetric):
         """Sub-scores of the conversation's value (None: none)."""
         return None
 
+    def estimate_plan(self, sample: Sample) -> list[Ask]:
+        return embed_asks(distinct_texts(self.estimate_texts(sample)))
+
+    def estimate_texts(self, sample: Sample) -> list[str]:
+        """The texts whose vectors the estimator reads for ``sample`` (none by default)."""
+        return []
+
     def estimate(
         self, samples: Sequence[Sample], answers: Answers, res: Resources
     ) -> list[MetricResult]:
         out = []
-        for turns in self.estimate_turns(samples, res):
+        for turns in self.estimate_turns(samples, answers, res):
             value, reason = self.reduce_turns(turns)
             components = self.turn_components(turns)
             out.append(self.local(value, res, components=components, reason=reason, turns=turns))
         return out
 
     def estimate_turns(
-        self, samples: Sequence[Sample], res: Resources
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
     ) -> list[list[dict[str, Any]]]:
-        """Each sample's per-reply evidence from the local estimator."""
+        """Each sample's per-reply evidence from the local estimator (the vectors of
+        `estimate_texts` in ``answers``)."""
         raise NotImplementedError
 
 
@@ -134,16 +144,11 @@ def _last_user(sample: Sample, turn: ReviewedTurn) -> str | None:
     return messages(sample)[turn.user_indices[-1]].content or None
 
 
-def _answers_to_users(
-    samples: Sequence[Sample], window: int
-) -> list[list[tuple[ReviewedTurn, str]]]:
-    """Per sample, each reviewed reply with the last user message before it (replies
-    with no user message before them are left out)."""
-    out = []
-    for sample in samples:
-        pairs = [(turn, _last_user(sample, turn)) for turn in reviewed_turns(sample, window)]
-        out.append([(turn, user) for turn, user in pairs if user])
-    return out
+def _answers_to_users(sample: Sample, window: int) -> list[tuple[ReviewedTurn, str]]:
+    """Each reviewed reply with the last user message before it (replies with no user
+    message before them are left out)."""
+    pairs = [(turn, _last_user(sample, turn)) for turn in reviewed_turns(sample, window)]
+    return [(turn, user) for turn, user in pairs if user]
 
 
 @register
@@ -172,27 +177,29 @@ class TurnRelevancy(ConversationMetric):
     key = "relevant"
     estimator = "reply_cosine"
 
+    def estimate_texts(self, sample: Sample) -> list[str]:
+        """Each reply and the last user message before it."""
+        return [
+            t for turn, user in _answers_to_users(sample, self.window) for t in (turn.text, user)
+        ]
+
     def estimate_turns(
-        self, samples: Sequence[Sample], res: Resources
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
     ) -> list[list[dict[str, Any]]]:
-        pairs = _answers_to_users(samples, self.window)
-        vectors = TextVectors(
-            res.embedder, (text for ps in pairs for t, u in ps for text in (t.text, u))
-        )
         out = []
-        for sample_pairs in pairs:
+        for sample in samples:
             turns = []
-            for turn, user in sample_pairs:
+            for turn, user in _answers_to_users(sample, self.window):
                 phrase = uncertainty_phrase(turn.text)
-                cosine = vectors.cos(turn.text, user)
+                similarity = cosine(answers, turn.text, user)
                 turns.append(
                     {
                         "turn": turn.index,
-                        "score": 0.0 if phrase else clamp01(cosine),
+                        "score": 0.0 if phrase else clamp01(similarity),
                         "reason": f"non-committal ({phrase!r})"
                         if phrase
                         else "cosine with the last user message",
-                        "cosine": round(cosine, 4),
+                        "cosine": round(similarity, 4),
                     }
                 )
             out.append(turns)
@@ -224,33 +231,43 @@ class KnowledgeRetention(ConversationMetric):
     key = "retains_knowledge"
     estimator = "reasked_questions"
 
+    def _statements(self, sample: Sample) -> list[tuple[ReviewedTurn, list[tuple[int, str]]]]:
+        """Each reviewed reply with the statements of the user messages before it."""
+        said = messages(sample)
+        return [
+            (turn, user_statements([(i, said[i].content or "") for i in turn.user_indices]))
+            for turn in reviewed_turns(sample, self.window)
+        ]
+
+    def estimate_texts(self, sample: Sample) -> list[str]:
+        """Each reply's questions and the user statements before it (when it asks any)."""
+        return [
+            text
+            for turn, statements in self._statements(sample)
+            if (asked := questions(turn.text)) and statements
+            for text in [*asked, *(s for _, s in statements)]
+        ]
+
     def estimate_turns(
-        self, samples: Sequence[Sample], res: Resources
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
     ) -> list[list[dict[str, Any]]]:
-        plans = []
+        out = []
         for sample in samples:
-            said = messages(sample)
-            for turn in reviewed_turns(sample, self.window):
-                users = [(i, said[i].content or "") for i in turn.user_indices]
-                plans.append((sample, turn, user_statements(users)))
-        vectors = TextVectors(
-            res.embedder,
-            (text for _, t, st in plans for text in [*questions(t.text), *(s for _, s in st)]),
-        )
-        by_sample: dict[int, list[dict[str, Any]]] = {id(s): [] for s in samples}
-        for sample, turn, statements in plans:
-            found = reasked_questions(turn.text, statements, vectors)
-            by_sample[id(sample)].append(
-                {
-                    "turn": turn.index,
-                    "score": 0.0 if found else 1.0,
-                    "reason": "asks again for what the user said"
-                    if found
-                    else "no question re-asks a user statement",
-                    "reasked": found,
-                }
-            )
-        return [by_sample[id(s)] for s in samples]
+            turns = []
+            for turn, statements in self._statements(sample):
+                found = reasked_questions(turn.text, statements, lambda a, b: cosine(answers, a, b))
+                turns.append(
+                    {
+                        "turn": turn.index,
+                        "score": 0.0 if found else 1.0,
+                        "reason": "asks again for what the user said"
+                        if found
+                        else "no question re-asks a user statement",
+                        "reasked": found,
+                    }
+                )
+            out.append(turns)
+        return out
 
 
 @register
@@ -275,7 +292,7 @@ class RoleAdherence(ConversationMetric):
     estimator = "persona_breaks"
 
     def estimate_turns(
-        self, samples: Sequence[Sample], res: Resources
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
     ) -> list[list[dict[str, Any]]]:
         out = []
         for sample in samples:
@@ -342,18 +359,20 @@ class TopicAdherence(ConversationMetric):
             "recall": tp / (tp + fn) if tp + fn else None,
         }
 
+    def estimate_texts(self, sample: Sample) -> list[str]:
+        """The allowed topics and each user message a reply answers (when any)."""
+        users = [user for _, user in _answers_to_users(sample, self.window)]
+        return [*(sample.allowed_topics or []), *users] if users else []
+
     def estimate_turns(
-        self, samples: Sequence[Sample], res: Resources
+        self, samples: Sequence[Sample], answers: Answers, res: Resources
     ) -> list[list[dict[str, Any]]]:
         refusals = refusal_patterns(res)
-        pairs = _answers_to_users(samples, self.window)
-        topics = {topic for s in samples for topic in s.allowed_topics or []}
-        vectors = TextVectors(res.embedder, [*topics, *(u for ps in pairs for _, u in ps)])
         out = []
-        for sample, sample_pairs in zip(samples, pairs, strict=True):
+        for sample in samples:
             turns = []
-            for turn, user in sample_pairs:
-                cosines = {t: vectors.cos(user, t) for t in sample.allowed_topics or []}
+            for turn, user in _answers_to_users(sample, self.window):
+                cosines = {t: cosine(answers, user, t) for t in sample.allowed_topics or []}
                 topic, best = max(cosines.items(), key=lambda kv: kv[1], default=("", 0.0))
                 refused = bool(refusals.find(turn.text))
                 allowed = best >= ALLOWED_TOPIC_COSINE
