@@ -15,6 +15,13 @@ are raised as:
 
 The ``openai`` package is not used: it costs about a second of import time on each
 ``assay evaluate`` with a judge, for one request shape.
+
+The connection pool is httpcore's with one change (`LinearPool`): httpcore 1.0's
+``_assign_requests_to_connections``, run as each request enters and leaves the pool,
+counts the pool's connections once per idle connection (a list of every connection,
+built for each idle one: O(connections²) a request), which with 64 requests in flight
+took about a fifth of a Ray worker's CPU time (py-spy, ``benchmarks/scale.py judged``;
+encode/httpcore#1035). `LinearPool` makes the same decisions with one count.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import httpcore
 import httpx
 
 __all__ = [
@@ -33,6 +41,7 @@ __all__ = [
     "ChatCompletions",
     "ConnectionFailed",
     "HTTPStatusError",
+    "LinearPool",
     "retry_after_seconds",
 ]
 
@@ -89,16 +98,62 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
     return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
+class LinearPool(httpcore.AsyncConnectionPool):
+    """httpcore's connection pool, its bookkeeping linear in the number of connections.
+
+    httpcore 1.0 closes an idle connection while ``len([c.is_idle() for c in
+    connections])`` (the number of connections, idle or not) exceeds
+    ``max_keepalive_connections``, building that list once per idle connection; this
+    pool compares ``len(connections)`` instead: the same connections are closed, kept and
+    assigned, in the same order.
+    """
+
+    def _assign_requests_to_connections(self) -> list[httpcore.AsyncConnectionInterface]:
+        closing: list[httpcore.AsyncConnectionInterface] = []
+        for connection in list(self._connections):
+            if connection.is_closed():
+                self._connections.remove(connection)
+            elif connection.has_expired() or (
+                connection.is_idle() and len(self._connections) > self._max_keepalive_connections
+            ):
+                self._connections.remove(connection)
+                closing.append(connection)
+        for pool_request in [r for r in self._requests if r.is_queued()]:
+            origin = pool_request.request.url.origin
+            available = next(
+                (c for c in self._connections if c.can_handle_request(origin) and c.is_available()),
+                None,
+            )
+            if available is not None:
+                pool_request.assign_to_connection(available)
+                continue
+            if len(self._connections) >= self._max_connections:
+                idle = next((c for c in self._connections if c.is_idle()), None)
+                if idle is None:
+                    continue  # the request waits for a connection to come free
+                self._connections.remove(idle)
+                closing.append(idle)
+            connection = self.create_connection(origin)
+            self._connections.append(connection)
+            pool_request.assign_to_connection(connection)
+        return closing
+
+
 class ChatCompletions:
     """A connection pool to one server's chat-completions endpoint."""
 
     def __init__(self, base_url: str | None, api_key: str | None, timeout: float) -> None:
         url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/"
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+        transport = httpx.AsyncHTTPTransport(limits=limits)
+        # the transport's own pool, of the same settings, made linear (see LinearPool)
+        transport._pool.__class__ = LinearPool
         self._client = httpx.AsyncClient(
             base_url=url,
             headers={"Authorization": f"Bearer {api_key or 'not-needed'}"},
             timeout=timeout,
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+            limits=limits,
+            transport=transport,
         )
 
     async def create(self, body: Mapping[str, Any]) -> Any:
