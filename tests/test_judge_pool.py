@@ -79,22 +79,35 @@ def random_state(rng: random.Random) -> dict[str, Any]:
 
 
 def test_linear_pool_decides_as_httpcore_does() -> None:
+    """Without expired connections: httpcore's decisions exactly. With them: no request
+    gets an expired connection, and only expired or surplus ones are closed."""
     rng = random.Random(7)
-    states = [random_state(rng) for _ in range(500)]
+    states = [random_state(rng) for _ in range(1000)]
 
     async def compare() -> tuple[list[Any], list[Any]]:  # the pool's events need a loop
         ours = [decisions(LinearPool, s) for s in states]
         return ours, [decisions(httpcore.AsyncConnectionPool, s) for s in states]
 
     ours, theirs = asyncio.run(compare())
-    assert [i for i in range(len(states)) if ours[i] != theirs[i]] == []
-    # the states cover every branch: connections closed (expired, surplus, making room),
+    fresh = [i for i, s in enumerate(states) if not any(c[3] for c in s["connections"])]
+    assert len(fresh) > 300
+    assert [i for i in fresh if ours[i] != theirs[i]] == []
+    # the fresh states cover every branch: connections closed (surplus, making room),
     # new ones made, and requests left waiting in a full pool
-    assert sum(1 for kept, closing, _ in ours if closing) > 50
-    assert (
-        sum(1 for _, _, assigned in ours if any(a and a.startswith("new") for a in assigned)) > 50
-    )
-    assert sum(1 for _, _, assigned in ours if None in assigned) > 10
+    assert sum(1 for i in fresh if ours[i][1]) > 50
+    assert sum(1 for i in fresh for a in ours[i][2] if a and a.startswith("new")) > 50
+    assert sum(1 for i in fresh if None in ours[i][2]) > 10
+    stale = [i for i in range(len(states)) if i not in set(fresh)]
+    expired_given = surplus_kept = expired_closed = 0
+    for i in stale:
+        expired = {c[0] for c in states[i]["connections"] if c[3]}
+        expired_given += len(expired & set(ours[i][2]))
+        # what httpcore closed and we kept can only be an expired connection
+        surplus_kept += len(set(theirs[i][1]) - set(ours[i][1]) - expired)
+        expired_closed += len(expired & set(ours[i][1]))
+    assert (expired_given, surplus_kept) == (0, 0)
+    # an expired connection a request reached was closed, not given
+    assert expired_closed > 20
 
 
 def test_chat_completions_uses_the_linear_pool_and_answers_concurrent_requests() -> None:

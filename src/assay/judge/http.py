@@ -19,9 +19,10 @@ The ``openai`` package is not used: it costs about a second of import time on ea
 The connection pool is httpcore's with one change (`LinearPool`): httpcore 1.0's
 ``_assign_requests_to_connections``, run as each request enters and leaves the pool,
 counts the pool's connections once per idle connection (a list of every connection,
-built for each idle one: O(connections²) a request), which with 64 requests in flight
-took about a fifth of a Ray worker's CPU time (py-spy, ``benchmarks/scale.py judged``;
-encode/httpcore#1035). `LinearPool` makes the same decisions with one count.
+built for each idle one: O(connections²) a request) and polls the socket of every idle
+connection; with 64 requests in flight these took about a fifth and a sixth of a Ray
+worker's CPU time (py-spy, ``benchmarks/scale.py judged``; encode/httpcore#1035).
+`LinearPool` counts once and polls only the connection a request is about to get.
 """
 
 from __future__ import annotations
@@ -99,13 +100,19 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
 
 
 class LinearPool(httpcore.AsyncConnectionPool):
-    """httpcore's connection pool, its bookkeeping linear in the number of connections.
+    """httpcore's connection pool, its bookkeeping linear in the number of connections
+    and its expiry checked on the connection about to be used.
 
-    httpcore 1.0 closes an idle connection while ``len([c.is_idle() for c in
-    connections])`` (the number of connections, idle or not) exceeds
-    ``max_keepalive_connections``, building that list once per idle connection; this
-    pool compares ``len(connections)`` instead: the same connections are closed, kept and
-    assigned, in the same order.
+    httpcore 1.0, as each request enters and leaves the pool, (a) closes an idle
+    connection while ``len([c.is_idle() for c in connections])`` (the number of
+    connections, idle or not) exceeds ``max_keepalive_connections``, building that list
+    once per idle connection, and (b) asks every connection whether it has expired, which
+    for an idle one polls its socket (a server that closed it makes it readable). This
+    pool (a) compares ``len(connections)``, and (b) asks an idle connection only when it
+    is the one a request would get: an expired one is then closed and the next one taken.
+    Without expired connections it closes, keeps and assigns the same connections as
+    httpcore; an expired one that no request reaches stays in the pool (its socket open)
+    until one does, the surplus rule closes it, or the pool is closed.
     """
 
     def _assign_requests_to_connections(self) -> list[httpcore.AsyncConnectionInterface]:
@@ -113,17 +120,19 @@ class LinearPool(httpcore.AsyncConnectionPool):
         for connection in list(self._connections):
             if connection.is_closed():
                 self._connections.remove(connection)
-            elif connection.has_expired() or (
-                connection.is_idle() and len(self._connections) > self._max_keepalive_connections
-            ):
+            elif connection.is_idle() and len(self._connections) > self._max_keepalive_connections:
                 self._connections.remove(connection)
                 closing.append(connection)
         for pool_request in [r for r in self._requests if r.is_queued()]:
             origin = pool_request.request.url.origin
-            available = next(
-                (c for c in self._connections if c.can_handle_request(origin) and c.is_available()),
-                None,
-            )
+            available = None
+            for connection in list(self._connections):
+                if connection.can_handle_request(origin) and connection.is_available():
+                    if not connection.has_expired():
+                        available = connection
+                        break
+                    self._connections.remove(connection)
+                    closing.append(connection)
             if available is not None:
                 pool_request.assign_to_connection(available)
                 continue
