@@ -186,8 +186,10 @@ class BudgetSlots:
     def _ask(self) -> None:
         """Ask the actor for a block of slots, one per waiting request, unless a request
         for a block is already there."""
+        if self._asking is not None:
+            return
         wanted = sum(1 for f in self._waiting if not f.done())
-        if self._asking is not None or not wanted:
+        if not wanted:
             return
         self._asking = asyncio.ensure_future(self._lease(wanted))
 
