@@ -15,8 +15,9 @@
    each text made distinct per copy, so nothing is answered twice) against the test judge
    server in its own process answering each call after 200 ms, with a cluster-wide limit
    of 64 concurrent calls (``judge_concurrency=64``) and no cache: judge calls/s against
-   the ceiling 64 / 0.2 s = 320/s (goal >= 80 %), and the most calls the server saw in
-   flight at once (goal: never above 64).
+   the ceiling 64 / 0.2 s = 320/s (goal >= 80 %), the most calls the server saw in
+   flight at once (goal: never above 64), and the budget's counters (its own peak, the
+   slots granted, the actor calls asking for and giving back slots).
 
 4. ``reading``: ``--read-samples`` RAG samples (rag-bench-50.jsonl, each copy distinct)
    written as one JSONL file with a broken line in the middle, read (a) by the local

@@ -233,13 +233,10 @@ def test_two_workers_share_one_judge_concurrency_limit(tmp_path: Path) -> None:
         )
         assert server.max_in_flight == 4
         assert server.calls == 48
-        assert executor.budget_stats == {
-            "limit": 4,
-            "rate_limit": None,
-            "peak": 4,
-            "in_flight": 0,
-            "granted": 48,
-        }
+        assert executor.budget_stats is not None
+        stats = dict(executor.budget_stats)
+        stats.pop("calls")  # how many slots come per call depends on timing: see test_judge_budget
+        assert stats == {"limit": 4, "rate_limit": None, "peak": 4, "in_flight": 0, "granted": 48}
         usage = scaled.judge_usage
         assert usage is not None and usage["calls"] == 48 and usage["failures"] == 0
         server.reset()
@@ -268,7 +265,14 @@ def test_a_retry_after_from_one_worker_pauses_every_worker() -> None:
     paused, refused, stats = asyncio.run(scenario())
     assert 0.29 <= paused < 0.6
     assert refused is False
-    assert stats == {"limit": 2, "rate_limit": None, "peak": 2, "in_flight": 1, "granted": 3}
+    assert stats == {
+        "limit": 2,
+        "rate_limit": None,
+        "peak": 2,
+        "in_flight": 1,
+        "granted": 3,
+        "calls": {"acquire": 4, "release": 1},
+    }
 
 
 def test_two_workers_share_one_judge_rate_limit(tmp_path: Path) -> None:

@@ -15,6 +15,14 @@ are raised as:
 
 The ``openai`` package is not used: it costs about a second of import time on each
 ``assay evaluate`` with a judge, for one request shape.
+
+The connection pool is httpcore's with one change (`LinearPool`): httpcore 1.0's
+``_assign_requests_to_connections``, run as each request enters and leaves the pool,
+counts the pool's connections once per idle connection (a list of every connection,
+built for each idle one: O(connections²) a request) and polls the socket of every idle
+connection; with 64 requests in flight these took about a fifth and a sixth of a Ray
+worker's CPU time (py-spy, ``benchmarks/scale.py judged``; encode/httpcore#1035).
+`LinearPool` counts once and polls only the connection a request is about to get.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import httpcore
 import httpx
 
 __all__ = [
@@ -33,6 +42,7 @@ __all__ = [
     "ChatCompletions",
     "ConnectionFailed",
     "HTTPStatusError",
+    "LinearPool",
     "retry_after_seconds",
 ]
 
@@ -89,16 +99,70 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
     return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
+class LinearPool(httpcore.AsyncConnectionPool):
+    """httpcore's connection pool, its bookkeeping linear in the number of connections
+    and its expiry checked on the connection about to be used.
+
+    httpcore 1.0, as each request enters and leaves the pool, (a) closes an idle
+    connection while ``len([c.is_idle() for c in connections])`` (the number of
+    connections, idle or not) exceeds ``max_keepalive_connections``, building that list
+    once per idle connection, and (b) asks every connection whether it has expired, which
+    for an idle one polls its socket (a server that closed it makes it readable). This
+    pool (a) compares ``len(connections)``, and (b) asks an idle connection only when it
+    is the one a request would get: an expired one is then closed and the next one taken.
+    Without expired connections it closes, keeps and assigns the same connections as
+    httpcore; an expired one that no request reaches stays in the pool (its socket open)
+    until one does, the surplus rule closes it, or the pool is closed.
+    """
+
+    def _assign_requests_to_connections(self) -> list[httpcore.AsyncConnectionInterface]:
+        closing: list[httpcore.AsyncConnectionInterface] = []
+        for connection in list(self._connections):
+            if connection.is_closed():
+                self._connections.remove(connection)
+            elif connection.is_idle() and len(self._connections) > self._max_keepalive_connections:
+                self._connections.remove(connection)
+                closing.append(connection)
+        for pool_request in [r for r in self._requests if r.is_queued()]:
+            origin = pool_request.request.url.origin
+            available = None
+            for connection in list(self._connections):
+                if connection.can_handle_request(origin) and connection.is_available():
+                    if not connection.has_expired():
+                        available = connection
+                        break
+                    self._connections.remove(connection)
+                    closing.append(connection)
+            if available is not None:
+                pool_request.assign_to_connection(available)
+                continue
+            if len(self._connections) >= self._max_connections:
+                idle = next((c for c in self._connections if c.is_idle()), None)
+                if idle is None:
+                    continue  # the request waits for a connection to come free
+                self._connections.remove(idle)
+                closing.append(idle)
+            connection = self.create_connection(origin)
+            self._connections.append(connection)
+            pool_request.assign_to_connection(connection)
+        return closing
+
+
 class ChatCompletions:
     """A connection pool to one server's chat-completions endpoint."""
 
     def __init__(self, base_url: str | None, api_key: str | None, timeout: float) -> None:
         url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/"
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+        transport = httpx.AsyncHTTPTransport(limits=limits)
+        # the transport's own pool, of the same settings, made linear (see LinearPool)
+        transport._pool.__class__ = LinearPool
         self._client = httpx.AsyncClient(
             base_url=url,
             headers={"Authorization": f"Bearer {api_key or 'not-needed'}"},
             timeout=timeout,
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+            limits=limits,
+            transport=transport,
         )
 
     async def create(self, body: Mapping[str, Any]) -> Any:

@@ -9,9 +9,16 @@ starts one `JudgeBudget` actor (a counting semaphore with a pause and, when
 worker's client a `BudgetSlots`: every judge request takes a slot from the actor before
 it is sent and gives it back when its reply (or error) has come; the slot is handed out
 only when the cluster's rate allows one more request (so the rate costs no second call),
-and a ``Retry-After`` seen by any worker pauses the slots handed out to all of them. A
-slot costs one actor call each way (about a millisecond on one machine, answered while
-the request waits for the judge anyway); the release is not waited for.
+and a ``Retry-After`` seen by any worker pauses the slots handed out to all of them.
+
+Slots travel in blocks: a worker keeps at most one slot request at the actor, for as
+many slots as it has requests waiting (`JudgeBudget.acquire_many`: it waits for the
+first and takes at once those other slots that are free then, none with a rate limit),
+hands each slot to one waiting request, and gives back the slots its requests finished
+with in one call per turn of its event loop (`JudgeBudget.release_many`, not waited
+for). A slot still serves one request only, so the limit, the rate and the pause hold
+as with one call per slot; at 64 in flight the blocks cut the actor calls about tenfold
+(each call costs the worker about 0.3 ms of CPU and the actor about as much).
 
 Slots are counted per holder (one per worker): when a worker dies the driver calls
 `JudgeBudget.forget`, which gives back what it held and refuses what it still had
@@ -22,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -43,6 +50,8 @@ class JudgeBudget:
         rate_limit: the most requests a second, or None.
         peak: the most that were in flight at once so far.
         granted: slots handed out so far.
+        calls: the calls asking for slots (``acquire``, `acquire_many`) and giving them
+            back (``release``, `release_many`) so far.
     """
 
     def __init__(self, limit: int, rate_limit: float | None = None) -> None:
@@ -55,6 +64,7 @@ class JudgeBudget:
         self.granted = 0
         self._free = asyncio.Semaphore(limit)
         self._held: Counter[str] = Counter()
+        self.calls: Counter[str] = Counter()
         self._gone: set[str] = set()
         self._quiet_until = 0.0  # time.monotonic() before which no slot is handed out
 
@@ -62,6 +72,10 @@ class JudgeBudget:
         """Wait for a free slot, for the end of any pause and for the rate limit's next
         token, then count the slot as ``holder``'s. False (and no slot) for a holder
         that was forgotten."""
+        self.calls["acquire"] += 1
+        return await self._acquire(holder)
+
+    async def _acquire(self, holder: str) -> bool:
         await self._free.acquire()
         if holder in self._gone:
             self._free.release()
@@ -75,9 +89,36 @@ class JudgeBudget:
             await self._bucket.take()
         return True
 
+    async def acquire_many(self, holder: str, most: int) -> int:
+        """Wait for one slot as `acquire` does, then take at once up to ``most - 1``
+        more that are free now (none with a rate limit: each of those waits for its own
+        token, in its own call); how many ``holder`` got (0: it was forgotten)."""
+        self.calls["acquire"] += 1
+        if not await self._acquire(holder):
+            return 0
+        got = 1
+        while (
+            got < most
+            and self._bucket is None
+            and not self._free.locked()  # so the acquire below returns at once
+            and self._quiet_until <= time.monotonic()
+            and holder not in self._gone  # forgotten while its first slot waited
+        ):
+            await self._free.acquire()
+            self._held[holder] += 1
+            self.granted += 1
+            got += 1
+        self.peak = max(self.peak, sum(self._held.values()))
+        return got
+
     def release(self, holder: str) -> None:
         """Give back one of ``holder``'s slots (nothing when it holds none)."""
-        if self._held[holder] > 0:
+        self.release_many(holder, 1)
+
+    def release_many(self, holder: str, count: int) -> None:
+        """Give back ``count`` of ``holder``'s slots (at most as many as it holds)."""
+        self.calls["release"] += 1
+        for _ in range(min(count, self._held[holder])):
             self._held[holder] -= 1
             self._free.release()
 
@@ -95,19 +136,23 @@ class JudgeBudget:
         return held
 
     def stats(self) -> dict[str, Any]:
-        """The limits, the peak and current number in flight, and slots handed out."""
+        """The limits, the peak and current number in flight, the slots handed out and
+        the calls for them."""
         return {
             "limit": self.limit,
             "rate_limit": self.rate_limit,
             "peak": self.peak,
             "in_flight": sum(self._held.values()),
             "granted": self.granted,
+            "calls": {"acquire": self.calls["acquire"], "release": self.calls["release"]},
         }
 
 
 class BudgetSlots:
     """A worker's view of the cluster's `JudgeBudget` (a `SharedBudget` for its
-    `JudgeClient`): ``slot()`` holds one of the budget's slots for one request.
+    `JudgeClient`): ``slot()`` holds one of the budget's slots for one request. The
+    slots are asked for and given back in blocks (see the module docstring); use it
+    from one event loop (the judge's).
 
     Args:
         budget: the budget actor's handle.
@@ -117,26 +162,75 @@ class BudgetSlots:
     def __init__(self, budget: Any, holder: str) -> None:
         self._budget = budget
         self._holder = holder
+        self._waiting: deque[asyncio.Future[None]] = deque()
+        self._asking: asyncio.Task[None] | None = None  # the block request at the actor
+        self._done = 0  # slots finished with, to give back at the end of this loop turn
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
-        granted = asyncio.ensure_future(self._budget.acquire.remote(self._holder))
+        granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append(granted)
+        self._ask()
         try:
-            ok = await asyncio.shield(granted)
+            await granted
         except asyncio.CancelledError:
-            # the request was given up while waiting: a slot granted later goes back
-            granted.add_done_callback(self._give_back_late)
+            # given up while waiting: a slot already handed to it goes back
+            if granted.done() and not granted.cancelled() and granted.exception() is None:
+                self._give_back()
             raise
-        if not ok:
-            raise RuntimeError(f"the judge budget no longer serves worker {self._holder}")
         try:
             yield
         finally:
-            self._budget.release.remote(self._holder)
+            self._give_back()
 
-    def _give_back_late(self, granted: asyncio.Future[bool]) -> None:
-        if not granted.cancelled() and granted.exception() is None and granted.result():
-            self._budget.release.remote(self._holder)
+    def _ask(self) -> None:
+        """Ask the actor for a block of slots, one per waiting request, unless a request
+        for a block is already there."""
+        if self._asking is not None:
+            return
+        wanted = sum(1 for f in self._waiting if not f.done())
+        if not wanted:
+            return
+        self._asking = asyncio.ensure_future(self._lease(wanted))
+
+    async def _lease(self, wanted: int) -> None:
+        try:
+            got = await self._budget.acquire_many.remote(self._holder, wanted)
+        except Exception as exc:  # the actor is gone: every waiting request fails so
+            self._asking = None
+            while self._waiting:
+                waiter = self._waiting.popleft()
+                if not waiter.done():
+                    waiter.set_exception(exc)
+            return
+        self._asking = None
+        if got == 0:
+            error = RuntimeError(f"the judge budget no longer serves worker {self._holder}")
+            while self._waiting:
+                waiter = self._waiting.popleft()
+                if not waiter.done():
+                    waiter.set_exception(error)
+            return
+        while got and self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():  # one given up meanwhile gets none
+                waiter.set_result(None)
+                got -= 1
+        for _ in range(got):  # more than are waiting now: back at once
+            self._give_back()
+        self._ask()
+
+    def _give_back(self) -> None:
+        """Count one slot as finished with; the count goes back to the actor in one call
+        at the end of this turn of the event loop."""
+        self._done += 1
+        if self._done == 1:
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        done, self._done = self._done, 0
+        if done:
+            self._budget.release_many.remote(self._holder, done)
 
     def hold_off(self, seconds: float) -> None:
         self._budget.hold_off.remote(seconds)
