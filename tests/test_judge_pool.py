@@ -129,3 +129,14 @@ def test_chat_completions_uses_the_linear_pool_and_answers_concurrent_requests()
         assert server.calls == 100
         # 100 requests at once over a pool keeping 64 idle connections at most
         assert len(pool._connections) <= 64
+
+
+def test_another_httpcore_keeps_its_own_pool(monkeypatch: Any) -> None:
+    # LinearPool re-implements httpcore 1.0's private bookkeeping: under another release
+    # the client keeps httpx's own pool (correct, only slower with many in flight)
+    monkeypatch.setattr(httpcore, "__version__", "1.1.0")
+    api = ChatCompletions("http://127.0.0.1:9/v1", None, timeout=1.0)
+    try:
+        assert type(api._client._transport._pool) is httpcore.AsyncConnectionPool
+    finally:
+        asyncio.run(api.close())

@@ -43,6 +43,7 @@ __all__ = [
     "ConnectionFailed",
     "HTTPStatusError",
     "LinearPool",
+    "linear_pool_fits",
     "retry_after_seconds",
 ]
 
@@ -148,6 +149,22 @@ class LinearPool(httpcore.AsyncConnectionPool):
         return closing
 
 
+#: the httpcore releases whose private pool bookkeeping `LinearPool` re-implements
+LINEAR_POOL_HTTPCORE = "1.0."
+
+
+def linear_pool_fits(transport: httpx.AsyncHTTPTransport) -> bool:
+    """Whether ``transport``'s pool is the httpcore 1.0 pool `LinearPool` was checked
+    against (another httpcore keeps its own pool: correct, only slower at many requests
+    in flight)."""
+    pool = getattr(transport, "_pool", None)
+    return (
+        httpcore.__version__.startswith(LINEAR_POOL_HTTPCORE)
+        and type(pool) is httpcore.AsyncConnectionPool
+        and hasattr(pool, "_assign_requests_to_connections")
+    )
+
+
 class ChatCompletions:
     """A connection pool to one server's chat-completions endpoint."""
 
@@ -155,8 +172,9 @@ class ChatCompletions:
         url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/"
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
         transport = httpx.AsyncHTTPTransport(limits=limits)
-        # the transport's own pool, of the same settings, made linear (see LinearPool)
-        transport._pool.__class__ = LinearPool
+        if linear_pool_fits(transport):
+            # the transport's own pool, of the same settings, made linear (see LinearPool)
+            transport._pool.__class__ = LinearPool
         self._client = httpx.AsyncClient(
             base_url=url,
             headers={"Authorization": f"Bearer {api_key or 'not-needed'}"},
