@@ -35,7 +35,6 @@ import functools
 import json
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -47,10 +46,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from assay.config import AssayConfig
-from assay.registry import get_metric
 from assay.resources import Resources
 from assay.sample import Sample
-from validity_checks import Checks, check_name, format_table
+from validity_checks import Checks, check_name, format_table, metric_scores
 from validity_stats import Row
 
 DATA = Path(__file__).resolve().parent / "data" / "dialogue"
@@ -134,22 +132,13 @@ def mean_reply_words(rated: Sequence[Rated]) -> np.ndarray:
 def score(name: str, rated: Sequence[Rated], res: Resources) -> Scored:
     """Run a metric on the conversations; any sample error stops the check."""
     samples = [r.sample for r in rated]
-    started = time.perf_counter()
-    results = get_metric(name).score_batch(samples, res)
-    seconds = time.perf_counter() - started
-    errors = [r.error for r in results if r.error]
-    if errors:
-        raise RuntimeError(f"{name}: {len(errors)} samples failed, first: {errors[0]}")
-    values = np.array([np.nan if r.value is None else r.value for r in results], float)
+    values, estimator, seconds, results = metric_scores(name, samples, res)
     last = []
     for sample, result in zip(samples, results, strict=True):
         final = len(sample.turns or []) - 1
         turns = result.details.get("turns") or []
         hit = [t["score"] for t in turns if t.get("turn") == final and t.get("score") is not None]
         last.append(float(hit[0]) if hit else np.nan)
-    estimator = next(
-        (str(r.details["estimator"]) for r in results if "estimator" in r.details), "-"
-    )
     return Scored(values, np.asarray(last), estimator, seconds)
 
 
