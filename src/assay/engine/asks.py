@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from assay.resources import Resources
 
 __all__ = ["Answers", "Ask", "bertscore_ask", "embed_ask", "judge_ask"]
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -117,9 +120,16 @@ class Answers:
         """
         return {text: self.reply(embed_ask(text)) for text in dict.fromkeys(texts)}
 
-    def memo(self, key: str) -> dict[Any, Any]:
-        """A dictionary kept with the answers under ``key``, for a value that several
-        metrics reduce from the same answers (e.g. the local reference agreement of a
-        sample, read by factual accuracy and answer classification): the first metric
-        computes it, the others read it. It lives as long as the answers (one chunk)."""
-        return self._memo.setdefault(key, {})
+    def computed_once(
+        self, name: str, keys: Sequence[K], compute: Callable[[list[K]], Sequence[V]]
+    ) -> list[V]:
+        """The value of each of ``keys`` under ``name``, for a value that several metrics
+        reduce from the same answers (e.g. the local reference agreement of a sample,
+        read by factual accuracy and answer classification): ``compute`` gets the
+        distinct keys not computed yet (in order) and returns their values; the others
+        are read from the memo, which lives as long as the answers (one chunk)."""
+        memo = self._memo.setdefault(name, {})
+        todo = [k for k in dict.fromkeys(keys) if k not in memo]
+        if todo:
+            memo.update(zip(todo, compute(todo), strict=True))
+        return [memo[k] for k in keys]

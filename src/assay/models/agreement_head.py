@@ -1,7 +1,7 @@
 """The learned agreement head: does an answer say what the reference answer says? A
 logistic model over eleven features that relate the answer to the reference, calibrated.
 
-The features (`agreement_features`) come from `assay.judge.estimators.reference_agreement`'s
+The features (`agreement_features`) come from `assay.judge.agreement.reference_agreement`'s
 result for the pair and from the words of both sides:
 
 ======================  =========================================================================

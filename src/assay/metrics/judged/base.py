@@ -61,15 +61,14 @@ def shared_supports(
     `sentence_support_texts`, computed once per (text, evidence) in a chunk: kept in the
     answers' memo, so faithfulness, hallucination, ragas_faithfulness and the composites
     scored together share it (and its spaCy parse)."""
-    memo = answers.memo("sentence_support")
-    keys = [(t, tuple(e)) for t, e in zip(texts, evidence, strict=True)]
-    todo = [k for k in dict.fromkeys(keys) if k not in memo]
-    if todo:
+
+    def compute(todo: list[tuple[str, tuple[str, ...]]]) -> list[Support]:
         todo_texts, todo_evidence = [k[0] for k in todo], [list(k[1]) for k in todo]
         vectors = answers.vectors(sentence_support_texts(todo_texts, todo_evidence))
-        found = sentence_support(res, vectors, todo_texts, todo_evidence)
-        memo.update(zip(todo, found, strict=True))
-    return [memo[k] for k in keys]
+        return sentence_support(res, vectors, todo_texts, todo_evidence)
+
+    keys = [(t, tuple(e)) for t, e in zip(texts, evidence, strict=True)]
+    return answers.computed_once("sentence_support", keys, compute)
 
 
 def pass_threshold(threshold: float | None) -> dict[str, float]:

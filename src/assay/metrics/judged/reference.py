@@ -48,15 +48,13 @@ def _agreements(samples: Sequence[Sample], answers: Answers, res: Resources) -> 
     """The local reference agreement of each sample, from the vectors of `_agreement_plan`,
     computed once per (question, answer, reference) in a chunk: kept in the answers' memo,
     so factual accuracy and answer classification scored together share it."""
-    memo = answers.memo("reference_agreement")
-    triples = [_triple(s) for s in samples]
-    todo = [t for t in dict.fromkeys(triples) if t not in memo]
-    if todo:
+
+    def compute(todo: list[tuple[str | None, str, str]]) -> list[Agreement]:
         questions, said, references = ([t[i] for t in todo] for i in range(3))
         vectors = answers.vectors(reference_agreement_texts(questions, said, references))  # type: ignore[arg-type]
-        found = reference_agreement(res, vectors, questions, said, references)  # type: ignore[arg-type]
-        memo.update(zip(todo, found, strict=True))
-    return [memo[t] for t in triples]
+        return reference_agreement(res, vectors, questions, said, references)  # type: ignore[arg-type]
+
+    return answers.computed_once("reference_agreement", [_triple(s) for s in samples], compute)
 
 
 @register
@@ -190,7 +188,7 @@ class AnswerClassification(JudgedMetric):
     answer and reference after removing the question's content words, halved by each
     contradiction cue: a negation on one side only when neither is hedged, a number, date
     or entity the two state differently, yes/no disagreement; see
-    `assay.judge.estimators.reference_agreement` — and word-overlap features) is at least
+    `assay.judge.agreement.reference_agreement` — and word-overlap features) is at least
     the head's threshold (0.57, balanced accuracy on TruthfulQA dev's out-of-fold
     probabilities; ``details["threshold"]``); the probability is the ``agreement``
     component. Without spaCy or with another embedder than the head's the estimator is
