@@ -160,46 +160,43 @@ def _run_judge(asks: list[Ask], answers: Answers, res: Resources) -> None:
 
 
 def _run_models(by_kind: dict[str, list[Ask]], answers: Answers, res: Resources) -> None:
+    """Each kind's asks in one call of its model (`MODEL_KINDS`); a model that cannot load
+    or fails: each ask of that kind gets the error as its answer."""
     for kind, asks in by_kind.items():
-        if asks:
-            MODEL_KINDS[kind](asks, answers, res)
+        if not asks:
+            continue
+        try:
+            found = MODEL_KINDS[kind](asks, answers, res)
+        except Exception as exc:
+            found = [exc] * len(asks)
+        for ask, answer in zip(asks, found, strict=True):
+            answers.put(ask, answer)
 
 
-def _embed(asks: list[Ask], answers: Answers, res: Resources) -> None:
-    """Embed the texts of ``asks`` in one call (the embedder looks each up in its cache
-    and sends the rest to the model sorted by length, in batches of similar length); a
-    model that cannot load: each ask's answer is that error."""
-    try:
-        embedder = res.embedder
-        vectors = embedder.embed([a.values["text"] for a in asks])
-    except Exception as exc:
-        for ask in asks:
-            answers.put(ask, exc)
-        return
+def _embed(asks: list[Ask], answers: Answers, res: Resources) -> Sequence[Any]:
+    """The vectors of the texts of ``asks``, from one call (the embedder looks each up in
+    its cache and sends the rest to the model sorted by length, in batches of similar
+    length)."""
+    embedder = res.embedder
+    vectors = embedder.embed([a.values["text"] for a in asks])
     answers.embedder = embedder.name
-    for ask, vector in zip(asks, vectors, strict=True):
-        answers.put(ask, vector)
+    return list(vectors)
 
 
-def _bertscore(asks: list[Ask], answers: Answers, res: Resources) -> None:
-    """Score the pairs of ``asks`` in one call of the run's BERTScore model (each distinct
-    text tokenised and embedded once, longest first; the scorer's pair memo in front); a
-    model that cannot load: each ask's answer is that error."""
-    try:
-        rows = res.bertscorer.raw_scores(
+def _bertscore(asks: list[Ask], answers: Answers, res: Resources) -> Sequence[Any]:
+    """The raw (P, R, F) rows of the pairs of ``asks``, from one call of the run's
+    BERTScore model (each distinct text tokenised and embedded once, longest first; the
+    scorer's pair memo in front)."""
+    return list(
+        res.bertscorer.raw_scores(
             [a.values["candidate"] for a in asks], [a.values["reference"] for a in asks]
         )
-    except Exception as exc:
-        for ask in asks:
-            answers.put(ask, exc)
-        return
-    for ask, row in zip(asks, rows, strict=True):
-        answers.put(ask, row)
+    )
 
 
 #: the executors of the model ask kinds, by kind: each answers one round's asks of its
-#: kind in one batch
-MODEL_KINDS: dict[str, Callable[[list[Ask], Answers, Resources], None]] = {
+#: kind in one batch, an answer per ask in order (`_run_models` stores them)
+MODEL_KINDS: dict[str, Callable[[list[Ask], Answers, Resources], Sequence[Any]]] = {
     "embed": _embed,
     "bertscore": _bertscore,
 }
