@@ -34,10 +34,12 @@ Inference is numpy only.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -129,6 +131,31 @@ def _local(sentence_words: list[str], evidence_sentences: list[list[str]]) -> li
     ]
 
 
+@dataclass(frozen=True)
+class _Evidence:
+    """The evidence passages as the features read them: each sentence's words (sentences
+    without a word left out), all their words and bigrams, and the numbers they state."""
+
+    sentences: list[list[str]]
+    words: frozenset[str]
+    bigrams: frozenset[tuple[str, str]]
+    numbers: frozenset[str]
+
+
+@functools.lru_cache(maxsize=1024)
+def _evidence(passages: tuple[str, ...]) -> _Evidence:
+    """`_Evidence` of the non-blank ``passages``, remembered: a text's features, its new
+    terms and each of its sentences' new terms read the same passages."""
+    kept = [p for p in passages if p and p.strip()]
+    tokens = [t for p in kept for s in (sentences(p) or [p]) if (t := words(s))]
+    return _Evidence(
+        sentences=tokens,
+        words=frozenset(w for t in tokens for w in t),
+        bigrams=frozenset(b for t in tokens for b in _bigrams(t)),
+        numbers=frozenset(_NUMBER.findall(" ".join(kept))),
+    )
+
+
 def _names(text: str) -> set[str]:
     """Lower-cased capitalised words of ``text`` that do not start a sentence."""
     return {
@@ -139,15 +166,19 @@ def _names(text: str) -> set[str]:
     }
 
 
+def _new_names_and_numbers(text: str, evidence: _Evidence) -> tuple[set[str], set[str], set[str]]:
+    """The names of ``text``, those of them the evidence lacks, and its numbers the
+    evidence lacks."""
+    names = _names(text)
+    return names, names - evidence.words, set(_NUMBER.findall(text)) - evidence.numbers
+
+
 def new_terms(text: str, evidence: Sequence[str]) -> list[str]:
     """The names (capitalised words not starting a sentence) and numbers of ``text`` that
     the ``evidence`` passages do not contain: the terms behind the ``novel_names`` and
     ``novel_numbers`` features, for a result's evidence."""
-    joined = " ".join(p for p in evidence if p)
-    present = set(words(joined))
-    names = sorted(n for n in _names(text) if n not in present)
-    numbers = sorted(set(_NUMBER.findall(text)) - set(_NUMBER.findall(joined)))
-    return names + numbers
+    _, names, numbers = _new_names_and_numbers(text, _evidence(tuple(evidence)))
+    return sorted(names) + sorted(numbers)
 
 
 def support_features(
@@ -155,12 +186,8 @@ def support_features(
 ) -> np.ndarray:
     """The `FEATURES` of ``text`` against the ``evidence`` passages; ``rows`` are the
     per-sentence rows of `sentence_support` for the same text (``semantic``, ``lexical``)."""
-    passages = [p for p in evidence if p and p.strip()]
-    evidence_sentences = [
-        tokens for p in passages for s in (sentences(p) or [p]) if (tokens := words(s))
-    ]
-    evidence_words = {w for ev in evidence_sentences for w in ev}
-    evidence_bigrams = {b for ev in evidence_sentences for b in _bigrams(ev)}
+    found = _evidence(tuple(evidence))
+    evidence_sentences = found.sentences
     text_sentences = [tokens for s in (sentences(text) or [text]) if (tokens := words(s))]
     all_words = [w for tokens in text_sentences for w in tokens]
     local = np.array(
@@ -168,17 +195,16 @@ def support_features(
     )
     semantic = [float(r["semantic"]) for r in rows] or [1.0]
     lexical = [float(r["lexical"]) for r in rows] or [1.0]
-    names = _names(text)
-    numbers = set(_NUMBER.findall(text)) - set(_NUMBER.findall(" ".join(passages)))
+    names, new_names, numbers = _new_names_and_numbers(text, found)
     return np.array(
         [
             np.mean(semantic),
             np.min(semantic),
             np.mean(lexical),
             np.min(lexical),
-            _share_absent(set(content_words(text)), evidence_words),
+            _share_absent(set(content_words(text)), found.words),
             _share_absent(
-                {b for tokens in text_sentences for b in _bigrams(tokens)}, evidence_bigrams
+                {b for tokens in text_sentences for b in _bigrams(tokens)}, found.bigrams
             ),
             len(text_sentences),
             math.log1p(len(all_words)),
@@ -188,7 +214,7 @@ def support_features(
             local[:, 1].max(),
             local[:, 2].mean(),
             local[:, 2].max(),
-            _share_absent(names, evidence_words),
+            len(new_names) / len(names) if names else 0.0,
             min(len(numbers), 3),
         ],
         dtype=np.float64,
