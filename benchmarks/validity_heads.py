@@ -18,6 +18,14 @@ from validity_stats import Row, auroc_rows
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
 
+def cross_validated(rows: list[Row]) -> list[Row]:
+    """``rows`` marked as scored by models fitted without the item's group (their numbers
+    are evidence although the head was trained on the data set)."""
+    for row in rows:
+        row.cross_validated = True
+    return rows
+
+
 @check
 def check_agreement_head_cv(ctx: Context) -> list[Row]:
     """The agreement head's metrics on TruthfulQA, the data it was trained on, by nested
@@ -55,20 +63,20 @@ def check_agreement_head_cv(ctx: Context) -> list[Row]:
         ),
         ("factual_accuracy", factual, labels, groups),
     ):
-        for row in auroc_rows(
-            "agreement_head_cv",
-            "truthfulqa-dev",
-            metric,
-            model,
-            scores,
-            y,
-            seconds,
-            ctx.seed,
-            g,
-            note=note,
-        ):
-            row.cross_validated = True
-            rows.append(row)
+        rows += cross_validated(
+            auroc_rows(
+                "agreement_head_cv",
+                "truthfulqa-dev",
+                metric,
+                model,
+                scores,
+                y,
+                seconds,
+                ctx.seed,
+                g,
+                note=note,
+            )
+        )
     return rows
 
 
@@ -78,38 +86,33 @@ def check_support_head_cv(ctx: Context) -> list[Row]:
     grouped 5-fold CV: each item scored by a head fitted without its group
     (scripts/train_support_head.py)."""
     from head_training import nested_cv_probabilities
-    from train_support_head import features_and_baseline, labelled_items
+    from train_support_head import pooled_items
 
-    res = ctx.res(judge_model=None)
     started = time.perf_counter()
-    sets = labelled_items(ctx.data)
-    parts = [features_and_baseline(samples, res)[0] for samples, _, _ in sets.values()]
-    labels = np.concatenate([y for _, y, _ in sets.values()])
-    groups = np.concatenate([g + i * 1_000_000 for i, (_, _, g) in enumerate(sets.values())])
-    probs, _ = nested_cv_probabilities(np.vstack(parts), labels, groups)
+    x, labels, groups, datasets, _ = pooled_items(ctx.data, ctx.res(judge_model=None))
+    probs, _ = nested_cv_probabilities(x, labels, groups)
     seconds = time.perf_counter() - started
     rows: list[Row] = []
-    start = 0
-    for dataset, (_, y, g) in sets.items():
-        p = probs[start : start + len(y)]
-        start += len(y)
+    for dataset in dict.fromkeys(datasets.tolist()):
+        m = datasets == dataset
+        p, y, g = probs[m], labels[m], groups[m]
         for metric, scores in (
             ("faithfulness", p),
             ("ragas_faithfulness", p),
             ("1 - hallucination", p),
         ):
-            for row in auroc_rows(
-                "support_head_cv",
-                dataset,
-                metric,
-                "support_head (nested grouped 5-fold CV)",
-                scores,
-                y,
-                seconds,
-                ctx.seed,
-                groups=g if dataset == "qags-cnndm-dev" else None,
-                note="cross-validated: each item scored by a head fitted on other groups only",
-            ):
-                row.cross_validated = True
-                rows.append(row)
+            rows += cross_validated(
+                auroc_rows(
+                    "support_head_cv",
+                    dataset,
+                    metric,
+                    "support_head (nested grouped 5-fold CV)",
+                    scores,
+                    y,
+                    seconds,
+                    ctx.seed,
+                    groups=g if dataset == "qags-cnndm-dev" else None,
+                    note="cross-validated: each item scored by a head fitted on other groups only",
+                )
+            )
     return rows

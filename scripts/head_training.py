@@ -2,7 +2,8 @@
 with the L2 penalty chosen by grouped cross-validation, calibration at an even class prior
 (isotonic or sigmoid), and the balanced-accuracy threshold.
 
-Used by ``train_toxicity_head.py`` and ``train_support_head.py`` (run from the repository
+Used by ``train_toxicity_head.py``, ``train_support_head.py`` and
+``train_agreement_head.py`` (run from the repository
 root: ``python scripts/train_….py``; needs scikit-learn, i.e. the ``models`` extra).
 Deterministic: fixed fold seeds and lbfgs give the same result on every CPU run.
 """
@@ -22,6 +23,9 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedGroupKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+
+from assay.config import AssayConfig
+from assay.resources import Resources
 
 T_975_DF4 = 2.776  # Student t quantile for a 95 % interval over 5 folds
 #: the feature heads' L2 penalties tried, folds, inner folds and fold seed
@@ -126,14 +130,42 @@ def best_threshold(probs: np.ndarray, y: np.ndarray) -> float:
     return best
 
 
-def training_arguments(doc: str, out: Path) -> argparse.Namespace:
-    """The command line of a feature head's training script: ``--data`` (the dev data
-    folder), ``--out`` (the head file, default ``out``) and ``--cache-dir`` (embeddings)."""
+def training_setup(doc: str, out: Path) -> tuple[argparse.Namespace, Resources]:
+    """The command line of a feature head's training script (``--data``: the dev data
+    folder, ``--out``: the head file, default ``out``, ``--cache-dir``: embeddings) and
+    the offline resources its features are computed with."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--out", type=Path, default=out)
     parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache/assay-training")
-    return parser.parse_args()
+    args = parser.parse_args()
+    return args, Resources(AssayConfig(judge_model=None, cache_dir=str(args.cache_dir)))
+
+
+def embedded(res: Resources, texts: Sequence[str]) -> dict[str, np.ndarray]:
+    """The run embedder's vector of each of ``texts`` (an estimator's ``*_texts``), by text:
+    what the engine's embed asks give the estimators in a run."""
+    return dict(zip(texts, res.embedder.embed(texts), strict=True))
+
+
+def cv_entry(
+    label: str,
+    y: np.ndarray,
+    probs: np.ndarray,
+    groups: np.ndarray,
+    baseline: np.ndarray,
+    baseline_name: str,
+) -> dict[str, object]:
+    """A data set's (or subset's) cross-validated AUROC with its grouped bootstrap
+    interval, printed beside the baseline's AUROC on the same items, as the head file
+    records it."""
+    auroc = roc_auc_score(y, probs)
+    ci = grouped_bootstrap_auroc(y, probs, groups)
+    print(
+        f"  {label}: head AUROC {auroc:.3f} ({ci[0]:.3f}-{ci[1]:.3f}), "
+        f"{baseline_name} {roc_auc_score(y, baseline):.3f}, n={len(y)}"
+    )
+    return {"n": len(y), "auroc": round(auroc, 4), "ci95": [round(v, 4) for v in ci]}
 
 
 def nested_cv_probabilities(
@@ -187,8 +219,8 @@ def fit_and_save_head(
     """Fit the shipped head and write its file (the format `assay.models.logistic_head`
     reads): C by grouped ``n``-fold CV on all items, the head fitted on all, the sigmoid on
     the out-of-fold logits, the default threshold maximising balanced accuracy on the
-    out-of-fold probabilities. Returns the metadata written (``metadata`` plus C, the CV
-    scores by C, the threshold and the fitted weights by feature)."""
+    out-of-fold probabilities. Prints C, the threshold and the weights; returns the
+    metadata written (``metadata`` plus C, the CV scores by C and the threshold)."""
     c, search = choose_c(x, y, groups, n, grid, seed, True)
     head = fit_head(x, y, c, standardise=True)
     slope, intercept = fit_sigmoid(search["oof_logits"], y)
@@ -214,4 +246,8 @@ def fit_and_save_head(
         calibration=np.array([slope, intercept], dtype=np.float64),
         metadata=np.array(json.dumps(written, sort_keys=True)),
     )
-    return {**written, "weights": dict(zip(metadata["features"], logistic.coef_[0], strict=True))}
+    weights = zip(metadata["features"], logistic.coef_[0], strict=True)
+    print(f"\nshipped head: C={c:g}, threshold {threshold:.3f}")
+    print("weights:", ", ".join(f"{f} {w:+.2f}" for f, w in weights))
+    print(f"wrote {out} ({out.stat().st_size} bytes)")
+    return written

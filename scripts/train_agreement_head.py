@@ -37,14 +37,13 @@ from pathlib import Path
 import numpy as np
 from head_training import (
     FOLDS,
+    cv_entry,
+    embedded,
     fit_and_save_head,
-    grouped_bootstrap_auroc,
     nested_cv_probabilities,
-    training_arguments,
+    training_setup,
 )
-from sklearn.metrics import roc_auc_score
 
-from assay.config import AssayConfig
 from assay.judge.agreement import reference_agreement, reference_agreement_texts
 from assay.judge.estimators import uncertainty_phrase
 from assay.models.agreement_head import FEATURES, agreement_features
@@ -64,8 +63,7 @@ def features_and_rule(samples: Sequence[Sample], res: Resources) -> tuple[np.nda
     questions = [s.query for s in samples]
     answers = [s.response or "" for s in samples]
     references = [s.expected or "" for s in samples]
-    texts = reference_agreement_texts(questions, answers, references)
-    vectors = dict(zip(texts, res.embedder.embed(texts), strict=True))
+    vectors = embedded(res, reference_agreement_texts(questions, answers, references))
     agreements = reference_agreement(res, vectors, questions, answers, references, use_head=False)
     if any(a.anchor_conflicts is None for a in agreements):
         raise SystemExit(
@@ -81,28 +79,16 @@ def features_and_rule(samples: Sequence[Sample], res: Resources) -> tuple[np.nda
 
 
 def main() -> None:
-    args = training_arguments(__doc__ or "", OUT)
-
-    res = Resources(AssayConfig(judge_model=None, cache_dir=str(args.cache_dir)))
+    args, res = training_setup(__doc__ or "", OUT)
     samples, y, groups = truthfulqa_items(args.data)
     x, rule = features_and_rule(samples, res)
     probs, chosen = nested_cv_probabilities(x, y, groups)
     answered = np.array([not uncertainty_phrase(s.response or "") for s in samples])
     print(f"nested {FOLDS}-fold grouped CV over {len(y)} answers (C per fold: {chosen})")
-    cv: dict[str, dict[str, object]] = {}
-    for subset, mask in (("all", np.ones(len(y), bool)), ("without DON'T KNOW", answered)):
-        auroc = roc_auc_score(y[mask], probs[mask])
-        ci = grouped_bootstrap_auroc(y[mask], probs[mask], groups[mask])
-        rule_auroc = roc_auc_score(y[mask], rule[mask])
-        cv[subset] = {
-            "n": int(mask.sum()),
-            "auroc": round(auroc, 4),
-            "ci95": [round(v, 4) for v in ci],
-        }
-        print(
-            f"  {subset}: head AUROC {auroc:.3f} ({ci[0]:.3f}-{ci[1]:.3f}), "
-            f"rule score {rule_auroc:.3f}, n={mask.sum()}"
-        )
+    cv = {
+        subset: cv_entry(subset, y[m], probs[m], groups[m], rule[m], "rule score")
+        for subset, m in (("all", np.ones(len(y), bool)), ("without DON'T KNOW", answered))
+    }
     metadata = {
         "features": list(FEATURES),
         "embedder": res.embedder.name,
@@ -111,10 +97,7 @@ def main() -> None:
         "nested_cv": cv,
         "script": "scripts/train_agreement_head.py",
     }
-    written = fit_and_save_head(args.out, x, y, groups, metadata)
-    print(f"\nshipped head: C={written['C']:g}, threshold {written['threshold']:.3f}")
-    print("weights:", ", ".join(f"{f} {w:+.2f}" for f, w in written["weights"].items()))
-    print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")
+    fit_and_save_head(args.out, x, y, groups, metadata)
 
 
 if __name__ == "__main__":

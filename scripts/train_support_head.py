@@ -49,15 +49,15 @@ from head_training import (
     FOLD_SEED,
     FOLDS,
     choose_c,
+    cv_entry,
+    embedded,
     fit_and_save_head,
     fit_head,
-    grouped_bootstrap_auroc,
     nested_cv_probabilities,
-    training_arguments,
+    training_setup,
 )
 from sklearn.metrics import roc_auc_score
 
-from assay.config import AssayConfig
 from assay.judge.estimators import sentence_support, sentence_support_texts
 from assay.models.support_head import FEATURES, support_features
 from assay.resources import Resources
@@ -89,8 +89,7 @@ def features_and_baseline(
     """The head's features of each sample and the graded sentence-support score."""
     texts = [s.response or "" for s in samples]
     evidence = [s.contexts or [] for s in samples]
-    needed = sentence_support_texts(texts, evidence)
-    vectors = dict(zip(needed, res.embedder.embed(needed), strict=True))
+    vectors = embedded(res, sentence_support_texts(texts, evidence))
     supports = sentence_support(res, vectors, texts, evidence, use_head=False)
     x = np.stack(
         [
@@ -101,39 +100,38 @@ def features_and_baseline(
     return x, np.array([s.score for s in supports])
 
 
-def main() -> None:
-    args = training_arguments(__doc__ or "", OUT)
-
-    res = Resources(AssayConfig(judge_model=None, cache_dir=str(args.cache_dir)))
-    sets = labelled_items(args.data)
+def pooled_items(
+    data: Path, res: Resources
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The two data sets pooled (step 2): features, labels, groups (kept apart across the
+    sets), each item's data set name and the graded sentence-support score."""
     xs, ys, gs, names, baselines = [], [], [], [], []
-    for offset, (name, (samples, y, groups)) in enumerate(sets.items()):
+    for offset, (name, (samples, y, groups)) in enumerate(labelled_items(data).items()):
         x, baseline = features_and_baseline(samples, res)
         xs.append(x)
         ys.append(y)
         gs.append(groups + offset * 1_000_000)
         names += [name] * len(y)
         baselines.append(baseline)
-    x, y, groups = np.vstack(xs), np.concatenate(ys), np.concatenate(gs)
-    names_arr, baseline = np.array(names), np.concatenate(baselines)
+    return (
+        np.vstack(xs),
+        np.concatenate(ys),
+        np.concatenate(gs),
+        np.array(names),
+        np.concatenate(baselines),
+    )
 
+
+def main() -> None:
+    args, res = training_setup(__doc__ or "", OUT)
+    x, y, groups, names_arr, baseline = pooled_items(args.data, res)
+    sets = list(dict.fromkeys(names_arr.tolist()))
     probs, chosen = nested_cv_probabilities(x, y, groups)
-    cv: dict[str, dict[str, object]] = {}
     print(f"nested {FOLDS}-fold grouped CV over {len(y)} items (C per fold: {chosen})")
+    cv = {}
     for name in sets:
         m = names_arr == name
-        head_auroc = roc_auc_score(y[m], probs[m])
-        base_auroc = roc_auc_score(y[m], baseline[m])
-        ci = grouped_bootstrap_auroc(y[m], probs[m], groups[m])
-        cv[name] = {
-            "n": int(m.sum()),
-            "auroc": round(head_auroc, 4),
-            "ci95": [round(v, 4) for v in ci],
-        }
-        print(
-            f"  {name}: head AUROC {head_auroc:.3f} ({ci[0]:.3f}-{ci[1]:.3f}), "
-            f"graded sentence support {base_auroc:.3f}, n={m.sum()}"
-        )
+        cv[name] = cv_entry(name, y[m], probs[m], groups[m], baseline[m], "graded sentence support")
     transfer = {}
     for train_name in sets:
         for test_name in sets:
@@ -157,10 +155,7 @@ def main() -> None:
         "transfer_auroc": transfer,
         "script": "scripts/train_support_head.py",
     }
-    written = fit_and_save_head(args.out, x, y, groups, metadata)
-    print(f"\nshipped head: C={written['C']:g}, threshold {written['threshold']:.3f}")
-    print("weights:", ", ".join(f"{f} {w:+.2f}" for f, w in written["weights"].items()))
-    print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")
+    fit_and_save_head(args.out, x, y, groups, metadata)
 
 
 if __name__ == "__main__":
