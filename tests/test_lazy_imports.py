@@ -7,16 +7,13 @@ A missing package is simulated by a finder on ``sys.meta_path`` that refuses to 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from assay.extras import MissingExtra, missing_extra, pip_command
 from assay.text.tokenize import ENGLISH_STOP_WORDS
+from fresh_interpreter import run_fresh
 
 #: packages of the extras, and the store, which a run that does not use them never loads
 HEAVY = (
@@ -36,19 +33,6 @@ HEAVY = (
     "pyarrow",
     "ray",
 )
-
-#: a finder refusing the top-level packages in BLOCKED, as if they were not installed
-BLOCKER = """
-import sys
-
-class _Blocker:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-sys.meta_path.insert(0, _Blocker())
-"""
 
 #: records, for each HEAVY package, whether its first import came from inside nltk
 IMPORT_LOG = """
@@ -70,25 +54,8 @@ sys.meta_path.insert(0, _Log())
 def _run(code: str, tmp_path: Path, blocked: tuple[str, ...] = (), log: bool = False) -> dict:
     """Run ``code`` in a fresh interpreter, with the packages in ``blocked`` refused and,
     with ``log``, `IMPORT_LOG` on; the code prints one JSON object as its last line."""
-    prelude = f"HEAVY = {HEAVY!r}\nBLOCKED = {blocked!r}\n"
-    prelude += (BLOCKER if blocked else "") + (IMPORT_LOG if log else "")
-    script = prelude + textwrap.dedent(code)
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        env={
-            "PATH": "/usr/bin:/bin",
-            "HOME": str(tmp_path),
-            "ASSAY_CACHE_DIR": str(tmp_path / "cache"),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-        },
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    prelude = f"HEAVY = {HEAVY!r}\n" + (IMPORT_LOG if log else "")
+    return run_fresh(code, tmp_path, blocked, prelude)
 
 
 def test_import_assay_loads_nothing_but_assay(tmp_path: Path) -> None:

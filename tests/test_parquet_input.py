@@ -4,9 +4,6 @@ without pyarrow, reading a .parquet names the one pip command."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,6 +14,7 @@ from typer.testing import CliRunner
 from assay.cli import app
 from assay.io import InputErrors, read_samples
 from assay.sample import ToolCall, Turn
+from fresh_interpreter import run_fresh
 
 #: the two rows, column by column, as a pipeline would log them (alias names included)
 COLUMNS = {
@@ -140,17 +138,9 @@ def test_assay_evaluate_scores_a_parquet_file(env: Path) -> None:
 
 def test_without_pyarrow_a_parquet_input_names_the_pip_command(tmp_path: Path) -> None:
     _parquet(tmp_path / "d.parquet", {"response": ["a"], "expected": ["a"]})
-    script = textwrap.dedent(
+    out = run_fresh(
         """
-        import json, sys
-
-        class Blocker:  # pyarrow refused, as if it were not installed
-            def find_spec(self, name, path=None, target=None):
-                if name.split(".")[0] == "pyarrow":
-                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-                return None
-
-        sys.meta_path.insert(0, Blocker())
+        import json
         from typer.testing import CliRunner
         from assay.cli import app
         from assay.extras import MissingExtra
@@ -162,18 +152,10 @@ def test_without_pyarrow_a_parquet_input_names_the_pip_command(tmp_path: Path) -
             raised = str(exc)
         result = CliRunner().invoke(app, ["evaluate", "d.parquet", "-m", "exact_match"])
         print(json.dumps({"raised": raised, "code": result.exit_code, "output": result.output}))
-        """
+        """,
+        tmp_path,
+        blocked=("pyarrow",),  # refused, as if it were not installed
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "ASSAY_CACHE_DIR": str(tmp_path)},
-    )
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout.strip().splitlines()[-1])
     command = 'reading .parquet needs the pandas extra: pip install "assay-eval[pandas]"'
     assert out["raised"] == command
     assert out["code"] == 2
