@@ -198,18 +198,13 @@ class BudgetSlots:
             got = await self._budget.acquire_many.remote(self._holder, wanted)
         except Exception as exc:  # the actor is gone: every waiting request fails so
             self._asking = None
-            while self._waiting:
-                waiter = self._waiting.popleft()
-                if not waiter.done():
-                    waiter.set_exception(exc)
+            self._fail_waiting(exc)
             return
         self._asking = None
         if got == 0:
-            error = RuntimeError(f"the judge budget no longer serves worker {self._holder}")
-            while self._waiting:
-                waiter = self._waiting.popleft()
-                if not waiter.done():
-                    waiter.set_exception(error)
+            self._fail_waiting(
+                RuntimeError(f"the judge budget no longer serves worker {self._holder}")
+            )
             return
         while got and self._waiting:
             waiter = self._waiting.popleft()
@@ -219,6 +214,13 @@ class BudgetSlots:
         for _ in range(got):  # more than are waiting now: back at once
             self._give_back()
         self._ask()
+
+    def _fail_waiting(self, error: BaseException) -> None:
+        """Every waiting request fails with ``error``."""
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_exception(error)
 
     def _give_back(self) -> None:
         """Count one slot as finished with; the count goes back to the actor in one call
