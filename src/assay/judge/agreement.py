@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from assay.judge.estimators import Vectors, distinct_texts, sentence_units, uncertainty_phrase
-from assay.models.agreement_head import FEATURES as AGREEMENT_FEATURES
 from assay.models.agreement_head import agreement_features
 from assay.text.tokenize import content_words, words
 
@@ -55,6 +54,8 @@ class Agreement:
         estimator: which of the two ``score`` is ("reference_agreement": the rule).
         rule_score: the rule-based agreement (see `reference_agreement`), either way.
         head_features: the head's features by name (None without the head).
+        decision_threshold: with the head, its threshold on ``score`` (chosen on the dev
+            data); None for the rule score.
         cosine: embedding cosine of the full answer and reference.
         content_cosine: cosine after removing the question's content words from both
             (None without a question, or when nothing is left of one side).
@@ -78,6 +79,7 @@ class Agreement:
     estimator: str = "reference_agreement"
     rule_score: float = field(init=False)
     head_features: dict[str, float] | None = None
+    decision_threshold: float | None = None
 
     def __post_init__(self) -> None:
         self.rule_score = self.score
@@ -319,8 +321,7 @@ def _apply_agreement_head(
         if agreement.noncommittal:
             continue
         values = agreement_features(question, answer, reference, agreement)
-        agreement.head_features = dict(
-            zip(AGREEMENT_FEATURES, (round(float(v), 4) for v in values), strict=True)
-        )
+        agreement.head_features = head.named(values)
         agreement.score = float(head.probability(values)[0])
         agreement.estimator = "agreement_head"
+        agreement.decision_threshold = head.threshold

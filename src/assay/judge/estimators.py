@@ -52,7 +52,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from assay.models.support_head import (
-    FEATURES,
     closest_sentences,
     new_terms,
     support_features,
@@ -323,7 +322,7 @@ def sentence_support(
         features, terms = None, None
         if head is not None:
             values = support_features(texts[i], evidence[i], rows)
-            features = dict(zip(FEATURES, (round(float(v), 4) for v in values), strict=True))
+            features = head.named(values)
             terms = new_terms(texts[i], evidence[i])
         out.append(
             Support(

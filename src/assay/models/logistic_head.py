@@ -81,6 +81,10 @@ class LogisticHead:
         """Whether ``embedder_name``'s cosines are the ones the head was trained on."""
         return embedder_name == self.embedder
 
+    def named(self, values: np.ndarray) -> dict[str, float]:
+        """One row of features by name, rounded to 4 places (a result's evidence)."""
+        return {name: round(float(v), 4) for name, v in zip(self.features, values, strict=True)}
+
     def decision(self, features: np.ndarray) -> np.ndarray:
         """The logit ``w · standardised(x) + b`` per row of features."""
         x = (np.atleast_2d(np.asarray(features, dtype=np.float64)) - self.mean) / self.scale

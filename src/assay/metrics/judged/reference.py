@@ -255,9 +255,9 @@ class AnswerClassification(JudgedMetric):
                 )
                 continue
             threshold = (
-                res.agreement_head.threshold
-                if agreement.estimator == "agreement_head"
-                else AGREEMENT_THRESHOLD
+                AGREEMENT_THRESHOLD
+                if agreement.decision_threshold is None
+                else agreement.decision_threshold
             )
             correct = agreement.score >= threshold
             out.append(
