@@ -380,14 +380,15 @@ def location_sha256(location: str | Path) -> str:
     """The SHA-256 of the bytes of the dataset at ``location`` (a path or a URL)."""
     import hashlib
 
-    digest = hashlib.sha256()
-    if not is_url(location):
-        with Path(location).open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        return digest.hexdigest()
-    fs, path = _filesystem(str(location))
-    with fs.open_input_stream(path) as handle:
+    def sha256_of(handle: Any) -> str:
+        digest = hashlib.sha256()
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
-    return digest.hexdigest()
+        return digest.hexdigest()
+
+    if not is_url(location):
+        with Path(location).open("rb") as handle:
+            return sha256_of(handle)
+    fs, path = _filesystem(str(location))
+    with fs.open_input_stream(path) as handle:
+        return sha256_of(handle)

@@ -32,14 +32,13 @@ from assay.redaction import known_secrets, redact, redact_text
 from assay.result import MetricResult
 from assay.runner import Evaluation
 from assay.sample import Sample
-from assay.sources import shown_location
+from assay.sources import location_sha256, shown_location
 from assay.store.db import Store, StoreError
 from assay.store.recorder import RunRecorder
 
 __all__ = [
     "OpenedRun",
     "ResumeRefused",
-    "dataset_sha256",
     "fingerprint",
     "open_run",
     "refusal",
@@ -73,13 +72,6 @@ class ResumeRefused(ValueError):
     """The run cannot be resumed with this dataset or these settings; says what differs."""
 
 
-def dataset_sha256(location: str | Path) -> str:
-    """The SHA-256 of the dataset's bytes (a path, or a URL pyarrow reads: streamed)."""
-    from assay.sources import location_sha256
-
-    return location_sha256(location)
-
-
 def _plain_url(url: str | None) -> str | None:
     """``url`` without user, password, query or fragment (where a credential can hide)."""
     if not url:
@@ -102,7 +94,7 @@ def fingerprint(data: str | Path, metrics: Sequence[Metric], config: AssayConfig
     # tokens_per_second is a number to compare, not a credential)
     return redact(
         {
-            "dataset_sha256": dataset_sha256(data),
+            "dataset_sha256": location_sha256(data),
             "metrics": sorted(m.name for m in metrics),
             "parameters": parameters,
             "judge": judge,
