@@ -44,11 +44,16 @@ from head_training import (
     training_setup,
 )
 
-from assay.judge.agreement import reference_agreement, reference_agreement_texts
+from assay.judge.agreement import (
+    agreement_parse_texts,
+    reference_agreement,
+    reference_agreement_texts,
+)
 from assay.judge.estimators import uncertainty_phrase
 from assay.models.agreement_head import FEATURES, agreement_features
 from assay.resources import Resources
 from assay.sample import Sample
+from assay.text.anchors import parse_texts
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -64,7 +69,11 @@ def features_and_rule(samples: Sequence[Sample], res: Resources) -> tuple[np.nda
     answers = [s.response or "" for s in samples]
     references = [s.expected or "" for s in samples]
     vectors = embedded(res, reference_agreement_texts(questions, answers, references))
-    agreements = reference_agreement(res, vectors, questions, answers, references, use_head=False)
+    triples = list(zip(questions, answers, references, strict=True))
+    docs = parse_texts(res.nlp, agreement_parse_texts(triples))
+    agreements = reference_agreement(
+        res, vectors, questions, answers, references, docs=docs, use_head=False
+    )
     if any(a.anchor_conflicts is None for a in agreements):
         raise SystemExit(
             "the agreement head is trained with spaCy anchors: install the models extra"

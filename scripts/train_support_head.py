@@ -62,6 +62,7 @@ from assay.judge.estimators import sentence_support, sentence_support_texts
 from assay.models.support_head import FEATURES, support_features
 from assay.resources import Resources
 from assay.sample import Sample
+from assay.text.anchors import anchor_texts, parse_texts
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -90,7 +91,8 @@ def features_and_baseline(
     texts = [s.response or "" for s in samples]
     evidence = [s.contexts or [] for s in samples]
     vectors = embedded(res, sentence_support_texts(texts, evidence))
-    supports = sentence_support(res, vectors, texts, evidence, use_head=False)
+    docs = parse_texts(res.nlp, anchor_texts(texts, evidence))
+    supports = sentence_support(res, vectors, texts, evidence, docs=docs, use_head=False)
     x = np.stack(
         [
             support_features(t, e, s.sentences)

@@ -9,11 +9,17 @@ import numpy as np
 import pytest
 
 from assay.config import AssayConfig
-from assay.judge.agreement import Agreement, reference_agreement, reference_agreement_texts
+from assay.judge.agreement import (
+    Agreement,
+    agreement_parse_texts,
+    reference_agreement,
+    reference_agreement_texts,
+)
 from assay.metrics.judged import AnswerClassification
 from assay.models.agreement_head import FEATURES, AgreementHead, agreement_features, content_f1
 from assay.resources import Resources
 from assay.sample import Sample
+from assay.text.anchors import parse_texts
 
 PEACH_Q = "What U.S. state produces the most peaches?"
 PEACH_REF = "California produces the most peaches in the U.S."
@@ -45,11 +51,13 @@ def test_the_shipped_head_file() -> None:
     assert 0.0 < head.threshold < 1.0
 
 
-def _agreements(res: Resources, answers: list[str], **options: bool) -> list[Agreement]:
+def _agreements(res: Resources, answers: list[str], anchors: bool = True) -> list[Agreement]:
     questions, references = [PEACH_Q] * len(answers), [PEACH_REF] * len(answers)
     texts = reference_agreement_texts(questions, answers, references)
     vectors = dict(zip(texts, res.embedder.embed(texts), strict=True))
-    return reference_agreement(res, vectors, questions, answers, references, **options)
+    triples = list(zip(questions, answers, references, strict=True))
+    docs = parse_texts(res.nlp, agreement_parse_texts(triples)) if anchors else None
+    return reference_agreement(res, vectors, questions, answers, references, docs=docs)
 
 
 def _probability(head: AgreementHead, features: dict[str, float]) -> float:
@@ -76,7 +84,7 @@ def test_the_head_scores_where_it_applies_and_the_rule_stays_elsewhere(
         )
     assert right.score > head.threshold > wrong.score
     # without spaCy's anchors (one of its features) the rule score stays, and says so
-    [unchecked] = _agreements(resources, ["Alabama produces the most peaches."], use_anchors=False)
+    [unchecked] = _agreements(resources, ["Alabama produces the most peaches."], anchors=False)
     assert unchecked.estimator == "reference_agreement"
     assert unchecked.score == unchecked.rule_score and unchecked.head_features is None
     # another embedder's cosines are not the head's features: the rule score stays

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from assay.text.anchors import ALL_KINDS, PIPELINE_KINDS, analyse, extract_anchors, topic_overlap
+from assay.metrics.grounding import topic_overlap
+from assay.text.anchors import (
+    ALL_KINDS,
+    PIPELINE_KINDS,
+    analyse,
+    anchor_texts,
+    extract_anchors,
+    parse_texts,
+)
 from assay.text.numbers import NumberMention, parse_numbers
 
 
@@ -19,7 +27,8 @@ def anchors_of(nlp, text: str, kinds=ALL_KINDS):
 
 def checked(nlp, response: str, *contexts: str, kinds=ALL_KINDS):
     """[(kind, text, supported)] of the response's anchors against the contexts."""
-    [(anchors, evidence)] = analyse(nlp, [response], [list(contexts)], kinds=kinds)
+    docs = parse_texts(nlp, anchor_texts([response], [list(contexts)]))
+    [(anchors, evidence)] = analyse(docs, [response], [list(contexts)], kinds=kinds)
     return [(a.kind, a.text, evidence.supports(a)) for a in anchors]
 
 

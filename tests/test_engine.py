@@ -4,7 +4,7 @@ follow-ups go round again, and a re-run on the judge cache makes no call."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -267,11 +267,15 @@ def test_offline_answers_of_other_resources_are_not_reused(resources: Resources)
 def test_offline_judged_metrics_embed_their_planned_texts_once(resources: Resources) -> None:
     metrics = [get_metric(n) for n in sorted(CALLS)]
     res, counting = offline(resources)
-    todo = planned(metrics, SAMPLES, Answers())
-    assert {a.kind for a in todo.values()} == {"embed"}  # no judge: the estimators' asks
+    todo = planned(metrics, SAMPLES, Answers(None, res))
+    # no judge: the estimators' asks; the support head reads no parse, the reference
+    # agreement's anchor conflicts do (factual_accuracy, answer_classification)
+    parsed = {a.values["text"] for a in todo.values() if a.kind == "parse"}
+    assert parsed == {t for s in SAMPLES for t in (s.query, s.response, s.expected) if t}
     run = evaluate(SAMPLES, metrics=metrics, resources=res)
     assert counting.calls == 1
-    assert sorted(counting.texts) == sorted(a.values["text"] for a in todo.values())
+    embedded = [a.values["text"] for a in todo.values() if a.kind == "embed"]
+    assert sorted(counting.texts) == sorted(embedded)
     assert all(r.error is None for row in run.results for r in row.values())
     assert {r.method for row in run.results for r in row.values()} == {"local", "pattern"}
 
@@ -307,6 +311,43 @@ RAG_TEXTS = {
 }
 
 
+class CountingPipeline:
+    """The session's real spaCy pipeline, counting the calls of ``pipe`` and the texts."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.calls, self.texts = inner, 0, []  # type: ignore[var-annotated]
+
+    def pipe(self, texts: Iterable[str], batch_size: int = 64) -> Iterator[Any]:
+        texts = list(texts)
+        self.calls += 1
+        self.texts.extend(texts)
+        return self.inner.pipe(texts, batch_size=batch_size)
+
+
+def test_offline_spacy_parses_each_distinct_text_once(resources: Resources) -> None:
+    res, counting = offline(resources)
+    # cosines under another name: the support head does not fit them, so faithfulness and
+    # hallucination score the graded support, which checks spaCy's anchors
+    counting.name = "another-embedder"
+    nlp = res.__dict__["nlp"] = CountingPipeline(resources.nlp)
+    names = ["faithfulness", "hallucination", "anchor_hallucination", "factual_accuracy"]
+    metrics = [get_metric(n) for n in names]
+    samples = [s.model_copy(update={"expected": "William Shakespeare"}) for s in RAG]
+    run = evaluate(samples, metrics=metrics, resources=res)
+    # one pass for the chunk: responses and non-blank passages (anchors and evidence),
+    # the question and the reference (the reference agreement's conflicts), each once
+    assert nlp.calls == 1
+    assert sorted(nlp.texts) == sorted(
+        {*RAG_CONTEXTS, "Who wrote Hamlet?", "William Shakespeare"} | {s.response for s in samples}
+    )
+    for row in run.results:
+        assert row["faithfulness"].details["estimator"] == "sentence_support"
+        assert row["faithfulness"].details["anchors"] is not None  # checked
+    for metric in metrics:  # the values of each metric scored on its own
+        alone = metric.score_batch(samples, res)
+        assert [row[metric.name].value for row in run.results] == [r.value for r in alone]
+
+
 def test_offline_the_rag_suite_embeds_each_distinct_text_once(resources: Resources) -> None:
     metrics = resolve_metrics(None, ["rag"])
     family = [m for m in metrics if m.family == "rag" and m.needs == {"embedder"}]
@@ -314,7 +355,8 @@ def test_offline_the_rag_suite_embeds_each_distinct_text_once(resources: Resourc
     todo = planned(family, RAG, Answers())
     assert {a.values["text"] for a in todo.values()} == RAG_TEXTS
     res, counting = offline(resources)
-    everything = planned(metrics, RAG, Answers())  # with the judged metrics' estimators
+    # with the judged metrics' estimators (the support head's: no spaCy parse)
+    everything = planned(metrics, RAG, Answers(None, res))
     assert {a.kind for a in everything.values()} == {"embed"}
     run = evaluate(RAG, metrics=metrics, resources=res)
     # one call for the chunk, each distinct text of every metric once
@@ -385,8 +427,13 @@ def test_offline_reliability_and_reasoning_share_the_chunk_embedding(resources: 
 def test_offline_reference_agreement_is_computed_once_per_sample(
     resources: Resources, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from assay.judge.agreement import reference_agreement, reference_agreement_texts
+    from assay.judge.agreement import (
+        agreement_parse_texts,
+        reference_agreement,
+        reference_agreement_texts,
+    )
     from assay.metrics.judged import reference
+    from assay.text.anchors import parse_texts
 
     compared: list[str] = []
 
@@ -406,7 +453,10 @@ def test_offline_reference_agreement_is_computed_once_per_sample(
     refs = [s.expected for s in SAMPLES]
     texts = reference_agreement_texts(questions, said, refs)
     vectors = dict(zip(texts, resources.embedder.embed(texts), strict=True))
-    expected = [a.score for a in reference_agreement(res, vectors, questions, said, refs)]
+    triples = list(zip(questions, said, refs, strict=True))
+    docs = parse_texts(resources.nlp, agreement_parse_texts(triples))
+    agreements = reference_agreement(res, vectors, questions, said, refs, docs=docs)
+    expected = [a.score for a in agreements]
     correctness = [row["factual_accuracy"].components["correctness"] for row in run.results]
     agreement = [row["answer_classification"].components["agreement"] for row in run.results]
     assert correctness == pytest.approx(expected, abs=1e-6)
@@ -487,8 +537,9 @@ for _need, _attr in RESOURCE_OF.items():
 
 
 def test_the_guard_catches_an_undeclared_model(resources: Resources) -> None:
-    res = Guarded(resources, frozenset({"judge"}))  # faithfulness also needs the embedder
-    result = get_metric("faithfulness").score(FIRST, res)
+    metric = get_metric("faithfulness")
+    res = Guarded(resources, metric.needs - {"embedder"})  # all it declares but one
+    result = metric.score(FIRST, res)
     assert set(res.touched) == {"embedder"}  # (asked again when the batch is retried alone)
     assert result.error == "RuntimeError: undeclared resource 'embedder'"
 

@@ -18,6 +18,7 @@ from assay.engine import execute
 from assay.judge.agreement import (
     Agreement,
     _without_question_words,
+    agreement_parse_texts,
     reference_agreement,
     reference_agreement_texts,
 )
@@ -46,6 +47,7 @@ from assay.models.support_head import FEATURES
 from assay.registry import get_metric, list_metrics, suite
 from assay.resources import Resources
 from assay.sample import Sample
+from assay.text.anchors import parse_texts
 from judge_server import JudgeServer
 
 CONTEXTS = [
@@ -766,12 +768,16 @@ def agreement(
     questions: list[str],
     answers: list[str],
     references: list[str],
+    anchors: bool = True,
     **options: bool,
 ) -> list[Agreement]:
-    """`reference_agreement` on the vectors of its texts from the session's embedder."""
+    """`reference_agreement` on the vectors of its texts from the session's embedder and,
+    with ``anchors``, the spaCy parses its anchor conflicts read."""
     texts = reference_agreement_texts(questions, answers, references)
     vectors = dict(zip(texts, res.embedder.embed(texts), strict=True))
-    return reference_agreement(res, vectors, questions, answers, references, **options)
+    triples = list(zip(questions, answers, references, strict=True))
+    docs = parse_texts(res.nlp, agreement_parse_texts(triples)) if anchors else None
+    return reference_agreement(res, vectors, questions, answers, references, docs=docs, **options)
 
 
 def test_reference_agreement_halves_for_a_negation_unless_hedged(resources: Resources) -> None:
@@ -812,7 +818,7 @@ def test_reference_agreement_halves_for_a_conflicting_entity(resources: Resource
     assert wrong.rule_score == pytest.approx(0.5 * max(wrong.content_cosine, 0.0), abs=1e-6)
     assert right.rule_score > wrong.rule_score
     [unchecked] = agreement(
-        resources, [PEACH_Q], ["Alabama produces the most peaches"], [PEACH_REF], use_anchors=False
+        resources, [PEACH_Q], ["Alabama produces the most peaches"], [PEACH_REF], anchors=False
     )
     assert unchecked.anchor_conflicts is None
     assert unchecked.rule_score == pytest.approx(2 * wrong.rule_score, abs=1e-6)
@@ -831,7 +837,7 @@ def test_reference_agreement_yes_no_and_non_answers(resources: Resources) -> Non
             "I don't know",
         ],
         [ref, ref, ref, "I have no comment"],
-        use_anchors=False,
+        anchors=False,
     )
     # same yes/no, same polarity: s' = 1 - (1 - s) x 0.5
     s = max(agree.content_cosine, 0.0)

@@ -1,16 +1,17 @@
 """The execution engine: metrics declare what they need as data (`Ask`), one executor
 makes the calls, metrics reduce the answers.
 
-- `asks`: the `Ask` data type and its key (``judge``, ``embed`` and ``bertscore`` asks),
+- `asks`: the `Ask` data type and its key (``judge``, ``embed``, ``bertscore`` and
+  ``parse`` asks),
   `Answers` (what came back, by key; the judge model, None offline; a memo for values
   that several metrics reduce from the same answers).
 - `executor`: the local executor: collects the asks of many metrics over a chunk of
   samples, removes duplicates, runs judge asks concurrently through the run's
   `JudgeClient` (its memo, persistent cache, retries and format probe in front) while
   the model asks run in a thread (embed asks: one embedder call for the distinct texts;
-  BERTScore asks: one scorer call for the distinct pairs; the models load while the
-  judge answers), and goes round again for follow-up asks planned from the answers.
-  Without a judge it runs the model asks alone.
+  BERTScore asks: one scorer call for the distinct pairs; parse asks: one spaCy pass over
+  the distinct texts; the models load while the judge answers), and goes round again for
+  follow-up asks planned from the answers. Without a judge it runs the model asks alone.
 
 A metric taking part implements ``plan(sample, answers) -> list[Ask]`` (called with the
 answers so far; an ask already answered is not asked again, so a follow-up is simply an
@@ -26,7 +27,7 @@ themselves, behind its cache.
 
 from __future__ import annotations
 
-from assay.engine.asks import Answers, Ask, bertscore_ask, embed_ask, judge_ask
+from assay.engine.asks import Answers, Ask, bertscore_ask, embed_ask, judge_ask, parse_ask
 from assay.engine.executor import Planner, answered, execute, planned
 
 __all__ = [
@@ -38,5 +39,6 @@ __all__ = [
     "embed_ask",
     "execute",
     "judge_ask",
+    "parse_ask",
     "planned",
 ]

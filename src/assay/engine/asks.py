@@ -15,7 +15,7 @@ from assay.judge.prompts import Prompt
 if TYPE_CHECKING:
     from assay.resources import Resources
 
-__all__ = ["Answers", "Ask", "bertscore_ask", "embed_ask", "judge_ask"]
+__all__ = ["Answers", "Ask", "bertscore_ask", "embed_ask", "judge_ask", "parse_ask"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -28,14 +28,15 @@ class Ask:
     Attributes:
         kind: what executes it: ``judge`` (a judge prompt with block values; the answer
             is a `JudgeReply`), ``embed`` (a text for the run's embedder; the answer is
-            its normalised vector, zeros for a blank text) or ``bertscore`` (a candidate
+            its normalised vector, zeros for a blank text), ``bertscore`` (a candidate
             and reference pair for the run's BERTScore model; the answer is the raw
-            (P, R, F) row).
+            (P, R, F) row) or ``parse`` (a text for the run's spaCy pipeline; the answer
+            is its ``Doc``).
         key: identity of the ask: two asks with the same key are the same question
             (the prompt's signature and the block values; the text), asked once.
         prompt: the judge prompt (its output model is the answer's schema); None for
             other kinds.
-        values: the prompt's block values; ``{"text": ...}`` for an embed ask;
+        values: the prompt's block values; ``{"text": ...}`` for an embed or parse ask;
             ``{"candidate": ..., "reference": ...}`` for a BERTScore ask.
     """
 
@@ -64,9 +65,14 @@ def bertscore_ask(candidate: str, reference: str) -> Ask:
     )
 
 
+def parse_ask(text: str) -> Ask:
+    """The ask for the run's spaCy parse (``Doc``) of ``text``."""
+    return Ask("parse", f"parse:{text}", None, {"text": text})
+
+
 class Answers:
-    """The answers of a chunk's asks, by key: a judge reply, a vector or a BERTScore row, or
-    the error the ask failed with.
+    """The answers of a chunk's asks, by key: a judge reply, a vector, a BERTScore row or a
+    spaCy ``Doc``, or the error the ask failed with.
 
     Attributes:
         model: the judge model that answers the judge asks (for result signatures); None
@@ -99,8 +105,8 @@ class Answers:
         return None if answer is None or isinstance(answer, BaseException) else answer
 
     def reply(self, ask: Ask) -> Any:
-        """The answer to ``ask``: a `JudgeReply` (judge), a vector (embed) or a raw
-        (P, R, F) row (bertscore).
+        """The answer to ``ask``: a `JudgeReply` (judge), a vector (embed), a raw
+        (P, R, F) row (bertscore) or a ``Doc`` (parse).
 
         Raises:
             the error the ask failed with (e.g. `JudgeError`); KeyError when it was never
@@ -119,6 +125,15 @@ class Answers:
             load); KeyError for a text whose embed ask was never planned.
         """
         return {text: self.reply(embed_ask(text)) for text in dict.fromkeys(texts)}
+
+    def docs(self, texts: Iterable[str]) -> dict[str, Any]:
+        """The spaCy parses of the parse asks of ``texts``, by text.
+
+        Raises:
+            as `reply`: the error a parse ask failed with (e.g. spaCy or its pipeline is
+            not installed); KeyError for a text whose parse ask was never planned.
+        """
+        return {text: self.reply(parse_ask(text)) for text in dict.fromkeys(texts)}
 
     def computed_once(
         self, name: str, keys: Sequence[K], compute: Callable[[list[K]], Sequence[V]]

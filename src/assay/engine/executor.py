@@ -9,7 +9,8 @@ retries and structured-output probe: a cached question costs no call. The model 
 (`MODEL_KINDS`, one kind after the other; ``embed``: one call to the run's embedder for
 all distinct texts of the round, its cache in front, the rest sent to the model sorted
 by length; ``bertscore``: one call of the BERTScore model for all distinct pairs, each
-text embedded once, longest first) run in a thread while the judge asks of the same
+text embedded once, longest first; ``parse``: one ``nlp.pipe`` pass of the run's spaCy
+pipeline over the distinct texts) run in a thread while the judge asks of the same
 round are in flight: the first round loads the models (and embeds what is known up
 front, e.g. the questions) during the judge's latency. A round without judge asks runs
 its model asks in the calling thread.
@@ -194,9 +195,20 @@ def _bertscore(asks: list[Ask], answers: Answers, res: Resources) -> Sequence[An
     )
 
 
+def _parse(asks: list[Ask], answers: Answers, res: Resources) -> Sequence[Any]:
+    """The spaCy ``Doc`` of each text of ``asks``, from one ``nlp.pipe`` pass of the run's
+    pipeline (`assay.text.anchors.parse_texts`)."""
+    from assay.text.anchors import parse_texts
+
+    texts = [a.values["text"] for a in asks]
+    docs = parse_texts(res.nlp, texts, batch_size=res.config.batch_size)
+    return [docs[t] for t in texts]
+
+
 #: the executors of the model ask kinds, by kind: each answers one round's asks of its
 #: kind in one batch, an answer per ask in order (`_run_models` stores them)
 MODEL_KINDS: dict[str, Callable[[list[Ask], Answers, Resources], Sequence[Any]]] = {
     "embed": _embed,
     "bertscore": _bertscore,
+    "parse": _parse,
 }

@@ -24,7 +24,7 @@ the reference scores low.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,12 @@ from assay.text.tokenize import content_words, words
 if TYPE_CHECKING:
     from assay.resources import Resources
 
-__all__ = ["Agreement", "reference_agreement", "reference_agreement_texts"]
+__all__ = [
+    "Agreement",
+    "agreement_parse_texts",
+    "reference_agreement",
+    "reference_agreement_texts",
+]
 
 _NEGATIONS = frozenset(
     {"not", "no", "never", "nothing", "none", "cannot", "neither", "nor", "nobody", "nowhere"}
@@ -140,20 +145,21 @@ def _without_question_words(text: str, question: str | None) -> str:
     return " ".join(w for w in words(text) if w not in asked)
 
 
+def agreement_parse_texts(triples: Sequence[tuple[str | None, str, str]]) -> list[str]:
+    """The texts whose spaCy parses `reference_agreement` reads (its anchor conflicts):
+    the distinct non-empty questions, answers and references of the triples."""
+    return list(dict.fromkeys(t for triple in triples for t in triple if t))
+
+
 def _anchor_conflicts(
-    res: Resources, triples: Sequence[tuple[str | None, str, str]]
-) -> list[list[tuple[str, str, str]]] | None:
+    docs: Mapping[str, Any], triples: Sequence[tuple[str | None, str, str]]
+) -> list[list[tuple[str, str, str]]]:
     """Per (question, answer, reference): anchors of one kind that the answer and the
     reference each state and the other (or the question) does not support, as (answer
-    anchor, reference anchor, the answer's sentence); None when spaCy is unavailable."""
-    try:
-        from assay.text.anchors import build_evidence, check_anchors, extract_anchors
+    anchor, reference anchor, the answer's sentence), from the parses of
+    `agreement_parse_texts`."""
+    from assay.text.anchors import build_evidence, check_anchors, extract_anchors
 
-        nlp = res.nlp
-    except Exception:  # spaCy or its pipeline missing: no anchor comparison
-        return None
-    unique = list(dict.fromkeys(t for triple in triples for t in triple if t))
-    docs = dict(zip(unique, nlp.pipe(unique, batch_size=64), strict=True))
     out = []
     for question, answer, reference in triples:
         if not answer or not reference:
@@ -217,14 +223,15 @@ def reference_agreement(
     answers: Sequence[str],
     references: Sequence[str],
     *,
-    use_anchors: bool = True,
+    docs: Mapping[str, Any] | None = None,
     use_head: bool = True,
 ) -> list[Agreement]:
     """Agreement of ``answers[i]`` with ``references[i]``, 0..1, from the ``vectors`` of
-    `reference_agreement_texts` (``res``: spaCy, for the anchor conflicts): with
-    ``use_head``, the agreement head's probability (`assay.models.agreement_head`, over
-    the rule below and word-overlap features) where the head fits the run's embedder and
-    spaCy found the anchors, else the rule score.
+    `reference_agreement_texts` and the spaCy parses ``docs`` of `agreement_parse_texts`
+    (for the anchor conflicts; None: none checked): with ``use_head``, the agreement
+    head's probability (`assay.models.agreement_head`, over the rule below and
+    word-overlap features) where the head fits the run's embedder and the parses are
+    there, else the rule score.
 
     Formula, per sentence of the answer (the score is the best sentence's: the answer
     agrees when one of its sentences states what the reference says; what else it says is
@@ -260,9 +267,9 @@ def reference_agreement(
     """
     units, trimmed, trimmed_refs = _agreement_units(questions, answers, references)
     conflicts = (
-        _anchor_conflicts(res, list(zip(questions, answers, references, strict=True)))
-        if use_anchors
-        else None
+        None
+        if docs is None
+        else _anchor_conflicts(docs, list(zip(questions, answers, references, strict=True)))
     )
     out = []
     for i, (answer, reference) in enumerate(zip(answers, references, strict=True)):

@@ -38,8 +38,9 @@ The estimators embed nothing themselves: each ``*_texts`` function lists the tex
 estimator compares (the non-blank ones), the judged metrics plan them as embed asks
 (`assay.engine.embed_ask`, executed with every other ask of the chunk, one embedding per
 distinct text), and the estimator reads their vectors from a mapping text -> vector (a
-text missing from it is blank: it has no vector). spaCy (the anchors) is still called
-here, through ``res.nlp``.
+text missing from it is blank: it has no vector). The spaCy parses the anchors are read
+from come the same way: parse asks (`assay.engine.parse_ask`) of the texts
+`assay.text.anchors.anchor_texts` lists, passed in as a mapping text -> ``Doc``.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from assay.models.support_head import (
 from assay.text.tokenize import content_words, sentences, words
 
 if TYPE_CHECKING:
+    from assay.models.support_head import SupportHead
     from assay.resources import Resources
 
 __all__ = [
@@ -72,6 +74,7 @@ __all__ = [
     "context_similarity",
     "context_similarity_texts",
     "distinct_texts",
+    "fitting_support_head",
     "question_answer_cosine",
     "question_answer_texts",
     "sentence_support",
@@ -197,18 +200,22 @@ def distinct_texts(texts: Iterable[str | None]) -> list[str]:
 
 
 def _anchor_checks(
-    res: Resources, texts: Sequence[str], evidence: Sequence[Sequence[str]]
-) -> list[tuple[list[Any], list[bool]]] | None:
-    try:
-        from assay.text.anchors import analyse, check_anchors
+    docs: Mapping[str, Any], texts: Sequence[str], evidence: Sequence[Sequence[str]]
+) -> list[tuple[list[Any], list[bool]]]:
+    """Per text: its anchors and whether its evidence supports each, from the parses."""
+    from assay.text.anchors import analyse, check_anchors
 
-        nlp = res.nlp
-    except Exception:  # spaCy or its pipeline missing: estimate without anchors
-        return None
-    out = []
-    for anchors, evidence_ in analyse(nlp, list(texts), [list(e) for e in evidence]):
-        out.append((anchors, check_anchors(anchors, evidence_)))
-    return out
+    return [
+        (anchors, check_anchors(anchors, evidence_))
+        for anchors, evidence_ in analyse(docs, list(texts), [list(e) for e in evidence])
+    ]
+
+
+def fitting_support_head(res: Resources) -> SupportHead | None:
+    """The support head when it was trained on the run's embedder's cosines (it scores
+    `sentence_support`), else None (the graded support scores, with spaCy's anchors)."""
+    head = res.support_head
+    return head if head.fits(res.embedder.name) else None
 
 
 def _closest_units(probes: Sequence[str], passages: Sequence[str], k: int) -> list[str]:
@@ -264,23 +271,22 @@ def sentence_support(
     texts: Sequence[str],
     evidence: Sequence[Sequence[str]],
     *,
+    docs: Mapping[str, Any] | None = None,
     threshold: float = SUPPORT_THRESHOLD,
-    use_anchors: bool = True,
     use_head: bool = True,
 ) -> list[Support]:
     """Support of each ``texts[i]`` by the passages ``evidence[i]`` (see module doc), from
-    the ``vectors`` of `sentence_support_texts` (``res``: spaCy, for the anchors);
-    ``use_head``: the score is the support head's probability where the head fits the
-    run's embedder (`assay.models.support_head`), else the graded support."""
+    the ``vectors`` of `sentence_support_texts`; ``use_head``: the score is the support
+    head's probability where the head fits the run's embedder (`fitting_support_head`),
+    else the graded support, which checks the anchors in ``docs`` (the spaCy parses of
+    `assay.text.anchors.anchor_texts` of the texts and evidence; None: no anchors)."""
     if len(texts) != len(evidence):
         raise ValueError(f"{len(texts)} texts but {len(evidence)} evidence lists")
     text_sents = [sentence_units(t) for t in texts]
     ev_units = [_evidence_units(t, p) for t, p in zip(texts, evidence, strict=True)]
-    head = res.support_head if use_head else None
-    if head is not None and not head.fits(res.embedder.name):
-        head = None
-    # the head reads no anchor: spaCy parses the evidence only for the graded support
-    checks = _anchor_checks(res, texts, evidence) if use_anchors and head is None else None
+    head = fitting_support_head(res) if use_head else None
+    # the head reads no anchor: the parses serve the graded support only
+    checks = _anchor_checks(docs, texts, evidence) if docs is not None and head is None else None
     out: list[Support] = []
     for i, sents in enumerate(text_sents):
         units = [u for u in ev_units[i] if u in vectors]

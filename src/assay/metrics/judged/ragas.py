@@ -23,7 +23,6 @@ from assay.judge.estimators import (
     SUPPORT_THRESHOLD,
     context_similarity,
     context_similarity_texts,
-    sentence_support_texts,
 )
 from assay.judge.prompts import (
     ANSWER_QUESTIONS,
@@ -39,6 +38,7 @@ from assay.metrics.judged.base import (
     pass_threshold,
     rag_values,
     shared_supports,
+    support_asks,
 )
 from assay.metrics.judged.formulas import (
     RAGAS_WEIGHTS,
@@ -129,9 +129,9 @@ class _SupportedShare(_RagVerdictMetric):
             },
         )
 
-    def estimate_plan(self, sample: Sample) -> list[Ask]:
+    def estimate_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         checked = getattr(sample, self.checked_field) or ""
-        return embed_asks(sentence_support_texts([checked], [sample.contexts or []]))
+        return support_asks(answers, [checked], [sample.contexts or []])
 
     def estimate(
         self, samples: Sequence[Sample], answers: Answers, res: Resources
@@ -234,7 +234,7 @@ class RagasContextPrecision(_RagVerdictMetric):
             verdicts=[by_index[i].model_dump() for i in range(1, n + 1) if i in by_index],
         )
 
-    def estimate_plan(self, sample: Sample) -> list[Ask]:
+    def estimate_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return embed_asks(
             context_similarity_texts(
                 [sample.query or ""], [sample.contexts or []], [sample.expected]

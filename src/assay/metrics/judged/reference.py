@@ -7,11 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from assay.engine import Answers, Ask, judge_ask
-from assay.judge.agreement import Agreement, reference_agreement, reference_agreement_texts
+from assay.engine import Answers, Ask, judge_ask, parse_ask
+from assay.judge.agreement import (
+    Agreement,
+    agreement_parse_texts,
+    reference_agreement,
+    reference_agreement_texts,
+)
 from assay.judge.estimators import sentence_support, sentence_support_texts, uncertainty_phrase
 from assay.metric import Source
-from assay.metrics.judged.base import AGREEMENT_NEEDS, JudgedMetric, embed_asks
+from assay.metrics.judged.base import AGREEMENT_NEEDS, JudgedMetric, embed_asks, parses_or_none
 from assay.metrics.judged.formulas import FACTUAL_ACCURACY_WEIGHTS, factual_grade
 from assay.metrics.judged.shared_prompts import REFERENCE_VERDICTS
 from assay.registry import register
@@ -39,9 +44,12 @@ def _triple(sample: Sample) -> tuple[str | None, str, str]:
 
 
 def _agreement_plan(sample: Sample) -> list[Ask]:
-    """The embed asks of the local reference agreement of ``sample``."""
+    """The embed and parse asks of the local reference agreement of ``sample``."""
     question, answer, reference = _triple(sample)
-    return embed_asks(reference_agreement_texts([question], [answer], [reference]))
+    return [
+        *embed_asks(reference_agreement_texts([question], [answer], [reference])),
+        *(parse_ask(text) for text in agreement_parse_texts([_triple(sample)])),
+    ]
 
 
 def _agreements(samples: Sequence[Sample], answers: Answers, res: Resources) -> list[Agreement]:
@@ -52,7 +60,8 @@ def _agreements(samples: Sequence[Sample], answers: Answers, res: Resources) -> 
     def compute(todo: list[tuple[str | None, str, str]]) -> list[Agreement]:
         questions, said, references = ([t[i] for t in todo] for i in range(3))
         vectors = answers.vectors(reference_agreement_texts(questions, said, references))  # type: ignore[arg-type]
-        return reference_agreement(res, vectors, questions, said, references)  # type: ignore[arg-type]
+        docs = parses_or_none(answers, agreement_parse_texts(todo))
+        return reference_agreement(res, vectors, questions, said, references, docs=docs)  # type: ignore[arg-type]
 
     return answers.computed_once("reference_agreement", [_triple(s) for s in samples], compute)
 
@@ -119,7 +128,7 @@ class FactualAccuracy(JudgedMetric):
             },
         )
 
-    def estimate_plan(self, sample: Sample) -> list[Ask]:
+    def estimate_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         coverage = sentence_support_texts([sample.expected or ""], [[sample.response or ""]])
         return [*_agreement_plan(sample), *embed_asks(coverage)]
 
@@ -134,7 +143,6 @@ class FactualAccuracy(JudgedMetric):
             answers.vectors(sentence_support_texts(references, responses)),
             references,
             responses,
-            use_anchors=False,
             use_head=False,  # the head is trained on answers against contexts, not this
         )
         total = FACTUAL_ACCURACY_WEIGHTS["correctness"] + FACTUAL_ACCURACY_WEIGHTS["completeness"]
@@ -231,7 +239,7 @@ class AnswerClassification(JudgedMetric):
             judge_reason=verdict.reason,
         )
 
-    def estimate_plan(self, sample: Sample) -> list[Ask]:
+    def estimate_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return _agreement_plan(sample)
 
     def estimate(

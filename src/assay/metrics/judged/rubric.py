@@ -20,7 +20,6 @@ from assay.judge.estimators import (
     context_similarity_texts,
     question_answer_cosine,
     question_answer_texts,
-    sentence_support_texts,
     uncertainty_phrase,
 )
 from assay.judge.prompts import RELEVANCE
@@ -32,6 +31,7 @@ from assay.metrics.judged.base import (
     embed_asks,
     pass_threshold,
     shared_supports,
+    support_asks,
 )
 from assay.metrics.judged.formulas import weighted_correctness
 from assay.metrics.judged.shared_prompts import GROUNDING
@@ -54,7 +54,7 @@ class QuestionAnswerCosineEstimate(JudgedMetric):
     """The local estimator ``question_answer_cosine`` (0 for a non-committal answer), for
     the metrics that ask how relevant the response is to the query."""
 
-    def estimate_plan(self, sample: Sample) -> list[Ask]:
+    def estimate_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return embed_asks(question_answer_texts([sample.query or ""], [sample.response or ""]))
 
     def estimate(
@@ -102,8 +102,8 @@ class _SupportBased(RubricScore):
 
     needs = SUPPORT_NEEDS
 
-    def estimate_plan(self, sample: Sample) -> list[Ask]:
-        return embed_asks(sentence_support_texts([sample.response or ""], [sample.contexts or []]))
+    def estimate_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        return support_asks(answers, [sample.response or ""], [sample.contexts or []])
 
     def _supports(self, samples: Sequence[Sample], answers: Answers, res: Resources) -> list[Any]:
         texts = [s.response or "" for s in samples]
@@ -235,7 +235,7 @@ class ContextualRelevance(RubricScore):
     fields = ("query", "contexts", "response")
     key = "contextual_relevance"
 
-    def estimate_plan(self, sample: Sample) -> list[Ask]:
+    def estimate_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return embed_asks(context_similarity_texts([sample.query or ""], [sample.contexts or []]))
 
     def estimate(
@@ -297,8 +297,11 @@ class AnswerCorrectness(JudgedMetric):
     def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
         return [JudgedRelevance().ask(sample), Faithfulness().ask(sample)]
 
-    def estimate_plan(self, sample: Sample) -> list[Ask]:
-        return [*JudgedRelevance().estimate_plan(sample), *Faithfulness().estimate_plan(sample)]
+    def estimate_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        return [
+            *JudgedRelevance().estimate_plan(sample, answers),
+            *Faithfulness().estimate_plan(sample, answers),
+        ]
 
     def _combine(
         self,
