@@ -248,23 +248,23 @@ def test_a_retry_after_from_one_worker_pauses_every_worker() -> None:
     """The budget's pause: after hold_off(0.3) no slot is handed out for 0.3 s, to any
     holder; slots of a forgotten holder come back and its queued requests are refused."""
 
-    async def scenario() -> tuple[float, bool, dict[str, object]]:
+    async def scenario() -> tuple[float, int, dict[str, object]]:
         budget = JudgeBudget(2)
-        assert await budget.acquire("a") and await budget.acquire("b")
-        waiting = asyncio.ensure_future(budget.acquire("a"))  # no slot free: waits
+        assert await budget.acquire_many("a", 1) == await budget.acquire_many("b", 1) == 1
+        waiting = asyncio.ensure_future(budget.acquire_many("a", 1))  # no slot free: waits
         await asyncio.sleep(0.01)
         assert not waiting.done()
         assert budget.forget("a") == 1  # a died holding one: its slot goes back ...
         refused = await waiting  # ... and its queued request is refused
-        budget.release("b")
+        budget.release_many("b", 1)
         budget.hold_off(0.3)
         started = time.monotonic()
-        assert await budget.acquire("c")
+        assert await budget.acquire_many("c", 1) == 1
         return time.monotonic() - started, refused, budget.stats()
 
     paused, refused, stats = asyncio.run(scenario())
     assert 0.29 <= paused < 0.6
-    assert refused is False
+    assert refused == 0
     assert stats == {
         "limit": 2,
         "rate_limit": None,

@@ -50,8 +50,8 @@ class JudgeBudget:
         rate_limit: the most requests a second, or None.
         peak: the most that were in flight at once so far.
         granted: slots handed out so far.
-        calls: the calls asking for slots (``acquire``, `acquire_many`) and giving them
-            back (``release``, `release_many`) so far.
+        calls: the calls asking for slots (``acquire``: `acquire_many`) and giving them
+            back (``release``: `release_many`) so far.
     """
 
     def __init__(self, limit: int, rate_limit: float | None = None) -> None:
@@ -68,14 +68,10 @@ class JudgeBudget:
         self._gone: set[str] = set()
         self._quiet_until = 0.0  # time.monotonic() before which no slot is handed out
 
-    async def acquire(self, holder: str) -> bool:
+    async def _acquire(self, holder: str) -> bool:
         """Wait for a free slot, for the end of any pause and for the rate limit's next
         token, then count the slot as ``holder``'s. False (and no slot) for a holder
         that was forgotten."""
-        self.calls["acquire"] += 1
-        return await self._acquire(holder)
-
-    async def _acquire(self, holder: str) -> bool:
         await self._free.acquire()
         if holder in self._gone:
             self._free.release()
@@ -90,7 +86,8 @@ class JudgeBudget:
         return True
 
     async def acquire_many(self, holder: str, most: int) -> int:
-        """Wait for one slot as `acquire` does, then take at once up to ``most - 1``
+        """Wait for one slot (for a free one, the end of any pause and the rate limit's
+        next token), then take at once up to ``most - 1``
         more that are free now (none with a rate limit: each of those waits for its own
         token, in its own call); how many ``holder`` got (0: it was forgotten)."""
         self.calls["acquire"] += 1
@@ -110,10 +107,6 @@ class JudgeBudget:
             got += 1
         self.peak = max(self.peak, sum(self._held.values()))
         return got
-
-    def release(self, holder: str) -> None:
-        """Give back one of ``holder``'s slots (nothing when it holds none)."""
-        self.release_many(holder, 1)
 
     def release_many(self, holder: str, count: int) -> None:
         """Give back ``count`` of ``holder``'s slots (at most as many as it holds)."""
