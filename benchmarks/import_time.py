@@ -27,7 +27,7 @@ rows = [{"response": "the cat sat", "expected": "the cat sat on the mat"}] * 3
 assay.evaluate(rows, metrics=["rouge", "bleu", "exact_match"])
 seconds = time.perf_counter() - t0
 extras = ("torch", "transformers", "sentence_transformers", "spacy", "sklearn", "scipy",
-          "fastapi", "sqlalchemy", "pandas", "pyarrow")
+          "fastapi", "sqlalchemy", "pandas", "pyarrow", "nltk", "rouge_score")
 print(json.dumps({"seconds": seconds, "loaded": [m for m in extras if m in sys.modules]}))
 """
 

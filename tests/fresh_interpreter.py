@@ -11,6 +11,12 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import assay
+
+#: the folder holding the assay package this process imported: the fresh interpreter
+#: imports the same copy (a worktree's src/ rather than the installed one)
+ASSAY_ROOT = str(Path(assay.__file__).resolve().parent.parent)
+
 #: a finder refusing the top-level packages in BLOCKED, as if they were not installed
 BLOCKER = """
 import sys
@@ -30,7 +36,7 @@ def run_fresh(
 ) -> dict[str, Any]:
     """Run ``code`` (dedented) in a fresh interpreter in ``cwd``, offline, with the
     packages in ``blocked`` refused and ``prelude`` run first; the code prints one JSON
-    object as its last line, which is returned."""
+    object as its last line, which is returned. It imports the same assay as this process."""
     script = f"BLOCKED = {blocked!r}\n" + (BLOCKER if blocked else "") + prelude
     done = subprocess.run(
         [sys.executable, "-c", script + textwrap.dedent(code)],
@@ -40,6 +46,7 @@ def run_fresh(
         cwd=cwd,
         env={
             "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": ASSAY_ROOT,
             "HOME": str(cwd),
             "ASSAY_CACHE_DIR": str(cwd / "cache"),
             "HF_HUB_OFFLINE": "1",

@@ -4,7 +4,8 @@ The chatbot hub's base-model metrics ``exact_match`` and ``bleu`` (its ``citatio
 `assay.metrics.citations`), its
 test-layer ``rouge``, response quality checks and fallback detection, plus ``chrf``
 (character n-gram F-score) beside ``bleu`` for morphologically rich languages.
-Reference libraries: sacrebleu (BLEU, chrF) and rouge-score (ROUGE).
+Reference library: sacrebleu (BLEU, chrF). ROUGE is Assay's own (`assay.text.rouge`),
+checked equal to rouge-score in the tests.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from assay.sample import Sample
 from assay.text.arabic import normalise_arabic
 from assay.text.lang import is_arabic
 from assay.text.quality import quality_checks
+from assay.text.rouge import rouge_scores, rouge_tokens
 from assay.text.tokenize import words
 
 __all__ = [
@@ -184,57 +186,42 @@ class Chrf(Metric):
         )
 
 
-# ---- ROUGE (rouge-score) -------------------------------------------------------------
+# ---- ROUGE (Assay's implementation, equal to rouge-score) --------------------------------
 
 
 class UnicodeRougeTokenizer:
-    """rouge-score tokenizer for non-ASCII text: `assay.text.tokenize.words`, no stemming.
+    """ROUGE's tokenizer for non-ASCII text: `assay.text.tokenize.words`, no stemming.
 
     rouge-score's default tokenizer replaces everything outside ``[a-z0-9]`` with spaces,
-    so Arabic (or any non-Latin) text becomes no tokens and scores 0.
+    so Arabic (or any non-Latin) text becomes no tokens and scores 0. This class has
+    rouge-score's tokenizer interface (``tokenize``), so the tests can hand it to
+    ``RougeScorer(tokenizer=...)`` and check `Rouge` against rouge-score on this path too.
     """
 
     def tokenize(self, text: str) -> list[str]:
         return words(text)
 
 
-_ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
-
-
-def _has_rouge_token(text: str, unicode: bool) -> bool:
-    """True when the tokenizer ROUGE runs with gives ``text`` at least one token."""
-    if unicode:
-        return bool(words(text))
-    from rouge_score import tokenize
-
-    return bool(tokenize.tokenize(text, None))
-
-
-@lru_cache(maxsize=2)
-def _rouge_scorer(unicode: bool) -> Any:
-    from rouge_score import rouge_scorer
-
-    if unicode:
-        return rouge_scorer.RougeScorer(list(_ROUGE_TYPES), tokenizer=UnicodeRougeTokenizer())
-    return rouge_scorer.RougeScorer(list(_ROUGE_TYPES), use_stemmer=True)
-
-
 @register
 class Rouge(Metric):
     """ROUGE-L F1 of the response against the expected answer, with ROUGE-1/2 as components.
 
-    Formula (chatbot hub test layer, rouge-score): ``RougeScorer(["rouge1", "rouge2",
-    "rougeL"], use_stemmer=True).score(reference=expected, candidate=response)``. For
-    ROUGE-N, P = matching n-grams / response n-grams, R = matching n-grams / expected
-    n-grams (counts clipped), F1 = 2PR / (P + R); ROUGE-L uses the longest common
-    subsequence length as the match count. Value = ``rougeL_f1``; components
-    ``rouge1_f1, rouge2_f1, rougeL_f1, rouge1_precision, rouge1_recall`` (the specification's
-    names). Matches rouge-score exactly on text with ASCII letters.
+    Formula (chatbot hub test layer: rouge-score's ``RougeScorer(["rouge1", "rouge2",
+    "rougeL"], use_stemmer=True).score(target=expected, prediction=response)``), computed
+    by Assay's own implementation (`assay.text.rouge`, `assay.text.porter`), which the
+    tests check equal to rouge-score and nltk's Porter stemmer to the last bit. Tokens:
+    the text lower-cased, runs of characters outside ``[a-z0-9]`` split it, tokens longer
+    than 3 characters Porter-stemmed. For ROUGE-N, P = matching n-grams / response
+    n-grams, R = matching n-grams / expected n-grams (counts clipped), F1 = 2PR / (P + R);
+    ROUGE-L uses the longest common subsequence length L: P = L / response tokens,
+    R = L / expected tokens. Value = ``rougeL_f1``; components ``rouge1_f1, rouge2_f1,
+    rougeL_f1, rouge1_precision, rouge1_recall`` (the specification's names).
 
-    rouge-score's default tokenizer keeps only ``[a-z0-9]``, so Arabic text scores 0
-    whatever it says. When either text is Arabic or has letters but no ASCII letter, a
-    Unicode word tokenizer (`assay.text.tokenize.words`, lower-cased, no stemming) is
-    passed to rouge-score instead; ``details.tokenizer`` says which ran.
+    rouge-score's default tokenizer keeps only ``[a-z0-9]``, so Arabic text would score 0
+    whatever it says. When either text is Arabic or has letters but no ASCII letter, the
+    tokens are Unicode words instead (`assay.text.tokenize.words`, lower-cased, no
+    stemming; what rouge-score gives with `UnicodeRougeTokenizer`); ``details.tokenizer``
+    says which ran.
 
     Inputs: response, expected. Range 0..1, higher is better. Empty input: None; None
     also when neither text has a word token (punctuation or emoji only: rouge-score
@@ -243,8 +230,7 @@ class Rouge(Metric):
     clitic-attached forms ("والكتاب" / "الكتاب") do not match (see ``chrf``); Arabic
     diacritics and tatweel are ignored (`assay.text.tokenize.normalise`); in English text
     with a few Arabic words (under 30% of the letters) the default tokenizer drops those
-    words; the LCS of rouge-score is pure Python and quadratic, so two texts of several
-    thousand words take seconds.
+    words.
     """
 
     name = "rouge"
@@ -257,10 +243,12 @@ class Rouge(Metric):
     def compute(self, sample: Sample, res: Resources) -> MetricResult:
         response, expected = sample.response or "", sample.expected or ""
         unicode = needs_unicode_tokenizer(response, expected)
-        if not (_has_rouge_token(response, unicode) or _has_rouge_token(expected, unicode)):
+        tokenize = words if unicode else rouge_tokens
+        expected_tokens, response_tokens = tokenize(expected), tokenize(response)
+        if not (response_tokens or expected_tokens):
             # rouge-score says 0 here, but nothing was compared: 0/0 is undefined, not 0
             return self.na("neither text has a word token to compare", method="reference")
-        scores = _rouge_scorer(unicode).score(expected, response)
+        scores = rouge_scores(expected_tokens, response_tokens)
         components = {
             "rouge1_f1": scores["rouge1"].fmeasure,
             "rouge2_f1": scores["rouge2"].fmeasure,
@@ -279,7 +267,7 @@ class Rouge(Metric):
             rouge2_recall=scores["rouge2"].recall,
             rougeL_precision=scores["rougeL"].precision,
             rougeL_recall=scores["rougeL"].recall,
-            library="rouge-score",
+            library="assay (checked equal to rouge-score 0.1.2)",
         )
 
 
