@@ -210,7 +210,8 @@ class TimedScorer:
 
 def run(docs: list[tuple[dict, dict]], scorer: LocalFieldScorer, label: str) -> float:
     timed = TimedScorer(scorer)
-    embedded_before, model_before = scorer.texts_embedded, scorer.embedder.calls
+    embedder = scorer.resources.embedder
+    embedded_before, model_before = scorer.texts_embedded, embedder.calls
     start = time.perf_counter()
     results = evaluate_many(docs, CONFIG, scorer=timed)
     elapsed = time.perf_counter() - start
@@ -223,7 +224,7 @@ def run(docs: list[tuple[dict, dict]], scorer: LocalFieldScorer, label: str) -> 
         f"FUZZY {timed.pairs['fuzzy']:,} pairs {timed.seconds['fuzzy']:.2f} s; "
         f"SEMANTIC {timed.pairs['semantic']:,} pairs {timed.seconds['semantic']:.2f} s\n"
         f"  texts sent to the embedder: {scorer.texts_embedded - embedded_before:,}; "
-        f"encoded by the model (cache misses): {scorer.embedder.calls - model_before:,}; "
+        f"encoded by the model (cache misses): {embedder.calls - model_before:,}; "
         f"mean accuracy {sum(r.accuracy for r in results) / len(results):.3f}, "
         f"mean rqs {sum(r.rqs for r in results) / len(results):.3f}"
     )
@@ -246,9 +247,9 @@ def main() -> None:
     res = Resources(AssayConfig(use_cache=False))  # in-memory cache only: a cold start
     scorer = LocalFieldScorer(res)
     start = time.perf_counter()
-    scorer.embedder.embed(["warm-up sentence"])
+    res.embedder.embed(["warm-up sentence"])
     print(
-        f"embedder {scorer.embedder.name} loaded in {time.perf_counter() - start:.2f} s; "
+        f"embedder {res.embedder.name} loaded in {time.perf_counter() - start:.2f} s; "
         f"{leaves} fields per document; load average {os.getloadavg()[0]:.1f} "
         f"on {os.cpu_count()} CPUs"
     )

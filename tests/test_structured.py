@@ -42,6 +42,7 @@ from assay.structured import (
     rqs_score,
 )
 from assay.structured.batch import pairs_from_jsonl
+from assay.structured.scorers import semantic_asks
 from json_walkthrough import AIO, CONFIG, GT
 
 # ---- the specification's walkthrough (documents in json_walkthrough.py) ------------------
@@ -115,6 +116,46 @@ def test_semantic_local_scorer_orders_paraphrase_above_unrelated(resources) -> N
         [(GT["bio"], AIO["bio"]), (GT["bio"], "A recipe for chocolate cake with cherries")]
     )
     assert para.score > 0.8 > 0.3 > unrelated.score
+
+
+def test_the_local_scorer_on_its_own_embeds_a_batch_in_one_engine_call(resources) -> None:
+    """Outside a run (``assay json-eval``, the library) the scorer asks the engine for the
+    vectors of its SEMANTIC texts: one embedder call for the distinct texts, and each
+    similarity is the embedder's pair similarity (its former call), to the last bit; a
+    blank text has cosine 0 and equal texts 1.0, neither embedded."""
+    from test_engine import offline
+
+    res, counting = offline(resources)
+    pairs = [
+        (GT["bio"], AIO["bio"]),
+        (GT["bio"], "A recipe for chocolate cake with cherries"),
+        ("", "x"),
+        ("Same text", "same  TEXT"),
+    ]
+    assert [a.values["text"] for a in semantic_asks(pairs)] == [
+        GT["bio"],
+        AIO["bio"],
+        "A recipe for chocolate cake with cherries",
+        "x",
+    ]
+    scores = LocalFieldScorer(res).semantic(pairs)
+    assert counting.calls == 1
+    assert sorted(counting.texts) == sorted(a.values["text"] for a in semantic_asks(pairs))
+    former = resources.embedder.pair_similarity([a for a, _ in pairs], [b for _, b in pairs])
+    assert [s.score for s in scores[:3]] == [min(1.0, max(0.0, float(v))) for v in former[:3]]
+    assert scores[2].score == 0.0 and scores[3].score == 1.0
+    assert [s.scorer for s in scores] == [f"cosine:{resources.embedder.name}"] * 3 + [
+        "normalised-equal"
+    ]
+    # the json-eval path: every SEMANTIC pair of a batch of documents in one call
+    docs = [({"t": f"text number {i}"}, {"t": f"another text {i}"}) for i in range(3)]
+    results = evaluate_pairs(
+        [DocPair(f"d{i}", g, o) for i, (g, o) in enumerate(docs)],
+        scorer=LocalFieldScorer(res),
+    )
+    assert counting.calls == 2 and len(counting.texts) == 4 + 6
+    sims = resources.embedder.pair_similarity([g["t"] for g, _ in docs], [o["t"] for _, o in docs])
+    assert [r.result.fields[0].similarity for r in results] == [float(v) for v in sims]
 
 
 # ---- null and phase 0 edge cases (every one the specification lists) ---------------------
@@ -374,9 +415,11 @@ def test_exact_only_documents_never_call_the_scorer() -> None:
     r = evaluate_json({"a": 1, "b": "same text"}, {"a": 1, "b": "Same  TEXT"}, scorer=scorer)
     assert r.accuracy == 1.0
     assert scorer.calls == [("semantic", [("same text", "Same  TEXT")])]
-    # the local scorer settles equal texts without an embedder
-    local = LocalFieldScorer(embedder=object())  # type: ignore[arg-type]
-    assert local.semantic([("same text", "Same  TEXT")])[0].scorer == "normalised-equal"
+    # the local scorer settles equal texts without an embedder: it asks nothing
+    pairs = [("same text", "Same  TEXT")]
+    assert semantic_asks(pairs) == []
+    local = LocalFieldScorer(resources=object())  # type: ignore[arg-type]
+    assert local.semantic(pairs)[0].scorer == "normalised-equal"
     assert local.texts_embedded == 0
 
 

@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 from assay.config import AssayConfig, AssayWarning, load_config
 from assay.extras import needs_extra
 from assay.models.cache import EmbeddingCache
-from assay.models.embedders import USE_SPECS, Embedder, ModelUnavailable, make_embedder
+from assay.models.embedders import (
+    USE_SPECS,
+    Embedder,
+    ModelUnavailable,
+    USEMultilingualEmbedder,
+    make_embedder,
+)
 
 if TYPE_CHECKING:
     from assay.judge.client import JudgeClient
@@ -27,7 +33,15 @@ if TYPE_CHECKING:
     from assay.models.toxicity import ToxicityModel
     from assay.models.toxicity_head import ToxicityHead
 
-__all__ = ["Resources", "default_resources", "set_default_resources"]
+__all__ = ["Resources", "default_resources", "set_default_resources", "use_asks_embedder"]
+
+
+def use_asks_embedder(config: AssayConfig) -> str | None:
+    """The embedder an embed ask for a USE multilingual vector names (the toxicity head's
+    encoder; `assay.engine.embed_ask`): None, the run's embedder, when the run embeds with
+    USE (one model, one cache, the same asks as the embedding metrics); else USE's name,
+    answered by the run's own USE instance (`Resources.use_embedder`)."""
+    return None if config.embedder in USE_SPECS else USEMultilingualEmbedder.name
 
 
 class Resources:
@@ -56,6 +70,32 @@ class Resources:
             )
 
     @cached_property
+    def use_embedder(self) -> Embedder:
+        """The USE multilingual embedder (the toxicity head's encoder): the run's embedder
+        when that is USE (one model, one cache), else an instance of its own."""
+        if self.config.embedder in USE_SPECS:
+            return self.embedder
+        with self._lock:
+            return USEMultilingualEmbedder(self.cache, self.config.batch_size)
+
+    def embedder_named(self, name: str) -> Embedder:
+        """The embedder that answers the embed asks naming ``name`` (`assay.engine.
+        embed_ask`): USE multilingual by its name (`use_embedder`), or the run's embedder
+        by its own name.
+
+        Raises:
+            ModelUnavailable: no embedder of this run has that name.
+        """
+        if name == USEMultilingualEmbedder.name:
+            return self.use_embedder
+        if name == self.embedder.name:
+            return self.embedder
+        raise ModelUnavailable(
+            f"no embedder named {name!r} in this run (the run embeds with "
+            f"{self.embedder.name!r}; {USEMultilingualEmbedder.name!r} is the other one)"
+        )
+
+    @cached_property
     def bertscorer(self) -> BERTScorer:
         from assay.models.bertscore import BERTScorer
 
@@ -65,16 +105,10 @@ class Resources:
     @cached_property
     def toxicity(self) -> ToxicityHead:
         """The learned toxicity head (`assay.models.toxicity_head`) on the USE multilingual
-        embedder: the run's embedder when that is USE (one model, one cache), else its own."""
-        from assay.models.embedders import USEMultilingualEmbedder
+        embedder (`use_embedder`: the run's embedder when that is USE, else its own)."""
         from assay.models.toxicity_head import ToxicityHead
 
-        if self.config.embedder in USE_SPECS:
-            embedder = self.embedder
-        else:
-            with self._lock:
-                embedder = USEMultilingualEmbedder(self.cache, self.config.batch_size)
-        return ToxicityHead(embedder)
+        return ToxicityHead(self.use_embedder)
 
     @cached_property
     def agreement_head(self) -> AgreementHead:

@@ -27,17 +27,19 @@ class Ask:
 
     Attributes:
         kind: what executes it: ``judge`` (a judge prompt with block values; the answer
-            is a `JudgeReply`), ``embed`` (a text for the run's embedder; the answer is
-            its normalised vector, zeros for a blank text), ``bertscore`` (a candidate
-            and reference pair for the run's BERTScore model; the answer is the raw
-            (P, R, F) row) or ``parse`` (a text for the run's spaCy pipeline; the answer
-            is its ``Doc``).
+            is a `JudgeReply`), ``embed`` (a text for the run's embedder, or for the
+            embedder it names; the answer is its normalised vector, zeros for a blank
+            text), ``bertscore`` (a candidate and reference pair for the run's BERTScore
+            model; the answer is the raw (P, R, F) row) or ``parse`` (a text for the run's
+            spaCy pipeline; the answer is its ``Doc``).
         key: identity of the ask: two asks with the same key are the same question
-            (the prompt's signature and the block values; the text), asked once.
+            (the prompt's signature and the block values; the text, and the embedder
+            when one is named), asked once.
         prompt: the judge prompt (its output model is the answer's schema); None for
             other kinds.
-        values: the prompt's block values; ``{"text": ...}`` for an embed or parse ask;
-            ``{"candidate": ..., "reference": ...}`` for a BERTScore ask.
+        values: the prompt's block values; ``{"text": ...}`` for an embed ask (with
+            ``"embedder"`` when it names one) or a parse ask; ``{"candidate": ...,
+            "reference": ...}`` for a BERTScore ask.
     """
 
     kind: str
@@ -52,9 +54,15 @@ def judge_ask(prompt: Prompt[Any], **values: Any) -> Ask:
     return Ask("judge", f"judge:{prompt.signature}:{payload}", prompt, values)
 
 
-def embed_ask(text: str) -> Ask:
-    """The ask for the run embedder's vector of ``text``."""
-    return Ask("embed", f"embed:{text}", None, {"text": text})
+def embed_ask(text: str, embedder: str | None = None) -> Ask:
+    """The ask for the vector of ``text``: by the run's embedder (``embedder`` None), or
+    by the embedder of that name (`assay.resources.Resources.embedder_named`; e.g. the
+    USE encoder the toxicity head was trained on, when the run embeds with another). The
+    key names the embedder, so the same text asked of two embedders is two asks."""
+    if embedder is None:
+        return Ask("embed", f"embed:{text}", None, {"text": text})
+    key = "embed@" + json.dumps([embedder, text], ensure_ascii=False)
+    return Ask("embed", key, None, {"text": text, "embedder": embedder})
 
 
 def bertscore_ask(candidate: str, reference: str) -> Ask:
@@ -117,14 +125,24 @@ class Answers:
             raise answer
         return answer
 
-    def vectors(self, texts: Iterable[str]) -> dict[str, np.ndarray]:
-        """The answered vectors of the embed asks of ``texts``, by text.
+    def vectors(self, texts: Iterable[str], embedder: str | None = None) -> dict[str, np.ndarray]:
+        """The answered vectors of the embed asks of ``texts`` (of the run's embedder, or
+        of the one named, see `embed_ask`), by text.
 
         Raises:
             as `reply`: the error an embed ask failed with (e.g. the embedder could not
             load); KeyError for a text whose embed ask was never planned.
         """
-        return {text: self.reply(embed_ask(text)) for text in dict.fromkeys(texts)}
+        return {text: self.reply(embed_ask(text, embedder)) for text in dict.fromkeys(texts)}
+
+    def cosine(self, a: str, b: str) -> float:
+        """Cosine of two texts from the run embedder's vectors of their embed asks; 0 when
+        either is blank (the embedder gives a blank text the zero vector, so it is not
+        asked). Summed as the embedder's `similarities` sums its pairs (``einsum``), to
+        the last bit."""
+        if not a.strip() or not b.strip():
+            return 0.0
+        return float(np.einsum("i,i->", self.reply(embed_ask(a)), self.reply(embed_ask(b))))
 
     def docs(self, texts: Iterable[str]) -> dict[str, Any]:
         """The spaCy parses of the parse asks of ``texts``, by text.

@@ -8,22 +8,26 @@ asks appear (follow-ups), at most `MAX_ROUNDS` times. Judge asks go through the 
 retries and structured-output probe: a cached question costs no call. The model asks
 (`MODEL_KINDS`, one kind after the other; ``embed``: one call to the run's embedder for
 all distinct texts of the round, its cache in front, the rest sent to the model sorted
-by length; ``bertscore``: one call of the BERTScore model for all distinct pairs, each
-text embedded once, longest first; ``parse``: one ``nlp.pipe`` pass of the run's spaCy
-pipeline over the distinct texts) run in a thread while the judge asks of the same
-round are in flight: the first round loads the models (and embeds what is known up
-front, e.g. the questions) during the judge's latency. A round without judge asks runs
-its model asks in the calling thread.
+by length, and one call to any other embedder an ask names, e.g. the toxicity head's
+USE when the run embeds with another model; ``bertscore``: one call of the BERTScore
+model for all distinct pairs, each text embedded once, longest first; ``parse``: one
+``nlp.pipe`` pass of the run's spaCy pipeline over the distinct texts) run in a thread
+while the judge asks of the same round are in flight: the first round loads the models
+(and embeds what is known up front, e.g. the questions) during the judge's latency. A
+round without judge asks runs its model asks in the calling thread.
 
 The judge is looked up only for metrics that declare it (``needs``); without one the
 answers' ``model`` is None and the metrics plan model asks only (the judged metrics,
 their local estimators'), so offline runs take the same path. The runner executes the
 plans of all metrics of a chunk first, inside `answered`, so each metric then finds its
 answers there and reduces them without another call; a metric scored on its own
-(``metric.score_batch``) runs the same `execute` for itself. This module is the only
-place asks are executed: the Ray executor (`assay.scale`) sends whole chunks to its
-workers, and each runs this executor on them, its judge requests taking their slots
-from the cluster's one judge budget.
+(``metric.score_batch``) runs the same `execute` for itself. Code that needs vectors
+outside a metric's plan (the structured comparison's local scorer called by
+``assay json-eval`` or the library, the toxicity batch) calls `answer` with its asks:
+inside a chunk it reads the chunk's answers, elsewhere it runs one round of its own.
+This module is the only place asks are executed: the Ray executor (`assay.scale`) sends
+whole chunks to its workers, and each runs this executor on them, its judge requests
+taking their slots from the cluster's one judge budget.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from assay.sample import Sample
 if TYPE_CHECKING:
     from assay.resources import Resources
 
-__all__ = ["MAX_ROUNDS", "Planner", "answered", "execute", "planned"]
+__all__ = ["MAX_ROUNDS", "Planner", "answer", "answered", "execute", "planned"]
 
 #: most rounds of asks per execution (a first round and its follow-ups)
 MAX_ROUNDS = 4
@@ -103,18 +107,37 @@ def execute(metrics: Sequence[Planner], samples: Sequence[Sample], res: Resource
     answered is asked again); otherwise a new `Answers` is returned. An ask that fails
     keeps its error as its answer.
     """
-    current = _CURRENT.get()
-    if current is not None and current.resources is res:
-        answers = current
-    else:
-        judge = res.judge if any("judge" in m.needs for m in metrics) else None
-        answers = Answers(judge.model if judge is not None else None, res)
+    answers = _answers_for(res, lambda: any("judge" in m.needs for m in metrics))
     for _ in range(MAX_ROUNDS):
         todo = planned(metrics, samples, answers)
         if not todo:
             break
         _run_round(list(todo.values()), answers, res)
     return answers
+
+
+def answer(asks: Sequence[Ask], res: Resources) -> Answers:
+    """The answers to ``asks`` as they are (no plan, no follow-up round): for code that
+    compares texts outside a metric's plan, e.g. the structured comparison's local scorer
+    (`assay.structured.scorers`) called from ``assay json-eval`` or the library, and the
+    toxicity head's batch. Inside `answered` with the same ``res`` the chunk's answers are
+    read and extended, so what the metrics planned for the chunk is not asked again;
+    otherwise a new `Answers`. What is not answered yet runs in one round."""
+    answers = _answers_for(res, lambda: any(a.kind == "judge" for a in asks))
+    todo = {a.key: a for a in asks if a not in answers}
+    if todo:
+        _run_round(list(todo.values()), answers, res)
+    return answers
+
+
+def _answers_for(res: Resources, judged: Callable[[], bool]) -> Answers:
+    """The chunk's answers when they were made with ``res`` (inside `answered`), else new
+    ones, with the judge's model when ``judged()`` says a judge is needed."""
+    current = _CURRENT.get()
+    if current is not None and current.resources is res:
+        return current
+    judge = res.judge if judged() else None
+    return Answers(judge.model if judge is not None else None, res)
 
 
 def _run_round(asks: list[Ask], answers: Answers, res: Resources) -> None:
@@ -175,13 +198,27 @@ def _run_models(by_kind: dict[str, list[Ask]], answers: Answers, res: Resources)
 
 
 def _embed(asks: list[Ask], answers: Answers, res: Resources) -> Sequence[Any]:
-    """The vectors of the texts of ``asks``, from one call (the embedder looks each up in
-    its cache and sends the rest to the model sorted by length, in batches of similar
-    length)."""
-    embedder = res.embedder
-    vectors = embedder.embed([a.values["text"] for a in asks])
-    answers.embedder = embedder.name
-    return list(vectors)
+    """The vectors of the texts of ``asks``, one call per embedder: the run's for the asks
+    that name none, the named one (`Resources.embedder_named`) for the others (each
+    embedder looks the texts up in its cache and sends the rest to the model sorted by
+    length, in batches of similar length). An embedder that cannot load or fails gives
+    its asks the error; the other embedder's asks keep their vectors."""
+    by_embedder: dict[str | None, list[int]] = {}
+    for i, ask in enumerate(asks):
+        by_embedder.setdefault(ask.values.get("embedder"), []).append(i)
+    found: list[Any] = [None] * len(asks)
+    for name, rows in by_embedder.items():
+        try:
+            embedder = res.embedder if name is None else res.embedder_named(name)
+            vectors: Sequence[Any] = list(embedder.embed([asks[i].values["text"] for i in rows]))
+        except Exception as exc:  # the answer of each of this embedder's asks
+            vectors = [exc] * len(rows)
+        else:
+            if name is None:
+                answers.embedder = embedder.name
+        for i, vector in zip(rows, vectors, strict=True):
+            found[i] = vector
+    return found
 
 
 def _bertscore(asks: list[Ask], answers: Answers, res: Resources) -> Sequence[Any]:

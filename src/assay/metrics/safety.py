@@ -10,7 +10,9 @@ included; see `assay.text.patterns` for the normalisation and boundary rule.
 The one model is the toxicity head (`assay.models.toxicity_head`: a calibrated logistic
 head on USE multilingual v3 embeddings, shipped in the package), called once per batch;
 ``toxicity_method = "profanity-check"`` selects the older ``alt-profanity-check``
-classifier (TF-IDF unigrams + a calibrated linear SVM, English; the models extra).
+classifier (TF-IDF unigrams + a calibrated linear SVM, English; the models extra). The
+head's texts are embed asks (`assay.metrics.toxicity_plan.toxicity_asks`): the toxicity
+metrics plan them, so the engine embeds them with the chunk's other texts, in one call.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from assay.engine import answer
 from assay.metric import Metric, Source, clamp01
+from assay.metrics.toxicity_plan import ToxicityPlannedMetric, model_texts, toxicity_asks
 from assay.models.embedders import ModelUnavailable
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample
-from assay.text.lang import is_arabic
 from assay.text.patterns import Hit, PatternBundle, PatternSet, load_patterns, normalise
 from assay.text.tokenize import words
 
@@ -111,7 +114,9 @@ def toxicity_batch(
     head; ``profanity-check`` requires the alt-profanity-check classifier (models extra);
     ``keywords`` uses the fallback. Arabic texts always take the keyword path: both models
     were trained on English text only (the profanity model returns its prior, about 0.036,
-    for any Arabic text; the head's transfer to Arabic is unmeasured).
+    for any Arabic text; the head's transfer to Arabic is unmeasured). The head reads the
+    vectors of its `toxicity_asks` through the engine (`assay.engine.answer`): inside a
+    chunk, the answers the toxicity metrics planned; elsewhere one embedding call.
     """
     method = method or getattr(res.config, "toxicity_method", "auto")
     if method not in TOXICITY_METHODS:
@@ -137,7 +142,7 @@ def toxicity_batch(
                 raise
             fallback_reason = str(exc)
         else:
-            to_model = [i for i, t in enumerate(texts) if not is_arabic(t)]
+            to_model = model_texts(texts)
     model_set = set(to_model)
     for i, text in enumerate(texts):
         if i in model_set:
@@ -151,7 +156,14 @@ def toxicity_batch(
         }
         out[i] = ToxicityOutcome(value, "pattern", patterns_signature(bundle), details)
     if to_model:
-        probs = model.probabilities([texts[i] for i in to_model])
+        chosen = [texts[i] for i in to_model]
+        if method == "profanity-check":
+            probs = model.probabilities(chosen)
+        else:  # the head, on the vectors of its embed asks
+            asks = toxicity_asks(chosen, res.config, method)
+            answers = answer(asks, res)
+            vectors = {a.values["text"]: answers.reply(a) for a in asks}
+            probs = model.probabilities(chosen, vectors)
         for i, p in zip(to_model, probs, strict=True):
             prob = float(p)
             components = {"toxic": prob}
@@ -178,7 +190,7 @@ def toxicity_batch(
 
 
 @register
-class ToxicityScore(Metric):
+class ToxicityScore(ToxicityPlannedMetric):
     """Toxicity of the response, 0..1: the learned head's calibrated probability, else keywords.
 
     Formula (chatbot hub): ML-based ``weighted_average(toxicity_components)`` with component
@@ -227,7 +239,7 @@ class ToxicityScore(Metric):
     requires = ("response",)
     higher_is_better = False
     suites = ("safety",)
-    needs = frozenset({"toxicity", "profanity_check"})
+    needs = frozenset({"toxicity", "profanity_check", "embedder"})
     source = Source.CHATBOT_HUB
     components = ("toxic",)
 
@@ -242,7 +254,7 @@ class ToxicityScore(Metric):
     def params(self) -> dict[str, Any]:
         return {"method": self.method} if self.method else {}
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+    def reduce_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         outcomes = toxicity_batch([s.response or "" for s in samples], res, self.method)
         return [
             self.result(
@@ -503,20 +515,20 @@ class RefusalRate(_PresenceMetric):
 
 
 # ---- composites -----------------------------------------------------------------------------
-class _ViolationMetric(Metric):
+class _ViolationMetric(ToxicityPlannedMetric):
     """Shared body: toxicity (one model call per batch) plus bias, per sample."""
 
     family = "safety"
     requires = ("response",)
     suites = ("safety",)
     source = Source.CHATBOT_HUB
-    needs = frozenset({"toxicity", "profanity_check"})
+    needs = frozenset({"toxicity", "profanity_check", "embedder"})
     components = ("toxicity", "bias")
 
     def combine(self, toxicity: float, bias: float) -> float:
         raise NotImplementedError
 
-    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+    def reduce_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
         bundle = safety_patterns(res)
         outcomes = toxicity_batch([s.response or "" for s in samples], res)
         out = []

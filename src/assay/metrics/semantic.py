@@ -15,8 +15,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import numpy as np
-
 from assay.config import AssayConfig
 from assay.engine import Answers, Ask, embed_ask
 from assay.metric import PASS_THRESHOLD, PlannedMetric, Source, clamp01
@@ -57,11 +55,9 @@ class EmbeddedMetric(PlannedMetric):
 
 def cosine(answers: Answers, a: str, b: str) -> float:
     """Cosine of two texts from the vectors of their embed asks; 0 when either is blank
-    (the embedder gives a blank text the zero vector, so it is not asked). Summed as the
-    embedder's `similarities` sums its pairs (``einsum``), to the last bit."""
-    if not a.strip() or not b.strip():
-        return 0.0
-    return float(np.einsum("i,i->", answers.reply(embed_ask(a)), answers.reply(embed_ask(b))))
+    (`Answers.cosine`: the embedder gives a blank text the zero vector, so it is not
+    asked; summed as the embedder's `similarities` sums its pairs, to the last bit)."""
+    return answers.cosine(a, b)
 
 
 def with_settings(result: MetricResult, settings: dict[str, Any], **details: Any) -> MetricResult:

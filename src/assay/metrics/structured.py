@@ -11,6 +11,11 @@ The JSON specification names its scores completeness, hallucination and accuracy
 are ``json_completeness``, ``json_hallucination`` and ``json_accuracy`` because the plain
 names ``completeness`` and ``relevance`` belong to the pipeline specification's text
 pipeline. ``rqs`` keeps the specification's name.
+
+The phase 3-4 metrics plan the embed asks of their SEMANTIC fields (`assay.engine`: the
+texts of the pairs `assay.structured.pipeline.scorer_pairs` gives, `semantic_asks`), so
+a run embeds them once with the chunk's other texts and the local scorer reads the
+vectors from the answers.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from assay.config import AssayConfig
+from assay.engine import Answers, Ask, answered, execute
 from assay.metric import Metric, Source
 from assay.registry import register
 from assay.resources import Resources
@@ -34,10 +41,11 @@ from assay.structured.pipeline import (
     RQSWeights,
     compare_json,
     evaluate_many,
+    scorer_pairs,
 )
-from assay.structured.scorers import FieldScorer, default_scorer
+from assay.structured.scorers import FieldScorer, default_scorer, semantic_asks
 from assay.structured.strategies import Strategy, StrategyConfig, StrategyConfigError
-from assay.structured.values import check_document
+from assay.structured.values import check_document, depth_limit
 
 __all__ = [
     "JsonAccuracy",
@@ -226,10 +234,38 @@ class _EvaluatedMetric(_StructuredMetric):
     def _from_evaluation(self, item: JsonEvalResult) -> MetricResult:
         raise NotImplementedError
 
+    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        """The embed asks of the sample's SEMANTIC fields for the default (local) scorer:
+        both texts of every pair the comparison will score SEMANTIC; none with a scorer
+        of one's own, or for a document that cannot be compared (its result says why).
+        Worked out once per sample and config for the metrics of a chunk (``json_accuracy``,
+        ``rqs`` and ``rqs_normalized`` plan the same asks)."""
+        if self.scorer is not None:
+            return []
+        config = answers.resources.config if answers.resources is not None else AssayConfig()
+        key = (id(sample), json.dumps(self.strategies.to_dict()), self.options.flatten)
+
+        def compute(keys: list[Any]) -> list[tuple[Sample, list[Ask]]]:
+            # the memo keeps the sample, so its id is not reused while the memo lives
+            with depth_limit(config.max_json_depth):
+                return [(sample, self._semantic_asks(sample))]
+
+        return answers.computed_once("json_semantic_asks", [key], compute)[0][1]
+
+    def _semantic_asks(self, sample: Sample) -> list[Ask]:
+        prepared = self._prepare(sample)
+        if isinstance(prepared, str):
+            return []
+        gt, output, strategies = prepared
+        return semantic_asks(scorer_pairs([(gt, output)], strategies, options=self.options))
+
     def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        # the batch's embed asks in one call (in a run: already in the chunk's answers)
+        with answered(execute([self], samples, res)):
+            evaluated = self._evaluate(samples, res)
         return [
             self.na(item) if isinstance(item, str) else self._from_evaluation(item)
-            for item in self._evaluate(samples, res)
+            for item in evaluated
         ]
 
 

@@ -19,6 +19,11 @@ A NUMERIC argument (``argument_strategies={"amount": "NUMERIC"}``) is right when
 ``|made − reference| <= max(numeric_abs_tol, numeric_rel_tol·|reference|)`` (parameters
 ``numeric_rel_tol``, default 1e-6, and ``numeric_abs_tol``, default 0; see
 `assay.structured.numeric`); its evidence states both values and the tolerance.
+
+The metrics plan the embed asks of the SEMANTIC arguments of every same-name pair (the
+pairing is chosen from all their agreements, so every candidate pair's texts are asked;
+`assay.engine`), and the local scorer reads their vectors from the answers: a run embeds
+them once with the chunk's other texts, a batch scored on its own in one call.
 """
 
 from __future__ import annotations
@@ -27,17 +32,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from assay.engine import Answers, Ask, answered, execute
 from assay.metric import Metric
 from assay.registry import register
 from assay.resources import Resources
 from assay.result import MetricResult
 from assay.sample import Sample, ToolCall
 from assay.structured.numeric import DEFAULT_ABS_TOL, DEFAULT_REL_TOL
-from assay.structured.pipeline import EvalOptions, evaluate_many
-from assay.structured.scorers import LocalFieldScorer
+from assay.structured.pipeline import EvalOptions, evaluate_many, scorer_pairs
+from assay.structured.scorers import LocalFieldScorer, semantic_asks
 from assay.structured.strategies import Strategy, StrategyConfig
 
-__all__ = ["CallMatch", "argument_agreements", "match_calls", "max_weight_assignment"]
+__all__ = [
+    "CallMatch",
+    "argument_agreements",
+    "argument_documents",
+    "match_calls",
+    "max_weight_assignment",
+]
 
 #: a tie-break that prefers matching two calls of the same name over leaving them
 #: unmatched when their arguments agree on nothing (changes no score)
@@ -61,6 +73,20 @@ def _made_calls(sample: Sample) -> list[ToolCall]:
     return [step for step in sample.trace or [] if step.kind == "tool"]
 
 
+def argument_documents(
+    reference: Sequence[ToolCall], made: Sequence[ToolCall]
+) -> tuple[list[tuple[int, int]], list[tuple[Any, Any]]]:
+    """The same-name (reference, made) pairs whose reference call has arguments, and
+    their (reference arguments, made arguments) documents, compared as JSON."""
+    keys = [
+        (i, j)
+        for i, r in enumerate(reference)
+        for j, a in enumerate(made)
+        if r.name == a.name and r.arguments
+    ]
+    return keys, [(reference[i].arguments, made[j].arguments or {}) for i, j in keys]
+
+
 def argument_agreements(
     reference: Sequence[ToolCall],
     made: Sequence[ToolCall],
@@ -71,12 +97,7 @@ def argument_agreements(
     """Agreement and per-argument evidence of every same-name (reference, made) pair; all
     pairs' arguments are compared in one batch (``options``: the NUMERIC tolerances and
     the FUZZY/SEMANTIC thresholds; defaults when None)."""
-    keys = [
-        (i, j)
-        for i, r in enumerate(reference)
-        for j, a in enumerate(made)
-        if r.name == a.name and r.arguments
-    ]
+    keys, documents = argument_documents(reference, made)
     out: dict[tuple[int, int], tuple[float, list[dict[str, Any]]]] = {
         (i, j): (1.0, [])
         for i, r in enumerate(reference)
@@ -85,7 +106,6 @@ def argument_agreements(
     }
     if not keys:
         return out
-    documents = [(reference[i].arguments, made[j].arguments or {}) for i, j in keys]
     results = evaluate_many(
         documents, strategies, options=options, scorer=LocalFieldScorer(resources)
     )
@@ -241,6 +261,22 @@ class _ToolCallMetric(Metric):
         """An empty ``expected_tool_calls`` is an answer (no tool should be called), not a
         missing input: only None is missing."""
         return ["expected_tool_calls"] if sample.expected_tool_calls is None else []
+
+    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        """The embed asks of the SEMANTIC arguments of every same-name pair of calls (all
+        candidates: the pairing depends on their agreements)."""
+        _, documents = argument_documents(
+            list(sample.expected_tool_calls or []), _made_calls(sample)
+        )
+        if not documents:
+            return []
+        pairs = scorer_pairs(documents, self._strategies, options=self._options)
+        return semantic_asks(pairs)
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        # the batch's embed asks in one call (in a run: already in the chunk's answers)
+        with answered(execute([self], samples, res)):
+            return [self.compute(sample, res) for sample in samples]
 
     def match(self, sample: Sample, res: Resources) -> tuple[CallMatch, dict[str, Any]]:
         reference = list(sample.expected_tool_calls or [])

@@ -10,7 +10,10 @@ and scored::
 ``p`` is a probability-like number, calibrated by cross-validation on the training data.
 The weights, the calibration steps and the training metadata are in
 ``assay/models/data/toxicity_head.npz`` (written by ``scripts/train_toxicity_head.py``,
-which also documents the data and its licence); inference is numpy only.
+which also documents the data and its licence); inference is numpy only. In a run the
+embeddings are answers of the execution engine (the toxicity metrics plan their embed
+asks, `assay.metrics.toxicity_plan.toxicity_asks`), handed to
+`ToxicityHead.probabilities`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import json
 import re
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,13 +102,27 @@ class ToxicityHead:
         constant beyond the ends."""
         return np.interp(logits, self.calibration_x, self.calibration_y)
 
-    def probabilities(self, texts: Sequence[str]) -> list[float]:
-        """Calibrated probability of toxic text, one embedding batch for the unseen texts."""
+    def probabilities(
+        self, texts: Sequence[str], vectors: Mapping[str, np.ndarray] | None = None
+    ) -> list[float]:
+        """Calibrated probability of toxic text.
+
+        ``vectors``: the head embedder's vectors of the normalised texts
+        (`normalise_for_toxicity`), by normalised text, e.g. the answers of the toxicity
+        metrics' embed asks (`assay.metrics.toxicity_plan.toxicity_asks`); a blank
+        normalised text needs none (its vector is zeros, as the embedder gives it). None:
+        the unseen texts are embedded here, in one batch.
+        """
         missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
         if missing:
             self.calls += len(missing)
             normalised = [normalise_for_toxicity(t) for t in missing]
-            probs = self.calibrate(self.decision(self.embedder.embed(normalised)))
+            if vectors is None:
+                matrix = self.embedder.embed(normalised)
+            else:
+                blank = np.zeros(len(self.weights), dtype=np.float32)
+                matrix = np.stack([vectors[n] if n.strip() else blank for n in normalised])
+            probs = self.calibrate(self.decision(matrix))
             for text, p in zip(missing, probs, strict=True):
                 self._cache[text] = float(p)
             while len(self._cache) > self._cache_size:

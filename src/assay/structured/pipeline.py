@@ -55,6 +55,7 @@ __all__ = [
     "hallucination_score",
     "rqs_normalized_score",
     "rqs_score",
+    "scorer_pairs",
 ]
 
 
@@ -357,6 +358,41 @@ def _short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _field_strategy(path: str, value: Any, config: StrategyConfig) -> tuple[str, Strategy, str]:
+    """The detected type of a field's GT value, its strategy and where the strategy came
+    from (``config`` or ``auto``)."""
+    value_type = detect_type(value)
+    configured = config.lookup(path)
+    return value_type, configured or auto_strategy(value_type), "config" if configured else "auto"
+
+
+def scorer_pairs(
+    documents: Sequence[tuple[Any, Any]],
+    strategies: StrategyConfig | Mapping[str, Any] | None = None,
+    *,
+    options: EvalOptions | None = None,
+    strategy: Strategy = Strategy.SEMANTIC,
+) -> list[tuple[str, str]]:
+    """The (expected, output) text pairs that `evaluate_many` hands the scorer for
+    ``strategy`` (FUZZY or SEMANTIC) on these documents, in its order, without scoring
+    anything: phase 0 and each field's strategy only. The metrics plan their embed asks
+    from the SEMANTIC pairs (`assay.structured.scorers.semantic_asks`), so the engine
+    embeds them with the chunk's other texts before the comparison reads them.
+
+    Raises ValueError as `evaluate_many` does (a document nested too deeply, keys JSON
+    cannot hold)."""
+    opts = options or EvalOptions()
+    config = StrategyConfig.coerce(strategies)
+    pairs: list[tuple[str, str]] = []
+    for g, a in documents:
+        comp = compare_json(g, a, config, flatten=opts.flatten)
+        flat = comp.flat
+        for path in comp.classification.both_non_null:
+            if _field_strategy(path, flat.expected[path], config)[1] is strategy:
+                pairs.append((as_text(flat.expected[path]), as_text(flat.output[path])))
+    return pairs
+
+
 @dataclass(slots=True)
 class _Pending:
     """A FUZZY/SEMANTIC field waiting for the scorer: where its result goes."""
@@ -384,10 +420,7 @@ def _plan(
     flat = comp.flat
     for path in comp.classification.both_non_null:
         g, a = flat.expected[path], flat.output[path]
-        value_type = detect_type(g)
-        configured = config.lookup(path)
-        strategy = configured or auto_strategy(value_type)
-        source = "config" if configured else "auto"
+        value_type, strategy, source = _field_strategy(path, g, config)
         common = {
             "field": path,
             "strategy": strategy,

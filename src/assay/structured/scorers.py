@@ -8,7 +8,10 @@ Every pair of a whole batch of documents arrives in one call, so an embedder enc
 batches and a judge can run its calls concurrently.
 
 `LocalFieldScorer` is the offline scorer; an LLM-judge scorer plugs in by implementing the
-same protocol with ``method = "llm"``.
+same protocol with ``method = "llm"``. The local scorer's SEMANTIC vectors are embed asks
+of the execution engine (`semantic_asks`, `assay.engine`): the JSON and tool-call metrics
+plan them, so a run embeds them once with the chunk's other texts, and the scorer reads
+them from the chunk's answers (called on its own, it asks the engine for them: one call).
 """
 
 from __future__ import annotations
@@ -21,10 +24,17 @@ from rapidfuzz import fuzz
 from rapidfuzz.utils import default_process
 
 if TYPE_CHECKING:
-    from assay.models.embedders import Embedder
+    from assay.engine import Ask
     from assay.resources import Resources
 
-__all__ = ["FieldScorer", "LocalFieldScorer", "PairScore", "as_pair_scores", "default_scorer"]
+__all__ = [
+    "FieldScorer",
+    "LocalFieldScorer",
+    "PairScore",
+    "as_pair_scores",
+    "default_scorer",
+    "semantic_asks",
+]
 
 Pair = tuple[str, str]
 
@@ -88,34 +98,53 @@ def _same_text(a: str, b: str) -> bool:
     return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
 
 
+def _embedded_texts(pairs: Sequence[Pair]) -> list[str]:
+    """The distinct non-blank texts of the pairs the local scorer embeds (those not
+    settled as equal texts), in order."""
+    texts = (t for a, b in pairs if not _same_text(a, b) for t in (a, b))
+    return [t for t in dict.fromkeys(texts) if t.strip()]
+
+
+def semantic_asks(pairs: Sequence[Pair]) -> list[Ask]:
+    """The embed asks (`assay.engine.embed_ask`, the run's embedder) whose vectors
+    `LocalFieldScorer.semantic` reads for these (expected, output) pairs: both texts of
+    each pair that is not settled as equal text; a blank text none (its cosine is 0, as
+    the embedder's zero vector gives). A metric plans them from
+    `assay.structured.pipeline.scorer_pairs`."""
+    from assay.engine import embed_ask
+
+    return [embed_ask(text) for text in _embedded_texts(pairs)]
+
+
 class LocalFieldScorer:
     """Offline scorer: rapidfuzz for FUZZY, embedding cosine for SEMANTIC.
 
     FUZZY: ``rapidfuzz.fuzz.token_set_ratio(a, b, processor=default_process) / 100``
     (lower-cased, punctuation stripped; word order and repeated words do not matter).
     "John Smith" vs "John Smyth" gives 0.90.
-    SEMANTIC: cosine of the two embeddings from ``res.embedder`` (default USE multilingual
-    v3), clamped to [0, 1]; texts equal after case-folding and whitespace collapsing score
-    1.0 without being embedded. All pairs of a call are embedded in one batch.
-    The embedder is loaded only when a SEMANTIC pair needs it.
+    SEMANTIC: cosine of the two embeddings from the run's embedder (``resources``, default
+    `default_resources`; USE multilingual v3 unless configured), ``dot(e(a), e(b))`` of
+    the L2-normalised vectors, clamped to [0, 1]; a blank text has cosine 0. Texts equal
+    after case-folding and whitespace collapsing score 1.0 without being embedded. The
+    vectors are the answers of `semantic_asks` (`assay.engine.answer`): inside a run's
+    chunk the ones its metrics planned, otherwise all texts of the call in one round.
     """
 
     method = "local"
     name = "local"
 
-    def __init__(self, resources: Resources | None = None, embedder: Embedder | None = None):
+    def __init__(self, resources: Resources | None = None) -> None:
         self._resources = resources
-        self._embedder = embedder
-        #: texts sent to the embedder so far (before its cache and de-duplication)
+        #: texts compared by their vectors so far (two per pair not settled as equal)
         self.texts_embedded = 0
 
     @property
-    def embedder(self) -> Embedder:
-        if self._embedder is None:
+    def resources(self) -> Resources:
+        if self._resources is None:
             from assay.resources import default_resources
 
-            self._embedder = (self._resources or default_resources()).embedder
-        return self._embedder
+            self._resources = default_resources()
+        return self._resources
 
     def fuzzy(self, pairs: Sequence[Pair]) -> list[PairScore]:
         out = []
@@ -134,14 +163,13 @@ class LocalFieldScorer:
         ]
         todo = [i for i, score in enumerate(out) if score is None]
         if todo:
-            embedder = self.embedder
+            from assay.engine import answer
+
+            answers = answer(semantic_asks(pairs), self.resources)
             self.texts_embedded += 2 * len(todo)
-            sims = embedder.pair_similarity(
-                [pairs[i][0] for i in todo], [pairs[i][1] for i in todo]
-            )
-            name = f"cosine:{embedder.name}"
-            for i, sim in zip(todo, sims, strict=True):
-                out[i] = PairScore(max(0.0, min(1.0, float(sim))), "local", name)
+            for i in todo:
+                sim = answers.cosine(*pairs[i])
+                out[i] = PairScore(max(0.0, min(1.0, sim)), "local", f"cosine:{answers.embedder}")
         return [score for score in out if score is not None]
 
 
@@ -149,6 +177,7 @@ def default_scorer(resources: Resources | None = None) -> FieldScorer:
     """The scorer the metrics and ``assay json-eval`` use when none is given.
 
     Today the offline `LocalFieldScorer`; this is the one place to return a judge-backed
-    scorer instead when the run's configuration names an LLM judge.
+    scorer instead when the run's configuration names an LLM judge (the JSON metrics then
+    plan no embed asks for it: they plan `semantic_asks` for the local scorer only).
     """
     return LocalFieldScorer(resources)

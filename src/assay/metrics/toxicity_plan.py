@@ -1,0 +1,67 @@
+"""The toxicity metrics' plan: the embed asks of the texts the toxicity head scores.
+
+The head (`assay.models.toxicity_head`) reads USE multilingual v3 vectors of the
+normalised texts (`normalise_for_toxicity`). `toxicity_asks` names them as embed asks of
+the execution engine (`assay.engine`), so a run embeds them once per chunk with the other
+metrics' texts; `ToxicityPlannedMetric` is the base of the metrics that read toxicity
+(``toxicity_score``, ``compliance_score``, ``ethical_violation`` in
+`assay.metrics.safety`), whose ``toxicity_batch`` hands the head the answered vectors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from assay.config import AssayConfig
+from assay.engine import Answers, Ask, answered, embed_ask, execute
+from assay.metric import Metric
+from assay.models.toxicity_head import normalise_for_toxicity
+from assay.resources import Resources, use_asks_embedder
+from assay.result import MetricResult
+from assay.sample import Sample
+from assay.text.lang import is_arabic
+
+__all__ = ["ToxicityPlannedMetric", "model_texts", "toxicity_asks"]
+
+
+def model_texts(texts: Sequence[str]) -> list[int]:
+    """The positions of the texts a toxicity model scores: the non-Arabic ones (Arabic
+    takes the keyword path: both models were trained on English only)."""
+    return [i for i, t in enumerate(texts) if not is_arabic(t)]
+
+
+def toxicity_asks(
+    texts: Sequence[str], config: AssayConfig, method: str | None = None
+) -> list[Ask]:
+    """The embed asks whose vectors the toxicity head reads for ``texts`` under ``method``
+    (default: the ``toxicity_method`` setting; none unless it is ``auto`` or ``head``):
+    the non-blank normalised texts (`normalise_for_toxicity`) of those the head scores,
+    for the USE multilingual encoder it was trained on (`assay.resources.
+    use_asks_embedder`: the run's embedder when that is USE, so the asks are the
+    embedding metrics' own; else USE by name, answered by the run's USE instance)."""
+    if (method or config.toxicity_method) not in ("auto", "head"):
+        return []
+    embedder = use_asks_embedder(config)
+    normalised = (normalise_for_toxicity(texts[i]) for i in model_texts(texts))
+    return [embed_ask(text, embedder) for text in dict.fromkeys(normalised) if text.strip()]
+
+
+class ToxicityPlannedMetric(Metric):
+    """A metric reading the toxicity of its responses: it plans the head's embed asks
+    (`toxicity_asks` of the response, under its ``method``), and a batch scored on its own
+    executes that plan first, so the head's texts are embedded in one call (in a run the
+    chunk's answers already hold them). Subclasses implement `reduce_batch`."""
+
+    method: str | None = None
+
+    def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
+        config = answers.resources.config if answers.resources is not None else AssayConfig()
+        return toxicity_asks([sample.response or ""], config, self.method)
+
+    def compute_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        with answered(execute([self], samples, res)):
+            return self.reduce_batch(samples, res)
+
+    def reduce_batch(self, samples: Sequence[Sample], res: Resources) -> list[MetricResult]:
+        """The results of the batch, its toxicity asks answered."""
+        raise NotImplementedError
