@@ -19,19 +19,24 @@ in-memory memo of pair scores shared by the metrics, and a rescaling baseline fo
 local model.
 
 Speed. On the 1,000 short pairs of ``benchmarks/bertscore_speed.py`` (2,000 distinct texts
-of 10 to 22 tokens) 97% of the time is the transformer pass; tokenising takes 1% and the
-matching 1 to 3%. The pass is matrix products (about 21 MFLOP a token), and torch's float32
-products already run near the CPU's float32 peak (about 150 GFLOP/s on 2 AVX-512 cores of
-an AMD EPYC), so the float32 rate cannot double. Measured there (CPU seconds per sample,
-one thread, same process): ONNX Runtime 1.32 on the same cut model exported with
-``torch.onnx.export`` (1.2 s, a 90 MB file; raw P/R/F within 3e-7 of torch on all 1,500
-STS-B dev pairs) is 1.17x torch, and 1.09x with onnxruntime's BERT fusions (no attention
-fusion found) -- too little for two more packages (onnxruntime, and onnx to export), so it
-is not used. Batches of 256 instead of 64 are slower (0.85x). bfloat16 (option
-``precision``, ``bertscore_precision``) doubles the products' rate on CPUs with
-AVX512-BF16 (410 against 169 GFLOP/s for a 2048x384 by 384x1536 product) and makes the
-whole scoring 1.6 to 1.7x faster; under ``torch.autocast`` it moves raw F1 by at most
-0.0017 on STS-B dev (0.0027 with the whole model cast to bfloat16, which is no faster).
+of 10 to 22 tokens) about 97% of the time is the transformer pass; tokenising takes 1% and
+the matching 1 to 3%. The pass is matrix products (about 21 MFLOP a token), and torch's
+float32 products already run near the CPU's float32 peak (about 150 to 170 GFLOP/s on the
+2 AVX-512 cores of the AMD EPYC test machine), so the float32 rate cannot double there.
+Measured on that machine (CPU seconds per sample, one thread, same process): ONNX Runtime
+1.32 on the same cut model exported with ``torch.onnx.export`` (1.2 s, an 86 MiB file; raw
+P/R/F within 3e-7 of torch on all 1,500 STS-B dev pairs) is 1.17x torch, and 1.09x after
+onnxruntime's BERT fusions (they find no attention to fuse) -- too little for two more
+packages (onnxruntime, and onnx to export), so it is not used. Batches of 256 texts
+instead of 64 are slower (0.85x); eager attention instead of SDPA gains about 5%, not
+kept. bfloat16 (``precision``, ``bertscore_precision``) runs the products at 410 instead of
+169 GFLOP/s on CPUs with AVX512-BF16 (a 2048x384 by 384x1536 product) and scores 1.6 to
+1.9x the samples per second of float32 (``bertscore_speed.py``: about 300/s against 175/s
+and the library's 160/s, 2 threads). The Linear weights are cast to bfloat16 once and the
+pass runs under ``torch.autocast`` (attention and GELU take the bfloat16 products; the
+residual stream and the layer norms stay float32); raw F1
+moves by at most 0.0017 on STS-B dev (rescaled F1 0.0019; 0.0027 with the whole model
+cast to bfloat16, which is no faster).
 Dynamic int8 quantisation was tried and rejected: it moved F1 on STS-B dev pairs by up to
 0.09 (per-channel) or 0.17 (per-tensor), for at most 1.3x on AVX2.
 
@@ -134,8 +139,8 @@ class BERTScorer:
         batch_size: sentences per forward pass.
         device: torch device, CPU by default.
         precision: ``"float32"`` (as bert-score) or ``"bfloat16"``: the transformer's
-            matrix products in bfloat16 under ``torch.autocast`` (layer norms, softmax,
-            normalisation and matching stay float32). About 1.6x faster on CPUs with
+            matrix products in bfloat16 under ``torch.autocast`` (the residual stream, layer
+            norms, normalisation and matching stay float32). About 1.7x faster on CPUs with
             AVX512-BF16 or AMX; raw F1 moves by at most 0.0017 on STS-B dev. ``name``
             (hence every result's model and signature) ends in ``/bf16`` when it is on.
 
@@ -391,6 +396,11 @@ class TokenEncoder:
         self._model = model.to(device)
         self._device = device
         self._bfloat16 = precision == "bfloat16"
+        if self._bfloat16:
+            # the weights autocast would cast on every call, cast once (the same values)
+            for module in self._model.modules():
+                if isinstance(module, torch.nn.Linear):
+                    module.to(torch.bfloat16)
         self.tokenizer = tokenizer
         limit = int(tokenizer.model_max_length)
         if limit > 100_000:  # "no limit" in the tokenizer files: the model's positions
