@@ -4,7 +4,7 @@
 All three score the same 1,000 generated (response, expected) pairs of ``throughput.py`` with
 the shipped all-MiniLM-L6-v2 at layer 6, after warm-up (models loaded, 32 other pairs
 scored). Ours: ``assay.runner.evaluate`` with only ``bertscore`` (chunks of
-``batch_size`` samples, as users run it; memo and cache start empty). The library:
+``chunk_size`` samples, as users run it; memo and cache start empty). The library:
 ``bert_score.BERTScorer(...).score(cands, refs)`` (what ``bert_score.score()`` runs once
 its model is loaded), batch size 64. Rounds run the three in turn, each round on new pairs.
 

@@ -3,7 +3,7 @@
 Goal (issue 5): at least 1,000 samples/s, with no model except the toxicity classifier
 (alt-profanity-check, called once per batch). The suites are taken from the registry as
 they are when this runs (whatever metrics they hold) and scored through the runner
-(`assay.runner.evaluate`, chunks of ``batch_size``), as ``assay evaluate --suite`` does.
+(`assay.runner.evaluate`, chunks of ``chunk_size``), as ``assay evaluate --suite`` does.
 
 Warm-up scores a few other samples first (imports, pattern compilation, model load);
 the timed run then scores 1,000 samples whose texts were not seen in warm-up. Wall time

@@ -112,7 +112,7 @@ def timed_run(
         on_sample=lambda *_: arrived.append(time.perf_counter()),
     )
     total = time.perf_counter() - started
-    first_chunk = min(config.batch_size, len(samples))
+    first_chunk = min(config.chunk_size, len(samples))
     steady = (len(samples) - first_chunk) / max(1e-9, arrived[-1] - arrived[first_chunk - 1])
     return evaluation, total, steady
 
@@ -147,7 +147,7 @@ def semantic(n: int, batch: int) -> dict[str, Any]:
 
     samples = sts_samples(n)
     cache = tempfile.mkdtemp(prefix="assay-scale-")
-    config = AssayConfig(batch_size=batch, cache_dir=cache, use_cache=False, device="cpu")
+    config = AssayConfig(chunk_size=batch, cache_dir=cache, use_cache=False, device="cpu")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     runs = {}
     try:
@@ -199,7 +199,7 @@ def child(n: int, batch: int, values: str) -> None:
     from assay.config import AssayConfig
 
     cache = tempfile.mkdtemp(prefix="assay-scale-")
-    config = AssayConfig(batch_size=batch, cache_dir=cache, use_cache=False, device="cpu")
+    config = AssayConfig(chunk_size=batch, cache_dir=cache, use_cache=False, device="cpu")
     evaluation, total, steady = timed_run(sts_samples(n), ["semantic"], config)
     shutil.rmtree(cache, ignore_errors=True)
     Path(values).write_text(json.dumps(triples(evaluation)))
@@ -236,7 +236,7 @@ def judged(n: int, workers: int, cpus_per_worker: float, batch: int) -> dict[str
             judge_concurrency=64,
             use_cache=False,
             cache_dir=cache,
-            batch_size=batch,
+            chunk_size=batch,
         )
         executor = RayExecutor(workers=workers, cpus_per_worker=cpus_per_worker)
         evaluation, total, _ = timed_run(rag_samples(n), ["judged"], config, executor)

@@ -102,7 +102,7 @@ def test_every_example_dataset_scores_the_same_on_ray(tmp_path: Path) -> None:
     example dataset, in chunks of 4 on two actors, against the local executor; the Ray
     run's samples are read by Ray tasks from each file's file:// URL, the local run's by
     the local reader from its path."""
-    config = AssayConfig(batch_size=4, cache_dir=str(tmp_path))
+    config = AssayConfig(chunk_size=4, cache_dir=str(tmp_path))
     metrics = [
         m for m in resolve_metrics(None, ["all-offline"]) if m.needs <= {"embedder", "judge"}
     ]
@@ -136,7 +136,7 @@ def test_every_example_dataset_scores_the_same_on_ray(tmp_path: Path) -> None:
 
 
 def test_2000_generated_samples_score_the_same_and_stream_each_once(tmp_path: Path) -> None:
-    config = AssayConfig(batch_size=200, cache_dir=str(tmp_path))
+    config = AssayConfig(chunk_size=200, cache_dir=str(tmp_path))
     samples = generated(2000)
     local = assay.evaluate(samples, suites=["lexical"], config=config)
     seen: list[int] = []
@@ -226,7 +226,7 @@ def test_two_workers_share_one_judge_concurrency_limit(tmp_path: Path) -> None:
     flight (8 at the server); with the shared budget the server never sees more than 4,
     and sees exactly 4 (the budget is used, not undershot)."""
     with JudgeServer(delay=0.1) as server:
-        config = judge_config(server, tmp_path, judge_concurrency=4, batch_size=8)
+        config = judge_config(server, tmp_path, judge_concurrency=4, chunk_size=8)
         executor = RayExecutor(workers=2)
         scaled = assay.evaluate(
             judged_samples(48), metrics=["judged_relevance"], config=config, executor=executor
@@ -285,7 +285,7 @@ def test_two_workers_share_one_judge_rate_limit(tmp_path: Path) -> None:
     1.5 s, and the windows are counted from 0.25 s on, once both workers send on open
     connections, allowing one more for a send delayed under 0.1 s: at most 22."""
     with JudgeServer() as server:
-        config = judge_config(server, tmp_path, judge_rate_limit=20.0, batch_size=4)
+        config = judge_config(server, tmp_path, judge_rate_limit=20.0, chunk_size=4)
         executor = RayExecutor(workers=2)
         scaled = assay.evaluate(
             judged_samples(40), metrics=["judged_relevance"], config=config, executor=executor
@@ -322,7 +322,7 @@ def test_a_worker_killed_mid_run_has_its_chunks_scored_again(tmp_path: Path) -> 
     worker, the budget gets its slots back (else the run would hang), and the results
     equal a local run's, every sample exactly once."""
     with JudgeServer(delay=0.05) as server:
-        config = judge_config(server, tmp_path, judge_concurrency=2, batch_size=4)
+        config = judge_config(server, tmp_path, judge_concurrency=2, chunk_size=4)
         executor = RayExecutor(workers=2)
         seen: list[int] = []
         killed: list[int] = []
@@ -366,7 +366,7 @@ def test_an_interrupted_ray_run_resumes_with_only_the_unfinished_samples(
     rows = [{"id": f"s{i}", "response": f"r {i % 5}", "expected": "r 1"} for i in range(30)]
     data = env / "d.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    args = ["evaluate", str(data), "-m", "exact_match,bleu", "--batch-size", "5"]
+    args = ["evaluate", str(data), "-m", "exact_match,bleu", "--chunk-size", "5"]
     args += ["--executor", "ray", "--db", str(env / "runs.db"), "--out", str(env / "r.jsonl")]
     real = RunRecorder.__call__
     recorded = 0
@@ -412,7 +412,7 @@ def test_a_local_run_of_a_file_url_resumes_on_ray_from_its_relative_path(
     ]
     data = env / "d.jsonl"
     data.write_text("\n".join([*rows[:3], "{broken", *rows[3:]]) + "\n")
-    tail = ["-m", "exact_match", "--batch-size", "4", "--db", str(env / "runs.db")]
+    tail = ["-m", "exact_match", "--chunk-size", "4", "--db", str(env / "runs.db")]
     real = RunRecorder.__call__
     recorded = 0
 
@@ -485,7 +485,7 @@ def test_the_cli_joins_a_head_started_with_ray_start(tmp_path: Path) -> None:
             [
                 *(sys.executable, "-m", "assay.cli", "evaluate", str(data), "-s", "lexical"),
                 *("--executor", "ray", "--ray-address", f"127.0.0.1:{port}", "--workers", "2"),
-                *("--batch-size", "25", "--format", "json", "-q"),
+                *("--chunk-size", "25", "--format", "json", "-q"),
                 *("--out", str(tmp_path / "ray.csv")),
             ],
             capture_output=True,
@@ -503,7 +503,7 @@ def test_the_cli_joins_a_head_started_with_ray_start(tmp_path: Path) -> None:
             head.wait()
         shutil.rmtree(temp, ignore_errors=True)
     samples, _ = read_samples(data)
-    local = assay.evaluate(samples, suites=["lexical"], config=AssayConfig(batch_size=25))
+    local = assay.evaluate(samples, suites=["lexical"], config=AssayConfig(chunk_size=25))
     write_table([local.row(i) for i in range(len(samples))], tmp_path / "local.csv")
     assert (tmp_path / "ray.csv").read_text() == (tmp_path / "local.csv").read_text()
     report = json.loads(joined.stdout)

@@ -387,7 +387,7 @@ def test_interrupt_keeps_the_jsonl_and_says_where_it_is(env, monkeypatch):
     rows = [{"id": f"s{i}", "response": "a", "expected": "a"} for i in range(5)]
     data = _lines(env / "d.jsonl", rows)
     out = env / "o.jsonl"
-    args = ["evaluate", str(data), "-m", "exact_match", "--batch-size", "1", "-o", str(out)]
+    args = ["evaluate", str(data), "-m", "exact_match", "--chunk-size", "1", "-o", str(out)]
     result = runner.invoke(app, [*args, "--store", "--db", str(env / "runs.db")])
     assert result.exit_code == 130
     assert f"interrupted; 2 finished samples are in {out}; resume with --resume" in result.output
@@ -428,7 +428,7 @@ def test_a_store_that_fails_mid_run_loses_nothing(env, monkeypatch):
         app,
         [
             *("evaluate", str(data), "-m", "exact_match", "-o", str(out), "--store"),
-            *("--db", str(env / "runs.db"), "--batch-size", "1"),
+            *("--db", str(env / "runs.db"), "--chunk-size", "1"),
         ],
     )
     assert result.exit_code == 2

@@ -42,7 +42,7 @@ class Errors(Metric):
 
 @pytest.fixture()
 def res(tmp_path):
-    return Resources(AssayConfig(cache_dir=str(tmp_path), batch_size=2))
+    return Resources(AssayConfig(cache_dir=str(tmp_path), chunk_size=2))
 
 
 def test_summary_numbers_are_computed_from_the_values(res):

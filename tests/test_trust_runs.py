@@ -150,7 +150,9 @@ def test_the_fingerprint_keeps_no_credential(env, monkeypatch):
     assert fingerprint["judge"] == {"model": "grader-1", "base_url": "http://127.0.0.1:9/v1"}
     assert fingerprint["metrics"] == ["exact_match"]
     assert fingerprint["dataset_sha256"] == hashlib.sha256(data.read_bytes()).hexdigest()
-    assert not {"cache_dir", "batch_size", "judge_api_key"} & set(fingerprint["parameters"])
+    assert not {"cache_dir", "batch_size", "chunk_size", "judge_api_key"} & set(
+        fingerprint["parameters"]
+    )
     assert "hunter3" not in stored  # a key in the query string is not kept either
     conn.close()
     everything = b"".join(p.read_bytes() for p in env.glob("runs.db*"))
@@ -284,7 +286,7 @@ def test_an_interrupt_prints_the_exact_command_that_resumes(backend, env, monkey
     real = interrupt_on_call(monkeypatch, "exact_match", 3)
     rows = [{"id": f"s{i}", "response": "a", "expected": "a" if i % 2 else "b"} for i in range(5)]
     data = _lines(env / "d.jsonl", rows)
-    args = ["evaluate", str(data), "-m", "exact_match", "--batch-size", "1", "-q"]
+    args = ["evaluate", str(data), "-m", "exact_match", "--chunk-size", "1", "-q"]
     args += ["--store", "--db", url, "--fail-under", "exact_match=0.4"]
     result = runner.invoke(app, args)
     assert result.exit_code == 130
@@ -293,7 +295,7 @@ def test_an_interrupt_prints_the_exact_command_that_resumes(backend, env, monkey
     assert lines == [
         f"interrupted; 2 finished samples are stored; resume with --resume {run_id}",
         f"to resume: assay evaluate {data} --metric exact_match --fail-under exact_match=0.4 "
-        f"--batch-size 1 --store --db {shown} --quiet --resume {run_id}",
+        f"--chunk-size 1 --store --db {shown} --quiet --resume {run_id}",
     ]
     assert "hunter2" not in result.output
 
@@ -409,7 +411,7 @@ def test_a_full_disk_under_out_exits_2_and_the_store_keeps_every_sample(env):
     result = runner.invoke(
         app,
         [
-            *("evaluate", str(data), "-m", "exact_match", "-o", str(out), "--batch-size", "1"),
+            *("evaluate", str(data), "-m", "exact_match", "-o", str(out), "--chunk-size", "1"),
             *("--store", "--db", str(env / "runs.db"), "--format", "json"),
         ],
     )

@@ -203,7 +203,23 @@ class AssayConfig(BaseSettings):
         default_factory=_default_cache_dir, validation_alias=_env("ASSAY_CACHE_DIR", "cache_dir")
     )
     use_cache: bool = Field(True, validation_alias=_env("ASSAY_USE_CACHE", "use_cache"))
-    batch_size: int = Field(64, ge=1, validation_alias=_env("ASSAY_BATCH_SIZE", "batch_size"))
+    chunk_size: int = Field(
+        256,
+        ge=1,
+        validation_alias=_env("ASSAY_CHUNK_SIZE", "chunk_size"),
+        description=(
+            "Samples scored together: the asks of every metric over a chunk are executed at "
+            "once (each distinct text embedded and parsed once, BERTScore's texts sorted by "
+            "length across the chunk, judge asks concurrently), and results are handed on "
+            "(stored, counted in the progress bar, sent back by a Ray worker) chunk by chunk."
+        ),
+    )
+    batch_size: int = Field(
+        64,
+        ge=1,
+        validation_alias=_env("ASSAY_BATCH_SIZE", "batch_size"),
+        description="Texts per forward pass of a local model (BERTScore, the embedders, spaCy).",
+    )
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto",
         validation_alias=_env("ASSAY_DEVICE", "device"),

@@ -271,7 +271,7 @@ def evaluate(
     evaluation = Evaluation(samples=samples, metrics=unique, results=[], config=cfg)
     seconds: dict[str, float] = defaultdict(float)
     started = time.perf_counter()
-    chunk_size = max(1, cfg.batch_size)
+    chunk_size = cfg.chunk_size
     scaled = _scaled(executor)
     if scaled is not None:
         # chunks come back as they finish, in any order: each is handed on at once

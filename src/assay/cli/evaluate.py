@@ -133,8 +133,20 @@ def evaluate_command(
         typer.Option("--no-judge", help="Ignore any configured judge: local estimators only."),
     ] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Bypass on-disk caches.")] = False,
+    chunk_size: Annotated[
+        int | None,
+        typer.Option(
+            "--chunk-size",
+            min=1,
+            help="Samples scored together (default 256): their model and judge work is done "
+            "at once, and results are stored and counted chunk by chunk.",
+        ),
+    ] = None,
     batch_size: Annotated[
-        int | None, typer.Option("--batch-size", min=1, help="Samples per metric batch.")
+        int | None,
+        typer.Option(
+            "--batch-size", min=1, help="Texts per forward pass of a local model (default 64)."
+        ),
     ] = None,
     store: Annotated[
         bool,
@@ -227,6 +239,7 @@ def evaluate_command(
     try:
         overrides: dict[str, Any] = {
             "embedder": embedder,
+            "chunk_size": chunk_size,
             "batch_size": batch_size,
             "device": device,
             "judge_concurrency": judge_concurrency,

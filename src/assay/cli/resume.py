@@ -3,8 +3,8 @@ resuming it.
 
 A run started by ``assay evaluate`` records its fingerprint: the SHA-256 of the dataset
 file, the sorted metric names, the settings that change values or pass/fail (thresholds,
-embedder, models, limits; not cache, batch size or timeouts) and the judge (model and base
-URL without credentials; never a key). ``--resume RUN_ID``:
+embedder, models, limits; not cache, chunk and batch sizes or timeouts) and the judge
+(model and base URL without credentials; never a key). ``--resume RUN_ID``:
 
 - refuses (exit 2) a run whose fingerprint differs, saying what differs, so a different
   dataset or setting is never mixed into one run;
@@ -52,6 +52,7 @@ _OPERATIONAL = frozenset(
         "cache_dir",
         "use_cache",
         "batch_size",
+        "chunk_size",
         "seed",  # the bootstrap CI's seed: the summary is recomputed over the whole run
         "judge_api_key",
         "embedding_api_key",
