@@ -58,3 +58,18 @@ def test_readme_trace_example_runs():
     sample = namespace["sample"]
     assert sample.tool_call_count == 1 and sample.response == "330 metres."
     assert sample.llm_latency is not None and sample.duration >= sample.llm_latency
+
+
+def test_the_engine_guide_example_runs(resources):
+    guide = (ROOT / "docs" / "engine.md").read_text(encoding="utf-8")
+    (block,) = [
+        b for lang, b in re.findall(r"```(\w+)\n(.*?)```", guide, re.DOTALL) if lang == "python"
+    ]
+    namespace: dict = {}
+    exec(compile(block, "docs/engine.md", "exec"), namespace)
+    question, second = "Where is the Eiffel Tower?", "It stands in Paris, France."
+    q, r = resources.embedder.embed([question, second])
+    # the same text on both sides: cosine 1; else the cosine of the two vectors
+    assert namespace["echo"] == pytest.approx([1.0, float(q @ r)], abs=1e-6)
+    signature = namespace["run"].results[1]["question_echo"].signature
+    assert f"|model={resources.embedder.name}" in signature
