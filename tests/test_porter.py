@@ -6,7 +6,6 @@ present, and random words built from the suffixes the rules test."""
 from __future__ import annotations
 
 import csv
-import os
 import random
 import re
 from pathlib import Path
@@ -15,9 +14,9 @@ import pytest
 from nltk.stem.porter import PorterStemmer
 
 from assay.text.porter import porter_stem
+from dev_data import dev_file
 
 ROOT = Path(__file__).resolve().parent.parent
-DEV_DATA = Path(os.environ.get("ASSAY_DEV_DATA", "/work/shared/data"))
 
 NLTK = PorterStemmer()
 
@@ -106,19 +105,12 @@ def test_equals_nltk_on_every_word_of_the_docs_examples_and_sources() -> None:
     assert _mismatches(words) == []
 
 
-def _dev_file(name: str) -> Path:
-    path = DEV_DATA / name
-    if not path.exists():
-        pytest.skip(f"{path} is not here (the development data; set ASSAY_DEV_DATA)")
-    return path
-
-
 def test_equals_nltk_on_every_word_of_sts_b_dev_and_truthfulqa() -> None:
     words: set[str] = set()
-    with _dev_file("stsb-dev.tsv").open(encoding="utf-8") as f:
+    with dev_file("stsb-dev.tsv").open(encoding="utf-8") as f:
         for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
             words |= _words_of(row[5]) | _words_of(row[6])
-    with _dev_file("truthfulqa-dev.csv").open(encoding="utf-8") as f:
+    with dev_file("truthfulqa-dev.csv").open(encoding="utf-8") as f:
         for row in csv.DictReader(f):
             for field in ("Question", "Best Answer", "Correct Answers", "Incorrect Answers"):
                 words |= _words_of(row[field])

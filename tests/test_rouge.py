@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import random
 from collections.abc import Iterable
 from itertools import pairwise
 from pathlib import Path
 
-import pytest
 from rouge_score import rouge_scorer
 
 from assay.metrics.lexical import UnicodeRougeTokenizer
@@ -21,12 +19,23 @@ from assay.registry import get_metric
 from assay.sample import Sample
 from assay.text.rouge import ROUGE_TYPES, lcs_length, rouge_scores, rouge_tokens
 from assay.text.tokenize import sentences, words
+from dev_data import dev_file
 
 ROOT = Path(__file__).resolve().parent.parent
-DEV_DATA = Path(os.environ.get("ASSAY_DEV_DATA", "/work/shared/data"))
 
 STEMMED = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
 UNICODE = rouge_scorer.RougeScorer(list(ROUGE_TYPES), tokenizer=UnicodeRougeTokenizer())
+
+
+def reference_components(scores: dict) -> dict[str, float]:
+    """The ``rouge`` metric's components as rouge-score's ``score`` output gives them."""
+    return {
+        "rouge1_f1": scores["rouge1"].fmeasure,
+        "rouge2_f1": scores["rouge2"].fmeasure,
+        "rougeL_f1": scores["rougeL"].fmeasure,
+        "rouge1_precision": scores["rouge1"].precision,
+        "rouge1_recall": scores["rouge1"].recall,
+    }
 
 
 def _differences(
@@ -113,15 +122,8 @@ def test_equals_rouge_score_on_doc_sentences_and_examples() -> None:
     assert _differences(pairs) == []
 
 
-def _dev_file(name: str) -> Path:
-    path = DEV_DATA / name
-    if not path.exists():
-        pytest.skip(f"{path} is not here (the development data; set ASSAY_DEV_DATA)")
-    return path
-
-
 def test_equals_rouge_score_on_sts_b_dev_pairs() -> None:
-    with _dev_file("stsb-dev.tsv").open(encoding="utf-8") as f:
+    with dev_file("stsb-dev.tsv").open(encoding="utf-8") as f:
         pairs = [(row[5], row[6]) for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
     assert len(pairs) == 1500
     assert _differences(pairs) == []
@@ -129,7 +131,7 @@ def test_equals_rouge_score_on_sts_b_dev_pairs() -> None:
 
 def test_equals_rouge_score_on_truthfulqa_answers_against_the_best_answer() -> None:
     pairs = []
-    with _dev_file("truthfulqa-dev.csv").open(encoding="utf-8") as f:
+    with dev_file("truthfulqa-dev.csv").open(encoding="utf-8") as f:
         for row in csv.DictReader(f):
             for field in ("Correct Answers", "Incorrect Answers"):
                 pairs += [(row["Best Answer"], answer) for answer in row[field].split("; ")]
@@ -166,13 +168,7 @@ def test_the_metric_reports_rouge_score_values_and_what_ran() -> None:
         result = metric.score(Sample(response=response, expected=expected))
         unicode = result.details["tokenizer"].startswith("unicode")
         reference = (UNICODE if unicode else STEMMED).score(expected, response)
-        assert result.components == {
-            "rouge1_f1": reference["rouge1"].fmeasure,
-            "rouge2_f1": reference["rouge2"].fmeasure,
-            "rougeL_f1": reference["rougeL"].fmeasure,
-            "rouge1_precision": reference["rouge1"].precision,
-            "rouge1_recall": reference["rouge1"].recall,
-        }
+        assert result.components == reference_components(reference)
         assert result.value == reference["rougeL"].fmeasure
         assert result.details["rougeL_recall"] == reference["rougeL"].recall
         assert result.details["library"] == "assay (checked equal to rouge-score 0.1.2)"
