@@ -290,3 +290,16 @@ def test_judge_flags_refuse_values_that_are_not_positive(env, flag, value, messa
     assert result.exit_code == 2
     assert f"Invalid value for '{flag}'" in result.output
     assert message in result.output
+
+
+def test_the_report_shows_the_time_of_the_shared_model_calls(env):
+    data = _write(env / "d.jsonl", [{"response": "Paris is in France.", "expected": "Paris."}])
+    # a metric with a model: its calls are made once for every metric, timed on their own
+    modelled = runner.invoke(app, ["evaluate", str(data), "-m", "semantic_similarity"])
+    assert modelled.exit_code == 0, modelled.output
+    (line,) = [s for s in modelled.output.splitlines() if s.startswith("model and judge calls")]
+    assert line.startswith("model and judge calls, made once for all metrics: ")
+    assert line.endswith("s") and float(line.rsplit(": ", 1)[1][:-1]) > 0
+    # no metric plans a call: no such line
+    plain = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match"])
+    assert plain.exit_code == 0 and "model and judge calls" not in plain.output

@@ -242,6 +242,9 @@ def print_report(
         stdout.print(f"{name} labels: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     methods = sorted({m for s in summaries for m in s.methods})
     stdout.print(f"methods that ran: {', '.join(methods)}")
+    shared = evaluation.seconds_by_metric.get("asks")
+    if shared is not None:  # the metrics' time column is their own work after these calls
+        stdout.print(f"model and judge calls, made once for all metrics: {shared:.2f}s")
     slowest = sorted(summaries, key=lambda s: s.seconds, reverse=True)[:3]
     stdout.print("slowest metrics: " + ", ".join(f"{s.name} {s.seconds:.2f}s" for s in slowest))
     if evaluation.judge_usage:
