@@ -67,3 +67,23 @@ def interrupt_on_call(monkeypatch: Any, metric_name: str, call: int) -> Callable
 
     monkeypatch.setattr(cls, "compute_batch", interrupting)
     return real
+
+
+def interrupt_on_store(monkeypatch: Any, call: int) -> Callable[..., Any]:
+    """Make the run recorder raise KeyboardInterrupt (a user's Ctrl-C) on its ``call``-th
+    stored sample from now on, counting from 1, before storing it; returns the real
+    ``RunRecorder.__call__`` so a test can put it back."""
+    from assay.store.recorder import RunRecorder
+
+    real = RunRecorder.__call__
+    calls = 0
+
+    def interrupting(self: Any, *args: Any, **kwargs: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == call:
+            raise KeyboardInterrupt
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(RunRecorder, "__call__", interrupting)
+    return real

@@ -39,6 +39,7 @@ from assay.scale import resolve_executor
 from assay.scale.budget import JudgeBudget
 from assay.scale.ray_executor import RayExecutor, merge_usage
 from assay.sinks import write_table
+from fakes import interrupt_on_store
 from judge_server import JudgeServer
 
 ray = pytest.importorskip("ray")
@@ -368,17 +369,7 @@ def test_an_interrupted_ray_run_resumes_with_only_the_unfinished_samples(
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     args = ["evaluate", str(data), "-m", "exact_match,bleu", "--chunk-size", "5"]
     args += ["--executor", "ray", "--db", str(env / "runs.db"), "--out", str(env / "r.jsonl")]
-    real = RunRecorder.__call__
-    recorded = 0
-
-    def ctrl_c_at_the_twelfth(self: RunRecorder, *a: object, **k: object) -> None:
-        nonlocal recorded
-        recorded += 1
-        if recorded == 12:
-            raise KeyboardInterrupt
-        real(self, *a, **k)
-
-    monkeypatch.setattr(RunRecorder, "__call__", ctrl_c_at_the_twelfth)
+    real = interrupt_on_store(monkeypatch, 12)
     first = CliRunner().invoke(app, args)
     assert first.exit_code == 130, first.output
     run_id = first.output.split("--resume ")[-1].split()[0]
@@ -413,17 +404,7 @@ def test_a_local_run_of_a_file_url_resumes_on_ray_from_its_relative_path(
     data = env / "d.jsonl"
     data.write_text("\n".join([*rows[:3], "{broken", *rows[3:]]) + "\n")
     tail = ["-m", "exact_match", "--chunk-size", "4", "--db", str(env / "runs.db")]
-    real = RunRecorder.__call__
-    recorded = 0
-
-    def ctrl_c_at_the_eighth(self: RunRecorder, *a: object, **k: object) -> None:
-        nonlocal recorded
-        recorded += 1
-        if recorded == 8:
-            raise KeyboardInterrupt
-        real(self, *a, **k)
-
-    monkeypatch.setattr(RunRecorder, "__call__", ctrl_c_at_the_eighth)
+    real = interrupt_on_store(monkeypatch, 8)
     first = CliRunner().invoke(app, ["evaluate", data.as_uri(), *tail], env={"COLUMNS": "300"})
     assert first.exit_code == 130, first.output
     assert f"skipped: {data.as_uri()} line 4: not valid JSON" in first.output
