@@ -191,6 +191,21 @@ def offline(resources: Resources) -> tuple[Resources, CountingEmbedder]:
     return res, counting
 
 
+def assert_as_scored_alone(
+    run: Any,
+    metrics: Sequence[Metric],
+    samples: Sequence[Sample],
+    res: Resources,
+    tolerance: float | None = None,
+) -> None:
+    """Each metric's values in ``run`` are those of the metric scored on its own (it then
+    executes its own plan): equal, or within ``tolerance``."""
+    for metric in metrics:
+        alone = [r.value for r in metric.score_batch(samples, res)]
+        expected = alone if tolerance is None else pytest.approx(alone, abs=tolerance)
+        assert run.values(metric.name) == expected, metric.name
+
+
 EMBEDDED = [
     Sample(id="a", query="Who wrote Hamlet?", response="Shakespeare.", expected="Shakespeare"),
     Sample(
@@ -228,9 +243,7 @@ def test_offline_the_semantic_suite_embeds_each_distinct_text_once(
     assert counting.calls == 1 and sorted(counting.texts) == sorted(EMBEDDED_TEXTS)
     assert "judge" not in res.__dict__  # no metric declares a judge: none was looked up
     # the values are those of each metric scored on its own (it executes its own plan)
-    for metric in metrics:
-        alone = metric.score_batch(EMBEDDED, resources)
-        assert run.values(metric.name) == [r.value for r in alone], metric.name
+    assert_as_scored_alone(run, metrics, EMBEDDED, resources)
 
 
 def test_offline_a_second_metric_on_the_same_texts_embeds_nothing(
@@ -343,9 +356,7 @@ def test_offline_spacy_parses_each_distinct_text_once(resources: Resources) -> N
     for row in run.results:
         assert row["faithfulness"].details["estimator"] == "sentence_support"
         assert row["faithfulness"].details["anchors"] is not None  # checked
-    for metric in metrics:  # the values of each metric scored on its own
-        alone = metric.score_batch(samples, res)
-        assert [row[metric.name].value for row in run.results] == [r.value for r in alone]
+    assert_as_scored_alone(run, metrics, samples, res)
 
 
 def test_offline_the_rag_suite_embeds_each_distinct_text_once(resources: Resources) -> None:
@@ -364,9 +375,7 @@ def test_offline_the_rag_suite_embeds_each_distinct_text_once(resources: Resourc
     assert sorted(counting.texts) == sorted(a.values["text"] for a in everything.values())
     assert all(r.error is None for row in run.results for r in row.values())
     # the values are those of each rag metric scored on its own
-    for metric in family:
-        alone = metric.score_batch(RAG, resources)
-        assert run.values(metric.name) == pytest.approx([r.value for r in alone], abs=1e-6)
+    assert_as_scored_alone(run, family, RAG, resources, tolerance=1e-6)
 
 
 def test_offline_a_rag_metric_after_a_judged_one_embeds_nothing_new(
@@ -626,9 +635,7 @@ def test_offline_json_semantic_and_toxicity_metrics_embed_each_distinct_text_onc
     head = resources.toxicity
     assert run.values("toxicity_score") == head.probabilities([s.response for s in JSONS])
     # and every value is that of the metric scored on its own
-    for metric in [*json_metrics, *others]:
-        alone = metric.score_batch(JSONS, resources)
-        assert run.values(metric.name) == [r.value for r in alone], metric.name
+    assert_as_scored_alone(run, [*json_metrics, *others], JSONS, resources)
 
 
 def test_offline_a_json_metric_scored_alone_embeds_its_batch_in_one_call(
