@@ -27,7 +27,6 @@ from assay.text.tokenize import words
 
 __all__ = [
     "FALLBACK_PHRASES",
-    "UnicodeRougeTokenizer",
     "find_fallback_phrases",
     "needs_unicode_tokenizer",
 ]
@@ -189,19 +188,6 @@ class Chrf(Metric):
 # ---- ROUGE (Assay's implementation, equal to rouge-score) --------------------------------
 
 
-class UnicodeRougeTokenizer:
-    """ROUGE's tokenizer for non-ASCII text: `assay.text.tokenize.words`, no stemming.
-
-    rouge-score's default tokenizer replaces everything outside ``[a-z0-9]`` with spaces,
-    so Arabic (or any non-Latin) text becomes no tokens and scores 0. This class has
-    rouge-score's tokenizer interface (``tokenize``), so the tests can hand it to
-    ``RougeScorer(tokenizer=...)`` and check `Rouge` against rouge-score on this path too.
-    """
-
-    def tokenize(self, text: str) -> list[str]:
-        return words(text)
-
-
 @register
 class Rouge(Metric):
     """ROUGE-L F1 of the response against the expected answer, with ROUGE-1/2 as components.
@@ -220,8 +206,8 @@ class Rouge(Metric):
     rouge-score's default tokenizer keeps only ``[a-z0-9]``, so Arabic text would score 0
     whatever it says. When either text is Arabic or has letters but no ASCII letter, the
     tokens are Unicode words instead (`assay.text.tokenize.words`, lower-cased, no
-    stemming; what rouge-score gives with `UnicodeRougeTokenizer`); ``details.tokenizer``
-    says which ran.
+    stemming; what rouge-score gives with that tokenizer passed to it);
+    ``details.tokenizer`` says which ran.
 
     Inputs: response, expected. Range 0..1, higher is better. Empty input: None; None
     also when neither text has a word token (punctuation or emoji only: rouge-score

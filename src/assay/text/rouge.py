@@ -9,7 +9,7 @@ uses). Stems of ``[a-z0-9]`` tokens are non-empty ``[a-z0-9]`` strings, so rouge
 final filter of invalid tokens drops nothing here.
 
 Scores (`rouge_scores`), the same arithmetic as rouge-score 0.1.2 so values are equal
-to the last bit (checked in ``tests/test_rouge_impl.py``):
+to the last bit (checked in ``tests/test_rouge.py``):
 
 - ROUGE-N: ``matches = sum over target n-grams g of min(count_target(g),
   count_prediction(g))``; ``P = matches / max(prediction n-grams, 1)``,
@@ -49,13 +49,11 @@ class RougeScore:
     fmeasure: float
 
 
-def rouge_tokens(text: str, stem: bool = True) -> list[str]:
-    """rouge-score's default tokens of ``text``: lower-cased ``[a-z0-9]`` runs, those longer
-    than 3 characters Porter-stemmed when ``stem``."""
+def rouge_tokens(text: str) -> list[str]:
+    """rouge-score's default tokens of ``text`` (``use_stemmer=True``): lower-cased
+    ``[a-z0-9]`` runs, those longer than 3 characters Porter-stemmed."""
     tokens = _NOT_ALPHANUMERIC.sub(" ", text.lower()).split()
-    if stem:
-        return [porter_stem(token) if len(token) > 3 else token for token in tokens]
-    return tokens
+    return [porter_stem(token) if len(token) > 3 else token for token in tokens]
 
 
 def _f1(precision: float, recall: float) -> float:
