@@ -3,7 +3,7 @@
 
 All three score the same 1,000 generated (response, expected) pairs of ``throughput.py`` with
 the shipped all-MiniLM-L6-v2 at layer 6, after warm-up (models loaded, 32 other pairs
-scored). Ours: ``assay.runner.evaluate`` with only ``bertscore`` (chunks of
+scored). Ours: ``assay.evaluation.runner.evaluate`` with only ``bertscore`` (chunks of
 ``chunk_size`` samples, as users run it; memo and cache start empty). The library:
 ``bert_score.BERTScorer(...).score(cands, refs)`` (what ``bert_score.score()`` runs once
 its model is loaded), batch size 64. Rounds run the three in turn, each round on new pairs.
@@ -42,11 +42,11 @@ def main(argv: list[str] | None = None) -> None:
 
     import bert_score
 
-    from assay.config import AssayConfig
+    from assay.core.config import AssayConfig
+    from assay.engine.resources import Resources
+    from assay.evaluation.runner import evaluate
+    from assay.metrics.registry import resolve_metrics
     from assay.models.embedders import minilm_path
-    from assay.registry import resolve_metrics
-    from assay.resources import Resources
-    from assay.runner import evaluate
 
     metrics = resolve_metrics(["bertscore"], None)
     ours = {

@@ -17,10 +17,10 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from assay.config import AssayConfig
-from assay.resources import Resources
-from assay.runner import evaluate
-from assay.sample import Sample
+from assay.core.config import AssayConfig
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.evaluation.runner import evaluate
 from judge_speed import start_server  # the test judge server in its own process
 
 REQUESTS = [

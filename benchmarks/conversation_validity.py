@@ -45,9 +45,9 @@ from scipy.stats import kendalltau, spearmanr
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from assay.config import AssayConfig
-from assay.resources import Resources
-from assay.sample import Sample
+from assay.core.config import AssayConfig
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
 from validity_checks import Checks, check_name, format_table, metric_scores
 from validity_stats import Row
 

@@ -33,8 +33,8 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from assay.config import AssayConfig
-from assay.resources import Resources
+from assay.core.config import AssayConfig
+from assay.engine.resources import Resources
 from assay.structured import (
     LocalFieldScorer,
     PairScore,

@@ -36,13 +36,13 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from assay.config import AssayConfig
+from assay.core.config import AssayConfig
+from assay.core.sample import Sample
 from assay.engine import answered, execute
+from assay.engine.resources import Resources
 from assay.judge.prompts import RELEVANCE
-from assay.metric import Metric
-from assay.registry import get_metric
-from assay.resources import Resources
-from assay.sample import Sample
+from assay.metrics.base import Metric
+from assay.metrics.registry import get_metric
 
 DATA = Path(os.environ.get("ASSAY_DEV_DATA", "/work/shared/data"))
 SERVER = Path(__file__).resolve().parent.parent / "tests" / "judge_server.py"

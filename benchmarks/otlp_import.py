@@ -124,7 +124,7 @@ def measure(path: str, keep: bool) -> None:
     """Child process: import one file, print the figures as JSON. ``keep`` holds every
     sample in a list (what ``read_otlp`` returns); otherwise each record is dropped once
     made, which shows the reader's own memory."""
-    from assay.otlp import otlp_records, read_otlp
+    from assay.inputs.otlp import otlp_records, read_otlp
 
     start = time.perf_counter()
     errors: list[Any] = []
@@ -174,7 +174,7 @@ def main() -> None:
             [
                 sys.executable,
                 "-c",
-                "import resource, assay.otlp; "
+                "import resource, assay.inputs.otlp; "
                 "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)",
             ],
             capture_output=True,
@@ -182,7 +182,7 @@ def main() -> None:
             check=True,
         )
         print(
-            f"{args.spans:,} spans; Python with assay.otlp imported: "
+            f"{args.spans:,} spans; Python with assay.inputs.otlp imported: "
             f"{float(baseline.stdout):.0f} MB peak RSS"
         )
         print(

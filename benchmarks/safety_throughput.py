@@ -3,7 +3,7 @@
 Goal (issue 5): at least 1,000 samples/s, with no model except the toxicity classifier
 (alt-profanity-check, called once per batch). The suites are taken from the registry as
 they are when this runs (whatever metrics they hold) and scored through the runner
-(`assay.runner.evaluate`, chunks of ``chunk_size``), as ``assay evaluate --suite`` does.
+(`assay.evaluation.runner.evaluate`, chunks of ``chunk_size``), as ``assay evaluate --suite`` does.
 
 Warm-up scores a few other samples first (imports, pattern compilation, model load);
 the timed run then scores 1,000 samples whose texts were not seen in warm-up. Wall time
@@ -28,10 +28,10 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from assay.config import AssayConfig
-from assay.registry import suite
-from assay.resources import Resources
-from assay.runner import evaluate
+from assay.core.config import AssayConfig
+from assay.engine.resources import Resources
+from assay.evaluation.runner import evaluate
+from assay.metrics.registry import suite
 
 SUITES = ["safety", "security", "reliability"]
 ROOT = Path(__file__).resolve().parents[1]

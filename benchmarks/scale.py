@@ -22,7 +22,7 @@
 4. ``reading``: ``--read-samples`` RAG samples (rag-bench-50.jsonl, each copy distinct)
    written as one JSONL file with a broken line in the middle, read (a) by the local
    reader from its path, (b) by its file:// URL in pieces in this process
-   (`assay.sources.read_location`) and (c) by Ray tasks on a local instance of 2 CPUs
+   (`assay.inputs.locations.read_location`) and (c) by Ray tasks on a local instance of 2 CPUs
    (`RayExecutor.read_samples`, the instance started before the clock): seconds and
    samples/s of each, and whether (b) and (c) give (a)'s samples and messages.
 
@@ -142,8 +142,8 @@ def semantic(n: int, batch: int) -> dict[str, Any]:
     """Part 1 and the Ray side of part 2 (the local side runs in `local_child`)."""
     import ray
 
-    from assay.config import AssayConfig
-    from assay.scale.ray_executor import RayExecutor
+    from assay.core.config import AssayConfig
+    from assay.evaluation.scale.ray_executor import RayExecutor
 
     samples = sts_samples(n)
     cache = tempfile.mkdtemp(prefix="assay-scale-")
@@ -196,7 +196,7 @@ def local_child(n: int, batch: int) -> tuple[dict[str, Any], list[dict[str, list
 
 
 def child(n: int, batch: int, values: str) -> None:
-    from assay.config import AssayConfig
+    from assay.core.config import AssayConfig
 
     cache = tempfile.mkdtemp(prefix="assay-scale-")
     config = AssayConfig(chunk_size=batch, cache_dir=cache, use_cache=False, device="cpu")
@@ -219,8 +219,8 @@ def judged(n: int, workers: int, cpus_per_worker: float, batch: int) -> dict[str
     """Part 3: the judged suite against the 200 ms server, 64 calls in flight at most."""
     import ray
 
-    from assay.config import AssayConfig
-    from assay.scale.ray_executor import RayExecutor
+    from assay.core.config import AssayConfig
+    from assay.evaluation.scale.ray_executor import RayExecutor
 
     server = subprocess.Popen(
         [sys.executable, str(SERVER), "--delay", "0.2"], stdout=subprocess.PIPE, text=True
@@ -272,9 +272,9 @@ def reading(n: int) -> dict[str, Any]:
     """Part 4 (see the module docstring)."""
     import ray
 
-    from assay.io import read_samples
-    from assay.scale import RayExecutor
-    from assay.sources import read_location
+    from assay.evaluation.scale import RayExecutor
+    from assay.inputs.locations import read_location
+    from assay.inputs.read import read_samples
 
     folder = Path(tempfile.mkdtemp(prefix="assay-read-"))
     data = folder / "rag.jsonl"

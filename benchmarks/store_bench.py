@@ -28,8 +28,8 @@ from pathlib import Path
 
 from sqlalchemy import insert
 
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.store.db import Store
 from assay.store.models import Run, ScoringDetail, TestResult, utcnow
 

@@ -115,10 +115,10 @@ def make_rag_samples(n: int, seed: int) -> list[dict]:
 
 
 def run_one(name: str, n: int = 1000) -> dict:
-    from assay.config import AssayConfig
-    from assay.registry import resolve_metrics
-    from assay.resources import Resources
-    from assay.runner import evaluate
+    from assay.core.config import AssayConfig
+    from assay.engine.resources import Resources
+    from assay.evaluation.runner import evaluate
+    from assay.metrics.registry import resolve_metrics
 
     spec = CONFIGS[name]
     metrics = resolve_metrics(spec.get("metrics"), spec.get("suites"))

@@ -4,7 +4,7 @@ Run ``python benchmarks/validity.py`` (all checks) or ``python benchmarks/validi
 (checks whose name contains any of the given words). Prints one table row per check and
 statistic; ``--json FILE`` also writes the rows. ``--cards`` merges the rows into the
 validity cards (``src/assay/data/validity.json``, every registered metric, see
-`assay.validity_cards`) and writes ``docs/validity.md``; a check not run keeps its entries.
+`assay.outputs.validity_cards`) and writes ``docs/validity.md``; a check not run keeps its entries.
 ``--rows FILE ...`` takes saved rows instead of running checks, e.g. the conversation
 metrics' (``python benchmarks/conversation_validity.py --json conv.json`` then
 ``python benchmarks/validity.py --cards --rows conv.json``).
@@ -37,8 +37,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import validity_heads  # noqa: F401  (registers the learned heads' cross-validated checks)
-from assay.registry import get_metric
-from assay.sample import Sample
+from assay.core.sample import Sample
+from assay.metrics.registry import get_metric
 from validity_checks import (
     CHECKS,
     DATA,

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from assay.config import AssayConfig
-from assay.registry import get_metric
-from assay.resources import Resources
-from assay.sample import Sample
+from assay.core.config import AssayConfig
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.registry import get_metric
 from validity_stats import Row
 
 DATA = Path(os.environ.get("ASSAY_DEV_DATA", "/work/shared/data"))

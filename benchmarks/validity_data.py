@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from assay.sample import Sample
+from assay.core.sample import Sample
 
 
 @functools.cache

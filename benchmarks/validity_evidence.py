@@ -7,7 +7,7 @@ description below, Assay's version and the date. A row named ``baseline: ...`` (
 that knows nothing about meaning, such as reply length) is attached to the entries of the
 same check and statistic instead. `write_cards` merges the new entries with the file's
 (an entry is replaced when the same check measures the same thing again), rebuilds the
-cards from the registry (`assay.validity_cards.refresh`) and writes the JSON and
+cards from the registry (`assay.outputs.validity_cards.refresh`) and writes the JSON and
 ``docs/validity.md``.
 """
 
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import assay
-from assay.registry import metric_class, metric_names
-from assay.validity_cards import load_cards, refresh, render_markdown
+from assay.metrics.registry import metric_class, metric_names
+from assay.outputs.validity_cards import load_cards, refresh, render_markdown
 from validity_stats import Row
 
 ROOT = Path(__file__).resolve().parent.parent

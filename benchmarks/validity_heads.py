@@ -34,7 +34,7 @@ def check_agreement_head_cv(ctx: Context) -> list[Row]:
     from head_training import nested_cv_probabilities
     from train_agreement_head import features_and_rule
 
-    from assay.judge.estimators import uncertainty_phrase
+    from assay.estimators.offline import uncertainty_phrase
 
     samples, labels, groups = truthfulqa_items(ctx.data)
     res = ctx.res(judge_model=None)

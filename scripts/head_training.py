@@ -24,8 +24,8 @@ from sklearn.model_selection import StratifiedGroupKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from assay.config import AssayConfig
-from assay.resources import Resources
+from assay.core.config import AssayConfig
+from assay.engine.resources import Resources
 
 T_975_DF4 = 2.776  # Student t quantile for a 95 % interval over 5 folds
 #: the feature heads' L2 penalties tried, folds, inner folds and fold seed

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import update
 
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.server import create_app
 from assay.server.live import HEADLESS_CHROMIUM_ARGS, running_server
 from assay.store.db import Store
@@ -102,8 +102,8 @@ def _turns(*pairs: tuple[str, str]) -> list[dict[str, str]]:
 def _transcript_runs(store: Store, now: datetime) -> None:
     """A support chat with per-turn scores and a travel agent scored by the tool-call
     metrics (arguments compared EXACT, so no model is needed)."""
-    from assay.registry import metric_class
-    from assay.resources import Resources
+    from assay.engine.resources import Resources
+    from assay.metrics.registry import metric_class
 
     store.start_run("support-chat", name="support bot · conversations", source="cli")
     turns = _turns(

@@ -13,7 +13,7 @@ or tuned on.
 
 Steps (deterministic; `head_training`):
 
-1. Features: `assay.models.agreement_head.agreement_features`, the function the metrics
+1. Features: `assay.estimators.agreement.agreement_features`, the function the metrics
    run, on `reference_agreement`'s rule-based results with the base install's USE
    multilingual v3 embedder and spaCy anchors (embeddings cached in ``--cache-dir``).
 2. Nested grouped 5-fold CV (C chosen on the training folds by inner grouped 3-fold CV,
@@ -44,15 +44,16 @@ from head_training import (
     training_setup,
 )
 
-from assay.judge.agreement import (
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.estimators.agreement import (
+    agreement_features,
     agreement_parse_texts,
     reference_agreement,
     reference_agreement_texts,
 )
-from assay.judge.estimators import uncertainty_phrase
-from assay.models.agreement_head import FEATURES, agreement_features
-from assay.resources import Resources
-from assay.sample import Sample
+from assay.estimators.offline import uncertainty_phrase
+from assay.models.agreement_head import FEATURES
 from assay.text.anchors import parse_texts
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -58,10 +58,10 @@ from head_training import (
 )
 from sklearn.metrics import roc_auc_score
 
-from assay.judge.estimators import sentence_support, sentence_support_texts
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.estimators.offline import sentence_support, sentence_support_texts
 from assay.models.support_head import FEATURES, support_features
-from assay.resources import Resources
-from assay.sample import Sample
 from assay.text.anchors import anchor_texts, parse_texts
 
 ROOT = Path(__file__).resolve().parent.parent

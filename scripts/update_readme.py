@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from assay.catalogue import update_readme
+from assay.outputs.catalogue import update_readme
 
 if __name__ == "__main__":
     readme = Path(__file__).resolve().parent.parent / "README.md"

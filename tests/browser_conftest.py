@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.server.live import HEADLESS_CHROMIUM_ARGS
 from assay.store.db import Store
 from assay.store.models import utcnow

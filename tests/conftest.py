@@ -58,8 +58,8 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="session")
 def resources(cache_dir: str):
     """One set of loaded models for the whole test session, caching under a temp dir."""
-    from assay.config import AssayConfig
-    from assay.resources import Resources, set_default_resources
+    from assay.core.config import AssayConfig
+    from assay.engine.resources import Resources, set_default_resources
 
     res = Resources(AssayConfig(cache_dir=cache_dir))
     set_default_resources(res)

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from assay.config import AssayConfig
+from assay.core.config import AssayConfig
+from assay.engine.resources import Resources
 from assay.models.embedders import Embedder
-from assay.resources import Resources
 
 
 class FakeEmbedder(Embedder):
@@ -52,7 +52,7 @@ def interrupt_on_call(monkeypatch: Any, metric_name: str, call: int) -> Callable
     """Make the metric's ``compute_batch`` raise KeyboardInterrupt (a user's Ctrl-C) on its
     ``call``-th call from now on, counting from 1; returns the real ``compute_batch`` so a
     test can put it back."""
-    from assay.registry import metric_class
+    from assay.metrics.registry import metric_class
 
     cls = metric_class(metric_name)
     real = cls.compute_batch

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from assay.core.sample import Sample, ToolCall
 from assay.metrics.agent import agent_counts
-from assay.registry import get_metric
-from assay.sample import Sample, ToolCall
+from assay.metrics.registry import get_metric
 
 
 def score(name: str, resources, **fields):

@@ -8,17 +8,19 @@ import math
 import numpy as np
 import pytest
 
-from assay.config import AssayConfig
-from assay.judge.agreement import (
+from assay.core.config import AssayConfig
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.estimators.agreement import (
     Agreement,
+    agreement_features,
     agreement_parse_texts,
+    content_f1,
     reference_agreement,
     reference_agreement_texts,
 )
 from assay.metrics.judged import AnswerClassification
-from assay.models.agreement_head import FEATURES, AgreementHead, agreement_features, content_f1
-from assay.resources import Resources
-from assay.sample import Sample
+from assay.models.agreement_head import FEATURES, AgreementHead
 from assay.text.anchors import parse_texts
 
 PEACH_Q = "What U.S. state produces the most peaches?"

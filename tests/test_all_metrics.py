@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from assay.catalogue import BEGIN_MARK, END_MARK, metrics_markdown
-from assay.metric import Source
-from assay.registry import SUITE_DESCRIPTIONS, list_metrics, metric_class, metric_names
-from assay.result import parse_signature
-from assay.sample import Sample
+from assay.core.result import parse_signature
+from assay.core.sample import Sample
+from assay.metrics.base import Source
+from assay.metrics.registry import SUITE_DESCRIPTIONS, list_metrics, metric_class, metric_names
+from assay.outputs.catalogue import BEGIN_MARK, END_MARK, metrics_markdown
 
 METRICS = list_metrics()
 UNITS = {"ratio", "bool", "score", "ms", "ms/token", "tokens/s", "count"}

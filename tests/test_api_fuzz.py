@@ -23,8 +23,8 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.server import pages
 from assay.server.app import create_app
 from assay.store.db import Store

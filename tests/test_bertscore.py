@@ -11,13 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assay.config import AssayConfig, ConfigError
+from assay.core.config import AssayConfig, ConfigError
+from assay.core.extras import ModelUnavailable
+from assay.core.result import parse_signature
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.registry import get_metric, metric_class
 from assay.models.bertscore import DEFAULT_BASELINE, BERTScorer
-from assay.models.embedders import ModelUnavailable, minilm_path
-from assay.registry import get_metric, metric_class
-from assay.resources import Resources
-from assay.result import parse_signature
-from assay.sample import Sample
+from assay.models.embedders import minilm_path
 
 EXPECTED = "A cat was sitting on the mat."
 PARAPHRASE = "The cat sat on the mat."

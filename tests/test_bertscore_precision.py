@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from assay.config import AssayConfig, ConfigError
+from assay.core.config import AssayConfig, ConfigError
+from assay.core.result import parse_signature
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.registry import get_metric
 from assay.models.bertscore import BERTScorer
-from assay.registry import get_metric
-from assay.resources import Resources
-from assay.result import parse_signature
-from assay.sample import Sample
 
 #: sentence pairs of STS-B's kind (captions, news, forum lines), similar and unrelated
 PAIRS = [

@@ -98,7 +98,7 @@ def test_group_by_prints_a_table_per_tag_value(env):
 
 
 def test_metrics_catalogue_lists_every_metric_as_json():
-    from assay.registry import list_metrics
+    from assay.metrics.registry import list_metrics
 
     result = runner.invoke(app, ["metrics", "--format", "json"])
     assert result.exit_code == 0
@@ -109,8 +109,8 @@ def test_metrics_catalogue_lists_every_metric_as_json():
 def test_store_writes_each_sample_and_resume_scores_only_the_rest(env):
     import sqlite3
 
-    from assay.result import MetricResult
-    from assay.sample import Sample
+    from assay.core.result import MetricResult
+    from assay.core.sample import Sample
     from assay.store.db import Store
 
     rows = [{"id": f"s{i}", "response": "a", "expected": "a" if i % 2 else "b"} for i in range(4)]
@@ -131,8 +131,8 @@ def test_store_writes_each_sample_and_resume_scores_only_the_rest(env):
     # an interrupted run: two samples stored, then resumed (with the fingerprint that
     # `assay evaluate` records: a run without one is refused, see test_trust_runs.py)
     from assay.cli.resume import fingerprint
-    from assay.config import load_config
-    from assay.registry import resolve_metrics
+    from assay.core.config import load_config
+    from assay.metrics.registry import resolve_metrics
 
     store = Store(str(db))
     metrics = resolve_metrics(["exact_match"])
@@ -303,3 +303,54 @@ def test_the_report_shows_the_time_of_the_shared_model_calls(env):
     # no metric plans a call: no such line
     plain = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match"])
     assert plain.exit_code == 0 and "model and judge calls" not in plain.output
+
+
+def test_one_cause_that_fails_many_metrics_and_samples_is_printed_once(env, monkeypatch):
+    monkeypatch.setenv("ASSAY_MAX_FIELD_CHARS", "15")
+    data = _write(
+        env / "d.jsonl",
+        [
+            {"id": "a", "response": "x" * 20, "expected": "y"},
+            {"id": "b", "response": "Paris", "expected": "Paris"},
+            {"id": "c", "response": "z" * 30, "expected": "y"},
+        ],
+    )
+    result = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match", "-m", "rouge"])
+    assert result.exit_code == 3
+    lines = [" ".join(line.split()) for line in result.stderr.splitlines() if line.strip()]
+    hint = "raise it with ASSAY_MAX_FIELD_CHARS or max_field_chars in [tool.assay]"
+    assert lines == [
+        "metric errors: exact_match, rouge (2 metrics) failed on 2 of 3 samples: response has "
+        f"20 characters, over the limit of 15 (max_field_chars); {hint}",
+        "errors over the limit: 2 metrics errored on more of the 3 samples than --max-errors 0 "
+        "allows (0): exact_match 2, rouge 2",
+    ]
+
+
+def test_two_causes_are_two_lines_each_naming_the_metrics_it_failed(env, monkeypatch):
+    monkeypatch.setenv("ASSAY_MAX_FIELD_CHARS", "15")
+    data = _write(
+        env / "d.jsonl",
+        [
+            {"id": "a", "response": "Paris", "expected": "x" * 20},
+            {"id": "b", "response": "y" * 16, "expected": "Paris"},
+        ],
+    )
+    result = runner.invoke(
+        app, ["evaluate", str(data), "-m", "exact_match", "-m", "fallback_detection"]
+    )
+    notes = [
+        " ".join(line.split())
+        for line in result.stderr.splitlines()
+        if line.startswith("metric errors:")
+    ]
+    # fallback_detection reads only the response: the over-long reference fails exact_match
+    # alone, the over-long response both metrics: two causes, in the order first met
+    assert notes == [
+        "metric errors: exact_match failed on 1 of 2 samples: expected has 20 "
+        "characters, over the limit of 15 (max_field_chars); raise it with "
+        "ASSAY_MAX_FIELD_CHARS or max_field_chars in [tool.assay]",
+        "metric errors: exact_match, fallback_detection (2 metrics) failed on 1 of 2 samples: "
+        "response has 16 characters, over the limit of 15 (max_field_chars); raise it with "
+        "ASSAY_MAX_FIELD_CHARS or max_field_chars in [tool.assay]",
+    ]

@@ -1,6 +1,6 @@
 import pytest
 
-from assay.config import ConfigError, load_config
+from assay.core.config import ConfigError, load_config
 from assay.metrics.semantic import SemanticSimilarity
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from assay import Sample, get_metric, read_samples
-from assay.io import samples_from_dataframe
+from assay.inputs.records import samples_from_dataframe
 
 MESSAGES = [
     {"role": "system", "content": "You book hotels for Acme staff."},

@@ -10,14 +10,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from assay.config import AssayConfig
+from assay.core.config import AssayConfig
+from assay.core.sample import Sample
 from assay.engine import Answers, planned
+from assay.engine.resources import Resources
+from assay.evaluation.runner import evaluate
 from assay.judge.client import JudgeClient
 from assay.metrics.conversation.transcript import reviewed_turns, transcript
-from assay.registry import get_metric, suite
-from assay.resources import Resources
-from assay.runner import evaluate
-from assay.sample import Sample
+from assay.metrics.registry import get_metric, suite
 from judge_server import JudgeServer
 
 CONVERSATION_METRICS = [

@@ -345,8 +345,8 @@ EVIL_RUN = 'evil"><img src=x onerror=window.__xss=7>'  # no "/" so it stays one 
 
 @pytest.fixture(scope="module")
 def evil_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from assay.result import MetricResult
-    from assay.sample import Sample
+    from assay.core.result import MetricResult
+    from assay.core.sample import Sample
 
     store = Store(str(tmp_path_factory.mktemp("evil") / "evil.db"))
     store.start_run(

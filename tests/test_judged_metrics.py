@@ -13,9 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from assay.config import AssayConfig
+from assay.core.config import AssayConfig
+from assay.core.sample import Sample
 from assay.engine import execute
-from assay.judge.agreement import (
+from assay.engine.resources import Resources
+from assay.estimators.agreement import (
     Agreement,
     _without_question_words,
     agreement_parse_texts,
@@ -43,10 +45,8 @@ from assay.metrics.judged import (
     ragas_composite,
     weighted_correctness,
 )
+from assay.metrics.registry import get_metric, list_metrics, suite
 from assay.models.support_head import FEATURES
-from assay.registry import get_metric, list_metrics, suite
-from assay.resources import Resources
-from assay.sample import Sample
 from assay.text.anchors import parse_texts
 from judge_server import JudgeServer
 
@@ -477,7 +477,7 @@ def test_classification_with_a_judge(
 
 
 def test_label_counts_per_run(resources: Resources, tmp_path: Path, server: JudgeServer) -> None:
-    from assay.runner import evaluate
+    from assay.evaluation.runner import evaluate
 
     server.script = by_task({"reference_verdicts": reference(label="CORRECT")})
     data = [

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.extras import MissingExtra, missing_extra, pip_command
+from assay.core.extras import MissingExtra, missing_extra, pip_command
 from assay.text.tokenize import ENGLISH_STOP_WORDS
 from fresh_interpreter import run_fresh
 
@@ -59,7 +59,10 @@ def test_import_assay_loads_nothing_but_assay(tmp_path: Path) -> None:
         """,
         tmp_path,
     )
-    assert out == {"new": ["__future__", "assay"], "version": "0.1.0"}
+    assert out == {
+        "new": ["__future__", "assay", "assay.core", "assay.core.version"],
+        "version": "0.1.0",
+    }
 
 
 def test_public_names_resolve_on_first_use(tmp_path: Path) -> None:
@@ -70,13 +73,13 @@ def test_public_names_resolve_on_first_use(tmp_path: Path) -> None:
         sample = assay.Sample(response="x")
         print(json.dumps({
             "sample": type(sample).__module__,
-            "runner_loaded": "assay.runner" in sys.modules,
+            "runner_loaded": "assay.evaluation.runner" in sys.modules,
             "in_namespace": "Sample" in vars(assay),
         }))
         """,
         tmp_path,
     )
-    assert out == {"sample": "assay.sample", "runner_loaded": False, "in_namespace": True}
+    assert out == {"sample": "assay.core.sample", "runner_loaded": False, "in_namespace": True}
 
 
 def test_a_lexical_run_loads_no_model_server_or_store_package(tmp_path: Path) -> None:
@@ -176,7 +179,14 @@ def test_cli_help_loads_no_scoring_code(tmp_path: Path, args: list[str]) -> None
     )
     assert out["code"] == 0
     assert out["loaded"] == []
-    assert out["assay"] == ["assay.redaction", "assay.registry"]
+    # the packages and the two small modules the options' help text needs: no scoring code
+    assert out["assay"] == [
+        "assay.core",
+        "assay.core.redaction",
+        "assay.core.version",
+        "assay.metrics",
+        "assay.metrics.registry",
+    ]
     assert "Usage: assay" in out["help"]
 
 
@@ -250,8 +260,8 @@ def test_toxicity_without_the_models_extra_runs_the_learned_head(tmp_path: Path)
         """
         import json, sys
         import assay
-        from assay.registry import get_metric
-        from assay.sample import Sample
+        from assay.metrics.registry import get_metric
+        from assay.core.sample import Sample
         evaluation = assay.evaluate([{"response": "Have a nice day."}], metrics=["toxicity_score"])
         result = evaluation.results[0]["toxicity_score"]
         old = get_metric("toxicity_score", method="profanity-check").score(
@@ -353,6 +363,28 @@ def test_a_suite_leaves_out_metrics_whose_extra_is_missing_and_says_so(tmp_path:
     assert out["warnings"] == [
         "left out bertscore: it needs the models extra, which is not installed "
         '(pip install "assay-eval[models]")'
+    ]
+
+
+def test_the_cli_says_a_left_out_metric_in_one_note_line(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_text('{"response": "a", "expected": "a"}\n')
+    out = _run(
+        """
+        import json
+        from typer.testing import CliRunner
+        from assay.cli import app
+        result = CliRunner().invoke(app, ["evaluate", "d.jsonl", "--suite", "lexical",
+                                          "--suite", "semantic", "--format", "json"])
+        print(json.dumps({"code": result.exit_code, "stderr": result.stderr}))
+        """,
+        tmp_path,
+        ("torch",),
+    )
+    assert out["code"] == 0
+    # Assay's own line: no Python warning with a file path, a line number and source
+    assert out["stderr"].splitlines() == [
+        "note: left out bert_score_f1, bertscore: they need the models extra, which is not "
+        'installed (pip install "assay-eval[models]")'
     ]
 
 

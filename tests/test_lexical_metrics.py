@@ -8,10 +8,10 @@ import pytest
 import sacrebleu
 from rouge_score import rouge_scorer
 
-from assay.config import AssayConfig
-from assay.registry import get_metric, suite
-from assay.resources import Resources
-from assay.sample import Sample
+from assay.core.config import AssayConfig
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.registry import get_metric, suite
 from test_rouge import reference_components
 
 

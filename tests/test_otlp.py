@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from assay.io import InputErrors
-from assay.otlp import is_otlp, read_otlp
+from assay.inputs.otlp import is_otlp, read_otlp
+from assay.inputs.records import InputErrors
 
 TRACE_A = "a" * 32
 TRACE_B = "b" * 32

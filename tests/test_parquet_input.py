@@ -12,8 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from assay.cli import app
-from assay.io import InputErrors, read_samples
-from assay.sample import ToolCall, Turn
+from assay.core.sample import ToolCall, Turn
+from assay.inputs.read import read_samples
+from assay.inputs.records import InputErrors
 from fresh_interpreter import run_fresh
 
 #: the two rows, column by column, as a pipeline would log them (alias names included)
@@ -143,8 +144,8 @@ def test_without_pyarrow_a_parquet_input_names_the_pip_command(tmp_path: Path) -
         import json
         from typer.testing import CliRunner
         from assay.cli import app
-        from assay.extras import MissingExtra
-        from assay.io import read_samples
+        from assay.core.extras import MissingExtra
+        from assay.inputs.read import read_samples
         try:
             read_samples("d.parquet")
             raised = None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from assay.registry import get_metric
-from assay.sample import Sample, ToolCall
+from assay.core.sample import Sample, ToolCall
+from assay.metrics.registry import get_metric
 from assay.text import tokens
 from assay.text.tokens import ESTIMATE_METHOD, count_tokens, estimate_tokens
 

@@ -12,15 +12,10 @@ from typer.testing import CliRunner
 
 from assay import __version__
 from assay.cli import app
-from assay.provenance import build_signature, weights_hash
-from assay.registry import get_metric
-from assay.result import (
-    MetricResult,
-    format_signature,
-    parse_signature,
-    signature_differences,
-)
-from assay.sample import Sample
+from assay.core.result import MetricResult, format_signature, parse_signature, signature_differences
+from assay.core.sample import Sample
+from assay.metrics.provenance import build_signature, weights_hash
+from assay.metrics.registry import get_metric
 from assay.server import create_app
 from assay.store.db import Store
 

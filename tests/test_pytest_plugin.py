@@ -101,7 +101,7 @@ def test_store_option_writes_one_run_with_every_test(inner):
 
 
 CUSTOM_METRIC_TESTS = """
-from assay.metric import Metric
+from assay.metrics.base import Metric
 
 
 class Shout(Metric):

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
 from assay.metrics.rag import intrusion_score, match_source
-from assay.registry import get_metric
-from assay.resources import Resources
-from assay.sample import Sample
+from assay.metrics.registry import get_metric
 from assay.text.tokenize import content_words
 from fakes import fake_resources
 

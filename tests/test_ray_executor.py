@@ -29,16 +29,16 @@ from typer.testing import CliRunner
 
 import assay
 from assay.cli import app
-from assay.config import AssayConfig, AssayWarning
-from assay.extras import MissingExtra
-from assay.io import read_samples
-from assay.registry import resolve_metrics
-from assay.runner import Evaluation
-from assay.sample import Sample
-from assay.scale import resolve_executor
-from assay.scale.budget import JudgeBudget
-from assay.scale.ray_executor import RayExecutor, merge_usage
-from assay.sinks import write_table
+from assay.core.config import AssayConfig, AssayWarning
+from assay.core.extras import MissingExtra
+from assay.core.sample import Sample
+from assay.evaluation.runner import Evaluation
+from assay.evaluation.scale import resolve_executor
+from assay.evaluation.scale.budget import JudgeBudget
+from assay.evaluation.scale.ray_executor import RayExecutor, merge_usage
+from assay.inputs.read import read_samples
+from assay.metrics.registry import resolve_metrics
+from assay.outputs.sinks import write_table
 from fakes import interrupt_on_store
 from judge_server import JudgeServer
 
@@ -530,8 +530,8 @@ def test_device_auto_follows_torch_and_cuda_without_a_gpu_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     torch = pytest.importorskip("torch")
+    from assay.core.extras import ModelUnavailable
     from assay.models.device import model_threads, torch_device
-    from assay.models.embedders import ModelUnavailable
 
     gpu = torch.cuda.is_available()
     assert torch_device("cpu") == "cpu"

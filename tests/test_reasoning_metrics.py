@@ -7,10 +7,10 @@ import time
 import numpy as np
 import pytest
 
-from assay.config import AssayConfig
-from assay.registry import get_metric, suite
-from assay.resources import Resources
-from assay.sample import Sample
+from assay.core.config import AssayConfig
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.registry import get_metric, suite
 
 TRAIN = [
     "The train travels 60 km every hour.",  # 7 words, no connector

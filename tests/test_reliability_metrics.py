@@ -7,11 +7,11 @@ import json
 import jsonschema
 import pytest
 
-from assay.config import AssayConfig
+from assay.core.config import AssayConfig
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.registry import get_metric
 from assay.metrics.reliability import normalise_whitespace, validate_json
-from assay.registry import get_metric
-from assay.resources import Resources
-from assay.sample import Sample
 
 
 def score(name: str, resources, **fields):

@@ -18,12 +18,13 @@ import pytest
 from typer.testing import CliRunner
 
 from assay.cli import app
-from assay.config import AssayWarning, ConfigError, load_config
-from assay.io import InputErrors, read_samples
+from assay.core.config import AssayWarning, ConfigError, load_config
+from assay.core.sample import Sample
+from assay.evaluation.runner import evaluate
+from assay.inputs.read import read_samples
+from assay.inputs.records import InputErrors
 from assay.models.cache import EmbeddingCache
-from assay.runner import evaluate
-from assay.sample import Sample
-from assay.sinks import JsonlSink
+from assay.outputs.sinks import JsonlSink
 from fakes import interrupt_on_call
 
 runner = CliRunner()
@@ -380,7 +381,7 @@ def test_unusable_data_paths_exit_2(env):
 
 
 def test_interrupt_keeps_the_jsonl_and_says_where_it_is(env, monkeypatch):
-    from assay.registry import metric_class
+    from assay.metrics.registry import metric_class
 
     cls = metric_class("exact_match")
     real = interrupt_on_call(monkeypatch, "exact_match", 3)

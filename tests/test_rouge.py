@@ -14,8 +14,8 @@ from pathlib import Path
 
 from rouge_score import rouge_scorer
 
-from assay.registry import get_metric
-from assay.sample import Sample
+from assay.core.sample import Sample
+from assay.metrics.registry import get_metric
 from assay.text.rouge import ROUGE_TYPES, lcs_length, rouge_scores, rouge_tokens
 from assay.text.tokenize import sentences, words
 from dev_data import dev_file

@@ -2,12 +2,12 @@
 
 import pytest
 
-from assay.config import AssayConfig
-from assay.metric import Metric
-from assay.resources import Resources
-from assay.runner import evaluate, passes
-from assay.sample import Sample
-from assay.stats import bootstrap_ci
+from assay.core.config import AssayConfig
+from assay.core.sample import Sample
+from assay.core.stats import bootstrap_ci
+from assay.engine.resources import Resources
+from assay.evaluation.runner import evaluate, passes
+from assay.metrics.base import Metric
 
 
 class LengthRatio(Metric):
@@ -140,9 +140,9 @@ def test_a_dataframe_is_evaluated_row_by_row(res):
 
 
 def test_a_threshold_the_user_sets_beats_a_per_sample_threshold(tmp_path):
-    from assay.metric import PASS_THRESHOLD
-    from assay.result import MetricResult
-    from assay.runner import applied_threshold
+    from assay.core.result import MetricResult
+    from assay.evaluation.runner import applied_threshold
+    from assay.metrics.base import PASS_THRESHOLD
 
     arabic = MetricResult("length_ratio", 0.6, details={PASS_THRESHOLD: 0.3})
     plain = MetricResult("length_ratio", 0.6)
@@ -156,7 +156,7 @@ def test_a_threshold_the_user_sets_beats_a_per_sample_threshold(tmp_path):
 def test_huge_integers_in_evidence_stay_writable_json():
     import json
 
-    from assay.jsonout import to_jsonable
+    from assay.core.jsonout import to_jsonable
 
     big = 10**5000  # str(big) itself raises past 4,300 digits
     loaded = json.loads(json.dumps(to_jsonable({"n": big, "small": 7})))

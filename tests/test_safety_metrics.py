@@ -17,18 +17,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assay.config import AssayConfig
-from assay.metrics.pii import find_pii, mask_value
-from assay.metrics.safety import length_normalised, weighted_toxicity
-from assay.registry import get_metric, metric_class, suite
-from assay.resources import Resources
-from assay.safety_scores import (
+from assay.core.config import AssayConfig
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.evaluation.safety_scores import (
     health_score,
     hub_safety_score,
     reliability_score,
     safety_index,
 )
-from assay.sample import Sample
+from assay.metrics.pii import find_pii, mask_value
+from assay.metrics.registry import get_metric, metric_class, suite
+from assay.metrics.safety import length_normalised, weighted_toxicity
 from assay.text.patterns import (
     PatternError,
     PatternSet,

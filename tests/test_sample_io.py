@@ -3,8 +3,9 @@ import json
 import pandas as pd
 import pytest
 
-from assay.io import InputErrors, read_samples, samples_from_dataframe
-from assay.sample import Sample
+from assay.core.sample import Sample
+from assay.inputs.read import read_samples
+from assay.inputs.records import InputErrors, samples_from_dataframe
 
 
 def test_specification_field_names_map_to_canonical_fields():

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from assay.config import AssayConfig
+from assay.core.config import AssayConfig
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.registry import get_metric, metric_class, suite
 from assay.metrics.security import ATTACK_KINDS, adversarial_suffix, assess_attack
-from assay.registry import get_metric, metric_class, suite
-from assay.resources import Resources
-from assay.sample import Sample
 from assay.text.patterns import load_patterns
 
 REDTEAM = Path(__file__).resolve().parents[1] / "examples" / "redteam.jsonl"

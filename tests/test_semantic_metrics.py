@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from assay import evaluate
-from assay.config import AssayConfig
+from assay.core.config import AssayConfig
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
 from assay.metrics.bertscore import BERTScore, BERTScoreF1Raw
+from assay.metrics.registry import get_metric, resolve_metrics
 from assay.metrics.semantic import SemanticSimilarity
-from assay.registry import get_metric, resolve_metrics
-from assay.resources import Resources
-from assay.sample import Sample
 from fakes import fake_resources
 
 # Unit vectors whose cosines are exact: cos(E1, B) = 0.8, cos(E1, A) = 0.6,

@@ -254,7 +254,7 @@ def test_compare_tag_values_unpaired(client: TestClient) -> None:
 
 # ---- catalogue -------------------------------------------------------------------------
 def test_metrics_catalogue(client: TestClient) -> None:
-    from assay.registry import list_metrics
+    from assay.metrics.registry import list_metrics
 
     data = client.get("/api/metrics").json()
     assert [m["name"] for m in data] == [c.name for c in list_metrics()]
@@ -358,7 +358,7 @@ def test_evaluate_reports_bad_input(fresh_client: TestClient) -> None:
 
 
 def test_evaluate_accepts_metric_aliases(fresh_client: TestClient) -> None:
-    from assay.registry import metric_names
+    from assay.metrics.registry import metric_names
     from fakes import fake_resources
 
     schema = fresh_client.get("/openapi.json").json()["components"]["schemas"]["EvaluateRequest"]
@@ -662,12 +662,12 @@ def test_malformed_writes_get_a_clear_4xx_json_error(
 def test_evaluate_without_a_needed_model_is_a_503(
     fresh_client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from assay.models.embedders import ModelUnavailable
+    from assay.core.extras import ModelUnavailable
 
     def unavailable(*args: Any, **kwargs: Any) -> Any:
         raise ModelUnavailable("the embedding model is not installed")
 
-    monkeypatch.setattr("assay.runner.evaluate", unavailable)
+    monkeypatch.setattr("assay.evaluation.runner.evaluate", unavailable)
     body = {"samples": [{"answer": "a"}], "metrics": ["exact_match"], "store": True}
     response = fresh_client.post("/api/evaluate", json=body)
     assert response.status_code == 503

@@ -1,4 +1,4 @@
-"""Reading by URL and in pieces (`assay.sources`): the same samples and the same messages
+"""Reading by URL and in pieces (`assay.inputs.locations`): the same samples and the same messages
 as `read_samples` on the same file, whatever the pieces; one clear error for a location
 that cannot be read. No Ray here (tests/test_ray_executor.py runs the pieces as tasks)."""
 
@@ -12,8 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from assay.cli import app
-from assay.io import InputErrors, read_samples
-from assay.sources import local_path, location_sha256, read_location, shown_location
+from assay.inputs.locations import local_path, location_sha256, read_location, shown_location
+from assay.inputs.read import read_samples
+from assay.inputs.records import InputErrors
 
 pa = pytest.importorskip("pyarrow")
 #: what json.loads says of "{broken"

@@ -1,4 +1,4 @@
-"""`assay.stats`: percentiles, mean and the bootstrap CI, with hand-worked values."""
+"""`assay.core.stats`: percentiles, mean and the bootstrap CI, with hand-worked values."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from assay.stats import bootstrap_ci, mean, percentile, percentiles, summarize
+from assay.core.stats import bootstrap_ci, mean, percentile, percentiles, summarize
 
 
 def test_percentiles_use_linear_interpolation():

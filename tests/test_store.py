@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.store.db import Store
 from assay.store.models import utcnow
 from pg_databases import fresh_postgres
@@ -458,3 +458,48 @@ def test_revision_0004_turns_stored_totals_into_means(tmp_path):
     columns = {row[1] for row in conn.execute("PRAGMA table_info(scoring_details)")}
     assert {"components", "signature"} <= columns
     conn.close()
+
+
+def test_a_sample_no_threshold_decided_is_ungated_and_left_out_of_pass_rates(store):
+    from assay.core.config import AssayConfig
+    from assay.metrics.registry import get_metric
+    from assay.store.recorder import sample_status
+
+    config = AssayConfig()
+    rouge, exact = get_metric("rouge"), get_metric("exact_match")  # no threshold; 1.0
+    assert rouge.default_threshold is None and exact.default_threshold == 1.0
+    assert sample_status([rouge], {"rouge": r("rouge", 0.0)}, config) == "ungated"
+    assert sample_status([rouge, exact], {"exact_match": r("exact_match", None)}, config) == (
+        "ungated"  # a None value decides nothing either
+    )
+    both = [rouge, exact]
+    assert (
+        sample_status(
+            both, {"rouge": r("rouge", 0.0), "exact_match": r("exact_match", 1.0)}, config
+        )
+        == "passed"
+    )
+    assert (
+        sample_status(
+            both, {"rouge": r("rouge", 1.0), "exact_match": r("exact_match", 0.0)}, config
+        )
+        == "failed"
+    )
+
+    store.start_run("g", metrics=["rouge", "exact_match"])
+    statuses = ["passed", "failed", "ungated", "ungated", "passed"]
+    for i, status in enumerate(statuses):
+        store.record(
+            "g", i, Sample(id=f"s{i}", tags={"kind": "a" if i < 3 else "b"}), {}, status=status
+        )
+    stats = store.statistics(run_id="g")
+    assert (stats["total"], stats["passed"], stats["ungated"]) == (5, 2, 2)
+    assert stats["pass_rate"] == pytest.approx(100 * 2 / 3)  # 2 passed of the 3 gated
+    (run,) = store.runs()
+    assert run["pass_rate"] == pytest.approx(100 * 2 / 3)
+    groups = {g["value"]: g for g in store.tag_groups("g", "kind")["groups"]}
+    assert groups["a"]["pass_rate"] == pytest.approx(50.0)  # passed, failed; one ungated
+    assert groups["b"]["pass_rate"] == pytest.approx(100.0)  # one ungated, one passed
+    store.start_run("none", metrics=["rouge"])
+    store.record("none", 0, Sample(id="x"), {}, status="ungated")
+    assert store.statistics(run_id="none")["pass_rate"] is None  # nothing was gated

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.store.db import Store
 from assay.store.transcript import MAX_STORED_CHARS, MAX_STORED_ITEMS
 from pg_databases import fresh_postgres
@@ -143,9 +143,9 @@ def test_revision_0006_adds_the_columns_to_an_existing_store(tmp_path: Path) -> 
 
 
 def test_the_recorder_stores_the_turns_of_what_the_runner_scored(store):
-    from assay.config import AssayConfig
-    from assay.registry import metric_class
-    from assay.runner import evaluate
+    from assay.core.config import AssayConfig
+    from assay.evaluation.runner import evaluate
+    from assay.metrics.registry import metric_class
     from assay.store.recorder import RunRecorder
 
     config = AssayConfig()

@@ -10,11 +10,11 @@ import pytest
 from rapidfuzz import fuzz
 from rapidfuzz.utils import default_process
 
-from assay.config import AssayConfig
-from assay.metric import Source
-from assay.registry import get_metric, metric_class, suite
-from assay.resources import Resources
-from assay.sample import Sample
+from assay.core.config import AssayConfig
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.base import Source
+from assay.metrics.registry import get_metric, metric_class, suite
 from assay.structured import (
     BUCKETS,
     DocPair,
@@ -793,7 +793,7 @@ def _nested(depth: int) -> dict:
 
 
 def test_deep_documents_up_to_the_limit_compare_and_deeper_is_a_clear_error(resources) -> None:
-    from assay.structured.values import MAX_DEPTH, check_document
+    from assay.core.json_documents import MAX_DEPTH, check_document
 
     ok = evaluate_json(_nested(200), _nested(200))  # 200 levels: one leaf, k.k....k
     assert (ok.completeness, ok.hallucination, ok.accuracy) == (1.0, 0.0, 1.0)

@@ -8,15 +8,15 @@ import math
 import numpy as np
 import pytest
 
-from assay.config import AssayConfig
-from assay.judge.estimators import sentence_support, sentence_support_texts
+from assay.core.config import AssayConfig
+from assay.engine.resources import Resources
+from assay.estimators.offline import sentence_support, sentence_support_texts
 from assay.models.support_head import (
     FEATURES,
     SupportHead,
     longest_common_subsequence,
     support_features,
 )
-from assay.resources import Resources
 
 
 def test_longest_common_subsequence() -> None:
@@ -85,7 +85,7 @@ def test_another_embedder_falls_back_to_the_graded_support(resources: Resources)
 
 
 def test_local_results_pass_at_the_heads_threshold(resources: Resources, tmp_path) -> None:
-    from assay.runner import evaluate
+    from assay.evaluation.runner import evaluate
 
     contexts = ["Canberra is the capital city of Australia. It was selected in 1908."]
     samples = [

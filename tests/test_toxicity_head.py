@@ -11,12 +11,13 @@ from importlib import resources as importlib_resources
 import numpy as np
 import pytest
 
-from assay.models.embedders import Embedder, ModelUnavailable
+from assay.core.extras import ModelUnavailable
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.registry import get_metric
+from assay.models.embedders import Embedder
 from assay.models.logistic_head import load_head_arrays
 from assay.models.toxicity_head import HEAD_FILE, ToxicityHead, normalise_for_toxicity
-from assay.registry import get_metric
-from assay.resources import Resources
-from assay.sample import Sample
 
 ARRAYS = load_head_arrays(HEAD_FILE)
 META = json.loads(str(ARRAYS["metadata"]))

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from assay.sample import ToolCall
-from assay.tracing import Trace, assay_trace, category_latency, current_trace, traced
+from assay.core.sample import ToolCall
+from assay.inputs.tracing import Trace, assay_trace, category_latency, current_trace, traced
 
 # Real sleeps are checked two ways: (1) exactly, by bracketing: a span is at least the
 # requested sleep (sleeps never return early) and at most an independent stopwatch around

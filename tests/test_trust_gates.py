@@ -57,9 +57,10 @@ def test_six_of_eight_errored_samples_fail_a_gate_that_their_mean_would_pass(env
     payload = json.loads(result.stdout[result.stdout.index("{") :])
     (summary,) = payload["metrics"]
     assert (summary["n"], summary["n_na"], summary["n_error"]) == (2, 0, 6)
-    assert "judged_relevance: 6 of 8 samples errored (--max-errors 0 allows 0)" in " ".join(
-        result.output.split()
-    )
+    assert (
+        "errors over the limit: 1 metric errored on more of the 8 samples than --max-errors 0 "
+        "allows (0): judged_relevance 6"
+    ) in " ".join(result.output.split())
 
 
 def test_max_errors_tolerates_some_and_then_the_gate_decides(env, judge):

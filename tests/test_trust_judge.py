@@ -15,12 +15,12 @@ import pytest
 from typer.testing import CliRunner
 
 from assay.cli import app
-from assay.config import AssayConfig
+from assay.core.config import AssayConfig
+from assay.engine.resources import Resources
+from assay.evaluation.runner import evaluate
 from assay.judge.client import JudgeClient, JudgeError
 from assay.judge.parsing import ParseError, parse_reply
 from assay.judge.prompts import ANSWER_CLASSIFICATION, RELEVANCE, ScoreVerdict
-from assay.resources import Resources
-from assay.runner import evaluate
 from judge_server import FAULTS, JudgeServer
 
 #: (question, answer, the scripted judge's score: share of question words in the answer)

@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from assay.config import AssayConfig, ConfigError, load_config
-from assay.io import read_samples
-from assay.jsonout import dumps
-from assay.metric import Metric
-from assay.registry import get_metric
-from assay.resources import Resources
-from assay.runner import evaluate
-from assay.sample import Sample, limit_problems
-from assay.sinks import JsonlSink
-from assay.stats import summarize
+from assay.core.config import AssayConfig, ConfigError, load_config
+from assay.core.jsonout import dumps
+from assay.core.sample import Sample, limit_problems
+from assay.core.stats import summarize
+from assay.engine.resources import Resources
+from assay.evaluation.runner import evaluate
+from assay.inputs.read import read_samples
+from assay.metrics.base import Metric
+from assay.metrics.registry import get_metric
+from assay.outputs.sinks import JsonlSink
 from assay.structured import evaluate_json
 from assay.structured.batch import evaluate_pairs, pairs_from_jsonl
 from judge_server import JudgeServer
@@ -182,7 +182,7 @@ def test_the_default_field_limit_is_100_000_characters(plain) -> None:
 
 
 def test_the_runner_measures_each_sample_once_not_once_per_metric(plain, monkeypatch) -> None:
-    import assay.metric
+    import assay.metrics.base
 
     calls: list[str | None] = []
 
@@ -190,7 +190,7 @@ def test_the_runner_measures_each_sample_once_not_once_per_metric(plain, monkeyp
         calls.append(sample.id)
         return limit_problems(sample, config)
 
-    monkeypatch.setattr(assay.metric, "limit_problems", counting)
+    monkeypatch.setattr(assay.metrics.base, "limit_problems", counting)
     data = [{"id": "a", "response": "x", "expected": "x"}, {"id": "b", "response": "y"}]
     evaluate(data, metrics=["exact_match", "bleu", "rouge"], resources=plain)
     assert calls == ["a", "b"]  # 2 samples x 3 metrics, measured once each

@@ -94,7 +94,7 @@ def _session_went_on(result, warning: str, spool) -> None:
 
 # ---- gates ------------------------------------------------------------------------------
 GATES = """
-from assay.metric import Metric
+from assay.metrics.base import Metric
 
 
 class Boom(Metric):

@@ -19,9 +19,9 @@ import pytest
 from typer.testing import CliRunner
 
 from assay.cli import app
-from assay.registry import metric_class
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
+from assay.metrics.registry import metric_class
 from assay.store.db import Store
 from fakes import interrupt_on_call
 from pg_databases import fresh_postgres

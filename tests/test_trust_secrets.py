@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from assay.cli import app
-from assay.redaction import REDACTED, redact, redact_text, redact_url
+from assay.core.redaction import REDACTED, redact, redact_text, redact_url
 from assay.server.app import create_app
 from assay.store.db import Store
 from judge_server import JudgeServer

@@ -219,8 +219,8 @@ NON_FINITE = re.compile(r"\b(?:-?inf|nan|infinity)\b", re.IGNORECASE)
 def _record_runs(store, values: dict[str, float]) -> None:
     """One run per entry: three samples with that latency and throughput (which also
     sets their duration, in seconds, made positive) and no bleu value."""
-    from assay.result import MetricResult
-    from assay.sample import Sample
+    from assay.core.result import MetricResult
+    from assay.core.sample import Sample
 
     for run_id, value in values.items():
         store.start_run(run_id, metrics=["e2e_latency", "throughput", "bleu"])

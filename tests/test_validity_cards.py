@@ -10,9 +10,9 @@ from typing import Any
 from typer.testing import CliRunner
 
 from assay.cli import app
-from assay.metric import Metric
-from assay.registry import list_metrics
-from assay.validity_cards import (
+from assay.metrics.base import Metric
+from assay.metrics.registry import list_metrics
+from assay.outputs.validity_cards import (
     NO_EVIDENCE,
     ONLY_TRAINING_DATA,
     failure_modes,

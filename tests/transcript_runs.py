@@ -31,10 +31,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from assay.registry import metric_class
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.registry import metric_class
 from assay.store.db import Store
 
 TURN_XSS = "<script>window.__xss='turn'</script>"

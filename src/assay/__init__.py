@@ -10,33 +10,33 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from assay.core.version import __version__
 
 #: public name -> (module, attribute) it comes from
 _EXPORTS: dict[str, tuple[str, str]] = {
-    "AssayConfig": ("assay.config", "AssayConfig"),
-    "AssayWarning": ("assay.config", "AssayWarning"),
-    "ConfigError": ("assay.config", "ConfigError"),
-    "Evaluation": ("assay.runner", "Evaluation"),
-    "InputError": ("assay.io", "InputError"),
-    "InputErrors": ("assay.io", "InputErrors"),
-    "Metric": ("assay.metric", "Metric"),
-    "MetricResult": ("assay.result", "MetricResult"),
-    "MetricSummary": ("assay.runner", "MetricSummary"),
-    "Resources": ("assay.resources", "Resources"),
-    "Sample": ("assay.sample", "Sample"),
-    "ToolCall": ("assay.sample", "ToolCall"),
-    "Trace": ("assay.tracing", "Trace"),
-    "evaluate": ("assay.runner", "evaluate"),
-    "get_metric": ("assay.registry", "get_metric"),
-    "list_metrics": ("assay.registry", "list_metrics"),
-    "load_config": ("assay.config", "load_config"),
-    "read_samples": ("assay.io", "read_samples"),
-    "register": ("assay.registry", "register"),
-    "resolve_metrics": ("assay.registry", "resolve_metrics"),
-    "samples_from_dataframe": ("assay.io", "samples_from_dataframe"),
-    "trace": ("assay.tracing", "assay_trace"),
-    "traced": ("assay.tracing", "traced"),
+    "AssayConfig": ("assay.core.config", "AssayConfig"),
+    "AssayWarning": ("assay.core.config", "AssayWarning"),
+    "ConfigError": ("assay.core.config", "ConfigError"),
+    "Evaluation": ("assay.evaluation.runner", "Evaluation"),
+    "InputError": ("assay.inputs.records", "InputError"),
+    "InputErrors": ("assay.inputs.records", "InputErrors"),
+    "Metric": ("assay.metrics.base", "Metric"),
+    "MetricResult": ("assay.core.result", "MetricResult"),
+    "MetricSummary": ("assay.evaluation.runner", "MetricSummary"),
+    "Resources": ("assay.engine.resources", "Resources"),
+    "Sample": ("assay.core.sample", "Sample"),
+    "ToolCall": ("assay.core.sample", "ToolCall"),
+    "Trace": ("assay.inputs.tracing", "Trace"),
+    "evaluate": ("assay.evaluation.runner", "evaluate"),
+    "get_metric": ("assay.metrics.registry", "get_metric"),
+    "list_metrics": ("assay.metrics.registry", "list_metrics"),
+    "load_config": ("assay.core.config", "load_config"),
+    "read_samples": ("assay.inputs.read", "read_samples"),
+    "register": ("assay.metrics.registry", "register"),
+    "resolve_metrics": ("assay.metrics.registry", "resolve_metrics"),
+    "samples_from_dataframe": ("assay.inputs.records", "samples_from_dataframe"),
+    "trace": ("assay.inputs.tracing", "assay_trace"),
+    "traced": ("assay.inputs.tracing", "traced"),
 }
 
 __all__ = [
@@ -67,16 +67,17 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from assay.config import AssayConfig, AssayWarning, ConfigError, load_config
-    from assay.io import InputError, InputErrors, read_samples, samples_from_dataframe
-    from assay.metric import Metric
-    from assay.registry import get_metric, list_metrics, register, resolve_metrics
-    from assay.resources import Resources
-    from assay.result import MetricResult
-    from assay.runner import Evaluation, MetricSummary, evaluate
-    from assay.sample import Sample, ToolCall
-    from assay.tracing import Trace, traced
-    from assay.tracing import assay_trace as trace
+    from assay.core.config import AssayConfig, AssayWarning, ConfigError, load_config
+    from assay.core.result import MetricResult
+    from assay.core.sample import Sample, ToolCall
+    from assay.engine.resources import Resources
+    from assay.evaluation.runner import Evaluation, MetricSummary, evaluate
+    from assay.inputs.read import read_samples
+    from assay.inputs.records import InputError, InputErrors, samples_from_dataframe
+    from assay.inputs.tracing import Trace, traced
+    from assay.inputs.tracing import assay_trace as trace
+    from assay.metrics.base import Metric
+    from assay.metrics.registry import get_metric, list_metrics, register, resolve_metrics
 
 
 def __getattr__(name: str) -> Any:

@@ -47,10 +47,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from assay.config import AssayConfig, load_config
-from assay.jsonout import dumps, to_jsonable
-from assay.metric import PASS_THRESHOLD, Metric
-from assay.redaction import (
+from assay.core.config import AssayConfig, load_config
+from assay.core.jsonout import dumps, to_jsonable
+from assay.core.redaction import (
     known_secrets,
     redact,
     redact_text,
@@ -58,10 +57,11 @@ from assay.redaction import (
     register_secret,
     url_password,
 )
-from assay.registry import resolve_metrics
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.base import PASS_THRESHOLD, Metric
+from assay.metrics.registry import resolve_metrics
 
 if TYPE_CHECKING:
     from assay.store.db import Store
@@ -139,7 +139,10 @@ class AssayChecker:
         Metrics without any threshold that compute a value or are N/A are reported but
         never fail.
         """
-        from assay.runner import applied_threshold, passes  # loads every metric: on first use
+        from assay.evaluation.runner import (  # loads every metric: on first use
+            applied_threshold,
+            passes,
+        )
 
         sample = sample or Sample.model_validate(fields)
         chosen = self._metrics(metrics, suites)

@@ -1,7 +1,7 @@
 """``assay compare RUN_A RUN_B``: two stored runs side by side, per metric.
 
 Per metric: mean A, mean B, the difference B − A, its bootstrap 95% CI and the sign-flip
-p-value where samples pair up by id (`assay.compare`, as the dashboard's compare page),
+p-value where samples pair up by id (`assay.store.compare`, as the dashboard's compare page),
 and a WARNING line for each metric whose result signatures differ between the runs
 (another model or weights, judge, prompt, method, parameter or Assay version).
 """
@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from assay.cli import app
+from assay.cli.application import app
 from assay.cli.consoles import messages, results
 from assay.cli.options import StoreUrlOption
 
@@ -48,7 +48,7 @@ def compare_command(
     from rich.markup import escape
     from rich.table import Table
 
-    from assay.jsonout import dumps
+    from assay.core.jsonout import dumps
     from assay.store.db import Store, StoreError, default_url
     from assay.store.selections import Selection
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from rich.console import Console
 
-from assay.redaction import REDACTED, known_secrets, redact_text
+from assay.core.redaction import REDACTED, known_secrets, redact_text
 
 __all__ = ["RedactingConsole", "messages", "results", "silence_stdout"]
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import math
 import sys
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
 
-from assay.cli import app, consoles
+from assay.cli import consoles
+from assay.cli.application import app
 from assay.cli.options import (
     DeviceOption,
     ExecutorOption,
@@ -21,7 +21,7 @@ from assay.cli.options import (
     StoreUrlOption,
     WorkersOption,
 )
-from assay.registry import metric_class, suite_names
+from assay.metrics.registry import metric_class, suite_names
 
 if TYPE_CHECKING:
     from assay.cli.resume import OpenedRun
@@ -206,15 +206,16 @@ def evaluate_command(
         gate_failures,
         print_report,
     )
-    from assay.config import ConfigError, load_config
-    from assay.io import InputErrors, read_samples
-    from assay.models.embedders import ModelUnavailable
-    from assay.registry import resolve_metrics
-    from assay.resources import Resources
-    from assay.runner import Evaluation, evaluate, flat_row
-    from assay.scale.ray_executor import WorkerLost
-    from assay.sinks import JsonlSink, write_table
-    from assay.sources import local_path
+    from assay.core.config import ConfigError, load_config
+    from assay.core.extras import ModelUnavailable
+    from assay.engine.resources import Resources
+    from assay.evaluation.runner import Evaluation, evaluate, flat_row
+    from assay.evaluation.scale.ray_executor import WorkerLost
+    from assay.inputs.locations import local_path
+    from assay.inputs.read import read_samples
+    from assay.inputs.records import InputErrors
+    from assay.metrics.registry import resolve_metrics
+    from assay.outputs.sinks import JsonlSink, write_table
 
     console = consoles.messages()
     err = consoles.messages()
@@ -271,7 +272,7 @@ def evaluate_command(
                 f"[yellow]note:[/yellow] {name} is lower-is-better; --fail-under {bound:g} "
                 "fails when its mean is below the bound. Did you mean --fail-over?"
             )
-    # with Ray, tasks on the cluster parse the data (assay.sources); else this process
+    # with Ray, tasks on the cluster parse the data (assay.inputs.locations); else this process
     reader = read_samples if scaled is None else scaled.read_samples
     try:
         samples, input_errors = reader(data, strict=strict, input_format=input_format)
@@ -379,7 +380,6 @@ def evaluate_command(
     evaluation: Evaluation | None = None
     try:
         with (
-            warnings.catch_warnings(),
             Progress(
                 TextColumn("[bold]scoring"),
                 BarColumn(),
@@ -390,7 +390,6 @@ def evaluate_command(
                 transient=True,
             ) as bar,
         ):
-            warnings.showwarning = _warning_printer(err, warnings.showwarning)
             task = bar.add_task("samples", total=len(samples))
             evaluation = evaluate(
                 samples,
@@ -497,7 +496,7 @@ def _executor(name: str, address: str | None, workers: int | None) -> Any:
         return None
     if name != "ray":
         return f"--executor must be local or ray, got {name!r}"
-    from assay.scale.ray_executor import RayExecutor
+    from assay.evaluation.scale.ray_executor import RayExecutor
 
     return RayExecutor(address=address, workers=workers)
 
@@ -515,7 +514,7 @@ def _check_out(out: Path, data: Path | None) -> str | None:
         return f"{out}: --out must end in .jsonl, .csv or .parquet"
     if out.is_dir():
         return f"{out}: --out is a directory; give a file name"
-    from assay.extras import EXTRA_OF, installed, pip_command
+    from assay.core.extras import EXTRA_OF, installed, pip_command
 
     table = {".csv": ("pandas",), ".parquet": ("pandas", "pyarrow")}.get(out.suffix.lower(), ())
     for package in table:
@@ -578,16 +577,3 @@ def _check_bounds(
                     f"add --metric {name}"
                 )
             _check_range(name, bound, f"{option} {name}={bound:g}")
-
-
-def _warning_printer(err: Any, fallback: Any) -> Any:
-    """Show Assay's own warnings (e.g. an unusable cache) as one plain line."""
-    from assay.config import AssayWarning
-
-    def show(message: Any, category: type, *args: Any, **kwargs: Any) -> None:
-        if issubclass(category, AssayWarning):
-            err.print(f"[yellow]warning:[/yellow] {escape(str(message))}")
-        else:
-            fallback(message, category, *args, **kwargs)
-
-    return show

@@ -18,7 +18,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from assay.cli import app, consoles
+from assay.cli import consoles
+from assay.cli.application import app
 
 if TYPE_CHECKING:
     from assay.structured import DocResult, FieldAggregate, RQSWeights
@@ -203,9 +204,10 @@ def json_eval_command(
     objects) or SEMANTIC (other text). Nested objects are compared field by field under
     dotted paths (address.city), arrays of objects by index (items.0.sku).
     """
-    from assay.io import InputErrors
-    from assay.models.embedders import ModelUnavailable
-    from assay.resources import default_resources
+    from assay.core.extras import ModelUnavailable
+    from assay.core.json_documents import json_safe
+    from assay.engine.resources import default_resources
+    from assay.inputs.records import InputErrors
     from assay.structured import (
         EvalOptions,
         StrategyConfig,
@@ -215,7 +217,6 @@ def json_eval_command(
         field_aggregates,
         load_pairs,
     )
-    from assay.structured.values import json_safe
 
     if output_format not in {"table", "json"}:
         raise typer.BadParameter("choose table or json", param_hint="--format")

@@ -9,8 +9,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from assay.cli import app, consoles
-from assay.registry import SUITE_DESCRIPTIONS, list_metrics, metric_class, suite
+from assay.cli import consoles
+from assay.cli.application import app
+from assay.metrics.registry import SUITE_DESCRIPTIONS, list_metrics, metric_class, suite
 
 
 @app.command("metrics")
@@ -99,7 +100,7 @@ def metrics_command(
 
 def _print_cards(names: list[str], output_format: str) -> None:
     """The validity cards of these metrics, from the shipped cards file."""
-    from assay.validity_cards import card_renderables, load_cards
+    from assay.outputs.validity_cards import card_renderables, load_cards
 
     cards = load_cards()["cards"]
     if output_format == "json":

@@ -25,15 +25,18 @@ import typer
 from rich.table import Table
 
 from assay.cli import consoles
-from assay.jsonout import dumps
-from assay.runner import Evaluation, MetricSummary
+from assay.core.jsonout import dumps
+from assay.evaluation.runner import Evaluation, MetricSummary
 
 __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_GATE_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_METRIC_ERRORS",
+    "MAX_CAUSES",
+    "ErrorCause",
     "ErrorTolerance",
+    "error_causes",
     "error_gate",
     "error_notes",
     "gate_failures",
@@ -86,22 +89,23 @@ class ErrorTolerance:
 def error_gate(
     evaluation: Evaluation, tolerance: ErrorTolerance, indices: list[int] | None = None
 ) -> list[str]:
-    """One message per metric whose errored samples exceed ``tolerance``: the count, the
-    tolerance and the most common error. Empty when every metric is within it."""
+    """One message naming every metric whose errored samples exceed ``tolerance``, with
+    its count (their causes are `error_notes`). Empty when every metric is within it."""
     rows = evaluation.results if indices is None else [evaluation.results[i] for i in indices]
     allowed = tolerance.allowed(len(rows))
-    failures = []
+    over = {}
     for metric in evaluation.metrics:
-        errors = [row[metric.name].error for row in rows if metric.name in row]
-        errors = [e for e in errors if e]
-        if len(errors) > allowed:
-            common, times = Counter(errors).most_common(1)[0]
-            failures.append(
-                f"{metric.name}: {len(errors)} of {len(rows)} samples errored "
-                f"(--max-errors {tolerance.describe()} allows {allowed}); "
-                f"{times} say: {common}"
-            )
-    return failures
+        errored = sum(1 for row in rows if metric.name in row and row[metric.name].error)
+        if errored > allowed:
+            over[metric.name] = errored
+    if not over:
+        return []
+    counts = ", ".join(f"{name} {n}" for name, n in over.items())
+    which = f"{len(over)} metrics" if len(over) > 1 else "1 metric"
+    return [
+        f"{which} errored on more of the {len(rows)} samples than --max-errors "
+        f"{tolerance.describe()} allows ({allowed}): {counts}"
+    ]
 
 
 def _fmt(value: float | None, unit: str) -> str:
@@ -179,20 +183,60 @@ def _why_none(evaluation: Evaluation, name: str) -> str:
     return f" (N/A on all {len(results)} samples; {count} say: {reason})"
 
 
+@dataclass(frozen=True)
+class ErrorCause:
+    """One cause of metric errors in a run: its message (as the first sample gave it), the
+    samples it failed on, and each metric with the number of those samples it failed."""
+
+    message: str
+    samples: int
+    metrics: dict[str, int]
+
+
+#: `error_notes` names this many causes; the rest are counted in one more line
+MAX_CAUSES = 5
+_NUMBER = re.compile(r"\d[\d,.]*")
+
+
+def error_causes(evaluation: Evaluation) -> list[ErrorCause]:
+    """The run's metric errors grouped by cause, most samples first. Two errors share a
+    cause when their messages differ only in numbers ("response has 150,000 characters"
+    and "response has 1,200,000 characters"), so one over-long field that fails every
+    metric of a sample, or of many samples, is one cause."""
+    grouped: dict[str, tuple[str, set[int], Counter[str]]] = {}
+    for index, row in enumerate(evaluation.results):
+        for metric in evaluation.metrics:
+            result = row.get(metric.name)
+            if result is None or not result.error:
+                continue
+            key = _NUMBER.sub("#", result.error)
+            _, samples, metrics = grouped.setdefault(key, (result.error, set(), Counter()))
+            samples.add(index)
+            metrics[metric.name] += 1
+    causes = [ErrorCause(m, len(s), dict(c)) for m, s, c in grouped.values()]
+    return sorted(causes, key=lambda c: -c.samples)
+
+
 def error_notes(evaluation: Evaluation) -> list[str]:
-    """One line per metric that failed on some samples: how many, and the first error."""
+    """One line per cause of metric errors (`error_causes`): the metrics it failed, on how
+    many samples, and its message; past `MAX_CAUSES` causes, one line counts the rest."""
+    total = len(evaluation.results)
+    causes = error_causes(evaluation)
     notes = []
-    for metric in evaluation.metrics:
-        errors = [
-            row[metric.name].error
-            for row in evaluation.results
-            if metric.name in row and row[metric.name].error
-        ]
-        if errors:
-            notes.append(
-                f"{metric.name} failed on {len(errors)} of {len(evaluation.results)} samples: "
-                f"{errors[0]}"
-            )
+    for cause in causes[:MAX_CAUSES]:
+        if all(n == cause.samples for n in cause.metrics.values()):
+            names = ", ".join(cause.metrics)
+        else:
+            names = ", ".join(f"{name} ({n})" for name, n in cause.metrics.items())
+        if len(cause.metrics) > 1:
+            names += f" ({len(cause.metrics)} metrics)"
+        notes.append(f"{names} failed on {cause.samples} of {total} samples: {cause.message}")
+    rest = causes[MAX_CAUSES:]
+    if rest:
+        notes.append(
+            f"{len(rest)} more causes, on {len({m for c in rest for m in c.metrics})} metrics: "
+            "each result's error is in --out and the results store"
+        )
     return notes
 
 

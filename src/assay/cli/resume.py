@@ -26,13 +26,13 @@ from urllib.parse import urlsplit
 
 import typer
 
-from assay.config import AssayConfig
-from assay.metric import Metric
-from assay.redaction import known_secrets, redact, redact_text
-from assay.result import MetricResult
-from assay.runner import Evaluation
-from assay.sample import Sample
-from assay.sources import location_sha256, shown_location
+from assay.core.config import AssayConfig
+from assay.core.redaction import known_secrets, redact, redact_text
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
+from assay.evaluation.runner import Evaluation
+from assay.inputs.locations import location_sha256, shown_location
+from assay.metrics.base import Metric
 from assay.store.db import Store, StoreError
 from assay.store.recorder import RunRecorder
 

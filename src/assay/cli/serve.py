@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from assay.cli import app
+from assay.cli.application import app
 from assay.cli.consoles import messages
 from assay.cli.options import StoreUrlOption
 
@@ -52,7 +52,7 @@ def serve_command(
     """Serve the JSON API (/api, docs at /docs) and the dashboard."""
     from rich.markup import escape
 
-    from assay.extras import MissingExtra, needs_extra
+    from assay.core.extras import MissingExtra, needs_extra
     from assay.store.db import Store, StoreError, default_url
 
     err = messages()

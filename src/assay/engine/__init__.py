@@ -22,7 +22,7 @@ ask that the first answers make appear) and reduces the answers to a `MetricResu
 the judged metrics (`assay.metrics.judged.base`, the conversation metrics included;
 offline, their estimators' asks), the embedding metrics (`assay.metrics.semantic.
 EmbeddedMetric`: the semantic, rag, reliability and step-correctness metrics) and
-BERTScore (`assay.metrics.bertscore`), the last two through `assay.metric.PlannedMetric`.
+BERTScore (`assay.metrics.bertscore`), the last two through `assay.metrics.base.PlannedMetric`.
 The JSON and tool-call metrics plan the embed asks of the fields their comparison scores
 SEMANTIC (`assay.structured.scorers.semantic_asks`; the local scorer reads the vectors
 from the answers), and the toxicity metrics those of the texts the toxicity head scores

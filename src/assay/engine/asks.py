@@ -13,7 +13,7 @@ from assay.judge.client import JudgeReply
 from assay.judge.prompts import Prompt
 
 if TYPE_CHECKING:
-    from assay.resources import Resources
+    from assay.engine.resources import Resources
 
 __all__ = ["Answers", "Ask", "bertscore_ask", "embed_ask", "judge_ask", "parse_ask"]
 
@@ -56,7 +56,7 @@ def judge_ask(prompt: Prompt[Any], **values: Any) -> Ask:
 
 def embed_ask(text: str, embedder: str | None = None) -> Ask:
     """The ask for the vector of ``text``: by the run's embedder (``embedder`` None), or
-    by the embedder of that name (`assay.resources.Resources.embedder_named`; e.g. the
+    by the embedder of that name (`assay.engine.resources.Resources.embedder_named`; e.g. the
     USE encoder the toxicity head was trained on, when the run embeds with another). The
     key names the embedder, so the same text asked of two embedders is two asks."""
     if embedder is None:

@@ -25,7 +25,7 @@ answers there and reduces them without another call; a metric scored on its own
 outside a metric's plan (the structured comparison's local scorer called by
 ``assay json-eval`` or the library, the toxicity batch) calls `answer` with its asks:
 inside a chunk it reads the chunk's answers, elsewhere it runs one round of its own.
-This module is the only place asks are executed: the Ray executor (`assay.scale`) sends
+This module is the only place asks are executed: the Ray executor (`assay.evaluation.scale`) sends
 whole chunks to its workers, and each runs this executor on them, its judge requests
 taking their slots from the cluster's one judge budget.
 """
@@ -38,11 +38,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
+from assay.core.sample import Sample
 from assay.engine.asks import Answers, Ask
-from assay.sample import Sample
 
 if TYPE_CHECKING:
-    from assay.resources import Resources
+    from assay.engine.resources import Resources
 
 __all__ = ["MAX_ROUNDS", "Planner", "answer", "answered", "execute", "planned"]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from assay.redaction import known_secrets, redact_text
+from assay.core.redaction import known_secrets, redact_text
 
 __all__ = ["CachedReply", "JudgeCache", "cache_key"]
 

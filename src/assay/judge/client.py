@@ -63,7 +63,7 @@ from assay.judge.rate import TokenBucket
 from assay.judge.usage import JudgeUsage
 
 if TYPE_CHECKING:
-    from assay.config import AssayConfig
+    from assay.core.config import AssayConfig
 
 __all__ = ["STRUCTURED_MODES", "JudgeClient", "JudgeError", "JudgeReply", "SharedBudget"]
 
@@ -531,6 +531,6 @@ def _describe(error: BaseException) -> str:
 
 
 def _retry_after(error: BaseException) -> float | None:
-    from assay.judge.http import retry_after_seconds  # loaded with the transport
+    from assay.core.http import retry_after_seconds  # loaded with the transport
 
     return retry_after_seconds(getattr(error, "headers", None))

@@ -27,10 +27,6 @@ worker's CPU time (py-spy, ``benchmarks/scale.py judged``; encode/httpcore#1035)
 
 from __future__ import annotations
 
-import datetime
-import email.utils
-import math
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,7 +40,6 @@ __all__ = [
     "HTTPStatusError",
     "LinearPool",
     "linear_pool_fits",
-    "retry_after_seconds",
 ]
 
 #: where requests go when no base URL is configured (OpenAI's own API)
@@ -79,25 +74,6 @@ def _error_message(response: httpx.Response) -> str:
             return error["message"][:_ERROR_BODY_CHARS]
         return str(body)[:_ERROR_BODY_CHARS]
     return " ".join(response.text.split())[:_ERROR_BODY_CHARS]
-
-
-def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
-    """The wait a ``Retry-After`` header asks for, in seconds (0 for a time passed): a
-    number of seconds or an HTTP date; None when absent or unreadable."""
-    value = headers.get("retry-after") if headers is not None else None
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:  # an HTTP date, or something unreadable (then ignored)
-        try:
-            parsed = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError, OverflowError):
-            return None
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=datetime.UTC)
-        seconds = parsed.timestamp() - time.time()
-    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
 class LinearPool(httpcore.AsyncConnectionPool):

@@ -1,10 +1,8 @@
-"""Built-in metrics, one module per family. Importing this package registers them all."""
+"""Metrics: the base every metric derives from (`assay.metrics.base`), the registry that
+finds them by name and suite (`assay.metrics.registry`), and the built-in families, one
+module (or subpackage) per family beside them.
 
-from __future__ import annotations
-
-import importlib
-import pkgutil
-
-for _module in pkgutil.iter_modules(__path__):
-    if not _module.name.startswith("_"):
-        importlib.import_module(f"{__name__}.{_module.name}")
+Importing this package loads nothing: the registry imports every module of it on its
+first lookup (`assay.metrics.registry.load_builtin`), and each family registers its
+metrics with ``@register``. A new family is a new module here.
+"""

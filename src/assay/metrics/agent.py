@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from assay.metric import Metric, Source
-from assay.registry import register
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample, ToolCall
+from assay.core.result import MetricResult
+from assay.core.sample import Sample, ToolCall
+from assay.engine.resources import Resources
+from assay.metrics.base import Metric, Source
+from assay.metrics.registry import register
 
 __all__ = ["AgentCounts", "agent_counts", "retried_later"]
 

@@ -15,13 +15,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.engine import Answers, Ask, bertscore_ask
-from assay.metric import PlannedMetric, Source, clamp01
+from assay.engine.resources import Resources
+from assay.metrics.base import PlannedMetric, Source, clamp01
+from assay.metrics.registry import register
 from assay.models.bertscore import BERTScorer
-from assay.registry import register
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
 
 __all__ = ["BERTScore", "BERTScoreF1Raw"]
 

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from assay.metric import Metric, Source
-from assay.registry import register
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.base import Metric, Source
+from assay.metrics.registry import register
 
 __all__ = ["CITATION_PATTERNS", "CitationPattern", "citation_score", "find_citations"]
 

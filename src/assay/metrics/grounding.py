@@ -9,13 +9,13 @@ names ``relevance`` and ``completeness`` carry the pipeline specification's mean
 
 from __future__ import annotations
 
+from assay.core.extras import require
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.engine import Answers, Ask, parse_ask
-from assay.extras import require
-from assay.metric import Metric, PlannedMetric, Source, clamp01
-from assay.registry import register
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.base import Metric, PlannedMetric, Source, clamp01
+from assay.metrics.registry import register
 from assay.text.anchors import ALL_KINDS, PIPELINE_KINDS, analyse, anchor_texts
 from assay.text.tokenize import STOP_WORDS, content_words, non_blank, normalise, words
 

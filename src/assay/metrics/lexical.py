@@ -14,11 +14,11 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from assay.metric import Metric, Source, clamp01
-from assay.registry import register
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.base import Metric, Source, clamp01
+from assay.metrics.registry import register
 from assay.text.arabic import normalise_arabic
 from assay.text.lang import is_arabic
 from assay.text.quality import quality_checks

@@ -5,21 +5,21 @@ Timings are measurements (``method="measurement"``), kept in their units: millis
 milliseconds per token, tokens per second, counts. Samples store seconds; ``*_ms`` inputs
 are converted on the way in. Record them with ``assay.trace`` or pass them in the data.
 Latency distributions are long-tailed: aggregate these with p50/p90/p99
-(`assay.stats.percentiles`), not only the mean.
+(`assay.core.stats.percentiles`), not only the mean.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from assay.metric import Metric, Source
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.inputs.tracing import category_latency
 from assay.metrics.agent import agent_counts
-from assay.registry import register
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.metrics.base import Metric, Source
+from assay.metrics.registry import register
 from assay.text.tokens import count_tokens
-from assay.tracing import category_latency
 
 __all__ = ["response_token_count"]
 

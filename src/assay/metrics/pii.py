@@ -11,12 +11,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from assay.metric import Metric, Source
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.base import Metric, Source
+from assay.metrics.registry import register
 from assay.metrics.safety import MAX_FINDINGS_SHOWN, patterns_signature, safety_patterns
-from assay.registry import register
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
 from assay.text.patterns import PatternBundle
 
 __all__ = ["PiiFinding", "find_pii", "mask_value"]

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from assay.config import AssayConfig
+from assay.core.config import AssayConfig
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.engine import Answers
-from assay.metric import Metric, Source, clamp01
-from assay.registry import register
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.base import Metric, Source, clamp01
+from assay.metrics.registry import register
 from assay.text.tokenize import content_words, non_blank, words
 
 from .semantic import EmbeddedMetric, check_k, cosine, with_settings

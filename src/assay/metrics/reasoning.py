@@ -20,14 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from assay.config import AssayConfig
+from assay.core.config import AssayConfig
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.engine import Answers
-from assay.metric import Metric, Source, clamp01
+from assay.engine.resources import Resources
+from assay.metrics.base import Metric, Source, clamp01
+from assay.metrics.registry import register
 from assay.metrics.semantic import EmbeddedMetric
-from assay.registry import register
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
 from assay.text.arabic import normalise_arabic
 from assay.text.tokenize import STOP_WORDS, sentences, words
 

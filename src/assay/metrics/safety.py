@@ -22,14 +22,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from assay.core.extras import ModelUnavailable
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.engine import answer
-from assay.metric import Metric, Source, clamp01
+from assay.engine.resources import Resources
+from assay.metrics.base import Metric, Source, clamp01
+from assay.metrics.registry import register
 from assay.metrics.toxicity_plan import ToxicityPlannedMetric, model_texts, toxicity_asks
-from assay.models.embedders import ModelUnavailable
-from assay.registry import register
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
 from assay.text.patterns import Hit, PatternBundle, PatternSet, load_patterns, normalise
 from assay.text.tokenize import words
 

@@ -35,13 +35,13 @@ import bisect
 import re
 from typing import Any
 
-from assay.metric import Metric, Source
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.base import Metric, Source
 from assay.metrics.pii import find_pii
+from assay.metrics.registry import register
 from assay.metrics.safety import safety_patterns
-from assay.registry import register
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
 from assay.text.patterns import Hit, PatternBundle, load_patterns, normalise, sentence_spans
 
 __all__ = ["ATTACK_KINDS", "adversarial_suffix", "assess_attack", "security_patterns"]

@@ -15,13 +15,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from assay.config import AssayConfig
+from assay.core.config import AssayConfig
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.engine import Answers, Ask, embed_ask
-from assay.metric import PASS_THRESHOLD, PlannedMetric, Source, clamp01
-from assay.registry import register
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.base import PASS_THRESHOLD, PlannedMetric, Source, clamp01
+from assay.metrics.registry import register
 from assay.text.lang import is_arabic
 from assay.text.tokenize import non_blank, words
 

@@ -25,13 +25,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from assay.config import AssayConfig
+from assay.core.config import AssayConfig
+from assay.core.json_documents import check_document, depth_limit
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.engine import Answers, Ask, answered, execute
-from assay.metric import Metric, Source
-from assay.registry import register
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.engine.resources import Resources
+from assay.metrics.base import Metric, Source
+from assay.metrics.registry import register
 from assay.structured.batch import unreadable_json
 from assay.structured.numeric import DEFAULT_ABS_TOL, DEFAULT_REL_TOL
 from assay.structured.pipeline import (
@@ -45,7 +46,6 @@ from assay.structured.pipeline import (
 )
 from assay.structured.scorers import FieldScorer, default_scorer, semantic_asks
 from assay.structured.strategies import Strategy, StrategyConfig, StrategyConfigError
-from assay.structured.values import check_document, depth_limit
 
 __all__ = [
     "JsonAccuracy",

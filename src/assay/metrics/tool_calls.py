@@ -32,12 +32,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from assay.core.result import MetricResult
+from assay.core.sample import Sample, ToolCall
 from assay.engine import Answers, Ask, answered, execute
-from assay.metric import Metric
-from assay.registry import register
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample, ToolCall
+from assay.engine.resources import Resources
+from assay.metrics.base import Metric
+from assay.metrics.registry import register
 from assay.structured.numeric import DEFAULT_ABS_TOL, DEFAULT_REL_TOL
 from assay.structured.pipeline import EvalOptions, evaluate_many, scorer_pairs
 from assay.structured.scorers import LocalFieldScorer, semantic_asks

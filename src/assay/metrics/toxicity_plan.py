@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from assay.config import AssayConfig
+from assay.core.config import AssayConfig
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.engine import Answers, Ask, answered, embed_ask, execute
-from assay.metric import Metric
+from assay.engine.resources import Resources, use_asks_embedder
+from assay.metrics.base import Metric
 from assay.models.toxicity_head import normalise_for_toxicity
-from assay.resources import Resources, use_asks_embedder
-from assay.result import MetricResult
-from assay.sample import Sample
 from assay.text.lang import is_arabic
 
 __all__ = ["ToxicityPlannedMetric", "model_texts", "toxicity_asks"]
@@ -36,7 +36,7 @@ def toxicity_asks(
     """The embed asks whose vectors the toxicity head reads for ``texts`` under ``method``
     (default: the ``toxicity_method`` setting; none unless it is ``auto`` or ``head``):
     the non-blank normalised texts (`normalise_for_toxicity`) of those the head scores,
-    for the USE multilingual encoder it was trained on (`assay.resources.
+    for the USE multilingual encoder it was trained on (`assay.engine.resources.
     use_asks_embedder`: the run's embedder when that is USE, so the asks are the
     embedding metrics' own; else USE by name, answered by the run's USE instance)."""
     if (method or config.toxicity_method) not in ("auto", "head"):

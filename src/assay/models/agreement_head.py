@@ -1,7 +1,7 @@
 """The learned agreement head: does an answer say what the reference answer says? A
 logistic model over eleven features that relate the answer to the reference, calibrated.
 
-The features (`agreement_features`) come from `assay.judge.agreement.reference_agreement`'s
+The features (`assay.estimators.agreement.agreement_features`) come from `reference_agreement`'s
 result for the pair and from the words of both sides:
 
 ======================  =========================================================================
@@ -34,20 +34,9 @@ spaCy: where either is missing, `reference_agreement` keeps the rule score (and 
 
 from __future__ import annotations
 
-import math
-from collections import Counter
-from typing import TYPE_CHECKING
-
-import numpy as np
-
 from assay.models.logistic_head import LogisticHead
-from assay.models.support_head import longest_common_subsequence
-from assay.text.tokenize import content_words, words
 
-if TYPE_CHECKING:
-    from assay.judge.agreement import Agreement
-
-__all__ = ["FEATURES", "HEAD_FILE", "AgreementHead", "agreement_features", "content_f1"]
+__all__ = ["FEATURES", "HEAD_FILE", "AgreementHead"]
 
 #: the shipped weights, inside the package
 HEAD_FILE = "agreement_head.npz"
@@ -65,44 +54,6 @@ FEATURES: tuple[str, ...] = (
     "novel_words",
     "length_ratio",
 )
-
-
-def content_f1(answer: str, reference: str) -> float:
-    """F1 of the content-word multisets (0 when either side has none)."""
-    a, r = Counter(content_words(answer)), Counter(content_words(reference))
-    common = sum((a & r).values())
-    if not common:
-        return 0.0
-    precision, recall = common / sum(a.values()), common / sum(r.values())
-    return 2 * precision * recall / (precision + recall)
-
-
-def agreement_features(
-    question: str | None, answer: str, reference: str, agreement: Agreement
-) -> np.ndarray:
-    """The `FEATURES` of one answer against its reference; ``agreement`` is
-    `reference_agreement`'s rule-based result for the same pair (with anchors)."""
-    answer_words, reference_words = words(answer), words(reference)
-    common = longest_common_subsequence(answer_words, reference_words)
-    own = set(content_words(answer))
-    known = set(content_words(reference)) | set(content_words(question))
-    content = agreement.cosine if agreement.content_cosine is None else agreement.content_cosine
-    return np.array(
-        [
-            agreement.rule_score,
-            agreement.cosine,
-            content,
-            float(agreement.negation_mismatch),
-            float(agreement.yes_no),
-            float(len(agreement.anchor_conflicts or [])),
-            content_f1(answer, reference),
-            common / len(answer_words) if answer_words else 0.0,
-            common / len(reference_words) if reference_words else 0.0,
-            len(own - known) / len(own) if own else 0.0,
-            math.log1p(len(answer_words)) - math.log1p(len(reference_words)),
-        ],
-        dtype=np.float64,
-    )
 
 
 class AgreementHead(LogisticHead):

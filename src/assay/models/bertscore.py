@@ -71,8 +71,9 @@ from typing import Any
 
 import numpy as np
 
-from assay.config import AssayConfig, ConfigError
-from assay.models.embedders import ModelUnavailable, minilm_path
+from assay.core.config import AssayConfig, ConfigError
+from assay.core.extras import ModelUnavailable
+from assay.models.embedders import minilm_path
 
 __all__ = [
     "DEFAULT_BASELINE",

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from assay.config import AssayWarning
+from assay.core.config import AssayWarning
 
 __all__ = ["EmbeddingCache", "text_key"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from assay.models.embedders import ModelUnavailable
+from assay.core.extras import ModelUnavailable
 
 __all__ = ["model_threads", "torch_device"]
 

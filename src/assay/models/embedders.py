@@ -16,8 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from assay.core.extras import ModelUnavailable
+from assay.core.redaction import redact_url
 from assay.models.cache import EmbeddingCache
-from assay.redaction import redact_url
 
 __all__ = [
     "E5_SPECS",
@@ -25,7 +26,6 @@ __all__ = [
     "E5SmallEmbedder",
     "Embedder",
     "EmbeddingServerError",
-    "ModelUnavailable",
     "OpenAICompatibleEmbedder",
     "SentenceTransformerEmbedder",
     "USEMultilingualEmbedder",
@@ -44,10 +44,6 @@ E5_SPECS = frozenset({"e5-small", "multilingual-e5-small"})
 
 #: distinct (text, text) similarities kept per embedder; the memo starts over when full
 _SIMILARITY_MEMO_LIMIT = 100_000
-
-
-class ModelUnavailable(RuntimeError):
-    """A model cannot be loaded; the message names the package or path to fix it."""
 
 
 class EmbeddingServerError(RuntimeError):
@@ -339,7 +335,7 @@ class OpenAICompatibleEmbedder(Embedder):
     def _post(self, body: dict[str, object]) -> dict[str, object]:
         import httpx
 
-        from assay.judge.http import retry_after_seconds
+        from assay.core.http import retry_after_seconds
 
         for attempt in range(self._max_retries + 1):
             wait = min(30.0, 0.5 * 2**attempt)

@@ -2,7 +2,7 @@
 model over sixteen support features, calibrated.
 
 The features (`support_features`) describe one text against its evidence; the first four
-come from `assay.judge.estimators.sentence_support`'s per-sentence rows (embedding cosine
+come from `assay.estimators.offline.sentence_support`'s per-sentence rows (embedding cosine
 and content-word share), the rest from words alone:
 
 ============================  ==================================================================

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from assay.models.embedders import ModelUnavailable
+from assay.core.extras import ModelUnavailable
 
 __all__ = ["ToxicityModel"]
 

@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from assay.models.embedders import Embedder, ModelUnavailable
+from assay.core.extras import ModelUnavailable
+from assay.models.embedders import Embedder
 from assay.models.logistic_head import load_head_arrays
 
 __all__ = ["HEAD_FILE", "ToxicityHead", "normalise_for_toxicity"]

@@ -28,28 +28,24 @@ from pydantic import (
     field_validator,
 )
 
-from assay import jsonout
-from assay.jsonout import to_jsonable
-from assay.redaction import known_secrets, redact
-from assay.registry import list_metrics, metric_names, suite_names
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.core import jsonout
+from assay.core.jsonout import to_jsonable
+from assay.core.redaction import known_secrets, redact
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
+from assay.metrics.registry import list_metrics, metric_names, suite_names
+from assay.server.app_state import app_resources
 from assay.server.errors import ERROR_RESPONSES, StrictJSONResponse, store_read
-from assay.server.inputs import parse_json_file, reject_unencodable
+from assay.server.inputs import MAX_HOURS, MAX_OFFSET, parse_json_file, reject_unencodable
 from assay.server.transcripts import sample_view
 from assay.server.views import compare_view
 from assay.store.db import Store
 
-__all__ = ["CONFIG_NAME_PATTERN", "MAX_HOURS", "MAX_OFFSET", "router"]
+__all__ = ["CONFIG_NAME_PATTERN", "router"]
 
 router = APIRouter(prefix="/api", responses=ERROR_RESPONSES)
 
 CONFIG_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
-#: longest statistics window (100 years): a longer one is no window, and past ~2000
-#: years the start date would fall before year 1 (a 500 instead of an answer)
-MAX_HOURS = 24 * 366 * 100
-#: largest row offset: beyond it there is nothing to page to, and SQLite integers end
-MAX_OFFSET = 1_000_000_000
 #: largest sample index (the store's 32-bit integer column on PostgreSQL)
 MAX_SAMPLE_INDEX = 2**31 - 1
 Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Rows to skip.")]
@@ -283,10 +279,9 @@ def evaluate(request: Request, req: EvaluateRequest) -> dict[str, Any]:
     Body: ``{"samples": [...], "metrics": [...], "suites": [...] | "suite": "...",
     "store": false, "run_name": null, "tags": {}}``. Default metrics: the ``base`` suite.
     """
-    from assay.models.embedders import ModelUnavailable
-    from assay.registry import resolve_metrics
-    from assay.runner import evaluate as run_evaluate
-    from assay.server.app import app_resources
+    from assay.core.extras import ModelUnavailable
+    from assay.evaluation.runner import evaluate as run_evaluate
+    from assay.metrics.registry import resolve_metrics
     from assay.store.recorder import RunRecorder, sample_status
 
     limit = request.app.state.max_samples
@@ -416,8 +411,7 @@ class JsonEvalRequest(BaseModel):
 def json_eval(request: Request, body: JsonEvalRequest) -> Response:
     """Completeness, hallucination, accuracy and RQS of one JSON output with the per-field
     breakdown (strategy, source, similarity, threshold, score, reason) and key buckets."""
-    from assay.models.embedders import ModelUnavailable
-    from assay.server.app import app_resources
+    from assay.core.extras import ModelUnavailable
     from assay.structured import (
         EvalOptions,
         LocalFieldScorer,

@@ -21,6 +21,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from assay.core.version import __version__
+from assay.server import api, pages
 from assay.server.errors import StrictJSONResponse, install_error_handlers
 from assay.server.guard import ALLOWED_HOSTS_ENV, WRITE_METHODS, RequestGuard
 from assay.store.db import Store, default_url
@@ -28,7 +30,7 @@ from assay.store.db import Store, default_url
 if TYPE_CHECKING:
     from starlette.middleware.base import RequestResponseEndpoint
 
-    from assay.resources import Resources
+    from assay.engine.resources import Resources
 
 __all__ = ["MAX_BODY_ENV", "TOKEN_ENV", "WRITE_METHODS", "create_app", "plotly_js_path"]
 
@@ -89,7 +91,7 @@ def create_app(
         token: bearer token required on every write request; default ``ASSAY_API_TOKEN``.
             Empty means no token (writes open: bind to loopback only).
         resources: shared models for ``/api/evaluate`` and ``/api/json-eval``
-            (default: the process-wide `assay.resources.default_resources`).
+            (default: the process-wide `assay.engine.resources.default_resources`).
         max_samples: most samples one ``POST /api/evaluate`` may carry.
         max_body_bytes: largest request body accepted, counted on the bytes received
             (chunked bodies too); larger ones get 413 before anything is scored. Default
@@ -98,8 +100,6 @@ def create_app(
             (behind a proxy: its public name); default ``ASSAY_ALLOWED_HOSTS``, comma
             separated.
     """
-    from assay.server import api, pages
-
     token = token if token is not None else os.environ.get(TOKEN_ENV)
     if max_body_bytes is None:
         max_body_bytes = _body_limit_from_env()
@@ -112,7 +112,7 @@ def create_app(
             "metrics are stored 0..1; `display` values are the 0–100 view; performance "
             "metrics keep their unit (ms, tokens/s)."
         ),
-        version=_version(),
+        version=__version__,
         docs_url=None,  # served below from the local swagger-ui-bundle package
         redoc_url=None,
         openapi_url="/openapi.json",
@@ -184,21 +184,3 @@ def _body_limit_from_env() -> int:
     if not (text.isascii() and text.isdigit()) or int(text) == 0:
         raise ValueError(f"{MAX_BODY_ENV}={text!r}: give a positive whole number of bytes")
     return int(text)
-
-
-def _version() -> str:
-    try:
-        from assay import __version__
-
-        return __version__
-    except ImportError:  # pragma: no cover - partial install
-        return "0"
-
-
-def app_resources(app: Any) -> Resources:
-    """The app's shared models (created on first use)."""
-    if app.state.resources is None:
-        from assay.resources import default_resources
-
-        app.state.resources = default_resources()
-    return app.state.resources

@@ -13,7 +13,7 @@ most `MAX_ITEMS` problems are listed.
 `store_read` turns a store aggregation that fails on the stored values into a 503 that
 says so (never a 500).
 
-`StrictJSONResponse` is the app's response class: it writes through `assay.jsonout`, so
+`StrictJSONResponse` is the app's response class: it writes through `assay.core.jsonout`, so
 no NaN or Infinity token leaves the server.
 """
 
@@ -30,7 +30,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
-from assay.jsonout import dumps
+from assay.core.jsonout import dumps
 
 __all__ = [
     "ERROR_RESPONSES",
@@ -55,7 +55,7 @@ def well_formed(text: str) -> str:
 
 
 class StrictJSONResponse(JSONResponse):
-    """JSON through `assay.jsonout.dumps`: standard JSON only (non-finite numbers -> null),
+    """JSON through `assay.core.jsonout.dumps`: standard JSON only (non-finite numbers -> null),
     always valid UTF-8 (see `well_formed`)."""
 
     def render(self, content: Any) -> bytes:

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from assay.jsonout import dumps
+from assay.core.jsonout import dumps
 
 __all__ = ["ALLOWED_HOSTS_ENV", "LOOPBACK_HOSTS", "WRITE_METHODS", "RequestGuard", "host_name"]
 

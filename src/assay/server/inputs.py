@@ -15,7 +15,20 @@ from typing import Any
 
 from fastapi import HTTPException
 
-__all__ = ["MAX_IMPORT_BYTES", "parse_json_file", "reject_unencodable", "unencodable_at"]
+__all__ = [
+    "MAX_HOURS",
+    "MAX_IMPORT_BYTES",
+    "MAX_OFFSET",
+    "parse_json_file",
+    "reject_unencodable",
+    "unencodable_at",
+]
+
+#: longest statistics window (100 years): a longer one is no window, and past ~2000
+#: years the start date would fall before year 1 (a 500 instead of an answer)
+MAX_HOURS = 24 * 366 * 100
+#: largest row offset: beyond it there is nothing to page to, and SQLite integers end
+MAX_OFFSET = 1_000_000_000
 
 MAX_IMPORT_BYTES = 1_000_000
 

@@ -18,9 +18,9 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from assay import jsonout
-from assay.server.api import MAX_HOURS
+from assay.core import jsonout
 from assay.server.errors import store_read
+from assay.server.inputs import MAX_HOURS
 from assay.server.transcripts import page_sample, readable
 from assay.server.views import REPORT_TAGS, compare_view, metric_families
 from assay.store.db import Store

@@ -24,7 +24,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from assay import jsonout
+from assay.core import jsonout
 from assay.store.transcript import OMITTED_KEY
 
 __all__ = [

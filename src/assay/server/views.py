@@ -29,7 +29,7 @@ def metric_families(averages: dict[str, dict[str, Any]]) -> dict[str, list[dict[
     Stored metrics the registry does not know are listed under their recorded family
     (``other``). Families are sorted by name, metrics within a family by name.
     """
-    from assay.registry import list_metrics
+    from assay.metrics.registry import list_metrics
 
     families: dict[str, list[dict[str, Any]]] = defaultdict(list)
     known: set[str] = set()

@@ -27,11 +27,11 @@ from sqlalchemy import Connection, Engine, create_engine, delete, event, select
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from assay.extras import missing_extra
-from assay.jsonout import to_jsonable
-from assay.redaction import known_secrets, redact, redact_text, redact_url
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.core.extras import missing_extra
+from assay.core.jsonout import to_jsonable
+from assay.core.redaction import known_secrets, redact, redact_text, redact_url
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.store.models import (
     FieldStrategyConfig,
     QualityCheck,
@@ -440,7 +440,7 @@ class Store:
 
     def compare(self, a: str, b: str, seed: int = 0) -> list[dict[str, Any]]:
         """Compare selections ``RUN_ID``, ``key=value`` or ``RUN_ID:key=value``."""
-        from assay.compare import compare
+        from assay.store.compare import compare
         from assay.store.selections import Selection
 
         with self.session() as session:

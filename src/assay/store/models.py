@@ -35,6 +35,7 @@ from sqlalchemy.types import TypeDecorator
 
 __all__ = [
     "NUL_REPLACEMENT",
+    "UNGATED",
     "Base",
     "FieldStrategyConfig",
     "MetricSnapshot",
@@ -127,8 +128,14 @@ class Run(Base):
     results: Mapped[list[TestResult]] = relationship(back_populates="run")
 
 
+#: the status of a sample that no metric's threshold decided: it neither passed nor
+#: failed, and pass rates leave it out (the dashboard shows "no gate")
+UNGATED = "ungated"
+
+
 class TestResult(Base):
-    """One test (pytest) or one sample (CLI/API) with its outcome and duration (seconds)."""
+    """One test (pytest) or one sample (CLI/API) with its outcome and duration (seconds):
+    ``status`` is passed, failed, error, skipped (pytest) or `UNGATED`."""
 
     __tablename__ = "test_results"
     __table_args__ = (
@@ -203,7 +210,7 @@ class ScoringDetail(Base):
     reason: Mapped[str | None] = mapped_column(SafeText)
     error: Mapped[str | None] = mapped_column(SafeText)
     details: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    # the result's components (sub-scores) and signature (`assay.result`); NULL on rows
+    # the result's components (sub-scores) and signature (`assay.core.result`); NULL on rows
     # written before revision 0004
     components: Mapped[dict[str, Any] | None] = mapped_column(SafeJSON)
     signature: Mapped[str | None] = mapped_column(SafeText)

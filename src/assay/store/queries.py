@@ -1,6 +1,7 @@
 """Dashboard aggregations of the chatbot hub, computed in SQL over the store.
 
-- pass rate = passed / total × 100
+- pass rate = passed / gated × 100, where gated = total - ungated: a sample no metric's
+  threshold decided (status ``ungated``, shown as "no gate") neither passes nor fails
 - average duration = AVG(duration) (seconds)
 - timeout rate = COUNT(duration > 30 OR status = 'skipped') / total × 100
 - metric averages = AVG(metric_value) per metric over non-null values (None is skipped,
@@ -8,7 +9,7 @@
 - health = (pass_rate + reliability × 100) / 2 with reliability = mean of the available
   averages of output_stability, output_validity, schema_compliance; with none of them,
   health is the pass rate alone (``health_basis`` says which)
-- safety (the hub's formula) and safety index: see `assay.safety_scores` (None, with
+- safety (the hub's formula) and safety index: see `assay.evaluation.safety_scores` (None, with
   ``safety_problem`` saying why, when a stored average is off the 0..1 scale)
 - trends = (current − previous) / previous × 100 for the last 24 h against the 24 h before
 - history: hourly buckets of test results and of metric values
@@ -25,8 +26,9 @@ from sqlalchemy import Select, case, delete, func, or_, select
 from sqlalchemy.exc import DataError
 from sqlalchemy.orm import Session
 
-from assay.stats import mean as finite_mean
+from assay.core.stats import mean as finite_mean
 from assay.store.models import (
+    UNGATED,
     MetricSnapshot,
     QualityCheck,
     Run,
@@ -59,7 +61,7 @@ RELIABILITY_METRICS = ("output_stability", "output_validity", "schema_compliance
 def metric_meta(name: str) -> tuple[str, bool, str, str]:
     """(unit, higher_is_better, family, description) of a registered metric; a ratio of
     family "other" for a name no metric has (results stored by another version)."""
-    from assay.registry import metric_class
+    from assay.metrics.registry import metric_class
 
     try:
         cls = metric_class(name)
@@ -206,6 +208,13 @@ def _all_time_averages(session: Session, names: Sequence[str] | None) -> dict[st
     }
 
 
+def pass_rate(passed: int | None, total: int | None, ungated: int | None) -> float | None:
+    """Passed samples × 100 over the samples a threshold decided (``total - ungated``);
+    None when none was decided."""
+    gated = int(total or 0) - int(ungated or 0)
+    return 100.0 * int(passed or 0) / gated if gated > 0 else None
+
+
 def _test_counts(
     session: Session, run_id: str | None, since: datetime | None, until: datetime | None
 ) -> dict[str, Any]:
@@ -216,13 +225,16 @@ def _test_counts(
         func.sum(case((TestResult.status == "failed", 1), else_=0)),
         func.sum(case((TestResult.status == "skipped", 1), else_=0)),
         func.sum(case((TestResult.status == "error", 1), else_=0)),
+        func.sum(case((TestResult.status == UNGATED, 1), else_=0)),
         func.avg(TestResult.duration),
         func.sum(case((timeout, 1), else_=0)),
     )
     if run_id is not None:
         stmt = stmt.where(TestResult.run_id == run_id)
     stmt = _window(stmt, TestResult.timestamp, since, until)
-    total, passed, failed, skipped, errors, avg_duration, timeouts = session.execute(stmt).one()
+    total, passed, failed, skipped, errors, ungated, avg_duration, timeouts = session.execute(
+        stmt
+    ).one()
     total = int(total or 0)
     return {
         "total": total,
@@ -230,7 +242,8 @@ def _test_counts(
         "failed": int(failed or 0),
         "skipped": int(skipped or 0),
         "errors": int(errors or 0),
-        "pass_rate": (100.0 * int(passed or 0) / total) if total else None,
+        "ungated": int(ungated or 0),
+        "pass_rate": pass_rate(passed, total, ungated),
         "avg_duration": float(avg_duration) if avg_duration is not None else None,
         "timeout_rate": (100.0 * int(timeouts or 0) / total) if total else None,
     }
@@ -262,7 +275,7 @@ def _safety(plain: dict[str, float]) -> tuple[float | None, float | None, str | 
     """(hub safety score, safety index, problem) on the 0..1 scale. A stored average off that
     scale (a value written by hand or by an old version) makes both None with the problem
     stated, instead of failing the whole overview."""
-    from assay.safety_scores import hub_safety_score, safety_index
+    from assay.evaluation.safety_scores import hub_safety_score, safety_index
 
     try:
         return hub_safety_score(plain), safety_index(plain), None
@@ -337,6 +350,7 @@ def history(
             bucket,
             func.count(),
             func.sum(case((TestResult.status == "passed", 1), else_=0)),
+            func.sum(case((TestResult.status == UNGATED, 1), else_=0)),
             func.avg(TestResult.duration),
         )
         .where(TestResult.timestamp >= since)
@@ -367,10 +381,10 @@ def history(
                 "bucket": b,
                 "total": int(total),
                 "passed": int(passed or 0),
-                "pass_rate": 100.0 * int(passed or 0) / int(total) if total else None,
+                "pass_rate": pass_rate(passed, total, ungated),
                 "avg_duration": float(avg) if avg is not None else None,
             }
-            for b, total, passed, avg in tests
+            for b, total, passed, ungated, avg in tests
         ],
         "metrics": series,
     }
@@ -411,13 +425,14 @@ def runs(
             TestResult.run_id,
             func.count().label("n"),
             func.sum(case((TestResult.status == "passed", 1), else_=0)).label("passed"),
+            func.sum(case((TestResult.status == UNGATED, 1), else_=0)).label("ungated"),
             func.avg(TestResult.duration).label("avg_duration"),
         )
         .group_by(TestResult.run_id)
         .subquery()
     )
     stmt = (
-        select(Run, counts.c.n, counts.c.passed, counts.c.avg_duration)
+        select(Run, counts.c.n, counts.c.passed, counts.c.ungated, counts.c.avg_duration)
         .outerjoin(counts, counts.c.run_id == Run.id)
         .order_by(Run.started_at.desc())
         .limit(limit)
@@ -427,7 +442,7 @@ def runs(
         stmt = stmt.where(Run.id.in_(list(run_ids)))
     rows = session.execute(stmt)
     out = []
-    for run, n, passed, avg_duration in rows:
+    for run, n, passed, ungated, avg_duration in rows:
         n = int(n or 0)
         out.append(
             {
@@ -439,7 +454,7 @@ def runs(
                 "started_at": run.started_at.isoformat(),
                 "finished_at": run.finished_at.isoformat() if run.finished_at else None,
                 "samples": n,
-                "pass_rate": 100.0 * int(passed or 0) / n if n else None,
+                "pass_rate": pass_rate(passed, n, ungated),
                 "avg_duration": float(avg_duration) if avg_duration is not None else None,
                 "metrics": list(run.metrics or []),
                 "tags": run.tags or {},

@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from assay.config import AssayConfig
-from assay.metric import Metric
-from assay.registry import metric_class
-from assay.result import MetricResult
-from assay.runner import applied_threshold, passes
-from assay.sample import Sample
+from assay.core.config import AssayConfig
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
+from assay.evaluation.runner import applied_threshold, passes
+from assay.metrics.base import Metric
+from assay.metrics.registry import metric_class
 from assay.store.db import Store
+from assay.store.models import UNGATED
 from assay.text.quality import quality_checks
 
 __all__ = ["RunRecorder", "sample_status"]
@@ -26,17 +27,21 @@ def sample_status(
     metrics: Sequence[Metric], results: dict[str, MetricResult], config: AssayConfig
 ) -> str:
     """``error`` if a metric failed to compute, ``failed`` if a value misses its threshold,
-    else ``passed``. Metrics without a threshold, and None values, do not decide."""
+    ``passed`` if at least one value met its threshold and none missed, else `UNGATED`:
+    metrics without a threshold, and None values, do not decide."""
     if any(r.error for r in results.values()):
         return "error"
+    decided = False
     for metric in metrics:
         result = results.get(metric.name)
         if result is None or result.value is None:
             continue
         threshold = applied_threshold(metric, result, config)
-        if threshold is not None and not passes(metric, result.value, threshold):
-            return "failed"
-    return "passed"
+        if threshold is not None:
+            if not passes(metric, result.value, threshold):
+                return "failed"
+            decided = True
+    return "passed" if decided else UNGATED
 
 
 class RunRecorder:

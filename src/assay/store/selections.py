@@ -1,6 +1,6 @@
 """What one side of a comparison reads from the store: a `Selection` (a run and/or a
 sample tag value), its metric values keyed for pairing, and the signatures of its
-results. `assay.compare` computes the statistics from them."""
+results. `assay.store.compare` computes the statistics from them."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from assay.store.models import Run, ScoringDetail, TestResult
-from assay.store.queries import display_value, metric_meta
+from assay.store.models import UNGATED, Run, ScoringDetail, TestResult
+from assay.store.queries import display_value, metric_meta, pass_rate
 
 __all__ = ["MISSING_TAG", "tag_groups"]
 
@@ -33,6 +33,7 @@ def tag_groups(session: Session, run_id: str, tag: str) -> dict[str, Any] | None
     group_of: dict[int, str] = {}
     samples: dict[str, int] = defaultdict(int)
     passed: dict[str, int] = defaultdict(int)
+    ungated: dict[str, int] = defaultdict(int)
     for row_id, tags, status in session.execute(
         select(TestResult.id, TestResult.tags, TestResult.status).where(TestResult.run_id == run_id)
     ):
@@ -41,6 +42,7 @@ def tag_groups(session: Session, run_id: str, tag: str) -> dict[str, Any] | None
         group_of[row_id] = key
         samples[key] += 1
         passed[key] += status == "passed"
+        ungated[key] += status == UNGATED
     label = ScoringDetail.details["label"].as_string()
     sums: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0])
     labels: dict[str, dict[str, dict[str, int]]] = defaultdict(
@@ -82,7 +84,7 @@ def tag_groups(session: Session, run_id: str, tag: str) -> dict[str, Any] | None
                 "value": key,
                 "samples": samples[key],
                 "passed": passed[key],
-                "pass_rate": 100.0 * passed[key] / samples[key] if samples[key] else None,
+                "pass_rate": pass_rate(passed[key], samples[key], ungated[key]),
                 "metrics": per_metric,
                 "labels": {m: dict(c) for m, c in sorted(labels[key].items())},
             }

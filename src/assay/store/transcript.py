@@ -6,7 +6,7 @@ into the JSON the ``test_results`` columns of the same names hold:
 - each item as ``model_dump(mode="json", exclude_none=True)``: a turn is ``{"role",
   "content", "tool_calls", "tool_call_id", "name"}``, a step ``{"name", "arguments",
   "ok", "error", "latency", "kind", "result"}`` (extra keys a log carried are kept);
-- redacted as metric evidence is (`assay.redaction.redact` with ``by_name=False``: known
+- redacted as metric evidence is (`assay.core.redaction.redact` with ``by_name=False``: known
   secret values, URL passwords and bearer tokens are cut out of every string; keys are
   the user's data and are kept);
 - bounded: at most `MAX_STORED_ITEMS` items (then one last item ``{"omitted": n}`` says
@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from assay.redaction import redact
+from assay.core.redaction import redact
 
 __all__ = [
     "MAX_STORED_CHARS",
@@ -80,7 +80,7 @@ def stored_items(
     items: Sequence[BaseModel] | None, secrets: Sequence[str]
 ) -> list[dict[str, Any]] | None:
     """The stored form of ``items`` (module docstring); None for None. ``secrets`` are the
-    values to cut out (`assay.redaction.known_secrets`)."""
+    values to cut out (`assay.core.redaction.known_secrets`)."""
     if items is None:
         return None
     kept = [item.model_dump(mode="json", exclude_none=True) for item in items[:MAX_STORED_ITEMS]]

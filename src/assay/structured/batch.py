@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from assay.config import load_config
-from assay.io import InputError, InputErrors
-from assay.models.embedders import ModelUnavailable
-from assay.sample import FIELD_ALIASES
+from assay.core.config import load_config
+from assay.core.extras import ModelUnavailable
+from assay.core.json_documents import check_document, depth_limit
+from assay.core.sample import FIELD_ALIASES
+from assay.inputs.records import InputError, InputErrors
 from assay.structured.pipeline import EvalOptions, JsonEvalResult, evaluate_many
 from assay.structured.scorers import FieldScorer
 from assay.structured.strategies import StrategyConfig
-from assay.structured.values import check_document, depth_limit
 
 __all__ = [
     "DocPair",
@@ -226,7 +226,7 @@ def pairs_from_jsonl(path: Path) -> list[DocPair]:
 def load_pairs(paths: Sequence[str | Path]) -> list[DocPair]:
     """Pairs from ``[GT, OUT]`` (two files or two directories) or ``[PAIRS.jsonl]``.
 
-    Raises `assay.io.InputErrors` when the input as a whole is unusable.
+    Raises `assay.inputs.records.InputErrors` when the input as a whole is unusable.
     """
     paths = [Path(p) for p in paths]
     for p in paths:

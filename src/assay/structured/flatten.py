@@ -19,7 +19,7 @@ Nested documents are flattened *jointly* into leaf fields named by dotted paths
 - ``flatten=False`` keeps the specification's flat behaviour: top-level keys only, nested values
   compared whole.
 
-Both documents are checked first (`assay.structured.values.check_document`): nesting deeper
+Both documents are checked first (`assay.core.json_documents.check_document`): nesting deeper
 than the depth limit (``max_json_depth``, default 500; `depth_limit` raises it for a block),
 or object keys JSON cannot hold, is a ValueError naming the place; keys of
 a Python ``dict`` are matched by their JSON name (``1`` and ``"1"`` are the same field).
@@ -31,9 +31,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from assay.core.json_documents import check_document, key_name
 from assay.structured.paths import ROOT, WILDCARD, join
 from assay.structured.strategies import StrategyConfig
-from assay.structured.values import check_document, is_null, key_name
+from assay.structured.values import is_null
 
 __all__ = ["BUCKETS", "FlatPair", "KeyClassification", "classify", "flatten_pair"]
 

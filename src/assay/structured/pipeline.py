@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from assay.core.json_documents import json_safe
 from assay.structured.flatten import (
     FlatPair,
     KeyClassification,
@@ -34,12 +35,7 @@ from assay.structured.numeric import (
 )
 from assay.structured.scorers import FieldScorer, as_pair_scores, default_scorer
 from assay.structured.strategies import Strategy, StrategyConfig, auto_strategy
-from assay.structured.values import (
-    as_text,
-    canonical,
-    detect_type,
-    json_safe,
-)
+from assay.structured.values import as_text, canonical, detect_type
 
 __all__ = [
     "EvalOptions",
@@ -206,7 +202,7 @@ class FieldResult:
     IGNORE: None); ``score`` is the 0/1 accuracy credit (None for IGNORE). ``source`` is
     ``config`` or ``auto``; ``value_type`` the detected type of the GT value; ``method``
     ``pattern``/``local``/``llm``/``none``; ``scorer`` what computed the similarity.
-    ``to_dict`` renders the values JSON-safe (`assay.structured.values.json_safe`).
+    ``to_dict`` renders the values JSON-safe (`assay.core.json_documents.json_safe`).
     """
 
     field: str

@@ -25,7 +25,7 @@ from rapidfuzz.utils import default_process
 
 if TYPE_CHECKING:
     from assay.engine import Ask
-    from assay.resources import Resources
+    from assay.engine.resources import Resources
 
 __all__ = [
     "FieldScorer",
@@ -141,7 +141,7 @@ class LocalFieldScorer:
     @property
     def resources(self) -> Resources:
         if self._resources is None:
-            from assay.resources import default_resources
+            from assay.engine.resources import default_resources
 
             self._resources = default_resources()
         return self._resources

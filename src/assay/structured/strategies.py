@@ -198,9 +198,9 @@ class StrategyConfig(Mapping[str, Strategy]):
 
     def save(self, path: str | Path) -> None:
         """Write the config as a JSON object (the format `load` reads)."""
-        # imported here: assay.jsonout imports assay.structured.values, whose package
+        # imported here: assay.core.jsonout imports assay.structured.values, whose package
         # imports this module, so a top-level import is a cycle when jsonout comes first
-        from assay.jsonout import dumps
+        from assay.core.jsonout import dumps
 
         Path(path).write_text(dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
 

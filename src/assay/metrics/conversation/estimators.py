@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from assay.text.tokenize import content_words, sentences
 
 if TYPE_CHECKING:
-    from assay.resources import Resources
+    from assay.engine.resources import Resources
     from assay.text.patterns import PatternSet
 
 __all__ = [

@@ -12,10 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.engine import Answers, Ask, judge_ask
-from assay.judge.estimators import distinct_texts, uncertainty_phrase
-from assay.metric import clamp01
+from assay.engine.resources import Resources
+from assay.estimators.offline import distinct_texts, uncertainty_phrase
 from assay.metrics.agent import retried_later
+from assay.metrics.base import clamp01
 from assay.metrics.conversation.estimators import (
     SATISFIED_COSINE,
     questions,
@@ -24,16 +27,13 @@ from assay.metrics.conversation.estimators import (
 from assay.metrics.conversation.prompts import CONVERSATION_OUTCOME
 from assay.metrics.conversation.transcript import has_conversation, messages, transcript
 from assay.metrics.judged.base import JudgedMetric, embed_asks
+from assay.metrics.registry import register
 from assay.metrics.semantic import cosine
-from assay.registry import register
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
 from assay.text.patterns import load_patterns
 from assay.text.tokenize import content_words
 
 if TYPE_CHECKING:
-    from assay.steps import Turn
+    from assay.core.steps import Turn
     from assay.text.patterns import PatternSet
 
 __all__ = [
@@ -205,11 +205,13 @@ class _GoalMetric(_OutcomeMetric):
 
 @register
 class AgentGoalAccuracy(_GoalMetric):
-    """Whether the conversation or agent run reached the expected outcome: 1 or 0.
+    """Whether the conversation or agent run reached the expected outcome: 0..1.
 
     Formula: the judge states the end state the run reached and answers whether it
     achieves ``expected_outcome``: 1 when it does, else 0. Inputs: turns (or an agent run:
-    query, trace and response) and expected_outcome. Range {0, 1}, higher is better.
+    query, trace and response) and expected_outcome. Range 0..1, higher is better: the
+    judge's value is 1 or 0, the local estimator's a graded similarity (unit ``ratio``,
+    not ``bool``: offline it is no verdict).
     Local estimator ``outcome_similarity``: the best embedding cosine of
     ``expected_outcome`` with an assistant message or a successful tool step's result
     (the end state may be stated before the closing small talk; refusals and "I don't
@@ -222,6 +224,7 @@ class AgentGoalAccuracy(_GoalMetric):
 
     name = "agent_goal_accuracy"
     requires = ("expected_outcome",)
+    unit = "ratio"
     estimator = "outcome_similarity"
 
     def reduce(self, sample: Sample, answers: Answers) -> MetricResult:

@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from assay.sample import Sample
-from assay.steps import ToolCall, Turn
+from assay.core.sample import Sample
+from assay.core.steps import ToolCall, Turn
 
 __all__ = [
     "DEFAULT_WINDOW",

@@ -15,9 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.engine import Answers, Ask, judge_ask
-from assay.judge.estimators import distinct_texts, uncertainty_phrase
-from assay.metric import clamp01
+from assay.engine.resources import Resources
+from assay.estimators.offline import distinct_texts, uncertainty_phrase
+from assay.metrics.base import clamp01
 from assay.metrics.conversation.estimators import (
     ALLOWED_TOPIC_COSINE,
     persona_breaks,
@@ -34,11 +37,8 @@ from assay.metrics.conversation.transcript import (
     reviewed_turns,
 )
 from assay.metrics.judged.base import JudgedMetric, embed_asks
+from assay.metrics.registry import register
 from assay.metrics.semantic import cosine
-from assay.registry import register
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
 
 __all__ = [
     "ConversationMetric",

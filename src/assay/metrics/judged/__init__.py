@@ -6,7 +6,7 @@ declares the judge asks a sample needs (its plan: the specifications' prompts of
 `assay.judge.prompts` with the sample's values), the engine (`assay.engine`) asks each
 distinct one once, concurrently, and the metric reduces the answers; its result says
 ``method="llm"``. Without a judge, each falls back to a named local estimator
-(`assay.judge.estimators`) and says ``method="local"`` with ``details["estimator"]``; the
+(`assay.estimators.offline`) and says ``method="local"`` with ``details["estimator"]``; the
 estimator's texts are planned as embed asks and executed by the same engine (each
 distinct text of a chunk embedded once, whichever metrics compare it), and the reference
 agreement that ``factual_accuracy`` and ``answer_classification`` share is computed once

@@ -16,8 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.engine import Answers, Ask, answered, embed_ask, execute, judge_ask, parse_ask
-from assay.judge.estimators import (
+from assay.engine.resources import Resources
+from assay.estimators.offline import (
     Support,
     fitting_support_head,
     sentence_support,
@@ -25,11 +28,8 @@ from assay.judge.estimators import (
 )
 from assay.judge.prompts import Prompt
 from assay.judge.verdicts import ScoreVerdict
-from assay.metric import PASS_THRESHOLD, Metric
+from assay.metrics.base import PASS_THRESHOLD, Metric
 from assay.metrics.judged.formulas import unit_score
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
 from assay.text.anchors import anchor_texts
 
 #: ``needs`` of the judged metrics whose local estimator checks claim anchors (spaCy)

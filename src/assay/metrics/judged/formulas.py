@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from assay.metric import clamp01
+from assay.metrics.base import clamp01
 
 __all__ = [
     "FACTUAL_ACCURACY_WEIGHTS",

@@ -16,21 +16,24 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.engine import Answers, Ask, embed_ask, judge_ask
-from assay.judge.client import JudgeReply
-from assay.judge.estimators import (
+from assay.engine.resources import Resources
+from assay.estimators.offline import (
     CONTEXT_RELEVANCE_THRESHOLD,
     SUPPORT_THRESHOLD,
     context_similarity,
     context_similarity_texts,
 )
+from assay.judge.client import JudgeReply
 from assay.judge.prompts import (
     ANSWER_QUESTIONS,
     ANSWER_RELEVANCE_DIRECT,
     RAG_VERDICTS,
     RagVerdicts,
 )
-from assay.metric import Source
+from assay.metrics.base import Source
 from assay.metrics.judged.base import (
     SUPPORT_NEEDS,
     JudgedMetric,
@@ -47,10 +50,7 @@ from assay.metrics.judged.formulas import (
     unit_score,
 )
 from assay.metrics.judged.rubric import QuestionAnswerCosineEstimate
-from assay.registry import register
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.metrics.registry import register
 
 __all__ = [
     "RagasAnswerRelevance",

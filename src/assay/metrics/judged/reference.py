@@ -7,22 +7,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.engine import Answers, Ask, judge_ask, parse_ask
-from assay.judge.agreement import (
+from assay.engine.resources import Resources
+from assay.estimators.agreement import (
     Agreement,
     agreement_parse_texts,
     reference_agreement,
     reference_agreement_texts,
 )
-from assay.judge.estimators import sentence_support, sentence_support_texts, uncertainty_phrase
-from assay.metric import Source
+from assay.estimators.offline import sentence_support, sentence_support_texts, uncertainty_phrase
+from assay.metrics.base import Source
 from assay.metrics.judged.base import AGREEMENT_NEEDS, JudgedMetric, embed_asks, parses_or_none
 from assay.metrics.judged.formulas import FACTUAL_ACCURACY_WEIGHTS, factual_grade
 from assay.metrics.judged.shared_prompts import REFERENCE_VERDICTS
-from assay.registry import register
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.metrics.registry import register
 
 __all__ = ["AGREEMENT_THRESHOLD", "AnswerClassification", "FactualAccuracy"]
 
@@ -196,7 +196,7 @@ class AnswerClassification(JudgedMetric):
     answer and reference after removing the question's content words, halved by each
     contradiction cue: a negation on one side only when neither is hedged, a number, date
     or entity the two state differently, yes/no disagreement; see
-    `assay.judge.agreement.reference_agreement` — and word-overlap features) is at least
+    `assay.estimators.agreement.reference_agreement` — and word-overlap features) is at least
     the head's threshold (0.57, balanced accuracy on TruthfulQA dev's out-of-fold
     probabilities; ``details["threshold"]``); the probability is the ``agreement``
     component. Without spaCy or with another embedder than the head's the estimator is

@@ -14,8 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
 from assay.engine import Answers, Ask
-from assay.judge.estimators import (
+from assay.engine.resources import Resources
+from assay.estimators.offline import (
     context_similarity,
     context_similarity_texts,
     question_answer_cosine,
@@ -23,7 +26,7 @@ from assay.judge.estimators import (
     uncertainty_phrase,
 )
 from assay.judge.prompts import RELEVANCE
-from assay.metric import Source
+from assay.metrics.base import Source
 from assay.metrics.judged.base import (
     SUPPORT_NEEDS,
     JudgedMetric,
@@ -35,10 +38,7 @@ from assay.metrics.judged.base import (
 )
 from assay.metrics.judged.formulas import weighted_correctness
 from assay.metrics.judged.shared_prompts import GROUNDING
-from assay.registry import register
-from assay.resources import Resources
-from assay.result import MetricResult
-from assay.sample import Sample
+from assay.metrics.registry import register
 
 __all__ = [
     "AnswerCorrectness",

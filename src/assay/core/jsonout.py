@@ -1,0 +1,72 @@
+"""Strict JSON out: every JSON document Assay writes goes through this module.
+
+Standard JSON has no NaN or Infinity; Python's ``json.dumps`` writes them as bare tokens
+by default, which strict parsers (JavaScript's ``JSON.parse``, Go, Rust) refuse. Here a
+non-finite float becomes ``null``, numpy scalars become Python numbers, integers too
+large for ``json.dumps`` become their decimal text, and anything else unknown becomes its
+``str``. `dumps` then serialises with ``allow_nan=False``, so a non-finite number that
+slipped past `to_jsonable` raises instead of producing invalid JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from assay.core.json_documents import int_text, rebuild
+
+__all__ = ["dumps", "to_jsonable"]
+
+_MAX_INT_BITS = 14_000  # json.dumps (via str) refuses ints over 4,300 decimal digits
+# a lone surrogate (what undecodable input bytes become under surrogateescape) cannot be
+# written as UTF-8: it becomes U+FFFD, the replacement character
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def to_jsonable(value: Any) -> Any:
+    """``value`` with only JSON types left: non-finite floats as None, numpy scalars as
+        numbers, tuples and sets as lists, keys as strings, huge ints as decimal text, lone
+    surrogates as U+FFFD (so the text encodes as UTF-8). Nesting
+        costs no recursion (`assay.core.json_documents.rebuild`)."""
+    return rebuild(value, _scalar, key=_key, sequences=(list, tuple, set, frozenset))
+
+
+def _text(value: str) -> str:
+    return _LONE_SURROGATE.sub("\ufffd", value)
+
+
+def _key(key: Any) -> str:
+    return _text(str(key))
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return to_jsonable(value.item())
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int_text(value) if value.bit_length() > _MAX_INT_BITS else value
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, int | float | bool) or value is None:
+        return value
+    return _text(str(value))
+
+
+def dumps(
+    value: Any,
+    *,
+    indent: int | None = None,
+    sort_keys: bool = False,
+    ensure_ascii: bool = False,
+) -> str:
+    """Standard JSON text of ``value`` (never NaN/Infinity tokens; see `to_jsonable`)."""
+    return json.dumps(
+        to_jsonable(value),
+        indent=indent,
+        sort_keys=sort_keys,
+        ensure_ascii=ensure_ascii,
+        allow_nan=False,
+    )

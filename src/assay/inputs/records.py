@@ -1,0 +1,271 @@
+"""Readers: JSONL, CSV, JSON array, Parquet and pandas DataFrame into `Sample` objects.
+
+A malformed record never stops the others: each problem becomes an `InputError` naming
+the file, the line (or item) and the field; ``strict=True`` raises the first instead.
+
+What the readers accept, and what they reject (every rejection names file, line, field):
+
+* UTF-8 with or without a byte-order mark, UTF-16 with a byte-order mark; LF or CRLF.
+  Bytes that are not valid UTF-8 make *that* record an error, not the whole file.
+* JSONL: one JSON object per line; blank lines are skipped; a line holding an array,
+  number, string or null is an error. A ``.json`` file holds an array of objects (or
+  ``{"samples": [...]}``); a ``.json`` file that is really JSONL is read as JSONL.
+* A key given twice in one object with different values, or a field given under two of
+  its names (``answer`` and ``response``) with different values, is an error: the
+  reader never picks one silently. Equal duplicates are harmless.
+* CSV (``,``, or ``;``/tab/``|`` when the header holds no comma) and TSV: list columns
+  hold JSON (``["a", "b"]``) or one plain string (a list of one); quoted newlines are
+  fine; missing cells are absent; more cells than header columns is an error.
+* Parquet: one row per sample; list and struct columns arrive as lists and dicts, a null
+  cell is absent (`assay.inputs.parquet`).
+* A record with no known field (only unknown keys, or all empty) is an error: nothing in
+  it could be scored, and it usually means misspelt column names.
+* A field nesting objects/arrays deeper than ``max_json_depth`` (500 by default) is an
+  error of its record; the other limits (``max_field_chars``, ``max_contexts``) are
+  applied per metric when scoring (``docs/input.md``, "Limits").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from assay.core.config import load_config, over_limit
+from assay.core.sample import FIELD_ALIASES, Sample, json_extent
+
+__all__ = [
+    "InputError",
+    "InputErrors",
+    "depth_setting",
+    "in_file_order",
+    "json_object",
+    "loads_json",
+    "samples_from_dataframe",
+    "samples_from_records",
+]
+
+_SELF_EXPLAINED = {"conflicting_fields", "milliseconds"}
+# a lone surrogate: what undecodable bytes become under errors="surrogateescape"
+NOT_TEXT = re.compile("[\ud800-\udfff]")
+
+
+@dataclass(frozen=True)
+class InputError:
+    """One unusable input record: where it is and what is wrong."""
+
+    source: str
+    line: int | None
+    field: str | None
+    message: str
+    unit: str = "line"
+
+    def __str__(self) -> str:
+        where = self.source
+        if self.line is not None:
+            where += f" {self.unit} {self.line}"
+        if self.field:
+            where += f", field '{self.field}'"
+        return f"{where}: {self.message}"
+
+
+class InputErrors(ValueError):
+    """Raised in strict mode, or when an input has no usable record at all."""
+
+    def __init__(self, errors: list[InputError]) -> None:
+        self.errors = errors
+        shown = "\n".join(str(e) for e in errors[:20])
+        more = f"\n... and {len(errors) - 20} more" if len(errors) > 20 else ""
+        super().__init__(shown + more)
+
+
+class JsonObject(dict):  # type: ignore[type-arg]
+    """A parsed JSON object that remembers a key it saw twice with different values."""
+
+    duplicate: str | None = None
+
+
+def json_object(pairs: list[tuple[str, Any]]) -> JsonObject:
+    out = JsonObject()
+    for key, value in pairs:
+        if key in out and out[key] != value and out.duplicate is None:
+            out.duplicate = key
+        out[key] = value
+    return out
+
+
+def loads_json(text: str) -> Any:
+    return json.loads(text, object_pairs_hook=json_object)
+
+
+def _field_hint(field: str) -> str:
+    for canonical, aliases in FIELD_ALIASES.items():
+        if field in aliases:
+            others = [a for a in aliases if a != field][:3]
+            return f" (field {canonical!r}; also accepted as {', '.join(map(repr, others))})"
+    return ""
+
+
+def _shown(value: Any) -> str:
+    text = "null" if value is None else repr(value)
+    return f"{text[:60]}{'...' if len(text) > 60 else ''}"
+
+
+def _validation_errors(
+    exc: ValidationError, source: str, line: int | None, unit: str
+) -> list[InputError]:
+    errors = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or None
+        field_name = loc.split(".")[0] if loc else None
+        if err["type"] in _SELF_EXPLAINED:
+            message = err["msg"]
+            if err["type"] == "milliseconds":
+                message += f" (got {_shown(err.get('input'))})"
+            errors.append(InputError(source, line, loc, message, unit))
+            continue
+        got = err.get("input")
+        got_text = "" if isinstance(got, dict) or loc is None else f" (got {_shown(got)})"
+        hint = _field_hint(field_name) if field_name else ""
+        errors.append(InputError(source, line, loc, f"{err['msg']}{got_text}{hint}", unit))
+    return errors
+
+
+def _first_problem(value: Any) -> tuple[str | None, str] | None:
+    """(field path, message) of the first text that is not text or key given twice.
+    Iterative (depth-first, in order): nesting costs no recursion."""
+    stack: list[tuple[Any, str, Any]] = [(value, "", None)]
+    while stack:
+        item, where, key = stack.pop()
+        if isinstance(key, str) and NOT_TEXT.search(key):
+            return where, "the key is not valid UTF-8 text; save the file as UTF-8"
+        if isinstance(item, str):
+            if NOT_TEXT.search(item):
+                return where or None, (
+                    "is not valid UTF-8 text (an undecodable byte or a lone surrogate escape); "
+                    "save the file as UTF-8"
+                )
+        elif isinstance(item, dict):
+            duplicate = getattr(item, "duplicate", None)
+            if duplicate is not None:
+                at = f"{where}.{duplicate}" if where else duplicate
+                return at, "appears twice in one object with different values: keep one"
+            entries = [(v, f"{where}.{k}" if where else str(k), k) for k, v in item.items()]
+            stack.extend(reversed(entries))
+        elif isinstance(item, list):
+            entries = [(v, f"{where}.{i}" if where else str(i), None) for i, v in enumerate(item)]
+            stack.extend(reversed(entries))
+    return None
+
+
+def _too_deep(record: dict[str, Any], max_json_depth: int) -> tuple[str, str] | None:
+    """(key, message) of the first field nesting deeper than ``max_json_depth``."""
+    for key, value in record.items():
+        if isinstance(value, dict | list):
+            depth = json_extent(value)[1]
+            if depth > max_json_depth:
+                measured = f"nests {depth:,} levels deep"
+                return str(key), over_limit(measured, max_json_depth, "max_json_depth")
+    return None
+
+
+def _has_content(sample: Sample) -> bool:
+    return any(
+        getattr(sample, name) is not None
+        for name in Sample.model_fields
+        if name not in {"id", "metadata", "tags"}
+    )
+
+
+def _to_sample(
+    record: Any, source: str, line: int | None, unit: str, max_json_depth: int
+) -> tuple[Sample | None, list[InputError]]:
+    if not isinstance(record, dict):
+        kind = "null" if record is None else type(record).__name__
+        return None, [InputError(source, line, None, f"expected a JSON object, got {kind}", unit)]
+    problem = _too_deep(record, max_json_depth) or _first_problem(record)
+    if problem is not None:
+        return None, [InputError(source, line, problem[0], problem[1], unit)]
+    try:
+        sample = Sample.model_validate(record)
+    except ValidationError as exc:
+        return None, _validation_errors(exc, source, line, unit)
+    if not _has_content(sample):
+        keys = [str(k) for k in record][:8]
+        got = f"keys {', '.join(map(repr, keys))}" if keys else "no keys"
+        return None, [
+            InputError(
+                source,
+                line,
+                None,
+                f"nothing to score: no known field with a value (got {got}); a sample "
+                "needs fields such as 'response' (or 'answer'), 'query' (or 'question'), "
+                "'expected' (or 'ground_truth') or 'contexts'",
+                unit,
+            )
+        ]
+    return sample, []
+
+
+def samples_from_records(
+    records: Iterable[tuple[int | None, Any]],
+    source: str = "<records>",
+    strict: bool = False,
+    unit: str = "line",
+    *,
+    max_json_depth: int | None = None,
+) -> tuple[list[Sample], list[InputError]]:
+    """Validate (position, record) pairs into samples, collecting errors.
+
+    ``unit`` names the position in messages: line, item or row. A field nesting deeper
+    than ``max_json_depth`` levels (default: the configured ``max_json_depth``) makes its
+    record an error.
+    """
+    depth = depth_setting(max_json_depth)
+    samples: list[Sample] = []
+    errors: list[InputError] = []
+    for line, record in records:
+        sample, problems = _to_sample(record, source, line, unit, depth)
+        if problems:
+            if strict:
+                raise InputErrors(problems)
+            errors.extend(problems)
+        elif sample is not None:
+            samples.append(sample)
+    return samples, errors
+
+
+def depth_setting(max_json_depth: int | None) -> int:
+    return load_config().max_json_depth if max_json_depth is None else max_json_depth
+
+
+def in_file_order(errors: list[InputError]) -> list[InputError]:
+    """The errors by line (those of no line last), in their order within a line."""
+    return sorted(errors, key=lambda e: (e.line is None, e.line or 0))
+
+
+def samples_from_dataframe(
+    df: Any, strict: bool = False, *, max_json_depth: int | None = None
+) -> tuple[list[Sample], list[InputError]]:
+    """Samples from a pandas DataFrame (one row each; NaN cells are treated as absent;
+    ``max_json_depth`` as in `samples_from_records`)."""
+    import math
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, float) and math.isnan(value):
+            return None
+        if hasattr(value, "tolist"):
+            return value.tolist()
+        return value
+
+    records = (
+        (int(i) + 1 if isinstance(i, int) else None, {k: clean(v) for k, v in row.items()})
+        for i, row in zip(range(len(df)), df.to_dict(orient="records"), strict=True)
+    )
+    return samples_from_records(
+        records, "<DataFrame>", strict, unit="row", max_json_depth=max_json_depth
+    )
