@@ -258,7 +258,7 @@ def _health(
         if m in averages and averages[m]["avg"] is not None
     ]
     if pass_rate is None:
-        return None, "no tests"
+        return None, "no pass rate: no sample was gated by a threshold"
     if not reliability:
         return pass_rate, "pass rate only (no reliability metrics stored)"
     basis = "mean of the pass rate and reliability (output stability, validity, schema)"
