@@ -12,10 +12,19 @@ from example_values import SNAPSHOT, example_digests, example_evaluations
 
 
 @pytest.fixture(scope="module")
-def evaluations(resources, cache_dir):
+def evaluations(tmp_path_factory):
+    """The evaluations with models of their own and an empty embedding cache, as the
+    snapshot was written: a vector cached by another test, embedded in another batch,
+    can differ from a fresh one in its last bits."""
+    from assay.core.config import AssayConfig
+    from assay.engine.resources import Resources
+
+    cache = str(tmp_path_factory.mktemp("example-values-cache"))
+    resources = Resources(AssayConfig(cache_dir=cache))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("ASSAY_CACHE_DIR", cache_dir)
+        patch.setenv("ASSAY_CACHE_DIR", cache)
         yield example_evaluations(resources)
+    resources.close()
 
 
 @pytest.mark.slow
