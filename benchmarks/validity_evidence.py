@@ -33,6 +33,13 @@ CARDS_DOC = ROOT / "docs" / "validity.md"
 #: when a row does not say (``per_check``: followed by the check's name, which names the
 #: rated quality); ``trained_on_by``: a resource (a metric's ``needs``) whose
 #: model was trained on the data, so that metric's numbers on it are no evidence
+#: how an estimator trained on a data set is named in a row's model: a row of another
+#: estimator of the same metric (the graded support score) is evidence on that data set
+TRAINED_MODEL = {
+    "support_head": "support_head",
+    "agreement_head": "agreement_head",
+    "toxicity": "toxicity head",
+}
 DATASETS: dict[str, dict[str, str]] = {
     "stsb-dev": {
         "name": "STS Benchmark",
@@ -130,7 +137,10 @@ def _entry(row: Row, name: str, measured: str) -> dict[str, Any]:
     }
     if row.cross_validated:
         entry["cross_validated"] = True
-    elif data.get("trained_on_by") in needs:
+    elif row.fitted_on:
+        entry["left_out"] = True
+        entry["fitted_on"] = row.fitted_on
+    elif data.get("trained_on_by") in needs and TRAINED_MODEL[data["trained_on_by"]] in row.model:
         entry["trained_on"] = True
     return entry
 

@@ -1,6 +1,8 @@
 """Validity checks of the learned local judges on the data they were trained on, by
 nested grouped cross-validation (each item scored by a head fitted without its group):
-the support head on BEGIN and QAGS, the agreement head on TruthfulQA. Registered into
+the support head on BEGIN and QAGS, the agreement head on TruthfulQA; and across
+sources (leave one source out): the support head fitted on one data set and scored on
+the other, beside the graded score that is fitted on nothing. Registered into
 `validity_checks.CHECKS` when ``validity.py`` imports this module."""
 
 from __future__ import annotations
@@ -115,4 +117,57 @@ def check_support_head_cv(ctx: Context) -> list[Row]:
                     note="cross-validated: each item scored by a head fitted on other groups only",
                 )
             )
+    return rows
+
+
+@check
+def check_support_head_left_out(ctx: Context) -> list[Row]:
+    """The support head on each data set left out of its training: fitted (C by grouped
+    CV) on the other data set only and scored on the one left out, beside the graded
+    sentence-support score, which is fitted on nothing, on the same items. The rule for
+    the default (docs/validity.md): the estimator whose worst left-out number is best."""
+    from head_training import C_GRID, FOLD_SEED, FOLDS, choose_c, fit_head
+    from train_support_head import pooled_items
+
+    started = time.perf_counter()
+    x, labels, groups, datasets, graded = pooled_items(ctx.data, ctx.res(judge_model=None))
+    rows: list[Row] = []
+    for left_out in dict.fromkeys(datasets.tolist()):
+        test, train = datasets == left_out, datasets != left_out
+        fitted_on = ", ".join(dict.fromkeys(datasets[train].tolist()))
+        c, _ = choose_c(
+            x[train], labels[train], groups[train], FOLDS, C_GRID, FOLD_SEED, standardise=True
+        )
+        head = fit_head(x[train], labels[train], c, standardise=True)
+        logits = head.decision_function(x[test])  # a monotone map away from its probability
+        seconds = time.perf_counter() - started
+        y, g = labels[test], groups[test] if left_out == "qags-cnndm-dev" else None
+        for metric in ("faithfulness", "ragas_faithfulness", "1 - hallucination"):
+            for row in auroc_rows(
+                "support_head_left_out",
+                left_out,
+                metric,
+                f"support_head (fitted on {fitted_on} only)",
+                logits,
+                y,
+                seconds,
+                ctx.seed,
+                groups=g,
+                note=f"left out: the head was fitted on {fitted_on} only, not on this data set",
+            ):
+                row.fitted_on = fitted_on
+                rows.append(row)
+            for row in auroc_rows(
+                "support_head_left_out",
+                left_out,
+                f"{metric} (graded)",
+                "sentence_support (graded, fitted on nothing)",
+                graded[test],
+                y,
+                seconds,
+                ctx.seed,
+                groups=g,
+            ):
+                row.fitted_on = "nothing"
+                rows.append(row)
     return rows

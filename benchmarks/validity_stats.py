@@ -30,6 +30,9 @@ class Row:
     compared: str = ""  # what the human labels separate, e.g. "correct vs incorrect answers"
     #: scored by models fitted on the other folds only (a model trained on this data set)
     cross_validated: bool = False
+    #: the data sets the scoring model was fitted on, when this row's data set was left out
+    #: of its training (leave-one-source-out); empty otherwise
+    fitted_on: str = ""
 
 
 def _bootstrap_ci(

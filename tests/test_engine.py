@@ -282,10 +282,12 @@ def test_offline_judged_metrics_embed_their_planned_texts_once(resources: Resour
     metrics = [get_metric(n) for n in sorted(CALLS)]
     res, counting = offline(resources)
     todo = planned(metrics, SAMPLES, Answers(None, res))
-    # no judge: the estimators' asks; the support head reads no parse, the reference
-    # agreement's anchor conflicts do (factual_accuracy, answer_classification)
+    # no judge: the estimators' asks; the graded support parses the answers and their
+    # contexts (its anchors), the reference agreement question, answer and reference (its
+    # anchor conflicts: factual_accuracy, answer_classification)
     parsed = {a.values["text"] for a in todo.values() if a.kind == "parse"}
-    assert parsed == {t for s in SAMPLES for t in (s.query, s.response, s.expected) if t}
+    fields = [(s.query, s.response, s.expected, *(s.contexts or [])) for s in SAMPLES]
+    assert parsed == {t for texts in fields for t in texts if t and t.strip()}
     run = evaluate(SAMPLES, metrics=metrics, resources=res)
     assert counting.calls == 1
     embedded = [a.values["text"] for a in todo.values() if a.kind == "embed"]
@@ -367,13 +369,14 @@ def test_offline_the_rag_suite_embeds_each_distinct_text_once(resources: Resourc
     todo = planned(family, RAG, Answers())
     assert {a.values["text"] for a in todo.values()} == RAG_TEXTS
     res, counting = offline(resources)
-    # with the judged metrics' estimators (the support head's: no spaCy parse)
+    # with the judged metrics' estimators (the graded support parses answers and contexts)
     everything = planned(metrics, RAG, Answers(None, res))
-    assert {a.kind for a in everything.values()} == {"embed"}
+    assert {a.kind for a in everything.values()} == {"embed", "parse"}
     run = evaluate(RAG, metrics=metrics, resources=res)
     # one call for the chunk, each distinct text of every metric once
     assert counting.calls == 1
-    assert sorted(counting.texts) == sorted(a.values["text"] for a in everything.values())
+    embedded = [a.values["text"] for a in everything.values() if a.kind == "embed"]
+    assert sorted(counting.texts) == sorted(embedded)
     assert all(r.error is None for row in run.results for r in row.values())
     # the values are those of each rag metric scored on its own
     assert_as_scored_alone(run, family, RAG, resources, tolerance=1e-6)

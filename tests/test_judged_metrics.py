@@ -70,7 +70,11 @@ def server() -> Iterator[JudgeServer]:
 
 
 def judged(
-    resources: Resources, tmp_path: Path, server: JudgeServer | None, **client: Any
+    resources: Resources,
+    tmp_path: Path,
+    server: JudgeServer | None,
+    support_estimator: str = "graded",
+    **client: Any,
 ) -> Resources:
     """Resources sharing the session's models, with a judge on ``server`` (or none)."""
     res = Resources(
@@ -79,6 +83,7 @@ def judged(
             judge_model=None,
             judge_base_url=None,
             judge_api_key=None,
+            support_estimator=support_estimator,
         )
     )
     res.__dict__["embedder"] = resources.embedder
@@ -640,11 +645,13 @@ def test_suites() -> None:
     assert "factual_accuracy" not in rag
 
 
-def test_local_faithfulness_of_a_copied_answer(resources: Resources, tmp_path: Path) -> None:
+def test_local_faithfulness_of_a_copied_answer_by_the_support_head(
+    resources: Resources, tmp_path: Path
+) -> None:
     # every answer sentence equals a context sentence: cosine 1, word share 1 -> graded
     # support (1 + 1) / 2 = 1 (the head reads no anchor, so spaCy does not check them)
     sample = Sample(answer=CONTEXTS[0], contexts=CONTEXTS)
-    res = judged(resources, tmp_path, None)
+    res = judged(resources, tmp_path, None, support_estimator="head")
     result = Faithfulness().score(sample, res)
     assert result.details["graded_support"] == pytest.approx(1.0, abs=1e-5)
     assert result.details["anchors"] is None and result.details["new_terms"] == []
@@ -678,7 +685,11 @@ def test_local_estimators_order_faithful_above_fabricated(
     )
     f_ok, f_bad = Faithfulness().score_batch([faithful, fabricated], res)
     assert f_ok.value > f_bad.value
-    assert f_bad.details["new_terms"] == ["perth", "1850"]  # names, then numbers
+    # the graded support checks the answer's anchors against the context: the claim, the
+    # city and the year it invents are unsupported
+    unsupported = [a["text"] for a in f_bad.details["unsupported_anchors"]]
+    assert unsupported == ["capital is Perth", "Perth", "1850"]
+    assert f_ok.details["unsupported_anchors"] == []
     h_ok, h_bad = Hallucination().score_batch([faithful, fabricated], res)
     assert h_ok.value < h_bad.value
     assert h_ok.value == pytest.approx(1 - f_ok.value)

@@ -92,7 +92,8 @@ def test_local_results_pass_at_the_heads_threshold(resources: Resources, tmp_pat
         {"response": "Canberra is the capital city of Australia.", "contexts": contexts},
         {"response": "Perth became the capital in 1850 after a vote.", "contexts": contexts},
     ]
-    res = Resources(AssayConfig(cache_dir=str(tmp_path), judge_model=None))
+    config = AssayConfig(cache_dir=str(tmp_path), judge_model=None, support_estimator="head")
+    res = Resources(config)
     res.__dict__["embedder"] = resources.embedder
     run = evaluate(samples, metrics=["faithfulness", "hallucination"], resources=res)
     threshold = round(res.support_head.threshold, 4)

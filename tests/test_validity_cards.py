@@ -107,16 +107,37 @@ def test_toxicity_numbers_on_its_training_data_are_not_counted_as_evidence():
     assert cards["toxicity_keywords"]["status"] == "human-labelled evidence"
 
 
-def test_support_head_cards_count_only_cross_validated_numbers_as_evidence():
+def test_the_faithfulness_card_has_no_in_sample_number_and_the_left_out_comparison():
     card = load_cards()["cards"]["faithfulness"]
-    on_training_data = [
+    on_head_data = [
         e for e in card["evidence"] if e["dataset"]["id"] in {"begin-wow-dev", "qags-cnndm-dev"}
     ]
-    assert on_training_data
-    for entry in on_training_data:  # each is in-sample or cross-validated, never both
-        assert entry.get("trained_on", False) != entry.get("cross_validated", False)
-    assert any(e.get("cross_validated") for e in on_training_data)
-    assert "the cross-validated numbers on it are the evidence" in " ".join(card["findings"])
+    # the default (the graded support) is fitted on nothing; the support head's numbers
+    # are cross-validated or left out of its training, never in-sample
+    assert not any(e.get("trained_on") for e in on_head_data)
+    assert {e["estimator"] for e in on_head_data if e["scored"] == "faithfulness"} >= {
+        "sentence_support",
+        "support_head (nested grouped 5-fold CV)",
+        "support_head (fitted on qags-cnndm-dev only)",
+        "support_head (fitted on begin-wow-dev only)",
+    }
+    left_out = [f for f in card["findings"] if f.startswith("Left out of its training")]
+    assert len(left_out) == 2  # one per data set left out
+    assert "fitted on begin-wow-dev only), on QAGS CNN/DailyMail" in left_out[1] + left_out[0]
+
+
+def test_a_left_out_number_is_compared_with_the_estimator_fitted_on_nothing():
+    head = {**_entry("similar_demo", 0.7, [0.6, 0.8]), "left_out": True, "fitted_on": "other"}
+    head["estimator"] = "a head (fitted on other only)"
+    graded = {**_entry("similar_demo", 0.75, [0.7, 0.8]), "left_out": True}
+    graded.update(fitted_on="nothing", estimator="graded")
+    doc = {"cards": {"similar_demo": {"evidence": [head, graded]}}}
+    (finding,) = refresh(doc, [_Similar])["cards"]["similar_demo"]["findings"]
+    assert finding == (
+        "Left out of its training (fitted on other only), on Demo set dev, good vs bad "
+        "answers: auroc 0.700 (0.60–0.80) with a head (fitted on other only) against 0.750 "
+        "(0.70–0.80) with graded."
+    )
 
 
 # ---- the rules, on hand-made metrics and evidence ---------------------------------------------

@@ -149,6 +149,18 @@ class AssayConfig(BaseSettings):
             "alt-profanity-check classifier, models extra; fail if missing) or keywords."
         ),
     )
+    # the offline estimator of "is this text supported by its evidence?" (faithfulness,
+    # hallucination, ragas_faithfulness, ragas_context_recall, answer_correctness)
+    support_estimator: Literal["graded", "head"] = Field(
+        "graded",
+        validation_alias=_env("ASSAY_SUPPORT_ESTIMATOR", "support_estimator"),
+        description=(
+            "graded (the graded sentence support, fitted on nothing: the default, chosen by "
+            "leave-one-source-out evidence, docs/validity.md) or head (the learned support "
+            "head, trained on BEGIN and QAGS; used with the embedder it was trained with, "
+            "USE multilingual v3, else the graded support)."
+        ),
+    )
     extra_patterns_file: str | None = Field(
         None,
         validation_alias=_env("ASSAY_EXTRA_PATTERNS_FILE", "extra_patterns_file"),

@@ -13,12 +13,13 @@ weaker stand-ins for a judge, named in each result's ``details["estimator"]``:
   from `assay.text.anchors`) the evidence supports. Faithfulness, hallucination and
   context recall use it. Measured on BEGIN (Wizard-of-Wikipedia dev, 430 responses):
   AUROC 0.92 for "fully attributable" vs not (benchmarks/validity.py).
-  Where the run's embedder is the one the learned support head was trained with, the
-  score is the head's calibrated probability instead ("support_head"; spaCy's anchors
-  are not checked: the head reads none, and the text's new names and numbers are listed;
-  `assay.models.support_head`: a logistic model over the sentence rows above plus copy,
-  new-word, new-bigram, name and number features; nested grouped CV AUROC BEGIN 0.926,
-  QAGS CNN/DM 0.839 against 0.917 and 0.775 for the graded score).
+  With ``support_estimator = "head"`` and the embedder the learned support head was
+  trained with, the score is the head's calibrated probability instead ("support_head";
+  spaCy's anchors are not checked: the head reads none, and the text's new names and
+  numbers are listed; `assay.models.support_head`: a logistic model over the sentence
+  rows above plus copy, new-word, new-bigram, name and number features; nested grouped
+  CV AUROC BEGIN 0.926, QAGS CNN/DM 0.839 against 0.917 and 0.775 for the graded score,
+  but fitted on one and scored on the other 0.894 and 0.745: not the default).
   Weaknesses: it rewards copying; a fluent paraphrase with few shared words scores
   lower than it should; a sentence can share every word with the context and still
   invert its meaning (the anchors catch negated claims and wrong numbers, not swapped
@@ -212,8 +213,14 @@ def _anchor_checks(
 
 
 def fitting_support_head(res: Resources) -> SupportHead | None:
-    """The support head when it was trained on the run's embedder's cosines (it scores
-    `sentence_support`), else None (the graded support scores, with spaCy's anchors)."""
+    """The support head when the run asks for it (``support_estimator = "head"``) and it
+    was trained on the run's embedder's cosines (it scores `sentence_support`), else None
+    (the graded support scores, with spaCy's anchors). The graded score is the default:
+    fitted on one source and scored on the other, the head lost to it on both (BEGIN
+    0.894 against 0.917, QAGS CNN/DM 0.745 against 0.775), and it lost on paraphrasing
+    answers held out of Assay (docs/validity.md)."""
+    if res.config.support_estimator != "head":
+        return None
     head = res.support_head
     return head if head.fits(res.embedder.name) else None
 

@@ -171,12 +171,12 @@ class RagasFaithfulness(_SupportedShare):
     1.0 (the specification's rule: nothing unsupported), flagged in the reason. Inputs: response,
     contexts (question and reference used when present). Range 0..1 (the specification: 0-100),
     higher is better. Evidence: every claim with its verdict and reason.
-    Local estimator ``support_head``, the one estimator of every "is this text
+    Local estimator ``sentence_support``, the one estimator of every "is this text
     supported by the contexts?" metric (``faithfulness``, ``hallucination``,
-    ``ragas_context_recall``): the support head's probability as for ``faithfulness``
-    (the graded support, ``sentence_support``, with another embedder; either beats the
-    share of sentences above a cut-off, which loses the grading: BEGIN dev AUROC 0.917
-    for the graded support against 0.840 for the share); each answer sentence is listed
+    ``ragas_context_recall``): the graded support as for ``faithfulness`` (the support
+    head with ``support_estimator = "head"``; either beats the share of sentences above a
+    cut-off, which loses the grading: BEGIN dev AUROC 0.917 for the graded support
+    against 0.840 for the share); each answer sentence is listed
     as a claim, supported when its graded support is at least 0.6 and none of its anchors
     is unsupported. Weaknesses: the
     no-claims rule rewards evasive answers; the judge
@@ -186,7 +186,7 @@ class RagasFaithfulness(_SupportedShare):
 
     name = "ragas_faithfulness"
     requires = ("response", "contexts")
-    estimator = "support_head"
+    estimator = "sentence_support"
     items = "claims"
     item_text = "claim"
     item_ok = "verdict"
@@ -277,17 +277,17 @@ class RagasContextRecall(_SupportedShare):
     rule, flagged in the reason). Inputs: expected (ground truth), contexts. Range 0..1
     (the specification: 0-100), higher is better. Evidence: statements with verdicts and supporting
     context.
-    Local estimator ``support_head``: the support head's probability that the contexts
-    support the reference (as for ``ragas_faithfulness``; the graded support with another
-    embedder); each reference sentence is listed as a statement, attributed when its
-    graded support is at least 0.6 and none of its anchors is unsupported. Weaknesses: a
-    one-word reference ("Cornish heath") is one statement, so recall is all or nothing;
-    the estimator's sentences are not atomic.
+    Local estimator ``sentence_support``: the graded support of the reference by the
+    contexts (as for ``ragas_faithfulness``; the support head with
+    ``support_estimator = "head"``); each reference sentence is listed as a statement,
+    attributed when its graded support is at least 0.6 and none of its anchors is
+    unsupported. Weaknesses: a one-word reference ("Cornish heath") is one statement, so
+    recall is all or nothing; the estimator's sentences are not atomic.
     """
 
     name = "ragas_context_recall"
     requires = ("expected", "contexts")
-    estimator = "support_head"
+    estimator = "sentence_support"
     items = "statements"
     item_text = "statement"
     item_ok = "attributed"

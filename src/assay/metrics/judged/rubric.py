@@ -120,34 +120,30 @@ class Faithfulness(_SupportBased):
     ``contextual_relevance``; 1.0 = every fact/number in the response is directly from the
     context ... 0.0-0.3 = many unsupported claims), on [0, 1] as for ``judged_relevance``.
     Inputs: response, contexts. Range 0..1, higher is better. Local estimator
-    ``support_head``: the learned support head's calibrated probability that the response
-    is fully supported (`assay.models.support_head`: a logistic model over 16 features of
-    the response against the contexts: per-sentence best embedding cosine and content-word
-    share, new words and bigrams, the longest common subsequence with the closest context
-    sentences, new names and numbers; sigmoid-calibrated at an even prior; default
-    threshold 0.53, the pass threshold of its local results: ``details["pass_threshold"]``).
-    Nested grouped 5-fold CV AUROC on the dev sets it was trained on:
-    BEGIN 0.926, QAGS CNN/DM 0.839 (the graded support: 0.917, 0.775). With another
-    embedder than the head's (USE multilingual v3) the estimator is ``sentence_support``,
-    the graded support: per response sentence, the mean of its best embedding cosine
-    against the context sentences and the share of its content words found in the
-    context, averaged over sentences and multiplied by
+    ``sentence_support``, the graded support, fitted on nothing: per response sentence,
+    the mean of its best embedding cosine against the context sentences and the share of
+    its content words found in the context, averaged over sentences and multiplied by
     ``0.5 + 0.5 * (supported anchors / anchors)`` (numbers, dates, entities and asserted
-    subject-verb-object claims checked by `assay.text.anchors`; factor 1 without anchors),
-    which the head's evidence also reports (``graded_support``). Weaknesses: the judge
-    gives one holistic number; the estimator rewards copying, since its training data
-    (news summaries, dialogue replies) mostly copy their sources: a faithful paraphrase
-    scores low (in examples/rag.jsonl the reworded answer on seasons scores 0.15, graded
-    support 0.74) and so does a sentence joining facts from two contexts (the Berlin Wall
-    answer, 0.35); it misses role swaps ("Beats acquired Apple"); see
-    ``ragas_faithfulness`` for the claim-by-claim judge method.
+    subject-verb-object claims checked by `assay.text.anchors`; factor 1 without
+    anchors). AUROC BEGIN dev 0.917, QAGS CNN/DM 0.775. ``support_estimator = "head"``
+    selects the learned support head (``support_head``, `assay.models.support_head`: a
+    calibrated logistic model over 16 features of the response against the contexts,
+    with USE multilingual v3 only; its threshold 0.53 is the pass threshold of its
+    results, ``details["pass_threshold"]``): nested grouped CV AUROC BEGIN 0.926, QAGS
+    0.839 on the data it was trained on, but fitted on one of them and scored on the
+    other it lost to the graded support on both (0.894, 0.745), and it lost on
+    paraphrasing answers held out of Assay, so it is not the default. Weaknesses: the
+    judge gives one holistic number; the estimator rewards words shared with the
+    context, so a faithful paraphrase scores lower than a copy; it misses role swaps
+    ("Beats acquired Apple"); see ``ragas_faithfulness`` for the claim-by-claim judge
+    method.
     """
 
     name = "faithfulness"
     requires = ("response", "contexts")
     suites = ("judged", "rag")
     source = Source.LLM_JUDGE
-    estimator = "support_head"
+    estimator = "sentence_support"
     prompt = GROUNDING
     fields = ("query", "contexts", "response")
     key = "faithfulness"
@@ -177,9 +173,9 @@ class Hallucination(_SupportBased):
     from the context ... 0.9-1.0 = mostly or completely fabricated), on [0, 1] as for
     ``judged_relevance``. Inputs: response, contexts. Range 0..1, LOWER is better.
     Evaluated by its own rubric, not as 1 - faithfulness (the specification's choice).
-    Local estimator ``1 - support_head``: 1 - the local estimate of ``faithfulness``
-    (``unsupported_share``, 1 - the graded support, with another embedder than the
-    head's). Weaknesses: as ``faithfulness``; an answer that is all hedges and
+    Local estimator ``unsupported_share``: 1 - the local estimate of ``faithfulness``
+    (1 - the graded support; ``1 - support_head`` with ``support_estimator = "head"``).
+    Weaknesses: as ``faithfulness``; an answer that is all hedges and
     pleasantries scores low (nothing to fabricate) whether or not it helps.
     """
 
@@ -271,7 +267,7 @@ class AnswerCorrectness(JudgedMetric):
     requires = ("query", "response", "contexts")
     needs = SUPPORT_NEEDS
     source = Source.LLM_JUDGE
-    estimator = "question_answer_cosine+support_head"
+    estimator = "question_answer_cosine+sentence_support"
     components = ("relevance", "faithfulness")
 
     def __init__(self, weights: Mapping[str, float] | None = None) -> None:
