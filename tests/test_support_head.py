@@ -74,7 +74,10 @@ def test_the_shipped_head_file() -> None:
 
 
 def test_another_embedder_falls_back_to_the_graded_support(resources: Resources) -> None:
-    res = Resources(AssayConfig(cache_dir=resources.config.cache_dir, embedder="minilm"))
+    config = AssayConfig(
+        cache_dir=resources.config.cache_dir, embedder="minilm", support_estimator="head"
+    )
+    res = Resources(config)
     texts, evidence = ["Canberra is the capital."], [["Canberra is the capital of Australia."]]
     needed = sentence_support_texts(texts, evidence)
     vectors = dict(zip(needed, res.embedder.embed(needed), strict=True))
@@ -104,3 +107,22 @@ def test_local_results_pass_at_the_heads_threshold(resources: Resources, tmp_pat
     # one of two passes, by either metric (hallucination = 1 - p, lower is better)
     rates = {m.name: m.pass_rate for m in run.summary()}
     assert rates["faithfulness"] == rates["hallucination"] == 0.5
+
+
+def test_the_graded_support_is_the_default_and_the_head_is_asked_for(
+    resources: Resources,
+) -> None:
+    """The default by leave-one-source-out evidence is the graded support (the head lost
+    on both data sets left out of its training); ``support_estimator = "head"`` asks for
+    the head, which then scores the same vectors."""
+    texts, evidence = ["Canberra is the capital."], [["Canberra is the capital of Australia."]]
+    needed = sentence_support_texts(texts, evidence)
+    vectors = dict(zip(needed, resources.embedder.embed(needed), strict=True))
+    default = Resources(AssayConfig(cache_dir=resources.config.cache_dir))
+    [graded] = sentence_support(default, vectors, texts, evidence)
+    assert default.config.support_estimator == "graded"
+    assert (graded.estimator, graded.score) == ("sentence_support", graded.graded)
+    head = Resources(AssayConfig(cache_dir=resources.config.cache_dir, support_estimator="head"))
+    [learned] = sentence_support(head, vectors, texts, evidence)
+    assert learned.estimator == "support_head" and learned.head_features is not None
+    assert learned.graded == graded.graded  # the same graded score, reported beside it
