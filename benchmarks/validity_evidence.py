@@ -85,6 +85,14 @@ DATASETS: dict[str, dict[str, str]] = {
         "licence": "MIT",
         "trained_on_by": "toxicity",
     },
+    "stormfront": {
+        "name": "Stormfront hate speech",
+        "split": "all but the dataset's sampled_test (used as dev)",
+        "labels": "forum sentence is hate speech or not, one annotator each (10,225)",
+        "compared": "hate speech vs not (forum sentences)",
+        "source": "de Gibert et al. 2018 (Vicomtech/hate-speech-dataset)",
+        "licence": "CC BY-SA 3.0 ES",
+    },
     "usr-topical-chat": {
         "name": "USR Topical-Chat",
         "split": "all (used as dev)",

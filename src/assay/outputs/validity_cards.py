@@ -172,26 +172,29 @@ def _better_finding(
 
 def _left_out_finding(entry: dict[str, Any], card: dict[str, Any]) -> str | None:
     """For a learned estimator scored on a data set left out of its training: its number
-    against the estimator fitted on nothing, on the same items."""
+    against the other estimators scored on the same items, none fitted on them, best
+    first."""
     if not entry.get("left_out") or entry.get("fitted_on") in (None, "nothing"):
         return None
     key = (entry["dataset"]["id"], entry["statistic"], entry["n"])
-    for other in card["evidence"]:
-        if (
-            other.get("fitted_on") == "nothing"
-            and (
-                other["dataset"]["id"],
-                other["statistic"],
-                other["n"],
-            )
-            == key
-        ):
-            return (
-                f"Left out of its training (fitted on {entry['fitted_on']} only), on "
-                f"{_where(entry)}: {entry['statistic']} {format_value(entry)}{_by(entry)} "
-                f"against {format_value(other)}{_by(other)}."
-            )
-    return None
+    others = [
+        e
+        for e in card["evidence"]
+        if e is not entry
+        and e.get("left_out")
+        and e["value"] is not None
+        and (e["dataset"]["id"], e["statistic"], e["n"]) == key
+    ]
+    if not others:
+        return None
+    against = "; ".join(
+        f"{format_value(e)}{_by(e)} (fitted on {e['fitted_on']})"
+        for e in sorted(others, key=lambda e: -e["value"])
+    )
+    return (
+        f"Left out of its training (fitted on {entry['fitted_on']}), on {_where(entry)}: "
+        f"{entry['statistic']} {format_value(entry)}{_by(entry)}, against {against}."
+    )
 
 
 def _findings(name: str, card: dict[str, Any], pool: list[tuple[str, dict[str, Any]]]) -> list[str]:
