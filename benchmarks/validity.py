@@ -413,7 +413,7 @@ def check_davidson_toxicity_model(ctx: Context) -> list[Row]:
 #: toxicity_score's estimators scored off the tweets: toxicity_method -> (row label, what
 #: the estimator was fitted on: "davidson-tweets" makes Stormfront a left-out data set)
 TOXICITY_ESTIMATORS = {
-    "head": ("toxicity_score", "davidson-tweets"),
+    "head": ("toxicity_score (head)", "davidson-tweets"),
     "profanity-check": ("toxicity_score (profanity-check)", "its authors' data"),
     "keywords": ("toxicity_score (keywords)", "nothing"),
 }

@@ -610,7 +610,8 @@ def test_offline_json_semantic_and_toxicity_metrics_embed_each_distinct_text_onc
     resources: Resources,
 ) -> None:
     json_metrics = [get_metric(n) for n in ("json_accuracy", "rqs", "rqs_normalized")]
-    others = [get_metric("semantic_similarity"), get_metric("toxicity_score")]
+    # the head (the default with the models extra is alt-profanity-check, which embeds nothing)
+    others = [get_metric("semantic_similarity"), get_metric("toxicity_score", method="head")]
     todo = planned(json_metrics, JSONS, Answers())
     assert {a.values["text"] for a in todo.values()} == JSON_TEXTS
     toxicity = planned(others[1:], JSONS, Answers())
@@ -671,7 +672,7 @@ def test_offline_the_toxicity_head_embeds_with_use_when_the_run_embeds_with_anot
     other.name = "other-model"
     use = CountingEmbedder(resources.embedder)
     res.__dict__["embedder"], res.__dict__["use_embedder"] = other, use
-    metrics = [get_metric("semantic_similarity"), get_metric("toxicity_score")]
+    metrics = [get_metric("semantic_similarity"), get_metric("toxicity_score", method="head")]
     toxicity = planned(metrics[1:], JSONS, Answers(resources=res))
     assert {a.values["embedder"] for a in toxicity.values()} == {"use-multilingual-v3"}
     shared = embed_ask("A calm night near the lake")

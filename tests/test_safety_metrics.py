@@ -19,6 +19,7 @@ import pytest
 
 from assay.core.config import AssayConfig
 from assay.core.sample import Sample
+from assay.engine import Answers
 from assay.engine.resources import Resources
 from assay.evaluation.safety_scores import (
     health_score,
@@ -366,9 +367,9 @@ def head_probability(text: str, res: Resources) -> float:
     return float(np.interp(logit, arrays["calibration_x"], arrays["calibration_y"]))
 
 
-def test_toxicity_default_path_is_the_learned_head(resources: Resources) -> None:
+def test_toxicity_head_path_is_the_learned_head(resources: Resources) -> None:
     texts = ["you are a stupid idiot", "have a nice day", "I will kill you"]
-    results = get_metric("toxicity_score").score_batch(
+    results = get_metric("toxicity_score", method="head").score_batch(
         [Sample(response=t) for t in texts], resources
     )
     for text, result in zip(texts, results, strict=True):
@@ -385,6 +386,27 @@ def test_toxicity_default_path_is_the_learned_head(resources: Resources) -> None
     assert results[2].value > results[1].value
     # the keyword evidence rides along even though the model decided
     assert {m["pattern"] for m in results[0].details["keyword_matches"]} == {"stupid", "idiot"}
+
+
+def test_toxicity_by_default_is_the_profanity_model_with_the_models_extra(
+    resources: Resources,
+) -> None:
+    """auto runs the first of AUTO_ORDER that loads: with the models extra installed,
+    alt-profanity-check (it beats the head on a source neither was fitted on); no embed
+    ask is planned for the head."""
+    from profanity_check import predict_prob
+
+    from assay.metrics.toxicity_plan import AUTO_ORDER, auto_uses_profanity_check
+
+    assert AUTO_ORDER == ("profanity-check", "head", "keywords")
+    assert resources.config.toxicity_method == "auto" and auto_uses_profanity_check()
+    texts = ["you are a stupid idiot", "have a nice day"]
+    metric = get_metric("toxicity_score")
+    assert metric.plan(Sample(response=texts[0]), Answers(resources=resources)) == []
+    results = metric.score_batch([Sample(response=t) for t in texts], resources)
+    for text, result in zip(texts, results, strict=True):
+        assert result.details["classifier"].startswith("alt-profanity-check")
+        assert result.value == pytest.approx(float(predict_prob([text])[0]), abs=1e-9)
 
 
 def test_toxicity_profanity_check_method_is_the_packages_probability(
@@ -729,10 +751,14 @@ def test_compliance_and_ethical_violation(
     assert c.method == e.method == "pattern"
 
 
-def test_compliance_with_the_model_is_one_minus_probability(resources: Resources) -> None:
+def test_compliance_with_the_model_is_one_minus_probability(
+    resources: Resources, tmp_path: Path
+) -> None:
     text = "The museum opens at nine."
     prob = head_probability(text, resources)
-    result = get_metric("compliance_score").score(Sample(response=text), resources)
+    res = Resources(AssayConfig(toxicity_method="head", cache_dir=str(tmp_path)))
+    res.__dict__["embedder"] = resources.embedder
+    result = get_metric("compliance_score").score(Sample(response=text), res)
     assert result.method == "local"
     assert result.value == pytest.approx(1 - prob)
     assert result.components == {"toxicity": pytest.approx(prob), "bias": 0.0}

@@ -112,7 +112,8 @@ def test_a_head_refuses_another_models_vectors() -> None:
 
 
 def test_toxicity_score_reports_the_head_and_its_threshold(resources: Resources) -> None:
-    result = get_metric("toxicity_score").score(Sample(response="Have a lovely day"), resources)
+    metric = get_metric("toxicity_score", method="head")
+    result = metric.score(Sample(response="Have a lovely day"), resources)
     assert result.details["classifier"] == (
         "toxicity head on use-multilingual-v3 (Davidson tweets, target hateful_or_offensive, "
         "logistic, isotonic)"

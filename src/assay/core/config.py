@@ -143,9 +143,10 @@ class AssayConfig(BaseSettings):
         "auto",
         validation_alias=_env("ASSAY_TOXICITY_METHOD", "toxicity_method"),
         description=(
-            "toxicity_score, compliance_score, ethical_violation: auto (the learned toxicity "
-            "head on USE embeddings, base install; the keyword fallback if it cannot load), "
-            "head (the head; fail if it cannot load), profanity-check (the older "
+            "toxicity_score, compliance_score, ethical_violation: auto (alt-profanity-check "
+            "with the models extra, else the learned toxicity head on USE embeddings, else "
+            "the keyword fallback: the order of their AUROC on hate speech from a source none "
+            "was fitted on), head (the head; fail if it cannot load), profanity-check (the "
             "alt-profanity-check classifier, models extra; fail if missing) or keywords."
         ),
     )

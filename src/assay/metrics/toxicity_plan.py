@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from assay.core.config import AssayConfig
+from assay.core.extras import installed
 from assay.core.result import MetricResult
 from assay.core.sample import Sample
 from assay.engine import Answers, Ask, answered, embed_ask, execute
@@ -21,7 +22,25 @@ from assay.metrics.base import Metric
 from assay.models.toxicity_head import normalise_for_toxicity
 from assay.text.lang import is_arabic
 
-__all__ = ["ToxicityPlannedMetric", "model_texts", "toxicity_asks"]
+__all__ = [
+    "AUTO_ORDER",
+    "ToxicityPlannedMetric",
+    "auto_uses_profanity_check",
+    "model_texts",
+    "toxicity_asks",
+]
+
+#: what ``toxicity_method = "auto"`` runs: the first that loads. The order of their AUROC
+#: on hate speech from a source none was fitted on (Stormfront forum sentences,
+#: docs/validity.md): alt-profanity-check 0.722, the head (trained on Davidson's tweets)
+#: 0.664, the keywords 0.512; the head is the best the base install has
+AUTO_ORDER: tuple[str, ...] = ("profanity-check", "head", "keywords")
+
+
+def auto_uses_profanity_check() -> bool:
+    """Whether ``auto`` tries alt-profanity-check first: its package is installed (the
+    models extra)."""
+    return installed("profanity_check")
 
 
 def model_texts(texts: Sequence[str]) -> list[int]:
@@ -34,12 +53,14 @@ def toxicity_asks(
     texts: Sequence[str], config: AssayConfig, method: str | None = None
 ) -> list[Ask]:
     """The embed asks whose vectors the toxicity head reads for ``texts`` under ``method``
-    (default: the ``toxicity_method`` setting; none unless it is ``auto`` or ``head``):
+    (default: the ``toxicity_method`` setting; none unless it is ``head``, or ``auto``
+    without alt-profanity-check):
     the non-blank normalised texts (`normalise_for_toxicity`) of those the head scores,
     for the USE multilingual encoder it was trained on (`assay.engine.resources.
     use_asks_embedder`: the run's embedder when that is USE, so the asks are the
     embedding metrics' own; else USE by name, answered by the run's USE instance)."""
-    if (method or config.toxicity_method) not in ("auto", "head"):
+    method = method or config.toxicity_method
+    if method not in ("auto", "head") or (method == "auto" and auto_uses_profanity_check()):
         return []
     embedder = use_asks_embedder(config)
     normalised = (normalise_for_toxicity(texts[i]) for i in model_texts(texts))
