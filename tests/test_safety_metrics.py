@@ -396,10 +396,12 @@ def test_toxicity_by_default_is_the_profanity_model_with_the_models_extra(
     ask is planned for the head."""
     from profanity_check import predict_prob
 
-    from assay.metrics.toxicity_plan import AUTO_ORDER, auto_uses_profanity_check
+    from assay.metrics.toxicity_plan import AUTO_ORDER, model_order
 
     assert AUTO_ORDER == ("profanity-check", "head", "keywords")
-    assert resources.config.toxicity_method == "auto" and auto_uses_profanity_check()
+    assert resources.config.toxicity_method == "auto"
+    assert model_order("auto") == ("profanity-check", "head")  # the models extra is here
+    assert (model_order("head"), model_order("keywords")) == (("head",), ())
     texts = ["you are a stupid idiot", "have a nice day"]
     metric = get_metric("toxicity_score")
     assert metric.plan(Sample(response=texts[0]), Answers(resources=resources)) == []

@@ -151,7 +151,7 @@ def resolve_metrics(
     """Instances for the given metric names and suites (default suite: ``base``).
 
     A metric that a suite brings in but whose extra is not installed (``bertscore`` in a
-    base install) is left out with an `AssayWarning` naming the pip command that adds it;
+    base install) is left out with an `AssayNote` naming the pip command that adds it;
     a metric asked for by name is always kept (it then fails with that command).
     """
     from assay.core.config import AssayNote

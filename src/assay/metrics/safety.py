@@ -31,9 +31,9 @@ from assay.metrics.base import Metric, Source, clamp01
 from assay.metrics.registry import register
 from assay.metrics.toxicity_plan import (
     ToxicityPlannedMetric,
-    auto_uses_profanity_check,
     model_texts,
     toxicity_asks,
+    toxicity_model,
 )
 from assay.text.patterns import Hit, PatternBundle, PatternSet, load_patterns, normalise
 from assay.text.tokenize import words
@@ -46,7 +46,6 @@ __all__ = [
     "patterns_signature",
     "safety_patterns",
     "toxicity_batch",
-    "toxicity_model",
     "weighted_toxicity",
 ]
 
@@ -108,20 +107,6 @@ class ToxicityOutcome:
     method: str
     model: str | None
     details: dict[str, Any]
-
-
-def toxicity_model(res: Resources, method: str) -> tuple[Any, bool]:
-    """The model ``method`` runs, and whether it is the toxicity head (which reads the
-    vectors of its embed asks). ``auto`` takes the first of `AUTO_ORDER` that loads;
-    raises `ModelUnavailable` when none does (or the one named cannot load)."""
-    if method == "profanity-check":
-        return res.profanity_check, False
-    if method == "auto" and auto_uses_profanity_check():
-        try:
-            return res.profanity_check, False
-        except ModelUnavailable:
-            pass
-    return res.toxicity, True
 
 
 def toxicity_batch(

@@ -1,4 +1,5 @@
-"""The toxicity metrics' plan: the embed asks of the texts the toxicity head scores.
+"""The toxicity metrics' plan: which toxicity model a method runs (`model_order`,
+`toxicity_model`) and the embed asks of the texts the toxicity head scores.
 
 The head (`assay.models.toxicity_head`) reads USE multilingual v3 vectors of the
 normalised texts (`normalise_for_toxicity`). `toxicity_asks` names them as embed asks of
@@ -11,9 +12,10 @@ metrics' texts; `ToxicityPlannedMetric` is the base of the metrics that read tox
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from assay.core.config import AssayConfig
-from assay.core.extras import installed
+from assay.core.extras import ModelUnavailable, installed
 from assay.core.result import MetricResult
 from assay.core.sample import Sample
 from assay.engine import Answers, Ask, answered, embed_ask, execute
@@ -25,9 +27,10 @@ from assay.text.lang import is_arabic
 __all__ = [
     "AUTO_ORDER",
     "ToxicityPlannedMetric",
-    "auto_uses_profanity_check",
+    "model_order",
     "model_texts",
     "toxicity_asks",
+    "toxicity_model",
 ]
 
 #: what ``toxicity_method = "auto"`` runs: the first that loads. The order of their AUROC
@@ -37,10 +40,30 @@ __all__ = [
 AUTO_ORDER: tuple[str, ...] = ("profanity-check", "head", "keywords")
 
 
-def auto_uses_profanity_check() -> bool:
-    """Whether ``auto`` tries alt-profanity-check first: its package is installed (the
-    models extra)."""
-    return installed("profanity_check")
+def model_order(method: str) -> tuple[str, ...]:
+    """The toxicity models ``method`` tries, in order (the keyword fallback is none): for
+    ``auto``, those of `AUTO_ORDER`, alt-profanity-check only where its package is
+    installed (the models extra); else the one it names."""
+    if method != "auto":
+        return () if method == "keywords" else (method,)
+    return tuple(
+        m
+        for m in AUTO_ORDER
+        if m != "keywords" and (m != "profanity-check" or installed("profanity_check"))
+    )
+
+
+def toxicity_model(res: Resources, method: str) -> tuple[Any, bool]:
+    """The first model of `model_order` that loads, and whether it is the toxicity head
+    (which reads the vectors of its embed asks). Raises the last model's
+    `ModelUnavailable` when none loads."""
+    failed: ModelUnavailable | None = None
+    for name in model_order(method):
+        try:
+            return (res.toxicity, True) if name == "head" else (res.profanity_check, False)
+        except ModelUnavailable as exc:
+            failed = exc
+    raise failed or ModelUnavailable(f"toxicity method {method!r} runs no model")
 
 
 def model_texts(texts: Sequence[str]) -> list[int]:
@@ -59,8 +82,7 @@ def toxicity_asks(
     for the USE multilingual encoder it was trained on (`assay.engine.resources.
     use_asks_embedder`: the run's embedder when that is USE, so the asks are the
     embedding metrics' own; else USE by name, answered by the run's USE instance)."""
-    method = method or config.toxicity_method
-    if method not in ("auto", "head") or (method == "auto" and auto_uses_profanity_check()):
+    if model_order(method or config.toxicity_method)[:1] != ("head",):
         return []
     embedder = use_asks_embedder(config)
     normalised = (normalise_for_toxicity(texts[i]) for i in model_texts(texts))
