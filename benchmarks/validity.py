@@ -57,7 +57,7 @@ from validity_data import (
     truthfulqa_items,
 )
 from validity_evidence import CARDS_DOC, CARDS_JSON, rows_from_json, write_cards
-from validity_stats import Row, auroc_rows, spearman_row
+from validity_stats import Row, auroc_rows, scored_left_out, spearman_row
 
 #: Davidson tweets scored per class (hate 1,430, offensive 19,190, neither 4,163): AUROC
 #: does not depend on the class shares, and all 24,783 take ~30 CPU-minutes here
@@ -430,19 +430,20 @@ def check_stormfront_toxicity(ctx: Context) -> list[Row]:
         scores, estimator, seconds, _ = metric_scores(
             "toxicity_score", samples, ctx.res(toxicity_method=method)
         )
-        for row in auroc_rows(
-            "stormfront_toxicity",
-            "stormfront",
-            label,
-            estimator,
-            scores,
-            labels,
-            seconds,
-            ctx.seed,
-            note="sentences of the dataset's sampled_test are left out; 1 = hate",
-        ):
-            row.fitted_on = fitted_on
-            rows.append(row)
+        rows += scored_left_out(
+            auroc_rows(
+                "stormfront_toxicity",
+                "stormfront",
+                label,
+                estimator,
+                scores,
+                labels,
+                seconds,
+                ctx.seed,
+                note="sentences of the dataset's sampled_test are left out; 1 = hate",
+            ),
+            fitted_on,
+        )
     return rows
 
 

@@ -15,9 +15,13 @@ import numpy as np
 
 from validity_checks import Context, check, metric_scores
 from validity_data import truthfulqa_items
-from validity_stats import Row, auroc_rows
+from validity_stats import Row, auroc_rows, scored_left_out
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+
+#: the metrics that report the support head's probability (hallucination as 1 - it)
+SUPPORT_METRICS = ("faithfulness", "ragas_faithfulness", "1 - hallucination")
 
 
 def cross_validated(rows: list[Row]) -> list[Row]:
@@ -98,18 +102,14 @@ def check_support_head_cv(ctx: Context) -> list[Row]:
     for dataset in dict.fromkeys(datasets.tolist()):
         m = datasets == dataset
         p, y, g = probs[m], labels[m], groups[m]
-        for metric, scores in (
-            ("faithfulness", p),
-            ("ragas_faithfulness", p),
-            ("1 - hallucination", p),
-        ):
+        for metric in SUPPORT_METRICS:
             rows += cross_validated(
                 auroc_rows(
                     "support_head_cv",
                     dataset,
                     metric,
                     "support_head (nested grouped 5-fold CV)",
-                    scores,
+                    p,
                     y,
                     seconds,
                     ctx.seed,
@@ -142,32 +142,34 @@ def check_support_head_left_out(ctx: Context) -> list[Row]:
         logits = head.decision_function(x[test])  # a monotone map away from its probability
         seconds = time.perf_counter() - started
         y, g = labels[test], groups[test] if left_out == "qags-cnndm-dev" else None
-        for metric in ("faithfulness", "ragas_faithfulness", "1 - hallucination"):
-            for row in auroc_rows(
-                "support_head_left_out",
-                left_out,
-                metric,
-                f"support_head (fitted on {fitted_on} only)",
-                logits,
-                y,
-                seconds,
-                ctx.seed,
-                groups=g,
-                note=f"left out: the head was fitted on {fitted_on} only, not on this data set",
-            ):
-                row.fitted_on = fitted_on
-                rows.append(row)
-            for row in auroc_rows(
-                "support_head_left_out",
-                left_out,
-                f"{metric} (graded)",
-                "sentence_support (graded, fitted on nothing)",
-                graded[test],
-                y,
-                seconds,
-                ctx.seed,
-                groups=g,
-            ):
-                row.fitted_on = "nothing"
-                rows.append(row)
+        for metric in SUPPORT_METRICS:
+            rows += scored_left_out(
+                auroc_rows(
+                    "support_head_left_out",
+                    left_out,
+                    metric,
+                    f"support_head (fitted on {fitted_on} only)",
+                    logits,
+                    y,
+                    seconds,
+                    ctx.seed,
+                    groups=g,
+                    note=f"left out: the head was fitted on {fitted_on} only, not on this data set",
+                ),
+                fitted_on,
+            )
+            rows += scored_left_out(
+                auroc_rows(
+                    "support_head_left_out",
+                    left_out,
+                    f"{metric} (graded)",
+                    "sentence_support (graded, fitted on nothing)",
+                    graded[test],
+                    y,
+                    seconds,
+                    ctx.seed,
+                    groups=g,
+                ),
+                "nothing",
+            )
     return rows

@@ -35,6 +35,15 @@ class Row:
     fitted_on: str = ""
 
 
+def scored_left_out(rows: list[Row], fitted_on: str) -> list[Row]:
+    """``rows`` marked as scored by an estimator fitted on ``fitted_on`` (``"nothing"``
+    for one fitted on nothing), not on the rows' data set: numbers left out of its
+    training, the evidence that chooses a default (docs/validity.md)."""
+    for row in rows:
+        row.fitted_on = fitted_on
+    return rows
+
+
 def _bootstrap_ci(
     x: np.ndarray, y: np.ndarray, stat: Callable[[np.ndarray, np.ndarray], float], seed: int
 ) -> tuple[float, float]:
