@@ -17,19 +17,23 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from assay.core.config import AssayConfig
 from assay.core.result import MetricResult
 from assay.core.sample import Sample
 from assay.core.stats import bootstrap_ci, mean, percentile
 from assay.engine.resources import Resources
-from assay.evaluation.chunks import score_chunk
+from assay.evaluation.chunks import Executor, score_chunk
+from assay.evaluation.scale import resolve_executor
+from assay.inputs.records import (
+    InputError,
+    InputErrors,
+    samples_from_dataframe,
+    samples_from_records,
+)
 from assay.metrics.base import PASS_THRESHOLD, Metric
 from assay.metrics.registry import resolve_metrics
-
-if TYPE_CHECKING:
-    from assay.evaluation.chunks import Executor
 
 __all__ = [
     "Evaluation",
@@ -182,8 +186,6 @@ def _as_samples(data: Iterable[Any], max_json_depth: int) -> list[Sample]:
     """Samples as given; dicts validated, an invalid one (or one nesting deeper than
     ``max_json_depth``) raising `InputErrors` that names its position (item N, 1-based)
     and field."""
-    from assay.inputs.records import InputError, InputErrors, samples_from_records
-
     if isinstance(data, Sample | dict | str | bytes):
         raise InputErrors(
             [InputError("<data>", None, None, "expected a list of samples or dicts, not one")]
@@ -242,8 +244,6 @@ def evaluate(
     res = resources or Resources(config)
     cfg = res.config
     if hasattr(data, "columns") and hasattr(data, "to_dict"):  # a pandas DataFrame
-        from assay.inputs.records import samples_from_dataframe
-
         data, _ = samples_from_dataframe(data, strict=True, max_json_depth=cfg.max_json_depth)
     samples = _as_samples(data, cfg.max_json_depth)
     names = [m for m in metrics or [] if isinstance(m, str)]
@@ -295,6 +295,4 @@ def _scaled(executor: str | Executor | None) -> Executor | None:
     """The executor that scores the chunks elsewhere; None for this process."""
     if executor is None or executor == "local":
         return None
-    from assay.evaluation.scale import resolve_executor
-
     return resolve_executor(executor)

@@ -44,6 +44,9 @@ from assay.inputs.formats import (
     json_lines,
     reader_suffix,
 )
+from assay.inputs.otlp import read_otlp
+from assay.inputs.otlp.reader import OTLP_HEAD_BYTES, starts_like_otlp
+from assay.inputs.parquet import parquet_records
 from assay.inputs.records import (
     InputError,
     InputErrors,
@@ -185,8 +188,6 @@ def read_piece(piece: Piece) -> PieceResult:
     try:
         fs, path = _filesystem(piece.location)
         if piece.reader == ".parquet":
-            from assay.inputs.parquet import parquet_records
-
             groups = list(piece.row_groups) if piece.row_groups is not None else None
             records: Any = parquet_records(
                 path,
@@ -275,8 +276,6 @@ def _pieces(
         piece_bytes = max(_MIN_PIECE_BYTES, min(PIECE_BYTES, math.ceil(size / (2 * workers))))
     base = Piece(location, source, reader, suffix, max_json_depth=depth)
     if reader != ".parquet":
-        from assay.inputs.otlp.reader import OTLP_HEAD_BYTES, starts_like_otlp
-
         try:
             with fs.open_input_stream(path) as handle:
                 head = handle.read(OTLP_HEAD_BYTES)
@@ -356,8 +355,6 @@ def read_location(
     depth = depth_setting(max_json_depth)
     planned = _pieces(str(location), input_format, depth, piece_bytes, max(1, workers))
     if isinstance(planned, Path):
-        from assay.inputs.otlp import read_otlp
-
         return read_otlp(planned, strict=strict)
     results = run(planned) if run is not None else [read_piece(p) for p in planned]
     samples: list[Sample] = []

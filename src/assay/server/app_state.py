@@ -3,10 +3,9 @@ first request that scores."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from assay.engine.resources import Resources
+from assay.engine.resources import Resources, default_resources
 
 __all__ = ["app_resources"]
 
@@ -14,7 +13,5 @@ __all__ = ["app_resources"]
 def app_resources(app: Any) -> Resources:
     """The app's shared models (created on first use)."""
     if app.state.resources is None:
-        from assay.engine.resources import default_resources
-
         app.state.resources = default_resources()
     return app.state.resources

@@ -40,8 +40,11 @@ from assay.core.config import AssayConfig, AssayWarning
 from assay.core.extras import ModelUnavailable, needs_extra
 from assay.core.result import MetricResult
 from assay.core.sample import Sample
-from assay.evaluation.chunks import ScoredChunk
+from assay.engine.resources import Resources
+from assay.evaluation.chunks import ScoredChunk, score_chunk
 from assay.evaluation.scale.budget import BudgetSlots, JudgeBudget
+from assay.inputs.locations import is_local, read_location, read_piece
+from assay.inputs.read import read_samples
 from assay.metrics.base import Metric
 
 if TYPE_CHECKING:
@@ -70,8 +73,6 @@ class Scorer:
     def __init__(
         self, metrics: Sequence[Metric], config: AssayConfig, holder: str, budget: Any
     ) -> None:
-        from assay.engine.resources import Resources
-
         self.metrics = list(metrics)
         self.res = Resources(config)
         self.holder = holder
@@ -91,8 +92,6 @@ class Scorer:
     ) -> tuple[list[dict[str, MetricResult]], dict[str, float], dict[str, Any] | None]:
         """The chunk's results, the seconds per metric, and this actor's judge usage so
         far (reported with every chunk, so an actor that dies later still counts)."""
-        from assay.evaluation.chunks import score_chunk
-
         seconds: dict[str, float] = {}
         rows = score_chunk(self.metrics, samples, self.res, seconds)
         return rows, seconds, self.res.judge_usage()
@@ -306,9 +305,6 @@ class RayExecutor:
         file is read here, with a warning; an OTLP export is read here too. Leaves Ray
         connected for the run (`close` when none follows). ``piece_bytes``: see
         `read_location`. `read_by` says which way it went."""
-        from assay.inputs.locations import is_local, read_location, read_piece
-        from assay.inputs.read import read_samples
-
         with needs_extra("the Ray executor (--executor ray)"):
             import ray
         self._open(ray)
