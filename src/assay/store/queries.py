@@ -208,6 +208,11 @@ def _all_time_averages(session: Session, names: Sequence[str] | None) -> dict[st
     }
 
 
+def _with_status(status: str) -> Any:
+    """SQL: how many test results have ``status``."""
+    return func.sum(case((TestResult.status == status, 1), else_=0))
+
+
 def pass_rate(passed: int | None, total: int | None, ungated: int | None) -> float | None:
     """Passed samples × 100 over the samples a threshold decided (``total - ungated``);
     None when none was decided."""
@@ -221,11 +226,11 @@ def _test_counts(
     timeout = or_(TestResult.duration > TIMEOUT_SECONDS, TestResult.status == "skipped")
     stmt = select(
         func.count(),
-        func.sum(case((TestResult.status == "passed", 1), else_=0)),
-        func.sum(case((TestResult.status == "failed", 1), else_=0)),
-        func.sum(case((TestResult.status == "skipped", 1), else_=0)),
-        func.sum(case((TestResult.status == "error", 1), else_=0)),
-        func.sum(case((TestResult.status == UNGATED, 1), else_=0)),
+        _with_status("passed"),
+        _with_status("failed"),
+        _with_status("skipped"),
+        _with_status("error"),
+        _with_status(UNGATED),
         func.avg(TestResult.duration),
         func.sum(case((timeout, 1), else_=0)),
     )
@@ -349,8 +354,8 @@ def history(
         select(
             bucket,
             func.count(),
-            func.sum(case((TestResult.status == "passed", 1), else_=0)),
-            func.sum(case((TestResult.status == UNGATED, 1), else_=0)),
+            _with_status("passed"),
+            _with_status(UNGATED),
             func.avg(TestResult.duration),
         )
         .where(TestResult.timestamp >= since)
@@ -424,8 +429,8 @@ def runs(
         select(
             TestResult.run_id,
             func.count().label("n"),
-            func.sum(case((TestResult.status == "passed", 1), else_=0)).label("passed"),
-            func.sum(case((TestResult.status == UNGATED, 1), else_=0)).label("ungated"),
+            _with_status("passed").label("passed"),
+            _with_status(UNGATED).label("ungated"),
             func.avg(TestResult.duration).label("avg_duration"),
         )
         .group_by(TestResult.run_id)
