@@ -36,6 +36,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import validity_entailment  # noqa: F401  (registers the support estimators left-out check)
 import validity_heads  # noqa: F401  (registers the learned heads' cross-validated checks)
 from assay.core.sample import Sample
 from assay.metrics.registry import get_metric

@@ -357,7 +357,7 @@ def test_offline_spacy_parses_each_distinct_text_once(resources: Resources) -> N
         {*RAG_CONTEXTS, "Who wrote Hamlet?", "William Shakespeare"} | {s.response for s in samples}
     )
     for row in run.results:
-        assert row["faithfulness"].details["estimator"] == "sentence_support"
+        assert row["faithfulness"].details["estimator"] == "sentence_support+entailment"
         assert row["faithfulness"].details["anchors"] is not None  # checked
     assert_as_scored_alone(run, metrics, samples, res)
 
@@ -369,9 +369,10 @@ def test_offline_the_rag_suite_embeds_each_distinct_text_once(resources: Resourc
     todo = planned(family, RAG, Answers())
     assert {a.values["text"] for a in todo.values()} == RAG_TEXTS
     res, counting = offline(resources)
-    # with the judged metrics' estimators (the graded support parses answers and contexts)
+    # with the judged metrics' estimators (the graded support parses answers and contexts;
+    # by default it is averaged with the entailment model's, which entail asks feed)
     everything = planned(metrics, RAG, Answers(None, res))
-    assert {a.kind for a in everything.values()} == {"embed", "parse"}
+    assert {a.kind for a in everything.values()} == {"embed", "parse", "entail"}
     run = evaluate(RAG, metrics=metrics, resources=res)
     # one call for the chunk, each distinct text of every metric once
     assert counting.calls == 1
@@ -522,6 +523,7 @@ RESOURCE_OF = {
     "profanity_check": "profanity_check",
     "support_head": "support_head",
     "agreement_head": "agreement_head",
+    "entailment": "entailment",
     "judge": "judge",
 }
 

@@ -109,18 +109,17 @@ def test_local_results_pass_at_the_heads_threshold(resources: Resources, tmp_pat
     assert rates["faithfulness"] == rates["hallucination"] == 0.5
 
 
-def test_the_graded_support_is_the_default_and_the_head_is_asked_for(
-    resources: Resources,
-) -> None:
-    """The default by leave-one-source-out evidence is the graded support (the head lost
-    on both data sets left out of its training); ``support_estimator = "head"`` asks for
-    the head, which then scores the same vectors."""
+def test_the_head_is_not_the_default_and_is_asked_for(resources: Resources) -> None:
+    """The head is not the default (it lost to the graded support on both data sets left
+    out of its training; the default, ``auto``, is the graded support, averaged with the
+    entailment model's where it is installed, `assay.estimators.entailment`);
+    ``support_estimator = "head"`` asks for the head, which then scores the same vectors."""
     texts, evidence = ["Canberra is the capital."], [["Canberra is the capital of Australia."]]
     needed = sentence_support_texts(texts, evidence)
     vectors = dict(zip(needed, resources.embedder.embed(needed), strict=True))
     default = Resources(AssayConfig(cache_dir=resources.config.cache_dir))
     [graded] = sentence_support(default, vectors, texts, evidence)
-    assert default.config.support_estimator == "graded"
+    assert default.config.support_estimator == "auto"
     assert (graded.estimator, graded.score) == ("sentence_support", graded.graded)
     head = Resources(AssayConfig(cache_dir=resources.config.cache_dir, support_estimator="head"))
     [learned] = sentence_support(head, vectors, texts, evidence)

@@ -152,14 +152,25 @@ class AssayConfig(BaseSettings):
     )
     # the offline estimator of "is this text supported by its evidence?" (faithfulness,
     # hallucination, ragas_faithfulness, ragas_context_recall, answer_correctness)
-    support_estimator: Literal["graded", "head"] = Field(
-        "graded",
+    support_estimator: Literal["auto", "graded", "head", "entailment", "graded+entailment"] = Field(
+        "auto",
         validation_alias=_env("ASSAY_SUPPORT_ESTIMATOR", "support_estimator"),
         description=(
-            "graded (the graded sentence support, fitted on nothing: the default, chosen by "
-            "leave-one-source-out evidence, docs/validity.md) or head (the learned support "
-            "head, trained on BEGIN and QAGS; used with the embedder it was trained with, "
-            "USE multilingual v3, else the graded support)."
+            "auto (the default: graded+entailment where the models extra is installed, else "
+            "graded; chosen by leave-one-source-out evidence, docs/validity.md), "
+            "graded+entailment (the mean of the two), graded (the graded sentence support, "
+            "fitted on nothing), entailment (Assay's entailment model alone, each sentence "
+            "against its closest evidence windows) or head (the learned support head, "
+            "trained on BEGIN and QAGS; with the embedder it was trained with, USE "
+            "multilingual v3, else the graded support)."
+        ),
+    )
+    entailment_model: str | None = Field(
+        None,
+        validation_alias=_env("ASSAY_ENTAILMENT_MODEL", "entailment_model"),
+        description=(
+            "Local folder of a sequence-classification model whose labels name entailment "
+            "and contradiction, neutral or not_entailment; default: Assay's shipped model."
         ),
     )
     extra_patterns_file: str | None = Field(

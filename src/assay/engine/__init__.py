@@ -1,9 +1,9 @@
 """The execution engine: metrics declare what they need as data (`Ask`), one executor
 makes the calls, metrics reduce the answers.
 
-- `asks`: the `Ask` data type and its key (``judge``, ``embed``, ``bertscore`` and
-  ``parse`` asks; an embed ask may name its embedder, e.g. the toxicity head's USE when
-  the run embeds with another model), `Answers` (what came back, by key; the judge
+- `asks`: the `Ask` data type and its key (``judge``, ``embed``, ``bertscore``,
+  ``parse`` and ``entail`` asks; an embed ask may name its embedder, e.g. the toxicity
+  head's USE when the run embeds with another model), `Answers` (what came back, by key; the judge
   model, None offline; a memo for values that several metrics reduce from the same
   answers).
 - `executor`: the local executor: collects the asks of many metrics over a chunk of
@@ -11,7 +11,8 @@ makes the calls, metrics reduce the answers.
   `JudgeClient` (its memo, persistent cache, retries and format probe in front) while
   the model asks run in a thread (embed asks: one embedder call for the distinct texts,
   per embedder; BERTScore asks: one scorer call for the distinct pairs; parse asks: one
-  spaCy pass over the distinct texts; the models load while the judge answers), and goes
+  spaCy pass over the distinct texts; entail asks: one entailment-model call for the
+  distinct pairs; the models load while the judge answers), and goes
   round again for follow-up asks planned from the answers. Without a judge it runs the
   model asks alone. `answer` runs given asks for code outside a metric's plan (reading
   the chunk's answers inside a run).
@@ -33,7 +34,15 @@ once, in one call per embedder.
 
 from __future__ import annotations
 
-from assay.engine.asks import Answers, Ask, bertscore_ask, embed_ask, judge_ask, parse_ask
+from assay.engine.asks import (
+    Answers,
+    Ask,
+    bertscore_ask,
+    embed_ask,
+    entail_ask,
+    judge_ask,
+    parse_ask,
+)
 from assay.engine.executor import Planner, answer, answered, execute, planned
 
 __all__ = [
@@ -44,6 +53,7 @@ __all__ = [
     "answered",
     "bertscore_ask",
     "embed_ask",
+    "entail_ask",
     "execute",
     "judge_ask",
     "parse_ask",

@@ -15,7 +15,15 @@ from assay.judge.prompts import Prompt
 if TYPE_CHECKING:
     from assay.engine.resources import Resources
 
-__all__ = ["Answers", "Ask", "bertscore_ask", "embed_ask", "judge_ask", "parse_ask"]
+__all__ = [
+    "Answers",
+    "Ask",
+    "bertscore_ask",
+    "embed_ask",
+    "entail_ask",
+    "judge_ask",
+    "parse_ask",
+]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -30,8 +38,10 @@ class Ask:
             is a `JudgeReply`), ``embed`` (a text for the run's embedder, or for the
             embedder it names; the answer is its normalised vector, zeros for a blank
             text), ``bertscore`` (a candidate and reference pair for the run's BERTScore
-            model; the answer is the raw (P, R, F) row) or ``parse`` (a text for the run's
-            spaCy pipeline; the answer is its ``Doc``).
+            model; the answer is the raw (P, R, F) row), ``parse`` (a text for the run's
+            spaCy pipeline; the answer is its ``Doc``) or ``entail`` (a premise and
+            hypothesis pair for the run's entailment model; the answer is the row of
+            P(entailment), P(neutral), P(contradiction)).
         key: identity of the ask: two asks with the same key are the same question
             (the prompt's signature and the block values; the text, and the embedder
             when one is named), asked once.
@@ -39,7 +49,8 @@ class Ask:
             other kinds.
         values: the prompt's block values; ``{"text": ...}`` for an embed ask (with
             ``"embedder"`` when it names one) or a parse ask; ``{"candidate": ...,
-            "reference": ...}`` for a BERTScore ask.
+            "reference": ...}`` for a BERTScore ask; ``{"premise": ..., "hypothesis":
+            ...}`` for an entail ask.
     """
 
     kind: str
@@ -71,6 +82,13 @@ def bertscore_ask(candidate: str, reference: str) -> Ask:
     return Ask(
         "bertscore", f"bertscore:{payload}", None, {"candidate": candidate, "reference": reference}
     )
+
+
+def entail_ask(premise: str, hypothesis: str) -> Ask:
+    """The ask for the entailment model's probabilities that ``premise`` entails,
+    is neutral to, or contradicts ``hypothesis``."""
+    payload = json.dumps([premise, hypothesis], ensure_ascii=False)
+    return Ask("entail", f"entail:{payload}", None, {"premise": premise, "hypothesis": hypothesis})
 
 
 def parse_ask(text: str) -> Ask:
@@ -152,6 +170,16 @@ class Answers:
             not installed); KeyError for a text whose parse ask was never planned.
         """
         return {text: self.reply(parse_ask(text)) for text in dict.fromkeys(texts)}
+
+    def entailments(self, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], np.ndarray]:
+        """The answered probability rows of the entail asks of ``pairs`` (premise,
+        hypothesis), by pair.
+
+        Raises:
+            as `reply`: the error an entail ask failed with (e.g. the model could not
+            load); KeyError for a pair whose entail ask was never planned.
+        """
+        return {pair: self.reply(entail_ask(*pair)) for pair in dict.fromkeys(pairs)}
 
     def computed_once(
         self, name: str, keys: Sequence[K], compute: Callable[[list[K]], Sequence[V]]

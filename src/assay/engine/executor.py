@@ -11,7 +11,8 @@ all distinct texts of the round, its cache in front, the rest sent to the model 
 by length, and one call to any other embedder an ask names, e.g. the toxicity head's
 USE when the run embeds with another model; ``bertscore``: one call of the BERTScore
 model for all distinct pairs, each text embedded once, longest first; ``parse``: one
-``nlp.pipe`` pass of the run's spaCy pipeline over the distinct texts) run in a thread
+``nlp.pipe`` pass of the run's spaCy pipeline over the distinct texts; ``entail``: one
+call of the entailment model for all distinct pairs, sorted by length) run in a thread
 while the judge asks of the same round are in flight: the first round loads the models
 (and embeds what is known up front, e.g. the questions) during the judge's latency. A
 round without judge asks runs its model asks in the calling thread.
@@ -232,6 +233,13 @@ def _bertscore(asks: list[Ask], answers: Answers, res: Resources) -> Sequence[An
     )
 
 
+def _entail(asks: list[Ask], answers: Answers, res: Resources) -> Sequence[Any]:
+    """The probability rows of the pairs of ``asks``, from one call of the run's
+    entailment model (distinct pairs, sorted by length, batched; its memo in front)."""
+    pairs = [(a.values["premise"], a.values["hypothesis"]) for a in asks]
+    return list(res.entailment.probabilities(pairs))
+
+
 def _parse(asks: list[Ask], answers: Answers, res: Resources) -> Sequence[Any]:
     """The spaCy ``Doc`` of each text of ``asks``, from one ``nlp.pipe`` pass of the run's
     pipeline (`assay.text.anchors.parse_texts`)."""
@@ -248,4 +256,5 @@ MODEL_KINDS: dict[str, Callable[[list[Ask], Answers, Resources], Sequence[Any]]]
     "embed": _embed,
     "bertscore": _bertscore,
     "parse": _parse,
+    "entail": _entail,
 }

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from assay.judge.client import JudgeClient
     from assay.models.agreement_head import AgreementHead
     from assay.models.bertscore import BERTScorer
+    from assay.models.entailment import EntailmentModel
     from assay.models.support_head import SupportHead
     from assay.models.toxicity import ToxicityModel
     from assay.models.toxicity_head import ToxicityHead
@@ -95,6 +96,20 @@ class Resources:
 
         with self._lock, needs_extra("BERTScore"):
             return BERTScorer.from_config(self.config)
+
+    @cached_property
+    def entailment(self) -> EntailmentModel:
+        """The entailment model (`assay.models.entailment`): the shipped one, or the
+        folder of ``entailment_model``, on the run's ``device``."""
+        from assay.models.device import torch_device
+        from assay.models.entailment import EntailmentModel
+
+        with self._lock, needs_extra("the entailment model"):
+            return EntailmentModel(
+                self.config.entailment_model,
+                device=torch_device(self.config.device),
+                batch_size=self.config.batch_size,
+            )
 
     @cached_property
     def toxicity(self) -> ToxicityHead:

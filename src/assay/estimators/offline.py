@@ -154,6 +154,9 @@ class Support:
             anchor in it; with the head: no name or number the evidence lacks).
         anchors, anchors_supported: anchor counts (None when spaCy was unavailable).
         unsupported_anchors: the anchors the evidence does not support.
+        out_of_domain: for a learned estimator that can tell, why its input lies outside
+            what it was trained on (empty: inside; None: the estimator does not tell).
+        entailed: the entailment support, when ``score`` combines it with the graded one.
     """
 
     score: float
@@ -166,6 +169,8 @@ class Support:
     head_features: dict[str, float] | None = None
     new_terms: list[str] | None = None
     decision_threshold: float | None = None
+    out_of_domain: list[str] | None = None
+    entailed: float | None = None
 
     @property
     def supported_sentences(self) -> int:
@@ -181,8 +186,16 @@ class Support:
                 "new_terms": self.new_terms,
             }
         )
+        if self.entailed is not None:
+            head = {"graded_support": self.graded, "entailment_support": self.entailed}
+        domain = (
+            {}
+            if self.out_of_domain is None
+            else {"in_domain": not self.out_of_domain, "out_of_domain": self.out_of_domain}
+        )
         return {
             **head,
+            **domain,
             "sentences": self.sentences,
             "anchors": self.anchors,
             "anchors_supported": self.anchors_supported,
@@ -322,6 +335,7 @@ def sentence_support(
                     "semantic": round(semantic, 4),
                     "lexical": round(lexical, 4),
                     "support": round(support, 4),
+                    "unsupported_anchor": has_bad,
                     "supported": support >= threshold and not has_bad,
                 }
             )

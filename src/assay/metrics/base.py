@@ -113,6 +113,7 @@ class Metric:
         source: the specification that defines it (`Source`); None for Assay's own.
         needs: resources it loads: ``embedder``, ``bertscore``, ``spacy``, ``toxicity``
             (the learned toxicity head), ``profanity_check`` (the older toxicity model),
+            ``support_head``, ``agreement_head``, ``entailment`` (the entailment model),
             ``judge`` (a test holds every metric to its list).
         components: names of sub-scores it reports.
     """

@@ -18,8 +18,23 @@ from typing import Any, ClassVar
 
 from assay.core.result import MetricResult
 from assay.core.sample import Sample
-from assay.engine import Answers, Ask, answered, embed_ask, execute, judge_ask, parse_ask
+from assay.engine import (
+    Answers,
+    Ask,
+    answered,
+    embed_ask,
+    entail_ask,
+    execute,
+    judge_ask,
+    parse_ask,
+)
 from assay.engine.resources import Resources
+from assay.estimators.entailment import (
+    combined_support,
+    entailment_pairs,
+    entailment_support,
+    support_method,
+)
 from assay.estimators.offline import (
     Support,
     fitting_support_head,
@@ -34,9 +49,10 @@ from assay.text.anchors import anchor_texts
 
 #: ``needs`` of the judged metrics whose local estimator checks claim anchors (spaCy)
 ANCHORED_NEEDS = frozenset({"judge", "embedder", "spacy"})
-#: ``needs`` of those whose local estimator is sentence support scored by the learned
-#: support head (`assay.models.support_head`)
-SUPPORT_NEEDS = ANCHORED_NEEDS | {"support_head"}
+#: ``needs`` of those whose local estimator is sentence support: graded (spaCy's
+#: anchors), with the entailment model (`assay.models.entailment`) or scored by the
+#: learned support head (`assay.models.support_head`)
+SUPPORT_NEEDS = ANCHORED_NEEDS | {"support_head", "entailment"}
 #: ``needs`` of those whose local estimator is reference agreement scored by the learned
 #: agreement head (`assay.models.agreement_head`)
 AGREEMENT_NEEDS = ANCHORED_NEEDS | {"agreement_head"}
@@ -80,6 +96,13 @@ def parses_or_none(answers: Answers, texts: Iterable[str]) -> dict[str, Any] | N
         return None
 
 
+def _support_method(answers: Answers) -> str:
+    """The support estimator `shared_supports` runs (`support_method` of the
+    ``support_estimator`` setting; ``graded`` without resources)."""
+    res = answers.resources
+    return "graded" if res is None else support_method(res.config.support_estimator)
+
+
 def _graded_support(answers: Answers) -> bool:
     """Whether `sentence_support` in this run is the graded support (which checks spaCy's
     anchors), not the support head: the head does not fit the run's embedder, or the
@@ -96,10 +119,17 @@ def _graded_support(answers: Answers) -> bool:
 def support_asks(
     answers: Answers, texts: Sequence[str], evidence: Sequence[Sequence[str]]
 ) -> list[Ask]:
-    """The asks `shared_supports` reads for ``texts`` against ``evidence``: the embed asks
-    of `sentence_support_texts` and, for the graded support only, the parse asks of
-    `anchor_texts` (the support head reads no anchor)."""
-    asks = embed_asks(sentence_support_texts(texts, evidence))
+    """The asks `shared_supports` reads for ``texts`` against ``evidence``: with the
+    entailment model, the entail asks of `entailment_pairs`; unless it runs alone, the
+    embed asks of `sentence_support_texts` and, for the graded support only, the parse
+    asks of `anchor_texts` (the support head reads no anchor)."""
+    method = _support_method(answers)
+    asks = []
+    if "entailment" in method:
+        asks += [entail_ask(*pair) for pair in entailment_pairs(texts, evidence)]
+    if method == "entailment":
+        return asks
+    asks += embed_asks(sentence_support_texts(texts, evidence))
     if _graded_support(answers):
         asks += [parse_ask(t) for t in anchor_texts(texts, evidence)]
     return asks
@@ -112,15 +142,27 @@ def shared_supports(
     `sentence_support_texts`, computed once per (text, evidence) in a chunk: kept in the
     answers' memo, so faithfulness, hallucination, ragas_faithfulness and the composites
     scored together share it), with the graded support's anchors from the parses that
-    `support_asks` planned."""
+    `support_asks` planned; with the entailment model (`support_method`),
+    `entailment_support` from the entail asks' probabilities alone, or its mean with the
+    graded support (`combined_support`)."""
 
     def compute(todo: list[tuple[str, tuple[str, ...]]]) -> list[Support]:
         todo_texts, todo_evidence = [k[0] for k in todo], [list(k[1]) for k in todo]
+        method = _support_method(answers)
+        entailed: list[Support] = []
+        if "entailment" in method:
+            probabilities = answers.entailments(entailment_pairs(todo_texts, todo_evidence))
+            entailed = entailment_support(probabilities, todo_texts, todo_evidence)
+        if method == "entailment":
+            return entailed
         vectors = answers.vectors(sentence_support_texts(todo_texts, todo_evidence))
         docs = None
         if fitting_support_head(res) is None:
             docs = parses_or_none(answers, anchor_texts(todo_texts, todo_evidence))
-        return sentence_support(res, vectors, todo_texts, todo_evidence, docs=docs)
+        graded = sentence_support(res, vectors, todo_texts, todo_evidence, docs=docs)
+        if not entailed:
+            return graded
+        return [combined_support(g, e) for g, e in zip(graded, entailed, strict=True)]
 
     keys = [(t, tuple(e)) for t, e in zip(texts, evidence, strict=True)]
     return answers.computed_once("sentence_support", keys, compute)
@@ -259,6 +301,10 @@ class JudgedMetric(Metric):
         for head in ("support_head", "agreement_head"):
             if head in estimator:
                 model = f"{model}+{getattr(res, head).identity}"
+        if estimator.removeprefix("1 - ") == "entailment":  # the entailment model alone
+            model = res.entailment.name
+        elif "entailment" in estimator:
+            model = f"{model}+{res.entailment.name}"
         return self.result(
             value,
             components=components,

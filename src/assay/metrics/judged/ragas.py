@@ -20,6 +20,7 @@ from assay.core.result import MetricResult
 from assay.core.sample import Sample
 from assay.engine import Answers, Ask, embed_ask, judge_ask
 from assay.engine.resources import Resources
+from assay.estimators.entailment import COMBINED_SUPPORTED, ENTAILED
 from assay.estimators.offline import (
     CONTEXT_RELEVANCE_THRESHOLD,
     SUPPORT_THRESHOLD,
@@ -78,6 +79,11 @@ class _RagVerdictMetric(JudgedMetric):
         self, sample: Sample, reply: JudgeReply[RagVerdicts], model: str
     ) -> MetricResult:
         raise NotImplementedError
+
+
+#: the sentence support at which a claim counts as supported, by estimator (the graded
+#: support and the support head: `SUPPORT_THRESHOLD`)
+_SUPPORTED_AT = {"entailment": ENTAILED, "sentence_support+entailment": COMBINED_SUPPORTED}
 
 
 class _SupportedShare(_RagVerdictMetric):
@@ -152,7 +158,7 @@ class _SupportedShare(_RagVerdictMetric):
                     res,
                     estimator=support.estimator,
                     **pass_threshold(support.decision_threshold),
-                    threshold=SUPPORT_THRESHOLD,
+                    threshold=_SUPPORTED_AT.get(support.estimator, SUPPORT_THRESHOLD),
                     **{self.count_key: n, self.ok_key: ok, self.missing_key: missing},
                     **support.details(),
                 )
@@ -171,14 +177,16 @@ class RagasFaithfulness(_SupportedShare):
     1.0 (the specification's rule: nothing unsupported), flagged in the reason. Inputs: response,
     contexts (question and reference used when present). Range 0..1 (the specification: 0-100),
     higher is better. Evidence: every claim with its verdict and reason.
-    Local estimator ``sentence_support``, the one estimator of every "is this text
-    supported by the contexts?" metric (``faithfulness``, ``hallucination``,
-    ``ragas_context_recall``): the graded support as for ``faithfulness`` (the support
-    head with ``support_estimator = "head"``; either beats the share of sentences above a
-    cut-off, which loses the grading: BEGIN dev AUROC 0.917 for the graded support
-    against 0.840 for the share); each answer sentence is listed
-    as a claim, supported when its graded support is at least 0.6 and none of its anchors
-    is unsupported. Weaknesses: the
+    Local estimator ``sentence_support+entailment``, the one estimator of every "is this
+    text supported by the contexts?" metric (``faithfulness``, ``hallucination``,
+    ``ragas_context_recall``): the mean of the graded support and the entailment support
+    as for ``faithfulness`` (``support_estimator`` selects one of them, or the support
+    head; each beats the share of sentences above a cut-off, which loses the grading:
+    BEGIN dev AUROC 0.917 for the graded support against 0.840 for the share); each
+    answer sentence is listed as a claim, supported when the mean of its graded support
+    and its P(entailment) is at least 0.55 and none of its anchors is unsupported (the
+    graded support alone: at least 0.6; the entailment model alone: P(entailment) at
+    least 0.5). Weaknesses: the
     no-claims rule rewards evasive answers; the judge
     may split claims unevenly (one long claim vs many small ones changes the ratio);
     the estimator's sentences are not atomic claims.
@@ -186,7 +194,7 @@ class RagasFaithfulness(_SupportedShare):
 
     name = "ragas_faithfulness"
     requires = ("response", "contexts")
-    estimator = "sentence_support"
+    estimator = "sentence_support+entailment"
     items = "claims"
     item_text = "claim"
     item_ok = "verdict"
@@ -277,17 +285,16 @@ class RagasContextRecall(_SupportedShare):
     rule, flagged in the reason). Inputs: expected (ground truth), contexts. Range 0..1
     (the specification: 0-100), higher is better. Evidence: statements with verdicts and supporting
     context.
-    Local estimator ``sentence_support``: the graded support of the reference by the
-    contexts (as for ``ragas_faithfulness``; the support head with
-    ``support_estimator = "head"``); each reference sentence is listed as a statement,
-    attributed when its graded support is at least 0.6 and none of its anchors is
-    unsupported. Weaknesses: a one-word reference ("Cornish heath") is one statement, so
+    Local estimator ``sentence_support+entailment``: the support of the reference by the
+    contexts, as for ``ragas_faithfulness`` (``support_estimator`` selects another);
+    each reference sentence is listed as a statement, attributed as a claim is there.
+    Weaknesses: a one-word reference ("Cornish heath") is one statement, so
     recall is all or nothing; the estimator's sentences are not atomic.
     """
 
     name = "ragas_context_recall"
     requires = ("expected", "contexts")
-    estimator = "sentence_support"
+    estimator = "sentence_support+entailment"
     items = "statements"
     item_text = "statement"
     item_ok = "attributed"

@@ -120,12 +120,23 @@ class Faithfulness(_SupportBased):
     ``contextual_relevance``; 1.0 = every fact/number in the response is directly from the
     context ... 0.0-0.3 = many unsupported claims), on [0, 1] as for ``judged_relevance``.
     Inputs: response, contexts. Range 0..1, higher is better. Local estimator
-    ``sentence_support``, the graded support, fitted on nothing: per response sentence,
+    (``support_estimator = "auto"``, the default) ``sentence_support+entailment``, the
+    plain mean of two supports where the models extra is installed (else the first alone):
+    the graded support (``sentence_support``, fitted on nothing: per response sentence,
     the mean of its best embedding cosine against the context sentences and the share of
     its content words found in the context, averaged over sentences and multiplied by
-    ``0.5 + 0.5 * (supported anchors / anchors)`` (numbers, dates, entities and asserted
+    ``0.5 + 0.5 * (supported anchors / anchors)``; numbers, dates, entities and asserted
     subject-verb-object claims checked by `assay.text.anchors`; factor 1 without
-    anchors). AUROC BEGIN dev 0.917, QAGS CNN/DM 0.775. ``support_estimator = "head"``
+    anchors) and the entailment support (``entailment``: per response sentence, the
+    largest P(entailment) of Assay's entailment model over the two context windows that
+    share the most content words with it, averaged over sentences;
+    `assay.estimators.entailment`, `assay.models.entailment`). Both data sets were left
+    out of both: AUROC BEGIN dev {BEGIN_MEAN}, QAGS CNN/DM {QAGS_MEAN} for the mean, against
+    0.917 and 0.775 for the graded support and {BEGIN_ENT} and {QAGS_ENT} for the
+    entailment model alone (``support_estimator = "graded"`` or ``"entailment"``).
+    Evidence per sentence: both scores, the deciding window and its three
+    probabilities; ``details["in_domain"]`` is false when the model read text unlike its
+    training (not English, or cut). ``support_estimator = "head"``
     selects the learned support head (``support_head``, `assay.models.support_head`: a
     calibrated logistic model over 16 features of the response against the contexts,
     with USE multilingual v3 only; its threshold 0.53 is the pass threshold of its
@@ -133,17 +144,18 @@ class Faithfulness(_SupportBased):
     0.839 on the data it was trained on, but fitted on one of them and scored on the
     other it lost to the graded support on both (0.894, 0.745), and it lost on
     paraphrasing answers held out of Assay, so it is not the default. Weaknesses: the
-    judge gives one holistic number; the estimator rewards words shared with the
-    context, so a faithful paraphrase scores lower than a copy; it misses role swaps
-    ("Beats acquired Apple"); see ``ragas_faithfulness`` for the claim-by-claim judge
-    method.
+    judge gives one holistic number; the graded half rewards words shared with the
+    context and the model half reads local windows only (a claim that joins facts from
+    far apart in the context finds no window with both); role swaps ("Beats acquired
+    Apple") are caught by neither reliably; see ``ragas_faithfulness`` for the
+    claim-by-claim judge method.
     """
 
     name = "faithfulness"
     requires = ("response", "contexts")
     suites = ("judged", "rag")
     source = Source.LLM_JUDGE
-    estimator = "sentence_support"
+    estimator = "sentence_support+entailment"
     prompt = GROUNDING
     fields = ("query", "contexts", "response")
     key = "faithfulness"
@@ -174,7 +186,9 @@ class Hallucination(_SupportBased):
     ``judged_relevance``. Inputs: response, contexts. Range 0..1, LOWER is better.
     Evaluated by its own rubric, not as 1 - faithfulness (the specification's choice).
     Local estimator ``unsupported_share``: 1 - the local estimate of ``faithfulness``
-    (1 - the graded support; ``1 - support_head`` with ``support_estimator = "head"``).
+    (``1 - sentence_support+entailment`` by default, ``1 - sentence_support`` without
+    the models extra or with ``support_estimator = "graded"``, ``1 - entailment``,
+    ``1 - support_head`` with the other settings).
     Weaknesses: as ``faithfulness``; an answer that is all hedges and
     pleasantries scores low (nothing to fabricate) whether or not it helps.
     """
@@ -196,7 +210,7 @@ class Hallucination(_SupportBased):
             self.local(
                 1.0 - s.score,
                 res,
-                estimator="1 - support_head" if s.estimator == "support_head" else None,
+                estimator=None if s.estimator == "sentence_support" else f"1 - {s.estimator}",
                 **pass_threshold(
                     None if s.decision_threshold is None else 1 - s.decision_threshold
                 ),
@@ -267,7 +281,7 @@ class AnswerCorrectness(JudgedMetric):
     requires = ("query", "response", "contexts")
     needs = SUPPORT_NEEDS
     source = Source.LLM_JUDGE
-    estimator = "question_answer_cosine+sentence_support"
+    estimator = "question_answer_cosine+sentence_support+entailment"
     components = ("relevance", "faithfulness")
 
     def __init__(self, weights: Mapping[str, float] | None = None) -> None:

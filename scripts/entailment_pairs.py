@@ -1,0 +1,361 @@
+"""Training pairs for the entailment model (`scripts/train_entailment.py`).
+
+Two kinds:
+
+- **Human-labelled NLI pairs** (`nli_pairs`, ``scripts/data/nli/``, its README names
+  sources and licences): SNLI 1.0 validation and test (CC BY-SA 4.0), MultiNLI 1.0
+  matched validation (OANC and permissively licensed fiction), SciTail test (Apache 2.0;
+  its "not entailed" read as neutral).
+- **Synthetic pairs from paragraphs** (`synthetic_pairs`), after the FactCC recipe
+  (Kryscinski et al., 2020), applied to any prose: a claim sentence is taken from a
+  paragraph and the premise is a window of one to three sentences around it. The
+  hypothesis is the claim rewritten so that the window still entails it (a clause
+  deleted, an opening phrase moved to the end, the next sentence fused in, a full name
+  shortened to the surname, or the claim as it is), and, for every such entailed
+  hypothesis, one that it does not entail: an entity, number or date swapped for another
+  of the same type from the article, a negation added or removed, two names swapped
+  (contradiction), or a sentence from elsewhere in the article, or the claim with a
+  clause from elsewhere added (neutral). LLM answers paraphrase, compress and fuse their
+  sources, and invent details in fluent sentences; these pairs teach exactly that
+  difference, which SNLI's one-line image captions do not show.
+
+Everything is drawn from a `random.Random` seeded by the caller, so the pairs are the
+same on every run.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+#: the labels in the order of the model's outputs
+LABELS = ("entailment", "neutral", "contradiction")
+
+NLI_DIR = Path(__file__).resolve().parent / "data" / "nli"
+
+#: entity types that are swapped for another of the same type (names of things)
+NAME_TYPES = frozenset(
+    {"PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "EVENT", "WORK_OF_ART", "PRODUCT", "LAW"}
+)
+#: entity types whose digits are changed or that are swapped (numbers and dates)
+NUMBER_TYPES = frozenset({"DATE", "CARDINAL", "MONEY", "PERCENT", "QUANTITY", "TIME", "ORDINAL"})
+_AUXILIARIES = ("is", "are", "was", "were", "has", "have", "had", "will", "can", "could", "would")
+_OPENING = re.compile(
+    r"^(In|On|At|By|During|After|Before|Since|From|Until|Through|Following|Under|For)\b[^,]{2,60},\s+"
+)
+_DIGITS = re.compile(r"\d+(?:[.,]\d+)?")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One training pair: ``label`` is an index into `LABELS`; ``kind`` names the rule."""
+
+    premise: str
+    hypothesis: str
+    label: int
+    kind: str
+
+
+def nli_pairs(directory: Path = NLI_DIR) -> list[Pair]:
+    """Every pair of the ``*.jsonl.gz`` files of ``directory`` (premise, hypothesis, label
+    as a word of `LABELS`), its kind the file's data set ("snli", "mnli", "scitail")."""
+    pairs: list[Pair] = []
+    for path in sorted(directory.glob("*.jsonl.gz")):
+        kind = path.name.split("_", 1)[0]
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            for line in handle:
+                row = json.loads(line)
+                label = LABELS.index(row["label"])
+                pairs.append(Pair(row["premise"], row["hypothesis"], label, kind))
+    return pairs
+
+
+@dataclass
+class _Sentence:
+    text: str
+    entities: list[tuple[str, str]]  # (text, spaCy label) in order
+    lemma_verb: tuple[str, str] | None  # (the past-tense root verb, its lemma)
+    root: int  # the character offset of the root verb in ``text``
+
+
+def _sentences(doc) -> list[_Sentence]:
+    out: list[_Sentence] = []
+    for sent in doc.sents:
+        text = sent.text.strip()
+        if not text:
+            continue
+        entities = [(e.text, e.label_) for e in sent.ents]
+        root = sent.root
+        verb = (root.text, root.lemma_) if root.tag_ == "VBD" else None
+        offset = root.idx - sent.start_char - (len(sent.text) - len(sent.text.lstrip()))
+        out.append(_Sentence(text, entities, verb, offset))
+    return out
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def _sentence_end(text: str) -> str:
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def _strip_end(text: str) -> str:
+    return text.rstrip().rstrip(".!?").rstrip()
+
+
+def _delete_clause(sentence: _Sentence, rng: random.Random) -> str | None:
+    """The sentence without one of its comma-delimited segments, never the one that holds
+    its root verb (so the rest is still a sentence, not a fragment)."""
+    text = sentence.text
+    parts, starts, at = [], [], 0
+    for part in re.split(r"(,\s+)", _strip_end(text)):
+        if part.startswith(",") and not part.strip(", "):
+            at += len(part)
+            continue
+        parts.append(part)
+        starts.append(at)
+        at += len(part)
+    if len(parts) < 2:
+        return None
+    holding_root = max(i for i, start in enumerate(starts) if start <= sentence.root)
+    droppable = [i for i in range(len(parts)) if i != holding_root]
+    drop = rng.choice(droppable)
+    kept = parts[:drop] + parts[drop + 1 :]
+    shorter = ", ".join(kept)
+    if _words(shorter) < 5 or shorter == _strip_end(text):
+        return None
+    return _sentence_end(shorter[0].upper() + shorter[1:])
+
+
+def _move_opening(text: str) -> str | None:
+    """ "In 1990, X did Y." -> "X did Y in 1990." """
+    match = _OPENING.match(text)
+    if not match:
+        return None
+    opening = match.group(0).rstrip().rstrip(",")
+    rest = text[match.end() :]
+    if _words(rest) < 4:
+        return None
+    opening = opening[0].lower() + opening[1:]
+    return _sentence_end(f"{rest[0].upper()}{rest[1:].rstrip().rstrip('.')} {opening}")
+
+
+def _fuse(first: str, second: str) -> str | None:
+    """Two sentences as one: "A. B." -> "A, and b." """
+    head = second.split(" ", 1)[0]
+    if _words(first) + _words(second) > 45 or not head[:1].isalpha() or len(head) < 2:
+        return None
+    lowered = second if head.isupper() else second[0].lower() + second[1:]
+    return _sentence_end(f"{_strip_end(first)}, and {lowered}")
+
+
+def _shorten_name(sentence: _Sentence) -> str | None:
+    """A full person's name cut to the surname ("Marie Curie" -> "Curie")."""
+    for text, label in sentence.entities:
+        words = text.split()
+        if label == "PERSON" and len(words) >= 2 and words[-1][:1].isupper():
+            return sentence.text.replace(text, words[-1], 1)
+    return None
+
+
+def entailed(
+    sentence: _Sentence, following: _Sentence | None, rng: random.Random
+) -> tuple[str, str] | None:
+    """A hypothesis the claim's window entails, and its rule's name."""
+    rules = ["copy", "delete", "delete", "delete", "move", "fuse", "fuse", "shorten"]
+    rng.shuffle(rules)
+    for rule in rules:
+        if rule == "copy":
+            made = sentence.text
+        elif rule == "delete":
+            made = _delete_clause(sentence, rng)
+        elif rule == "move":
+            made = _move_opening(sentence.text)
+        elif rule == "fuse":
+            made = _fuse(sentence.text, following.text) if following is not None else None
+        else:
+            made = _shorten_name(sentence)
+        if made:
+            return made, rule
+    return None
+
+
+def _swap_entity(
+    hypothesis: str,
+    entities: Sequence[tuple[str, str]],
+    pool: dict[str, list[str]],
+    premise: str,
+    rng: random.Random,
+    types: frozenset[str],
+) -> str | None:
+    """One name of ``types`` in the hypothesis replaced by another of its type that the
+    premise does not mention: from the article (``pool``), else from the articles before
+    it (``pool["*<label>"]``). Half the time the first name (most often the subject) is
+    tried first: a claim about the wrong subject is the commonest invented fact."""
+    present = [(t, lab) for t, lab in entities if lab in types and t in hypothesis]
+    first = present[:1] if present and rng.random() < 0.5 else []
+    rng.shuffle(present)
+    for text, label in first + present:
+        others = [o for o in pool.get(label, ()) if o != text and o not in premise]
+        others = others or [o for o in pool.get("*" + label, ()) if o not in premise]
+        if others:
+            return hypothesis.replace(text, rng.choice(others), 1)
+    return None
+
+
+def _change_number(
+    hypothesis: str, entities: Sequence[tuple[str, str]], rng: random.Random
+) -> str | None:
+    numbers = [t for t, lab in entities if lab in NUMBER_TYPES and _DIGITS.search(t)]
+    numbers = [t for t in numbers if t in hypothesis]
+    if not numbers:
+        return None
+    text = rng.choice(numbers)
+    match = _DIGITS.search(text)
+    assert match is not None
+    digits = match.group(0).replace(",", "")
+    try:
+        value = float(digits)
+    except ValueError:
+        return None
+    if 1000 <= value <= 2100 and digits.isdigit():
+        new = str(int(value) + rng.choice([-1, 1]) * rng.randint(1, 15))
+    elif digits.isdigit():
+        new = str(
+            max(0, int(value) + rng.choice([-1, 1]) * max(1, int(value * rng.uniform(0.2, 0.9))))
+        )
+        new = new if new != digits else str(int(value) + 2)
+    else:
+        new = f"{value * rng.uniform(1.3, 3.0):.1f}"
+    changed = text[: match.start()] + new + text[match.end() :]
+    return hypothesis.replace(text, changed, 1)
+
+
+def _negate(hypothesis: str, verb: tuple[str, str] | None) -> str | None:
+    """Add a negation after the first auxiliary (or "did not" before a past-tense verb);
+    remove one where the claim has it."""
+    for negated in (" not ", " never "):
+        if negated in hypothesis:
+            return hypothesis.replace(negated, " ", 1)
+    for aux in _AUXILIARIES:
+        match = re.search(rf"\b{aux}\b", hypothesis)
+        if match:
+            return hypothesis[: match.end()] + " not" + hypothesis[match.end() :]
+    if verb is not None:
+        past, lemma = verb
+        match = re.search(rf"\b{re.escape(past)}\b", hypothesis)
+        if match:
+            return hypothesis[: match.start()] + f"did not {lemma}" + hypothesis[match.end() :]
+    return None
+
+
+def _swap_roles(hypothesis: str, entities: Sequence[tuple[str, str]]) -> str | None:
+    """Two different names of one type (people, organisations, places) trade places."""
+    for label in ("PERSON", "ORG", "GPE"):
+        names = list(dict.fromkeys(t for t, lab in entities if lab == label and t in hypothesis))
+        if len(names) >= 2:
+            a, b = names[0], names[1]
+            if a in b or b in a:
+                continue
+            marker = "\x00"
+            return hypothesis.replace(a, marker, 1).replace(b, a, 1).replace(marker, b, 1)
+    return None
+
+
+def _add_clause(hypothesis: str, elsewhere: str) -> str | None:
+    """The claim with a clause of another sentence added: it says more than the window."""
+    parts = [p for p in re.split(r",\s+|;\s+", _strip_end(elsewhere)) if _words(p) >= 4]
+    if not parts:
+        return None
+    clause = parts[-1]
+    clause = clause if clause.split(" ", 1)[0].isupper() else clause[0].lower() + clause[1:]
+    return _sentence_end(f"{_strip_end(hypothesis)}, and {clause}")
+
+
+def not_entailed(
+    hypothesis: str,
+    sentence: _Sentence,
+    premise: str,
+    elsewhere: Sequence[str],
+    pool: dict[str, list[str]],
+    rng: random.Random,
+) -> tuple[str, int, str] | None:
+    """A hypothesis the window does not entail: (text, label index, rule name)."""
+    rules = ["entity", "entity", "entity", "entity", "number", "number", "negation",
+             "roles", "roles", "elsewhere", "added", "added"]  # fmt: skip
+    rng.shuffle(rules)
+    contradiction, neutral = LABELS.index("contradiction"), LABELS.index("neutral")
+    for rule in rules:
+        made: str | None
+        label = contradiction
+        if rule == "entity":
+            made = _swap_entity(hypothesis, sentence.entities, pool, premise, rng, NAME_TYPES)
+        elif rule == "number":
+            made = _change_number(hypothesis, sentence.entities, rng)
+        elif rule == "negation":
+            made = _negate(hypothesis, sentence.lemma_verb)
+        elif rule == "roles":
+            made = _swap_roles(hypothesis, sentence.entities)
+        elif rule == "elsewhere":
+            made, label = (rng.choice(elsewhere) if elsewhere else None), neutral
+        else:
+            made = _add_clause(hypothesis, rng.choice(elsewhere)) if elsewhere else None
+            label = neutral
+        if made and made != hypothesis:
+            return made, label, rule
+    return None
+
+
+def synthetic_pairs(
+    articles: Iterable[Sequence[str]], nlp, rng: random.Random, per_paragraph: int = 3
+) -> list[Pair]:
+    """Entailed and not-entailed pairs from articles (each a list of paragraphs): up to
+    ``per_paragraph`` claims a paragraph, each giving one pair of either side."""
+    pairs: list[Pair] = []
+    earlier: dict[str, list[str]] = {}  # the names of the articles before, by type
+    for paragraphs in articles:
+        docs = list(nlp.pipe(paragraphs))
+        sentences = [_sentences(doc) for doc in docs]
+        pool: dict[str, list[str]] = {"*" + label: names for label, names in earlier.items()}
+        for para in sentences:
+            for sent in para:
+                for text, label in sent.entities:
+                    pool.setdefault(label, [])
+                    if text not in pool[label]:
+                        pool[label].append(text)
+        for label, names in pool.items():
+            if not label.startswith("*"):
+                earlier[label] = list(dict.fromkeys([*earlier.get(label, []), *names]))[-200:]
+        for p, para in enumerate(sentences):
+            claims = [i for i, s in enumerate(para) if 6 <= _words(s.text) <= 45]
+            rng.shuffle(claims)
+            for i in claims[:per_paragraph]:
+                start = max(0, i - rng.randint(0, 1))
+                end = min(len(para), i + 1 + rng.randint(0, 2))
+                window = [s.text for s in para[start:end]]
+                premise = " ".join(window)
+                following = para[i + 1] if i + 1 < end else None
+                elsewhere = [
+                    s.text
+                    for q, other in enumerate(sentences)
+                    if q != p
+                    for s in other
+                    if 6 <= _words(s.text) <= 45
+                ]
+                made = entailed(para[i], following, rng)
+                if made is None:
+                    continue
+                hypothesis, rule = made
+                negative = not_entailed(hypothesis, para[i], premise, elsewhere, pool, rng)
+                if negative is None:
+                    continue
+                pairs.append(Pair(premise, hypothesis, LABELS.index("entailment"), rule))
+                pairs.append(Pair(premise, negative[0], negative[1], negative[2]))
+    return pairs

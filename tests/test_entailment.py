@@ -1,0 +1,255 @@
+"""The entailment model (`assay.models.entailment`), its ask kind in the engine and the
+support estimator that reads it (`assay.estimators.entailment`): windows and pairs worked
+out by hand, the score from given probabilities, the shipped weights, a user's own model
+folder (the shipped model saved with ``save_pretrained``), and the metrics through the
+engine with ``support_estimator = "entailment"``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+from assay.core.config import AssayConfig
+from assay.engine import answer, entail_ask
+from assay.engine.resources import Resources
+from assay.estimators.entailment import (
+    WHOLE_PASSAGE_WORDS,
+    entailment_pairs,
+    entailment_support,
+    evidence_windows,
+)
+from assay.models.entailment import DEFAULT_WEIGHTS, LABELS, EntailmentModel, training_facts
+
+
+@pytest.fixture(scope="module")
+def model() -> EntailmentModel:
+    return EntailmentModel()
+
+
+SENTENCES = [
+    "Marie Curie was born in Warsaw in 1867 to a family of teachers.",
+    "She moved to Paris in 1891 to study physics and mathematics at the Sorbonne.",
+    "She won the Nobel Prize in Physics in 1903 with Pierre Curie and Henri Becquerel.",
+    "She won a second Nobel Prize, in Chemistry, in 1911 for her work on radium.",
+    "Her notebooks are still kept in lead-lined boxes in a library in France today.",
+]
+
+
+def test_windows_of_short_and_long_passages() -> None:
+    short = "Canberra is the capital. It was chosen in 1908."
+    assert evidence_windows([short]) == [short]
+    four = " ".join(SENTENCES[:4])  # 57 words: at most WHOLE_PASSAGE_WORDS, one window
+    assert len(four.split()) == 57 <= WHOLE_PASSAGE_WORDS
+    assert evidence_windows([four]) == [four]
+    five = " ".join(SENTENCES)  # 71 words: runs of two sentences
+    assert evidence_windows([five]) == [f"{SENTENCES[i]} {SENTENCES[i + 1]}" for i in range(4)]
+    repeated = " ".join([SENTENCES[4]] * 6)  # 84 words, one sentence six times
+    assert evidence_windows([repeated]) == [f"{SENTENCES[4]} {SENTENCES[4]}"]
+    assert evidence_windows(["", "  "]) == []
+
+
+def test_pairs_take_the_windows_sharing_most_content_words() -> None:
+    windows = evidence_windows([" ".join(SENTENCES)])
+    first, second = "Curie won a Nobel Prize in 1911.", "She was born in Warsaw."
+    pairs = entailment_pairs([f"{first} {second}"], [[" ".join(SENTENCES)]])
+    # "Curie won a Nobel Prize in 1911": content words {curie, won, nobel, prize, 1911};
+    # window 2 (sentences 3-4) has all 5, windows 1 and 3 have 4 (tie: the earlier, 1)
+    # "She was born in Warsaw": {born, warsaw}; window 0 has both, the others none
+    # (tie: the earlier, window 1)
+    assert pairs == [
+        (windows[2], first),
+        (windows[1], first),
+        (windows[0], second),
+        (windows[1], second),
+    ]
+
+
+def test_support_is_the_mean_of_the_best_window_per_sentence() -> None:
+    text = "A is true. B is true."
+    evidence = [["A is true and so is C. Nothing else."]]
+    pairs = entailment_pairs([text], evidence)
+    assert [h for _, h in pairs] == ["A is true.", "B is true."]  # one window each
+    probabilities = {
+        pairs[0]: np.array([0.9, 0.08, 0.02]),
+        pairs[1]: np.array([0.2, 0.3, 0.5]),
+    }
+    [support] = entailment_support(probabilities, [text], evidence)
+    assert support.score == pytest.approx((0.9 + 0.2) / 2)
+    assert support.estimator == "entailment"
+    assert support.supported_sentences == 1
+    first, second = support.sentences
+    assert first == {
+        "text": "A is true.",
+        "window": evidence[0][0],
+        "entailment": 0.9,
+        "neutral": 0.08,
+        "contradiction": 0.02,
+        "supported": True,
+    }
+    assert (second["contradiction"], second["supported"]) == (0.5, False)
+
+
+def test_a_sentence_without_evidence_is_not_supported() -> None:
+    [support] = entailment_support({}, ["Something is claimed."], [[]])
+    assert support.score == 0.0
+    assert support.sentences[0]["window"] is None
+
+
+def test_the_shipped_weights_and_their_record() -> None:
+    facts = training_facts()
+    assert facts["labels"] == list(LABELS)
+    assert facts["sha256"] == hashlib.sha256(DEFAULT_WEIGHTS.read_bytes()).hexdigest()
+    assert DEFAULT_WEIGHTS.stat().st_size < 60_000_000
+    assert facts["pairs"] == sum(facts["pairs_by_rule"].values())
+
+
+def test_probabilities_rank_entailed_over_contradicted(model: EntailmentModel) -> None:
+    premise = "Marie Curie was born in Warsaw in 1867 and moved to Paris in 1891."
+    rows = model.probabilities(
+        [
+            (premise, "Marie Curie was born in Warsaw."),
+            (premise, "Marie Curie was born in Berlin."),
+            (premise, "Marie Curie was born in 1890."),
+        ]
+    )
+    assert rows.shape == (3, 3)
+    np.testing.assert_allclose(rows.sum(axis=1), 1.0, rtol=1e-5)
+    entailed, wrong_city, wrong_year = rows[:, 0]
+    assert entailed > 0.5 > max(wrong_city, wrong_year)
+    assert rows[1, 2] > rows[0, 2]  # the wrong city is more contradicted
+
+
+def test_pairs_are_memoised_and_deduplicated(model: EntailmentModel) -> None:
+    before = model.calls
+    pair = ("The sky is blue.", "The sky has a colour.")
+    first = model.probabilities([pair, pair])
+    assert model.calls == before + 1
+    again = model.probabilities([pair])
+    assert model.calls == before + 1
+    np.testing.assert_array_equal(first[0], again[0])
+
+
+def test_a_users_model_folder_runs_the_same_way(model: EntailmentModel, tmp_path) -> None:
+    """The shipped model saved as an ordinary transformers folder and loaded through
+    ``entailment_model`` gives the same probabilities."""
+    folder = tmp_path / "my-nli"
+    model._model.save_pretrained(folder)
+    model._tokenizer.save_pretrained(folder)
+    own = EntailmentModel(str(folder))
+    assert own.name == "my-nli"
+    pairs = [("A dog runs in a park.", "An animal is outside."), ("A dog runs.", "A cat sleeps.")]
+    np.testing.assert_allclose(own.probabilities(pairs), model.probabilities(pairs), atol=1e-5)
+
+
+def test_a_two_way_models_not_entailed_is_neutral(model: EntailmentModel, tmp_path) -> None:
+    folder = tmp_path / "two-way"
+    model._model.config.id2label = {0: "ENTAILMENT", 1: "not_entailment", 2: "contradiction"}
+    try:
+        model._model.save_pretrained(folder)
+    finally:
+        model._model.config.id2label = dict(enumerate(LABELS))
+    model._tokenizer.save_pretrained(folder)
+    config = json.loads((folder / "config.json").read_text())
+    assert config["id2label"]["1"] == "not_entailment"
+    own = EntailmentModel(str(folder))
+    assert own._columns == [0, 1, 2]
+
+
+def test_a_missing_folder_says_so() -> None:
+    from assay.core.extras import ModelUnavailable
+
+    with pytest.raises(ModelUnavailable, match="does not exist"):
+        EntailmentModel("/nonexistent/nli-model")
+
+
+def test_entail_asks_through_the_engine(tmp_path) -> None:
+    res = Resources(AssayConfig(cache_dir=str(tmp_path), use_cache=False))
+    asks = [
+        entail_ask("Paris is the capital of France.", "France's capital is Paris."),
+        entail_ask("Paris is the capital of France.", "France's capital is Paris."),
+    ]
+    assert asks[0] == asks[1]
+    answers = answer(asks, res)
+    row = answers.reply(asks[0])
+    assert row.shape == (3,)
+    assert res.entailment.calls == 1
+    assert answers.entailments([("Paris is the capital of France.", "France's capital is Paris.")])
+
+
+def test_faithfulness_with_the_entailment_estimator(tmp_path) -> None:
+    from assay.evaluation.runner import evaluate
+
+    contexts = ["Canberra is the capital city of Australia. It was selected in 1908."]
+    samples = [
+        {"response": "Australia's capital is Canberra.", "contexts": contexts},
+        {"response": "Canberra is the capital of New Zealand.", "contexts": contexts},
+    ]
+    config = AssayConfig(cache_dir=str(tmp_path), judge_model=None, support_estimator="entailment")
+    res = Resources(config)
+    run = evaluate(samples, metrics=["faithfulness", "hallucination"], resources=res)
+    faithful, invented = run.results
+    for results in (faithful, invented):
+        result = results["faithfulness"]
+        assert result.details["estimator"] == "entailment"
+        assert result.signature.endswith("model=assay-entailment-minilm-l6")
+        [sentence] = result.details["sentences"]
+        assert sentence["window"] == contexts[0]
+        assert results["hallucination"].value == pytest.approx(1 - result.value)
+        assert results["hallucination"].details["estimator"] == "1 - entailment"
+    assert faithful["faithfulness"].value > 0.5 > invented["faithfulness"].value
+
+
+def test_out_of_domain_inputs_are_flagged() -> None:
+    """Not English (under 70 % a-z letters) or over 90 words with the window: the result
+    says the model read something outside its training, and why."""
+    english = ["Canberra is the capital of Australia."]
+    arabic = "كانبرا هي عاصمة أستراليا."
+    # one sentence of 88 words: its own window (a passage is cut between sentences only)
+    long_window = "The committee met " + "and talked " * 42 + "about the plan."
+    cases = [
+        ("Canberra is the capital.", english, []),
+        (arabic, english, ["not English"]),
+        ("The committee met in the hall.", [long_window], ["over 90 words with its window"]),
+    ]
+    for text, evidence, expected in cases:
+        pairs = entailment_pairs([text], [evidence])
+        probabilities = {pair: np.array([0.6, 0.3, 0.1]) for pair in pairs}
+        [support] = entailment_support(probabilities, [text], [evidence])
+        details = support.details()
+        assert details["in_domain"] == (not expected)
+        assert [r.split(":")[0] for r in details["out_of_domain"]] == expected
+
+
+def test_the_default_averages_the_graded_support_and_the_model(tmp_path) -> None:
+    """``auto`` with the models extra: the mean of the graded support and the entailment
+    support, each reported; a new subject the model lets pass ("Sydney" for "Canberra")
+    is caught by the graded half's anchors."""
+    from assay.evaluation.runner import evaluate
+
+    contexts = ["Canberra is the capital city of Australia. It was selected in 1908."]
+    samples = [
+        {"response": "Australia's capital is Canberra.", "contexts": contexts},
+        {"response": "Sydney is the capital of Australia.", "contexts": contexts},
+    ]
+    res = Resources(AssayConfig(cache_dir=str(tmp_path), judge_model=None))
+    assert res.config.support_estimator == "auto"
+    run = evaluate(samples, metrics=["faithfulness"], resources=res)
+    values = []
+    for row in run.results:
+        result = row["faithfulness"]
+        assert result.details["estimator"] == "sentence_support+entailment"
+        [sentence] = result.details["sentences"]
+        mean = (sentence["support"] + sentence["entailment"]) / 2
+        assert sentence["combined"] == pytest.approx(mean, abs=1e-4)
+        # one sentence: the text's graded score is its sentence's times the anchor factor
+        assert result.value == pytest.approx(
+            (result.details["graded_support"] + sentence["entailment"]) / 2, abs=1e-4
+        )
+        values.append(result.value)
+    new_subject = run.results[1]
+    assert new_subject["faithfulness"].details["sentences"][0]["entailment"] > 0.5
+    assert new_subject["faithfulness"].details["unsupported_anchors"]
+    assert values[0] > values[1]
