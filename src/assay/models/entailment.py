@@ -13,7 +13,15 @@ trained. Nothing is downloaded.
 `EntailmentModel.probabilities` gives, per (premise, hypothesis) pair, the probabilities
 of `LABELS` (entailment, neutral, contradiction), summing to 1. Pairs are de-duplicated,
 memoised per process, sorted by length and batched; the input is cut to `MAX_LENGTH` word
-pieces (the longer of the two texts first). A user's own sequence-classification model
+pieces (the longer of the two texts first).
+
+On the 5 % of its pairs held back from training it labels 81.4 % right
+(`training_facts`). Weaknesses: it reads 128 word pieces; it lets a changed subject or
+swapped roles pass ("Sydney is the capital of Australia" and "Beats acquired Apple" from
+"Canberra is the capital" and "Apple acquired Beats": P(entailment) above 0.9) while it
+catches changed objects, numbers and dates; English only.
+
+A user's own sequence-classification model
 (a local folder saved with ``save_pretrained``, whose ``id2label`` names entailment,
 neutral and contradiction, or entailment and not_entailment) runs the same way
 (``entailment_model`` setting).
