@@ -28,7 +28,6 @@ import hashlib
 import json
 import math
 import random
-import sys
 import time
 from pathlib import Path
 
@@ -36,15 +35,7 @@ import numpy as np
 import torch
 from entailment_pairs import LABELS, Pair, nli_pairs, synthetic_pairs
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
-
-from assay.models.entailment import (  # noqa: E402
-    DEFAULT_WEIGHTS,
-    FROZEN_KEY,
-    MAX_LENGTH,
-    base_model_path,
-)
+from assay.models.entailment import DEFAULT_WEIGHTS, FROZEN_KEY, MAX_LENGTH, base_model_path
 
 PARAGRAPHS = Path(__file__).resolve().parent / "data" / "paragraphs"
 #: consecutive paragraphs of one file are taken as one article (the pool of entities to
@@ -78,9 +69,7 @@ def training_pairs(seed: int) -> tuple[list[Pair], dict[str, int]]:
     return pairs, dict(sorted(counts.items()))
 
 
-def batches(
-    encoded: list[list[int]], labels: list[int], size: int, rng: random.Random
-) -> list[list[int]]:
+def batches(encoded: list[list[int]], size: int, rng: random.Random) -> list[list[int]]:
     """Index batches of similar length (less padding): shuffled, cut into pools of 50
     batches, each pool sorted by length, the batches shuffled again."""
     order = list(range(len(encoded)))
@@ -171,15 +160,13 @@ def main() -> None:
     total = max(1, int(per_epoch * args.epochs))
     warmup = max(1, total // 16)
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimiser, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / (total - warmup)))
+        optimiser, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup)))
     )
     pad_id = tokenizer.pad_token_id
     model.train()
     step, losses = 0, []
     while step < total:
-        for batch in batches(
-            [r["input_ids"] for r in train_rows], train_labels, args.batch_size, rng
-        ):
+        for batch in batches([r["input_ids"] for r in train_rows], args.batch_size, rng):
             if step >= total:
                 break
             ids, types, mask = collate([train_rows[i] for i in batch], pad_id)

