@@ -62,6 +62,44 @@ def test_summary_numbers_are_computed_from_the_values(res):
     assert run.results[4]["length_ratio"].reason == "missing input: response"
 
 
+class DomainFlagged(Metric):
+    """1.0 per response; a response in capitals reads as outside the estimator's domain."""
+
+    name = "domain_flagged"
+    family = "test"
+    requires = ("response",)
+
+    def compute(self, sample, res):
+        unlike = sample.response.isupper()
+        reasons = ["shouting: not in the training data"] if unlike else []
+        return self.result(1.0, in_domain=not unlike, out_of_domain=reasons)
+
+
+def test_values_outside_the_estimators_domain_are_counted_and_shown(res):
+    """Each summary counts the values whose details say ``in_domain: false`` (a value
+    without the key, or N/A, is not counted); the run table gains a column for them and
+    a line names the metrics, only when some value is outside."""
+    from rich.console import Console
+
+    from assay.cli.report import summary_table
+
+    samples = [Sample(response=r) for r in ("fine", "LOUD", "ALSO LOUD", "calm")]
+    run = evaluate(samples, metrics=[DomainFlagged(), LengthRatio()], resources=res)
+    flagged, plain = run.summary()
+    assert (flagged.n, flagged.n_out_of_domain) == (4, 2)
+    assert (plain.n, plain.n_out_of_domain) == (4, 0)
+    console = Console(width=200, record=True)
+    console.print(summary_table(run.summary()))
+    text = console.export_text()
+    header = next(line for line in text.splitlines() if "metric" in line)
+    assert "out of domain" in header
+    row = next(line for line in text.splitlines() if "domain_flagged" in line)
+    assert [cell.strip() for cell in row.split("│")[2:6]] == ["4", "0", "0", "2"]
+    console = Console(width=200, record=True)
+    console.print(summary_table(run.summary([0, 3])))
+    assert "out of domain" not in console.export_text()
+
+
 def test_a_failing_sample_is_isolated_and_polarity_drives_pass_rate(res):
     samples = [Sample(response="a"), Sample(response="boom here"), Sample(response="a b c")]
     run = evaluate(samples, metrics=[Errors()], resources=res)

@@ -119,9 +119,14 @@ def _fmt(value: float | None, unit: str) -> str:
 
 
 def summary_table(summaries: list[MetricSummary], title: str | None = None) -> Table:
-    """Per metric: n, N/A (missing input), errors, mean, median, CI, pass rate, method, time."""
+    """Per metric: n, N/A (missing input), errors, mean, median, CI, pass rate, method, time;
+    and, where any value came from an estimator outside its training domain
+    (``details["in_domain"]`` false), how many, after the errors."""
     table = Table(title=title, title_justify="left")
-    columns = ("metric", "n", "N/A", "errors", "mean", "median", "95% CI", "pass rate")
+    out_of_domain = any(s.n_out_of_domain for s in summaries)
+    columns = ("metric", "n", "N/A", "errors")
+    columns += ("out of domain",) if out_of_domain else ()
+    columns += ("mean", "median", "95% CI", "pass rate")
     for column in (*columns, "method", "time"):
         table.add_column(
             column,
@@ -138,11 +143,12 @@ def summary_table(summaries: list[MetricSummary], title: str | None = None) -> T
         else:
             pass_text = f"{s.pass_rate:.0%} ({sign}{s.threshold:g})"
         arrow = "↑" if s.higher_is_better else "↓"
+        counts = [str(s.n), str(s.n_na), f"[red]{s.n_error}[/red]" if s.n_error else "0"]
+        if out_of_domain:
+            counts.append(f"[yellow]{s.n_out_of_domain}[/yellow]" if s.n_out_of_domain else "0")
         table.add_row(
             f"{s.name} {arrow}",
-            str(s.n),
-            str(s.n_na),
-            f"[red]{s.n_error}[/red]" if s.n_error else "0",
+            *counts,
             _fmt(s.mean, s.unit),
             _fmt(s.median, s.unit),
             ci,
@@ -286,6 +292,13 @@ def print_report(
         stdout.print(f"{name} labels: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     methods = sorted({m for s in summaries for m in s.methods})
     stdout.print(f"methods that ran: {', '.join(methods)}")
+    unlike = [f"{s.name} {s.n_out_of_domain}" for s in summaries if s.n_out_of_domain]
+    if unlike:
+        stdout.print(
+            "values from an estimator outside its training domain (details.in_domain "
+            "false, reasons in details.out_of_domain; a judge reads such text better): "
+            + ", ".join(unlike)
+        )
     shared = evaluation.seconds_by_metric.get("asks")
     if shared is not None:  # the metrics' time column is their own work after these calls
         stdout.print(f"model and judge calls, made once for all metrics: {shared:.2f}s")

@@ -74,6 +74,9 @@ class MetricSummary:
     n: int
     n_na: int
     n_error: int
+    #: values whose estimator read input unlike its training (``details["in_domain"]``
+    #: false: a language or length the model was not trained on); worth a judge
+    n_out_of_domain: int
     mean: float | None
     median: float | None
     ci_low: float | None
@@ -132,6 +135,7 @@ class Evaluation:
                     n=len(values),
                     n_na=sum(1 for r in results if r.value is None and r.error is None),
                     n_error=sum(1 for r in results if r.error is not None),
+                    n_out_of_domain=sum(1 for r in results if _out_of_domain(r)),
                     mean=mean(values),
                     median=percentile(values, 50) if values else None,
                     ci_low=low,
@@ -169,6 +173,14 @@ class Evaluation:
     def row(self, index: int) -> dict[str, Any]:
         """Flat output row: id, tags, every metric's value and components by name."""
         return flat_row(self.samples[index], self.results[index])
+
+
+def _out_of_domain(result: MetricResult) -> bool:
+    """Whether a value came from an estimator outside its training domain."""
+    details = result.details
+    return (
+        result.value is not None and isinstance(details, dict) and details.get("in_domain") is False
+    )
 
 
 def flat_row(sample: Sample, results: dict[str, MetricResult]) -> dict[str, Any]:
