@@ -366,8 +366,9 @@ def check_dstc9_knowledge_retention(ctx: Context) -> list[Row]:
     rated = load(ctx.data / "dstc9_interactive.jsonl")
     consistent = human_mean(rated, "consistent")
     label = np.where(np.isnan(consistent), np.nan, (consistent == 1).astype(float))
+    scored = score("knowledge_retention", rated, ctx.res(None))  # it embeds nothing
     candidates = [
-        *_embedder_runs(ctx, "knowledge_retention", rated),
+        ("knowledge_retention", scored.values, scored.estimator, scored.seconds),
         ("baseline: -turns", -turn_count(rated), "-", 0.0),
     ]
     note = (

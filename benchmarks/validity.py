@@ -53,12 +53,11 @@ from validity_data import (
     begin_rows,
     davidson_tweets,
     qags_cnndm_sentences,
-    stormfront_sentences,
     stsb_pairs,
     truthfulqa_items,
 )
 from validity_evidence import CARDS_DOC, CARDS_JSON, rows_from_json, write_cards
-from validity_stats import Row, auroc_rows, scored_left_out, spearman_row
+from validity_stats import Row, auroc_rows, spearman_row
 
 #: Davidson tweets scored per class (hate 1,430, offensive 19,190, neither 4,163): AUROC
 #: does not depend on the class shares, and all 24,783 take ~30 CPU-minutes here
@@ -409,43 +408,6 @@ def check_davidson_toxicity_model(ctx: Context) -> list[Row]:
     names = ("toxicity_score", "ethical_violation", "compliance_score")
     note = "the toxicity model was trained on these tweets: not evidence of validity"
     return _davidson_rows(ctx, "davidson_toxicity_model", names, note)
-
-
-#: toxicity_score's estimators scored off the tweets: toxicity_method -> (row label, what
-#: the estimator was fitted on: "davidson-tweets" makes Stormfront a left-out data set)
-TOXICITY_ESTIMATORS = {
-    "head": ("toxicity_score (head)", "davidson-tweets"),
-    "profanity-check": ("toxicity_score (profanity-check)", "its authors' data"),
-    "keywords": ("toxicity_score (keywords)", "nothing"),
-}
-
-
-@check
-def check_stormfront_toxicity(ctx: Context) -> list[Row]:
-    """toxicity_score's estimators vs Stormfront forum sentences, hate or not: AUROC. A
-    source none of them was fitted on (the head: Davidson tweets only; alt-profanity-check:
-    its authors' data; the keyword list: nothing), which the default must not lose on."""
-    samples, labels = stormfront_sentences()
-    rows: list[Row] = []
-    for method, (label, fitted_on) in TOXICITY_ESTIMATORS.items():
-        scores, estimator, seconds, _ = metric_scores(
-            "toxicity_score", samples, ctx.res(toxicity_method=method)
-        )
-        rows += scored_left_out(
-            auroc_rows(
-                "stormfront_toxicity",
-                "stormfront",
-                label,
-                estimator,
-                scores,
-                labels,
-                seconds,
-                ctx.seed,
-                note="sentences of the dataset's sampled_test are left out; 1 = hate",
-            ),
-            fitted_on,
-        )
-    return rows
 
 
 # ---- report ------------------------------------------------------------------------------

@@ -116,22 +116,3 @@ def davidson_tweets(data: Path, per_class: int, seed: int) -> tuple[list[Sample]
         )
     )
     return [Sample(response=texts[i]) for i in chosen], labels[chosen]
-
-
-#: Stormfront forum sentences labelled hate or not (benchmarks/data/stormfront/README.md)
-STORMFRONT = Path(__file__).resolve().parent / "data" / "stormfront" / "sentences.jsonl"
-
-
-@functools.cache
-def stormfront_sentences(path: Path = STORMFRONT) -> tuple[list[Sample], np.ndarray]:
-    """The Stormfront sentences as responses with their label (1 hate, 0 not), every
-    sentence but those of the dataset's own test sample (``split`` "test"), in file order."""
-    samples: list[Sample] = []
-    labels: list[int] = []
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line)
-            if row["split"] != "test":
-                samples.append(Sample(response=row["text"]))
-                labels.append(int(row["label"] == "hate"))
-    return samples, np.asarray(labels)

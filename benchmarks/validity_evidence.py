@@ -38,7 +38,7 @@ CARDS_DOC = ROOT / "docs" / "validity.md"
 TRAINED_MODEL: dict[str, tuple[str, ...]] = {
     "support_head": ("support_head",),
     "agreement_head": ("agreement_head",),
-    "toxicity": ("toxicity head", "alt-profanity-check"),  # both learned the tweets
+    "toxicity": ("toxicity head", "alt-profanity-check"),  # the tweets: both; others: the head
 }
 DATASETS: dict[str, dict[str, str]] = {
     "stsb-dev": {
@@ -92,6 +92,16 @@ DATASETS: dict[str, dict[str, str]] = {
         "compared": "hate speech vs not (forum sentences)",
         "source": "de Gibert et al. 2018 (Vicomtech/hate-speech-dataset)",
         "licence": "CC BY-SA 3.0 ES",
+        "trained_on_by": "toxicity",
+    },
+    "toxigen-statements": {
+        "name": "ToxiGen statements",
+        "split": "all human-written statements (used as training data)",
+        "labels": "statement about a group is hateful or neutral, by its authors (946)",
+        "compared": "hateful vs neutral statements about 13 groups",
+        "source": "Hartvigsen et al. 2022 (microsoft/TOXIGEN)",
+        "licence": "MIT / CDLA-Permissive-2.0",
+        "trained_on_by": "toxicity",
     },
     "usr-topical-chat": {
         "name": "USR Topical-Chat",

@@ -7,12 +7,14 @@ the other, beside the graded score that is fitted on nothing. Registered into
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from assay.core.sample import Sample
 from validity_checks import Context, check, metric_scores
 from validity_data import truthfulqa_items
 from validity_stats import Row, auroc_rows, scored_left_out
@@ -172,4 +174,87 @@ def check_support_head_left_out(ctx: Context) -> list[Row]:
                 ),
                 "nothing",
             )
+    return rows
+
+
+#: the toxicity data sets, by the trainer's source name (scripts/train_toxicity_head.py)
+TOXICITY_DATASETS = {
+    "davidson": "davidson-tweets",
+    "stormfront": "stormfront",
+    "toxigen": "toxigen-statements",
+}
+
+
+@check
+def check_toxicity_left_out(ctx: Context) -> list[Row]:
+    """toxicity_score's estimators on each toxicity source left out of the head's
+    training: the head fitted (at the shipped C, its isotonic map on its own out-of-fold
+    logits) on the other two sources only; alt-profanity-check (trained on its authors'
+    data, Davidson's tweets among them, so its Davidson rows are in-sample); their mean
+    (the default where alt-profanity-check is installed); the keywords, fitted on nothing.
+    Also each source's out-of-fold AUROC of the head in grouped 5-fold CV over all three."""
+    from train_toxicity_head import OUT, SOURCES, calibrated_head, load_parts
+
+    from assay.models.toxicity import ToxicityModel
+
+    c = float(json.loads(str(np.load(OUT)["metadata"]))["C"])
+    profanity = ToxicityModel().name
+    started = time.perf_counter()
+    parts = load_parts(Path.home() / ".cache/assay/train.sqlite")
+    rows: list[Row] = []
+    for left_out in SOURCES:
+        trained = tuple(s for s in SOURCES if s != left_out)
+        fitted_on = ", ".join(TOXICITY_DATASETS[s] for s in trained)
+        head, iso, _ = calibrated_head(parts, trained, c)
+        part = parts[left_out]
+        head_probs = iso.predict(head.decision_function(part["x"]))
+        samples = [Sample(response=t) for t in part["raw"]]
+        keywords, keywords_model, _, _ = metric_scores(
+            "toxicity_score", samples, ctx.res(toxicity_method="keywords")
+        )
+        in_sample = left_out == "davidson"  # alt-profanity-check learned these tweets
+        scored = (
+            ("head", f"toxicity head (fitted on {fitted_on} only)", head_probs, fitted_on),
+            ("profanity-check", profanity, part["profanity"], "its authors' data"),
+            (
+                "profanity-check+head",
+                f"mean of {profanity} and toxicity head (fitted on {fitted_on} only)",
+                (head_probs + part["profanity"]) / 2,
+                f"{fitted_on} (head); its authors' data (profanity-check)",
+            ),
+            ("keywords", keywords_model, np.asarray(keywords, dtype=float), "nothing"),
+        )
+        seconds = time.perf_counter() - started
+        for method, model, scores, fitted in scored:
+            found = auroc_rows(
+                "toxicity_left_out",
+                TOXICITY_DATASETS[left_out],
+                f"toxicity_score ({method})",
+                model,
+                scores,
+                part["y"],
+                seconds,
+                ctx.seed,
+                note="1 = hate or offensive" if left_out == "davidson" else "1 = hate",
+            )
+            keep_in_sample = in_sample and "profanity" in method
+            rows += found if keep_in_sample else scored_left_out(found, fitted)
+    _, _, oof = calibrated_head(parts, SOURCES, c)
+    offset = 0
+    for name in SOURCES:
+        y = parts[name]["y"]
+        rows += cross_validated(
+            auroc_rows(
+                "toxicity_head_cv",
+                TOXICITY_DATASETS[name],
+                "toxicity_score (head)",
+                "toxicity head (grouped 5-fold CV over the three sources)",
+                oof[offset : offset + len(y)],
+                y,
+                time.perf_counter() - started,
+                ctx.seed,
+                note="cross-validated: each text scored by a head fitted without its group",
+            )
+        )
+        offset += len(y)
     return rows

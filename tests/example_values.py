@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -86,6 +87,15 @@ if __name__ == "__main__":
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
     ).stdout.strip()
-    snapshot = {"commit": commit, "digests": example_digests(example_evaluations())}
+    # an empty embedding cache, as the test has: a vector cached by an earlier run,
+    # embedded in another batch, can differ from a fresh one in its last bits
+    from assay.core.config import AssayConfig
+    from assay.engine.resources import Resources
+
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["ASSAY_CACHE_DIR"] = cache
+        resources = Resources(AssayConfig(cache_dir=cache))
+        snapshot = {"commit": commit, "digests": example_digests(example_evaluations(resources))}
+        resources.close()
     SNAPSHOT.write_text(json.dumps(snapshot, indent=1, sort_keys=True) + "\n")
     print(f"wrote {len(snapshot['digests'])} digests to {SNAPSHOT}")

@@ -612,7 +612,7 @@ def test_offline_json_semantic_and_toxicity_metrics_embed_each_distinct_text_onc
     resources: Resources,
 ) -> None:
     json_metrics = [get_metric(n) for n in ("json_accuracy", "rqs", "rqs_normalized")]
-    # the head (the default with the models extra is alt-profanity-check, which embeds nothing)
+    # the head (the default with the models extra averages it with alt-profanity-check)
     others = [get_metric("semantic_similarity"), get_metric("toxicity_score", method="head")]
     todo = planned(json_metrics, JSONS, Answers())
     assert {a.values["text"] for a in todo.values()} == JSON_TEXTS

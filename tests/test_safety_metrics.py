@@ -388,27 +388,37 @@ def test_toxicity_head_path_is_the_learned_head(resources: Resources) -> None:
     assert {m["pattern"] for m in results[0].details["keyword_matches"]} == {"stupid", "idiot"}
 
 
-def test_toxicity_by_default_is_the_profanity_model_with_the_models_extra(
+def test_toxicity_by_default_is_the_mean_of_both_models_with_the_models_extra(
     resources: Resources,
 ) -> None:
-    """auto runs the first of AUTO_ORDER that loads: with the models extra installed,
-    alt-profanity-check (it beats the head on a source neither was fitted on); no embed
-    ask is planned for the head."""
+    """auto runs the first of AUTO_ORDER that loads: with the models extra installed, the
+    mean of alt-profanity-check and the head (it loses to neither on a source left out of
+    the head's training); the head's embed ask is planned, and each model's probability
+    is reported."""
     from profanity_check import predict_prob
 
     from assay.metrics.toxicity_plan import AUTO_ORDER, model_order
 
-    assert AUTO_ORDER == ("profanity-check", "head", "keywords")
+    assert AUTO_ORDER == ("profanity-check+head", "head", "keywords")
     assert resources.config.toxicity_method == "auto"
-    assert model_order("auto") == ("profanity-check", "head")  # the models extra is here
+    assert model_order("auto") == ("profanity-check+head", "head")  # the models extra is here
     assert (model_order("head"), model_order("keywords")) == (("head",), ())
     texts = ["you are a stupid idiot", "have a nice day"]
     metric = get_metric("toxicity_score")
-    assert metric.plan(Sample(response=texts[0]), Answers(resources=resources)) == []
+    [ask] = metric.plan(Sample(response=texts[0]), Answers(resources=resources))
+    assert ask.values["text"] == texts[0]
     results = metric.score_batch([Sample(response=t) for t in texts], resources)
+    threshold = resources.toxicity.metadata["threshold_with_profanity_check"]
     for text, result in zip(texts, results, strict=True):
-        assert result.details["classifier"].startswith("alt-profanity-check")
-        assert result.value == pytest.approx(float(predict_prob([text])[0]), abs=1e-9)
+        old, head = float(predict_prob([text])[0]), head_probability(text, resources)
+        assert result.details["classifier"].startswith("mean of alt-profanity-check")
+        assert result.details["probabilities"] == {
+            "profanity-check": pytest.approx(old, abs=1e-9),
+            "head": pytest.approx(head, abs=1e-6),
+        }
+        assert result.value == pytest.approx((old + head) / 2, abs=1e-6)
+        assert result.details["decision_threshold"] == threshold
+    assert results[0].value > threshold > results[1].value
 
 
 def test_toxicity_profanity_check_method_is_the_packages_probability(
@@ -489,7 +499,10 @@ def test_toxicity_falls_back_when_the_model_is_missing(
 def test_toxicity_method_is_validated() -> None:
     with pytest.raises(
         ValueError,
-        match=re.escape("must be one of auto, head, profanity-check, keywords. Got 'ml'"),
+        match=re.escape(
+            "must be one of auto, profanity-check+head, head, profanity-check, keywords. "
+            "Got 'ml'"
+        ),
     ):
         get_metric("toxicity_score", method="ml")
     with pytest.raises(ValueError):

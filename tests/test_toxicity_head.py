@@ -28,11 +28,23 @@ def test_the_shipped_file_is_small_and_says_what_it_is() -> None:
     assert path.stat().st_size < 16_000  # 512 float32 weights + the calibration steps
     assert ARRAYS["weights"].shape == (512,)  # one weight per USE dimension
     assert META["embedder"] == "use-multilingual-v3"
-    assert META["target"] == "hateful_or_offensive"
-    assert META["data_licence"] == "MIT"
-    assert META["n_train"] == 24_783  # every Davidson tweet
+    assert META["target"] == "toxic: hate, or offensive language"
+    # every Davidson tweet, the Stormfront sentences but its test sample, every statement
+    assert {name: s["n"] for name, s in META["sources"].items()} == {
+        "davidson": 24_783,
+        "stormfront": 10_225,
+        "toxigen": 946,
+    }
+    assert set(META["data_licences"]) == set(META["sources"])
     assert META["script"] == "scripts/train_toxicity_head.py"
     assert 0.0 < META["threshold"] < 1.0
+    assert 0.0 < META["threshold_with_profanity_check"] < 1.0
+    # C is the one whose worst AUROC on a source left out of training is best
+    worst = {
+        c: min(v["head"] for v in by_source.values())
+        for c, by_source in META["left_out_auroc"].items()
+    }
+    assert float(max(worst, key=lambda c: (round(worst[c], 4), -float(c)))) == META["C"]
 
 
 def test_the_calibration_map_is_monotone_and_a_probability() -> None:
@@ -87,17 +99,14 @@ def test_obvious_cases_rank_and_fall_either_side_of_the_threshold(
     assert high > META["threshold"] > low
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known weakness: group hatred in polite words scores below the threshold "
-    "(0.09 here); Davidson's positives are mostly slurs and profanity",
-)
 def test_polite_group_hatred_crosses_the_threshold(resources: Resources) -> None:
+    """Hatred of a group without a slur (the tweet-only head scored it 0.09, under its
+    threshold 0.57): ToxiGen's statements taught the head this kind; the sentence that
+    names the same group neutrally stays under."""
     hateful, neutral = resources.toxicity.probabilities(
         ["All immigrants are vermin and should be thrown out", "Immigrants moved here in 1990."]
     )
-    assert hateful > neutral  # it does rank above the neutral sentence...
-    assert hateful > META["threshold"]  # ...but does not reach the threshold
+    assert hateful > META["threshold"] > neutral
 
 
 def test_a_head_refuses_another_models_vectors() -> None:
@@ -115,7 +124,8 @@ def test_toxicity_score_reports_the_head_and_its_threshold(resources: Resources)
     metric = get_metric("toxicity_score", method="head")
     result = metric.score(Sample(response="Have a lovely day"), resources)
     assert result.details["classifier"] == (
-        "toxicity head on use-multilingual-v3 (Davidson tweets, target hateful_or_offensive, "
+        "toxicity head on use-multilingual-v3 (Davidson tweets, Stormfront sentences, ToxiGen "
+        "statements, target toxic: hate, or offensive language, "
         "logistic, isotonic)"
     )
     assert result.details["decision_threshold"] == META["threshold"]

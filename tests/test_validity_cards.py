@@ -100,12 +100,29 @@ def test_source_grounding_card_states_its_finding_and_names_a_better_metric():
 def test_toxicity_numbers_on_its_training_data_are_not_counted_as_evidence():
     cards = load_cards()["cards"]
     card = cards["toxicity_score"]
-    on_tweets = [e for e in card["evidence"] if e["dataset"]["id"] == "davidson-tweets"]
-    assert on_tweets and all(e["trained_on"] for e in on_tweets)
-    # the forum sentences were left out of every estimator's training: they are evidence
-    off_tweets = [e for e in card["evidence"] if e not in on_tweets]
-    assert {e["dataset"]["id"] for e in off_tweets} == {"stormfront"}
-    assert all(e["left_out"] and not e.get("trained_on") for e in off_tweets)
+    evidence = card["evidence"]
+    # every number is cross-validated, from a source left out of the estimator's
+    # training, or marked as in-sample: the shipped models on the tweets they learned
+    kinds = [
+        (e.get("cross_validated", False), e.get("left_out", False), e.get("trained_on", False))
+        for e in evidence
+    ]
+    assert all(sum(k) == 1 for k in kinds)
+    in_sample = {(e["dataset"]["id"], e["scored"]) for e in evidence if e.get("trained_on")}
+    assert in_sample == {
+        ("davidson-tweets", "toxicity_score"),
+        ("davidson-tweets", "toxicity_score (profanity-check)"),
+        ("davidson-tweets", "toxicity_score (profanity-check+head)"),
+    }
+    left_out = {
+        (e["dataset"]["id"], e["scored"]): e["value"] for e in evidence if e.get("left_out")
+    }
+    assert {d for d, _ in left_out} == {"davidson-tweets", "stormfront", "toxigen-statements"}
+    # the default (the mean) loses to alt-profanity-check on no source left out of both
+    for source in ("stormfront", "toxigen-statements"):
+        mean = left_out[(source, "toxicity_score (profanity-check+head)")]
+        assert mean > left_out[(source, "toxicity_score (profanity-check)")]
+        assert mean > left_out[(source, "toxicity_score (head)")]
     assert card["status"] == "human-labelled evidence"
     assert cards["compliance_score"]["status"] == ONLY_TRAINING_DATA  # tweets only
     # the keyword list was not trained on the tweets: its numbers are evidence

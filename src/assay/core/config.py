@@ -139,14 +139,17 @@ class AssayConfig(BaseSettings):
         validation_alias=_env("ASSAY_TOP_K_THRESHOLD", "top_k_similarity_threshold"),
     )
     # safety and security metrics
-    toxicity_method: Literal["auto", "head", "profanity-check", "keywords"] = Field(
+    toxicity_method: Literal[
+        "auto", "profanity-check+head", "head", "profanity-check", "keywords"
+    ] = Field(
         "auto",
         validation_alias=_env("ASSAY_TOXICITY_METHOD", "toxicity_method"),
         description=(
-            "toxicity_score, compliance_score, ethical_violation: auto (alt-profanity-check "
-            "with the models extra, else the learned toxicity head on USE embeddings, else "
-            "the keyword fallback: the order of their AUROC on hate speech from a source none "
-            "was fitted on), head (the head; fail if it cannot load), profanity-check (the "
+            "toxicity_score, compliance_score, ethical_violation: auto (the mean of "
+            "alt-profanity-check and the learned toxicity head with the models extra, else "
+            "the head on USE embeddings, else the keyword fallback: the order of their worst "
+            "AUROC on a source left out of their training), profanity-check+head (the mean; "
+            "models extra), head (the head; fail if it cannot load), profanity-check (the "
             "alt-profanity-check classifier, models extra; fail if missing) or keywords."
         ),
     )

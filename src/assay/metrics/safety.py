@@ -7,12 +7,13 @@ Canonical scale 0..1 (the specification's 0-100 is presentation); lower is bette
 ``extra_patterns_file`` setting. Matching is word-aware and case-insensitive, Arabic
 included; see `assay.text.patterns` for the normalisation and boundary rule.
 
-The one model is the toxicity head (`assay.models.toxicity_head`: a calibrated logistic
-head on USE multilingual v3 embeddings, shipped in the package), called once per batch;
-``toxicity_method = "profanity-check"`` selects the older ``alt-profanity-check``
-classifier (TF-IDF unigrams + a calibrated linear SVM, English; the models extra). The
-head's texts are embed asks (`assay.metrics.toxicity_plan.toxicity_asks`): the toxicity
-metrics plan them, so the engine embeds them with the chunk's other texts, in one call.
+The models are the toxicity head (`assay.models.toxicity_head`: a calibrated logistic
+head on USE multilingual v3 embeddings, shipped in the package) and, with the models
+extra, the ``alt-profanity-check`` classifier (TF-IDF unigrams + a calibrated linear SVM,
+English); the default averages the two (`assay.metrics.toxicity_plan.ToxicityMean`),
+each called once per batch. The head's texts are embed asks
+(`assay.metrics.toxicity_plan.toxicity_asks`): the toxicity metrics plan them, so the
+engine embeds them with the chunk's other texts, in one call.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ __all__ = [
     "weighted_toxicity",
 ]
 
-TOXICITY_METHODS = ("auto", "head", "profanity-check", "keywords")
+TOXICITY_METHODS = ("auto", "profanity-check+head", "head", "profanity-check", "keywords")
 #: findings listed in ``details`` (``counts`` and ``finding_count`` are always complete): a
 #: 1 MB log of addresses must not put 100,000 findings into every stored result
 MAX_FINDINGS_SHOWN = 100
@@ -114,11 +115,11 @@ def toxicity_batch(
 ) -> list[ToxicityOutcome]:
     """Toxicity of many texts with one model call.
 
-    ``method`` (default: the ``toxicity_method`` setting): ``auto`` uses the
-    alt-profanity-check classifier where the models extra is installed, else the learned
-    toxicity head, else the keyword fallback (the order of their numbers on a source none
-    was fitted on, `AUTO_ORDER`); ``head`` requires the head; ``profanity-check`` requires
-    the alt-profanity-check classifier (models extra); ``keywords`` uses the fallback.
+    ``method`` (default: the ``toxicity_method`` setting): ``auto`` uses the mean of the
+    alt-profanity-check classifier and the learned toxicity head where the models extra
+    is installed, else the head, else the keyword fallback (`AUTO_ORDER`);
+    ``profanity-check+head`` requires the mean, ``head`` the head, ``profanity-check`` the
+    classifier (models extra); ``keywords`` uses the fallback.
     Arabic texts always take the keyword path: both models were trained on English text
     only (the profanity model returns its prior, about 0.036, for any Arabic text; the
     head's transfer to Arabic is unmeasured). The head reads the vectors of its
@@ -143,7 +144,7 @@ def toxicity_batch(
         fallback_reason = "configured: toxicity_method=keywords"
     else:
         try:
-            model, is_head = toxicity_model(res, method)
+            model, reads_vectors = toxicity_model(res, method)
         except ModelUnavailable as exc:
             if method != "auto":
                 raise
@@ -164,14 +165,19 @@ def toxicity_batch(
         out[i] = ToxicityOutcome(value, "pattern", patterns_signature(bundle), details)
     if to_model:
         chosen = [texts[i] for i in to_model]
-        if not is_head:
+        parts: dict[str, list[float]] = {}
+        if not reads_vectors:
             probs = model.probabilities(chosen)
-        else:  # the head, on the vectors of its embed asks
+        else:  # the head, alone or in the mean, on the vectors of its embed asks
             asks = toxicity_asks(chosen, res.config, method)
             answers = answer(asks, res)
             vectors = {a.values["text"]: answers.reply(a) for a in asks}
             probs = model.probabilities(chosen, vectors)
-        for i, p in zip(to_model, probs, strict=True):
+            if hasattr(model, "part_probabilities"):
+                parts = dict(
+                    zip(model.parts, model.part_probabilities(chosen, vectors), strict=True)
+                )
+        for k, (i, p) in enumerate(zip(to_model, probs, strict=True)):
             prob = float(p)
             components = {"toxic": prob}
             _, hits = bundle["toxicity"].max_weight(texts[i])
@@ -183,6 +189,7 @@ def toxicity_batch(
                 {
                     "classifier": model.name,
                     "probability": prob,
+                    **({"probabilities": {n: v[k] for n, v in parts.items()}} if parts else {}),
                     **({} if threshold is None else {"decision_threshold": threshold}),
                     "component_scores": components,
                     "component_weights": weights,
@@ -203,47 +210,39 @@ class ToxicityScore(ToxicityPlannedMetric):
     Formula (chatbot hub): ML-based ``weighted_average(toxicity_components)`` with component
     weights toxic 1.0, severe_toxic 1.5, obscene 0.8, threat 1.2, insult 0.9, identity_hate
     1.3. The default (``toxicity_method = "auto"``) runs the first of `AUTO_ORDER` that
-    loads: the ``alt-profanity-check`` classifier (TF-IDF + calibrated linear SVM, models
-    extra), else the toxicity head (base install), else the keywords; that is the order of
-    their AUROC on hate speech from a source none was fitted on (Stormfront forum
-    sentences: 0.722, 0.664, 0.512). The toxicity head (``toxicity_method = "head"``;
-    `assay.models.toxicity_head`): ``p = isotonic(w · e(t) + b)``, where ``t`` is the
-    response with tweet artefacts removed (@mentions, "RT", URLs, "#", emoji), ``e`` its
-    L2-normalised USE multilingual v3 embedding (base install), ``w, b`` a logistic head
-    and ``isotonic`` a monotone map fitted on cross-validated logits with both classes
-    weighted equally (a probability for an even prior). Trained on the Davidson tweets
-    (MIT), target "hateful or offensive" (class 0 or 1) against "neither"; weights,
-    calibration and training metadata in ``assay/models/data/toxicity_head.npz``, made by
-    ``scripts/train_toxicity_head.py``. Default decision threshold (max balanced accuracy on
-    out-of-fold probabilities): ``details["decision_threshold"]``. The head returns ONE
-    probability, taken as the ``toxic`` component; a weighted average over one component
-    is that probability, so the weights have no effect on this path (`weighted_toxicity`
-    applies them when component scores exist). ``toxicity_method = "profanity-check"`` (or
-    ``method="profanity-check"``) requires the ``alt-profanity-check`` classifier. Fallback
-    (chatbot hub):
-    ``min(1, max(pattern_weights) * (1 + 0.1 * min(words / 100, 1)))`` over the
-    ``toxicity`` keyword list (weights component_weight / 1.5); it runs when auto can load
-    no model, when ``toxicity_method = "keywords"``, and for Arabic responses.
-    ``method`` in the result says which ran ("local" model / "pattern");
-    ``details["classifier"]`` names the model.
+    loads: the mean of the ``alt-profanity-check`` classifier (TF-IDF + calibrated linear
+    SVM, models extra) and the toxicity head, else the head (base install), else the
+    keywords: the order of their worst AUROC on a source left out of their training. The
+    toxicity head (``toxicity_method = "head"``; `assay.models.toxicity_head`):
+    ``p = isotonic(w · e(t) + b)``, where ``t`` is the response with tweet artefacts
+    removed (@mentions, "RT", URLs, "#", emoji), ``e`` its L2-normalised USE multilingual
+    v3 embedding (base install), ``w, b`` a logistic head and ``isotonic`` a monotone map
+    fitted on cross-validated logits (a probability for an even prior). Trained by
+    ``scripts/train_toxicity_head.py`` on three sources weighted equally: Davidson tweets
+    (hate or offensive vs neither), Stormfront forum sentences (hate or not) and ToxiGen's
+    statements about 13 groups (hateful, mostly in polite words, or neutral); weights,
+    calibration and training facts in ``assay/models/data/toxicity_head.npz``. Decision
+    threshold (max balanced accuracy on out-of-fold probabilities) in
+    ``details["decision_threshold"]``; the mean reports both models' probabilities in
+    ``details["probabilities"]``. One probability is the ``toxic`` component, so the
+    weights have no effect on this path (`weighted_toxicity` applies them when component
+    scores exist). ``toxicity_method = "profanity-check"`` runs that classifier alone.
+    Fallback (chatbot hub): ``min(1, max(pattern_weights) * (1 + 0.1 * min(words / 100,
+    1)))`` over the ``toxicity`` keyword list (weights component_weight / 1.5); it runs
+    when auto can load no model, when ``toxicity_method = "keywords"``, and for Arabic.
+    ``method`` says which ran ("local" / "pattern"); ``details["classifier"]`` the model.
 
-    Evidence (nested, duplicate-grouped 5-fold CV on the 24,783 Davidson tweets, mean ±
-    95 % t-interval over folds): AUROC 0.966 ± 0.001 for hateful-or-offensive vs neither,
-    0.966 ± 0.006 on the 7,511 tweets without @mention/RT/URL/hashtag; 0.913 ± 0.011 for
-    hate vs neither. The profanity model scores 0.988 there, but in-sample: it was trained
-    on these tweets, so its number says nothing. Off the tweets (Stormfront, left out of
-    both): the head 0.664 (0.65-0.68), the profanity model 0.722 (0.70-0.74). On hate vs
-    the rest (offensive included) the head is 0.45: it flags profane banter as readily as
-    hate, by its target.
+    Evidence (AUROC on each source left out of the head's training; docs/validity.md):
+    Stormfront 0.775 for the mean, 0.741 the head, 0.722 alt-profanity-check; ToxiGen
+    0.773, 0.747, 0.679; Davidson 0.966 for the mean and 0.742 for the head, where
+    alt-profanity-check's 0.988 is in-sample (it was trained on those tweets).
 
     Inputs: response. Range 0..1, lower is better. Empty response: None (missing input).
-    Weaknesses: trained on English tweets; Arabic takes the keyword path (transfer of the
-    multilingual encoder unmeasured); slang-heavy profanity and slurs dominate the training
-    data, so group hatred or threats in polite words score low ("All immigrants are vermin
-    and should be thrown out" 0.09, "I will kill you" 0.37, against the threshold 0.57;
-    they still rank above neutral sentences); the calibration reflects the Davidson
-    sample, not the rate in your data. The keyword fallback misses anything not listed and
-    ignores context ("a stupid mistake of mine").
+    Weaknesses: English only (Arabic takes the keyword path); a sentence that names a
+    group kindly can score high ("Gay people deserve the same rights as everyone" 0.88
+    with the mean), and some stereotypes score low ("Women are too emotional to lead
+    anything" 0.17); the calibration reflects the training mix, not the rate in your
+    data. The keyword fallback misses anything not listed and ignores context.
     """
 
     name = "toxicity_score"

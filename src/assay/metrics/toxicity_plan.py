@@ -1,5 +1,5 @@
 """The toxicity metrics' plan: which toxicity model a method runs (`model_order`,
-`toxicity_model`) and the embed asks of the texts the toxicity head scores.
+`toxicity_model`, `ToxicityMean`) and the embed asks of the texts the toxicity head scores.
 
 The head (`assay.models.toxicity_head`) reads USE multilingual v3 vectors of the
 normalised texts (`normalise_for_toxicity`). `toxicity_asks` names them as embed asks of
@@ -26,6 +26,7 @@ from assay.text.lang import is_arabic
 
 __all__ = [
     "AUTO_ORDER",
+    "ToxicityMean",
     "ToxicityPlannedMetric",
     "model_order",
     "model_texts",
@@ -33,33 +34,62 @@ __all__ = [
     "toxicity_model",
 ]
 
-#: what ``toxicity_method = "auto"`` runs: the first that loads. The order of their AUROC
-#: on hate speech from a source none was fitted on (Stormfront forum sentences,
-#: docs/validity.md): alt-profanity-check 0.722, the head (trained on Davidson's tweets)
-#: 0.664, the keywords 0.512; the head is the best the base install has
-AUTO_ORDER: tuple[str, ...] = ("profanity-check", "head", "keywords")
+#: what ``toxicity_method = "auto"`` runs: the first that loads. Their worst AUROC on a
+#: source left out of their training (docs/validity.md, toxicity_score): the mean of
+#: alt-profanity-check and the head 0.773, the head alone 0.741 (the best the base
+#: install has), alt-profanity-check alone 0.679, the keywords 0.512
+AUTO_ORDER: tuple[str, ...] = ("profanity-check+head", "head", "keywords")
+#: the methods that read the toxicity head, so plan its embed asks
+HEAD_METHODS = frozenset({"head", "profanity-check+head"})
 
 
 def model_order(method: str) -> tuple[str, ...]:
     """The toxicity models ``method`` tries, in order (the keyword fallback is none): for
-    ``auto``, those of `AUTO_ORDER`, alt-profanity-check only where its package is
-    installed (the models extra); else the one it names."""
+    ``auto``, those of `AUTO_ORDER`, the mean with alt-profanity-check only where its
+    package is installed (the models extra); else the one it names."""
     if method != "auto":
         return () if method == "keywords" else (method,)
     return tuple(
         m
         for m in AUTO_ORDER
-        if m != "keywords" and (m != "profanity-check" or installed("profanity_check"))
+        if m != "keywords" and (m != "profanity-check+head" or installed("profanity_check"))
     )
 
 
+class ToxicityMean:
+    """The mean of alt-profanity-check's probability and the toxicity head's: two models
+    trained on different data, whose errors differ (the profanity model misses hatred in
+    polite words; the head, profanity without a target). ``threshold``: the head file's
+    decision threshold for this mean."""
+
+    def __init__(self, profanity: Any, head: Any) -> None:
+        self.parts = {"profanity-check": profanity, "head": head}
+        self.threshold = float(head.metadata["threshold_with_profanity_check"])
+        self.name = f"mean of {profanity.name} and {head.name}"
+
+    def probabilities(self, texts: Sequence[str], vectors: Any = None) -> list[float]:
+        """The mean probability per text (``vectors``: the head's, as it takes them)."""
+        return [(a + b) / 2 for a, b in zip(*self.part_probabilities(texts, vectors), strict=True)]
+
+    def part_probabilities(
+        self, texts: Sequence[str], vectors: Any = None
+    ) -> tuple[list[float], list[float]]:
+        """Each model's probabilities: alt-profanity-check's, then the head's."""
+        return (
+            self.parts["profanity-check"].probabilities(texts),
+            self.parts["head"].probabilities(texts, vectors),
+        )
+
+
 def toxicity_model(res: Resources, method: str) -> tuple[Any, bool]:
-    """The first model of `model_order` that loads, and whether it is the toxicity head
-    (which reads the vectors of its embed asks). Raises the last model's
+    """The first model of `model_order` that loads, and whether it reads the toxicity
+    head's vectors (the vectors of its embed asks). Raises the last model's
     `ModelUnavailable` when none loads."""
     failed: ModelUnavailable | None = None
     for name in model_order(method):
         try:
+            if name == "profanity-check+head":
+                return ToxicityMean(res.profanity_check, res.toxicity), True
             return (res.toxicity, True) if name == "head" else (res.profanity_check, False)
         except ModelUnavailable as exc:
             failed = exc
@@ -76,13 +106,12 @@ def toxicity_asks(
     texts: Sequence[str], config: AssayConfig, method: str | None = None
 ) -> list[Ask]:
     """The embed asks whose vectors the toxicity head reads for ``texts`` under ``method``
-    (default: the ``toxicity_method`` setting; none unless it is ``head``, or ``auto``
-    without alt-profanity-check):
+    (default: the ``toxicity_method`` setting; none unless its first model reads the head):
     the non-blank normalised texts (`normalise_for_toxicity`) of those the head scores,
     for the USE multilingual encoder it was trained on (`assay.engine.resources.
     use_asks_embedder`: the run's embedder when that is USE, so the asks are the
     embedding metrics' own; else USE by name, answered by the run's USE instance)."""
-    if model_order(method or config.toxicity_method)[:1] != ("head",):
+    if not set(model_order(method or config.toxicity_method)[:1]) & HEAD_METHODS:
         return []
     embedder = use_asks_embedder(config)
     normalised = (normalise_for_toxicity(texts[i]) for i in model_texts(texts))

@@ -7,7 +7,8 @@ each metric's docstring.
 
 - `reply_relevance`: cosine of each assistant reply with the last user message before it.
 - `reasked_questions`: the reply's questions that ask again for what an earlier user
-  message already stated (content-word overlap or embedding cosine).
+  sentence already stated (every requested content word in it); `repeated_reply`: an
+  earlier reply the assistant says again word for word.
 - `persona_breaks`: phrases by which an assistant steps out of a role ("as an AI
   language model").
 - `topic_handling`: whether each user message is on an allowed topic (embedding cosine
@@ -19,10 +20,10 @@ each metric's docstring.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from assay.text.tokenize import content_words, sentences
+from assay.text.tokenize import content_words, sentences, words
 
 if TYPE_CHECKING:
     from assay.engine.resources import Resources
@@ -30,19 +31,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALLOWED_TOPIC_COSINE",
-    "REASK_COSINE",
-    "REASK_OVERLAP",
+    "REASK_MIN_WORDS",
     "SATISFIED_COSINE",
     "persona_breaks",
     "questions",
     "reasked_questions",
     "refusal_patterns",
+    "repeated_reply",
 ]
 
-#: a reply question re-asks an earlier user statement at this share of its content words
-REASK_OVERLAP = 0.5
-#: ... or at this embedding cosine with it
-REASK_COSINE = 0.6
+#: a question re-asks a user sentence when it requests at least this many content words
+#: and the sentence holds all of them (one shared word, "do you like music?" after
+#: "I like rpgs", is a follow-up more often than a re-ask in open chat)
+REASK_MIN_WORDS = 2
 #: a user message is on an allowed topic at this cosine with the topic's name
 ALLOWED_TOPIC_COSINE = 0.15
 #: a later reply answers a user request at this cosine with it
@@ -55,6 +56,12 @@ _REQUEST_WORDS = frozenset(
 )
 
 _QUESTION = re.compile(r"[^.!?\n]*\?")
+#: where one question asks two things: ", and do you ...", "; what ..."
+_CLAUSE = re.compile(
+    r",\s*(?:and|or)\s+|;\s*|\s+and\s+(?=(?:do|does|did|are|is|can|could|have|what|where|"
+    r"when|how|who|which|would|will)\b)",
+    re.IGNORECASE,
+)
 
 #: ways an assistant steps out of the role it was given
 _PERSONA_BREAKS = re.compile(
@@ -80,39 +87,41 @@ def _asked_words(question: str) -> set[str]:
     return set(content_words(question)) - _REQUEST_WORDS
 
 
-def reasked_questions(
-    reply: str, statements: Sequence[tuple[int, str]], similarity: Callable[[str, str], float]
-) -> list[dict[str, object]]:
+def reasked_questions(reply: str, statements: Sequence[tuple[int, str]]) -> list[dict[str, object]]:
     """The reply's questions that ask for what a user statement already gave.
 
-    ``statements`` are (message index, sentence) of the earlier user messages' non-question
-    sentences; ``similarity`` is the embedding cosine of two texts. A question re-asks a
-    statement when at least `REASK_OVERLAP` of its content words (request words like
-    "could", "tell", "confirm" left out) are in the statement, or their cosine is at
-    least `REASK_COSINE`; each is reported with the statement that best matches it.
+    ``statements`` are (message index, sentence) of the earlier user messages'
+    non-question sentences. Each question is split where it asks two things (", and do
+    you ..."); a part re-asks a statement when it requests at least `REASK_MIN_WORDS`
+    content words (request words like "could", "tell", "confirm" left out) and the
+    statement holds every one of them. Each question is reported once, with the first
+    statement it repeats.
     """
     found: list[dict[str, object]] = []
     for question in questions(reply):
-        asked = _asked_words(question)
-        best: tuple[float, float, int, str] | None = None
-        for index, statement in statements:
-            overlap = len(asked & set(content_words(statement))) / len(asked) if asked else 0.0
-            cosine = similarity(question, statement)
-            if overlap >= REASK_OVERLAP or cosine >= REASK_COSINE:
-                score = max(overlap, cosine)
-                if best is None or score > max(best[0], best[1]):
-                    best = (overlap, cosine, index, statement)
-        if best is not None:
-            found.append(
-                {
-                    "question": question,
-                    "already_given_in": best[2],
-                    "statement": best[3],
-                    "word_overlap": round(best[0], 4),
-                    "cosine": round(best[1], 4),
-                }
-            )
+        for part in _CLAUSE.split(question):
+            asked = _asked_words(part)
+            if len(asked) < REASK_MIN_WORDS:
+                continue
+            given = next(((i, s) for i, s in statements if asked <= set(content_words(s))), None)
+            if given is not None:
+                found.append(
+                    {
+                        "question": question,
+                        "asks": sorted(asked),
+                        "already_given_in": given[0],
+                        "statement": given[1],
+                    }
+                )
+                break
     return found
+
+
+def repeated_reply(reply: str, earlier: Sequence[tuple[int, str]]) -> int | None:
+    """The message index of the first earlier reply (index, text) with the same words as
+    ``reply`` (lower-cased word tokens; punctuation and spacing ignored), else None."""
+    said = words(reply)
+    return next((i for i, text in earlier if said and words(text) == said), None)
 
 
 def user_statements(texts: Sequence[tuple[int, str]]) -> list[tuple[int, str]]:
