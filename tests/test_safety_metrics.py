@@ -500,8 +500,7 @@ def test_toxicity_method_is_validated() -> None:
     with pytest.raises(
         ValueError,
         match=re.escape(
-            "must be one of auto, profanity-check+head, head, profanity-check, keywords. "
-            "Got 'ml'"
+            "must be one of auto, profanity-check+head, head, profanity-check, keywords. Got 'ml'"
         ),
     ):
         get_metric("toxicity_score", method="ml")

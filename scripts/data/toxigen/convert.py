@@ -71,8 +71,10 @@ def main(repo: Path) -> None:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     counts = {lab: sum(r["label"] == lab for r in rows) for lab in ("hate", "neutral")}
     commit = git(repo, "rev-parse", "HEAD").strip()
-    print(f"{len(rows)} statements {counts} ({len(both)} under both labels dropped) "
-          f"from {commit} -> {OUT}")
+    print(
+        f"{len(rows)} statements {counts} ({len(both)} under both labels dropped) "
+        f"from {commit} -> {OUT}"
+    )
 
 
 if __name__ == "__main__":
