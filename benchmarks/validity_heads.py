@@ -191,7 +191,8 @@ def check_toxicity_left_out(ctx: Context) -> list[Row]:
     training: the head fitted (at the shipped C, its isotonic map on its own out-of-fold
     logits) on the other two sources only; alt-profanity-check (trained on its authors'
     data, Davidson's tweets among them, so its Davidson rows are in-sample); their mean
-    (the default where alt-profanity-check is installed); the keywords, fitted on nothing.
+    (the default where alt-profanity-check is installed); the keywords, fitted on
+    nothing; the mean of the head and the keywords (the base install's default).
     Also each source's out-of-fold AUROC of the head in grouped 5-fold CV over all three."""
     from train_toxicity_head import OUT, SOURCES, calibrated_head, load_parts
 
@@ -221,6 +222,12 @@ def check_toxicity_left_out(ctx: Context) -> list[Row]:
                 f"mean of {profanity} and toxicity head (fitted on {fitted_on} only)",
                 (head_probs + part["profanity"]) / 2,
                 f"{fitted_on} (head); its authors' data (profanity-check)",
+            ),
+            (
+                "head+keywords",
+                f"mean of {keywords_model} and toxicity head (fitted on {fitted_on} only)",
+                (head_probs + np.asarray(keywords, dtype=float)) / 2,
+                f"{fitted_on} (head); nothing (keywords)",
             ),
             ("keywords", keywords_model, np.asarray(keywords, dtype=float), "nothing"),
         )

@@ -27,17 +27,19 @@ Steps (deterministic: fixed fold seeds, lbfgs, the same result on every CPU run)
    embeddings have cosine >= ``NEAR_DUPLICATE_COSINE`` (0.95), are one group
    (union-find); folds never split a group.
 5. Leave one source out, for each ``C`` of ``C_GRID``: the head fitted on the other two
-   sources scores the one left out (AUROC), beside alt-profanity-check on the same texts
-   and the mean of the two probabilities (the ``auto`` default where alt-profanity-check
-   is installed). ``C`` is the one whose worst left-out head AUROC is best.
+   sources scores the one left out (AUROC), beside alt-profanity-check on the same texts,
+   the mean of the two probabilities (the ``auto`` default where alt-profanity-check is
+   installed) and the mean of the head's probability and the keyword score (the ``auto``
+   default of the base install). ``C`` is the one whose worst left-out head AUROC is
+   best.
 6. Cross-validated: grouped 5-fold CV over the pooled sources at that ``C``; AUROC of the
    out-of-fold logits per source.
 7. Shipped head: fitted on all three; the isotonic map from logit to probability on the
    5-fold out-of-fold logits (weighted as in 3, so the probability is for an even prior
-   in every source); the decision thresholds (the head alone, and the mean with
-   alt-profanity-check) maximise weighted balanced accuracy on the out-of-fold
-   probabilities. alt-profanity-check was trained on Davidson's tweets, so its numbers
-   there are in-sample.
+   in every source); the decision thresholds (the head alone, its mean with
+   alt-profanity-check, its mean with the keyword score) maximise weighted balanced
+   accuracy on the out-of-fold probabilities. alt-profanity-check was trained on
+   Davidson's tweets, so its numbers there are in-sample.
 
 Run: ``python scripts/train_toxicity_head.py [--out PATH]`` (needs scikit-learn and
 alt-profanity-check, i.e. the ``models`` extra; inference needs neither).
@@ -60,6 +62,10 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedGroupKFold
 
+from assay.core.config import AssayConfig
+from assay.engine.resources import Resources
+from assay.metrics.safety import safety_patterns
+from assay.metrics.toxicity_plan import keyword_toxicity
 from assay.models.cache import EmbeddingCache
 from assay.models.embedders import USEMultilingualEmbedder
 from assay.models.toxicity_head import normalise_for_toxicity
@@ -145,8 +151,9 @@ def weighted_best_threshold(probs: np.ndarray, y: np.ndarray, w: np.ndarray) -> 
 
 def load_parts(cache: Path) -> dict[str, dict[str, np.ndarray]]:
     """Per source: embeddings ``x`` of the normalised texts, labels ``y``, duplicate
-    ``groups``, the texts as read (``raw``) and alt-profanity-check's probability of
-    each (``profanity``)."""
+    ``groups``, the texts as read (``raw``), alt-profanity-check's probability of each
+    (``profanity``) and its keyword toxicity (``keywords``, `keyword_toxicity`)."""
+    keyword_lists = safety_patterns(Resources(AssayConfig(judge_model=None)))
     embedder = USEMultilingualEmbedder(EmbeddingCache(cache))
     parts = {}
     for name in SOURCES:
@@ -155,7 +162,14 @@ def load_parts(cache: Path) -> dict[str, dict[str, np.ndarray]]:
         started = time.perf_counter()
         x = embedder.embed(texts).astype(np.float64)
         groups = duplicate_groups(texts, x.astype(np.float32))
-        parts[name] = {"x": x, "y": y, "groups": groups, "profanity": predict_prob(raw), "raw": raw}
+        parts[name] = {
+            "x": x,
+            "y": y,
+            "groups": groups,
+            "raw": raw,
+            "profanity": predict_prob(raw),
+            "keywords": np.array([keyword_toxicity(t, keyword_lists)[0] for t in raw]),
+        }
         print(
             f"{name}: {len(y)} texts ({y.sum()} toxic), {len(np.unique(groups))} groups, "
             f"embedded in {time.perf_counter() - started:.0f} s",
@@ -166,7 +180,7 @@ def load_parts(cache: Path) -> dict[str, dict[str, np.ndarray]]:
 
 def pooled(parts: dict, sources: tuple[str, ...]) -> tuple[np.ndarray, ...]:
     """``x``, ``y``, source name, duplicate group (unique across sources) and
-    alt-profanity-check probability of the given sources, concatenated."""
+    alt-profanity-check probability and keyword score of the given sources, concatenated."""
     offsets = np.cumsum([0] + [len(parts[s]["y"]) for s in sources])
     return (
         np.concatenate([parts[s]["x"] for s in sources]),
@@ -174,6 +188,7 @@ def pooled(parts: dict, sources: tuple[str, ...]) -> tuple[np.ndarray, ...]:
         np.concatenate([[s] * len(parts[s]["y"]) for s in sources]),
         np.concatenate([parts[s]["groups"] + o for s, o in zip(sources, offsets, strict=False)]),
         np.concatenate([parts[s]["profanity"] for s in sources]),
+        np.concatenate([parts[s]["keywords"] for s in sources]),
     )
 
 
@@ -195,7 +210,7 @@ def calibrated_head(
 ) -> tuple[LogisticRegression, IsotonicRegression, np.ndarray]:
     """The head fitted on ``sources``, its isotonic map fitted on their out-of-fold
     logits (weighted as the training), and those logits."""
-    x, y, source, groups, _ = pooled(parts, sources)
+    x, y, source, groups, _, _ = pooled(parts, sources)
     oof = out_of_fold_logits(x, y, source, groups, c)
     iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
     iso.fit(oof, y, sample_weight=source_weights(y, source))
@@ -221,9 +236,12 @@ def main() -> None:
                 "head": roc_auc_score(part["y"], head.decision_function(part["x"])),
                 "profanity": roc_auc_score(part["y"], part["profanity"]),
                 "mean": roc_auc_score(part["y"], (probs + part["profanity"]) / 2),
+                "keywords": roc_auc_score(part["y"], part["keywords"]),
+                "head+keywords": roc_auc_score(part["y"], (probs + part["keywords"]) / 2),
             }
         row = " | ".join(
-            f"{n} head {v['head']:.3f} profanity {v['profanity']:.3f} mean {v['mean']:.3f}"
+            f"{n} head {v['head']:.3f} profanity {v['profanity']:.3f} mean {v['mean']:.3f} "
+            f"keywords {v['keywords']:.3f} head+keywords {v['head+keywords']:.3f}"
             for n, v in left_out[c].items()
         )
         print(f"  C={c:g}: {row}", flush=True)
@@ -231,7 +249,7 @@ def main() -> None:
     print(f"C = {c:g}: the best worst left-out head AUROC")
 
     head, iso, oof = calibrated_head(parts, SOURCES, c)
-    _, y, source, _, profanity = pooled(parts, SOURCES)
+    _, y, source, _, profanity, keywords = pooled(parts, SOURCES)
     print(f"\ngrouped {FOLDS}-fold CV over the pooled sources, AUROC per source:")
     cross_validated = {}
     for s in SOURCES:
@@ -242,6 +260,7 @@ def main() -> None:
     oof_probs = iso.predict(oof)
     threshold = weighted_best_threshold(oof_probs, y, weights)
     mean_threshold = weighted_best_threshold((oof_probs + profanity) / 2, y, weights)
+    keywords_threshold = weighted_best_threshold((oof_probs + keywords) / 2, y, weights)
     metadata = {
         "embedder": USEMultilingualEmbedder.name,
         "target": "toxic: hate, or offensive language",
@@ -262,6 +281,7 @@ def main() -> None:
         "cv_auroc": cross_validated,
         "threshold": threshold,
         "threshold_with_profanity_check": mean_threshold,
+        "threshold_with_keywords": keywords_threshold,
         "threshold_rule": "max weighted balanced accuracy on 5-fold out-of-fold probabilities",
         "calibration": "isotonic on 5-fold out-of-fold logits, weighted as the training",
         "normalisation": "assay.models.toxicity_head.normalise_for_toxicity",
@@ -278,7 +298,7 @@ def main() -> None:
     )
     print(
         f"\nshipped head: C={c:g}, threshold {threshold:.3f}, "
-        f"with alt-profanity-check {mean_threshold:.3f}"
+        f"with alt-profanity-check {mean_threshold:.3f}, with the keywords {keywords_threshold:.3f}"
     )
     print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")
 

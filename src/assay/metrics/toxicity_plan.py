@@ -1,5 +1,7 @@
 """The toxicity metrics' plan: which toxicity model a method runs (`model_order`,
-`toxicity_model`, `ToxicityMean`) and the embed asks of the texts the toxicity head scores.
+`toxicity_model`, `ToxicityMean`), the embed asks of the texts the toxicity head scores,
+and the chatbot hub's keyword fallback and component weighting (`keyword_toxicity`,
+`weighted_toxicity`).
 
 The head (`assay.models.toxicity_head`) reads USE multilingual v3 vectors of the
 normalised texts (`normalise_for_toxicity`). `toxicity_asks` names them as embed asks of
@@ -11,7 +13,7 @@ metrics' texts; `ToxicityPlannedMetric` is the base of the metrics that read tox
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from assay.core.config import AssayConfig
@@ -23,30 +25,37 @@ from assay.engine.resources import Resources, use_asks_embedder
 from assay.metrics.base import Metric
 from assay.models.toxicity_head import normalise_for_toxicity
 from assay.text.lang import is_arabic
+from assay.text.patterns import PatternBundle
+from assay.text.tokenize import words
 
 __all__ = [
     "AUTO_ORDER",
+    "KeywordScorer",
     "ToxicityMean",
     "ToxicityPlannedMetric",
+    "keyword_toxicity",
+    "length_normalised",
     "model_order",
     "model_texts",
     "toxicity_asks",
     "toxicity_model",
+    "weighted_toxicity",
 ]
 
 #: what ``toxicity_method = "auto"`` runs: the first that loads. Their worst AUROC on a
 #: source left out of their training (docs/validity.md, toxicity_score): the mean of
-#: alt-profanity-check and the head 0.773, the head alone 0.741 (the best the base
-#: install has), alt-profanity-check alone 0.679, the keywords 0.512
-AUTO_ORDER: tuple[str, ...] = ("profanity-check+head", "head", "keywords")
+#: alt-profanity-check and the head 0.773; the mean of the head and the keyword score
+#: 0.742, the head alone 0.741 (the base install's); alt-profanity-check alone 0.679, the
+#: keywords 0.510. Each of the means loses on no left-out source to what it replaced
+AUTO_ORDER: tuple[str, ...] = ("profanity-check+head", "head+keywords", "keywords")
 #: the methods that read the toxicity head, so plan its embed asks
-HEAD_METHODS = frozenset({"head", "profanity-check+head"})
+HEAD_METHODS = frozenset({"head", "profanity-check+head", "head+keywords"})
 
 
 def model_order(method: str) -> tuple[str, ...]:
-    """The toxicity models ``method`` tries, in order (the keyword fallback is none): for
-    ``auto``, those of `AUTO_ORDER`, the mean with alt-profanity-check only where its
-    package is installed (the models extra); else the one it names."""
+    """The toxicity models ``method`` tries, in order (the keyword fallback alone is none):
+    for ``auto``, those of `AUTO_ORDER`, the mean with alt-profanity-check only where
+    its package is installed (the models extra); else the one it names."""
     if method != "auto":
         return () if method == "keywords" else (method,)
     return tuple(
@@ -56,40 +65,87 @@ def model_order(method: str) -> tuple[str, ...]:
     )
 
 
-class ToxicityMean:
-    """The mean of alt-profanity-check's probability and the toxicity head's: two models
-    trained on different data, whose errors differ (the profanity model misses hatred in
-    polite words; the head, profanity without a target). ``threshold``: the head file's
-    decision threshold for this mean."""
+def weighted_toxicity(components: Mapping[str, float], weights: Mapping[str, float]) -> float:
+    """The chatbot hub's ``weighted_average(toxicity_components)`` over the components present.
 
-    def __init__(self, profanity: Any, head: Any) -> None:
-        self.parts = {"profanity-check": profanity, "head": head}
-        self.threshold = float(head.metadata["threshold_with_profanity_check"])
-        self.name = f"mean of {profanity.name} and {head.name}"
+    ``sum(w[c] * s[c]) / sum(w[c])`` for every component ``c`` with a score and a weight.
+    With one component (the shipped model's single probability) it is that score.
+    """
+    used = [(weights[c], float(s)) for c, s in components.items() if c in weights]
+    if not used:
+        raise ValueError(
+            f"no known toxicity component among {sorted(components)}; known: {sorted(weights)}"
+        )
+    total = sum(w for w, _ in used)
+    return sum(w * s for w, s in used) / total
+
+
+def length_normalised(score: float, word_count: int) -> float:
+    """The chatbot hub's fallback normalisation: ``min(1, s * (1 + 0.1 * min(words / 100, 1)))``."""
+    return min(1.0, score * (1.0 + 0.1 * min(word_count / 100.0, 1.0)))
+
+
+def keyword_toxicity(text: str, bundle: PatternBundle) -> tuple[float, dict[str, Any]]:
+    """The specification's keyword fallback: max matched weight, length-normalised, and its
+    evidence."""
+    raw, hits = bundle["toxicity"].max_weight(text)
+    n_words = len(words(text))
+    value = length_normalised(raw, n_words)
+    return value, {
+        "max_pattern_weight": raw,
+        "word_count": n_words,
+        "matches": [h.as_dict() for h in hits],
+    }
+
+
+class KeywordScorer:
+    """`keyword_toxicity` of many texts, named ``name`` (the lists' signature), for a mean."""
+
+    def __init__(self, bundle: PatternBundle, name: str) -> None:
+        self.bundle, self.name = bundle, name
+
+    def probabilities(self, texts: Sequence[str]) -> list[float]:
+        return [keyword_toxicity(t, self.bundle)[0] for t in texts]
+
+
+class ToxicityMean:
+    """The mean of another scorer's value and the toxicity head's probability: scorers
+    built from different data, whose errors differ (alt-profanity-check and the keyword
+    lists miss hatred in polite words; the head misses profanity without a target).
+    ``other``: ``"profanity-check"`` or ``"keywords"``, any object with ``name`` and
+    ``probabilities(texts)``; ``threshold``: the head file's decision threshold for this
+    mean (``threshold_with_profanity_check`` or ``threshold_with_keywords``)."""
+
+    def __init__(self, other: str, scorer: Any, head: Any) -> None:
+        self.parts = {other: scorer, "head": head}
+        key = "threshold_with_" + other.replace("-", "_")
+        self.threshold = float(head.metadata[key])
+        self.name = f"mean of {scorer.name} and {head.name}"
 
     def probabilities(self, texts: Sequence[str], vectors: Any = None) -> list[float]:
-        """The mean probability per text (``vectors``: the head's, as it takes them)."""
+        """The mean per text (``vectors``: the head's, as it takes them)."""
         return [(a + b) / 2 for a, b in zip(*self.part_probabilities(texts, vectors), strict=True)]
 
     def part_probabilities(
         self, texts: Sequence[str], vectors: Any = None
     ) -> tuple[list[float], list[float]]:
-        """Each model's probabilities: alt-profanity-check's, then the head's."""
-        return (
-            self.parts["profanity-check"].probabilities(texts),
-            self.parts["head"].probabilities(texts, vectors),
-        )
+        """Each part's values: the other scorer's, then the head's."""
+        scorer, head = self.parts.values()
+        return scorer.probabilities(texts), head.probabilities(texts, vectors)
 
 
-def toxicity_model(res: Resources, method: str) -> tuple[Any, bool]:
+def toxicity_model(res: Resources, method: str, keywords: Any) -> tuple[Any, bool]:
     """The first model of `model_order` that loads, and whether it reads the toxicity
-    head's vectors (the vectors of its embed asks). Raises the last model's
-    `ModelUnavailable` when none loads."""
+    head's vectors (the vectors of its embed asks); ``keywords``: the keyword scorer a
+    ``head+keywords`` mean reads. Raises the last model's `ModelUnavailable` when none
+    loads."""
     failed: ModelUnavailable | None = None
     for name in model_order(method):
         try:
             if name == "profanity-check+head":
-                return ToxicityMean(res.profanity_check, res.toxicity), True
+                return ToxicityMean("profanity-check", res.profanity_check, res.toxicity), True
+            if name == "head+keywords":
+                return ToxicityMean("keywords", keywords, res.toxicity), True
             return (res.toxicity, True) if name == "head" else (res.profanity_check, False)
         except ModelUnavailable as exc:
             failed = exc
