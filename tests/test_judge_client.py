@@ -12,8 +12,9 @@ import pytest
 
 from assay.core.config import AssayConfig
 from assay.engine.resources import Resources
+from assay.judge.aio import run_sync
 from assay.judge.cache import JudgeCache
-from assay.judge.client import JudgeClient, JudgeError
+from assay.judge.client import JudgeClient, JudgeError, JudgeUnreachable
 from assay.judge.parsing import ParseError, parse_reply
 from assay.judge.prompts import (
     ANSWER_CLASSIFICATION,
@@ -562,13 +563,47 @@ def test_retry_after_seconds_are_honoured_up_to_the_cap(server: JudgeServer) -> 
     assert time.perf_counter() - started >= 0.3
 
 
-def test_server_down_fails_after_the_retries(server: JudgeServer) -> None:
+def test_server_down_fails_after_the_retries_and_opens_the_circuit(server: JudgeServer) -> None:
+    """The client's first request finds nothing listening: after its retries the circuit
+    opens, and every later question fails at once, without a request."""
     url = server.url
     server.stop()  # nothing listens on the port any more: connection refused
     client = JudgeClient("test-judge", url, max_retries=2, backoff_base=0.01, backoff_max=0.02)
-    with pytest.raises(JudgeError, match="after 2 retries: ConnectionFailed"):
+    with pytest.raises(JudgeUnreachable, match="after 2 retries: CouldNotConnect: ConnectError"):
         client.ask_sync(RELEVANCE, query="q?", response="r")
     assert client.usage.calls == 3 and client.usage.failures == 1
+    assert client.unreachable is not None
+    assert client.unreachable.startswith(
+        f"the judge at {url} cannot be reached (after 2 retries: CouldNotConnect: ConnectError"
+    )
+    with pytest.raises(JudgeUnreachable, match=f"the judge at {url} cannot be reached"):
+        client.ask_sync(RELEVANCE, query="another?", response="r")
+    assert client.usage.calls == 3  # no request: the circuit is open
+
+
+def test_the_circuit_opens_after_three_questions_in_a_row_fail_to_connect() -> None:
+    """A judge that answered once and then goes away: each question spends its retries
+    until 3 in a row have failed to connect; the 4th sends nothing."""
+    with JudgeServer() as first:
+        client = make_client(first, max_retries=1)
+        assert ask_relevance(client, 0).output.score == 1.0  # the probe: answered
+        # the server goes away: nothing listens at its port, and the client's pooled
+        # connection (which the test server's stop leaves open) is dropped
+        first.stop()
+        run_sync(client._api.close())
+        client._api = None
+        for i in (1, 2):
+            with pytest.raises(JudgeError, match="after 1 retries: CouldNotConnect") as failed:
+                ask_relevance(client, i)
+            assert not isinstance(failed.value, JudgeUnreachable)
+        assert client.unreachable is None
+        with pytest.raises(JudgeUnreachable, match="cannot be reached"):
+            ask_relevance(client, 3)
+        calls = client.usage.calls
+        assert calls == 1 + 3 * 2  # the probe, then 3 questions of 2 attempts each
+        with pytest.raises(JudgeUnreachable):
+            ask_relevance(client, 4)
+        assert client.usage.calls == calls
 
 
 def test_html_instead_of_a_chat_completion_fails_at_once_saying_so(server: JudgeServer) -> None:

@@ -659,19 +659,27 @@ def test_malformed_writes_get_a_clear_4xx_json_error(
     assert fresh_client.get("/api/field-strategies").json() == []  # nothing was saved
 
 
-def test_evaluate_without_a_needed_model_is_a_503(
-    fresh_client: TestClient, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("missing", "message"),
+    [
+        ("model", "the embedding model is not installed"),
+        ("judge", "the judge at http://127.0.0.1:1/v1 cannot be reached (refused)"),
+    ],
+)
+def test_evaluate_without_a_needed_model_or_judge_is_a_503(
+    fresh_client: TestClient, monkeypatch: pytest.MonkeyPatch, missing: str, message: str
 ) -> None:
     from assay.core.extras import ModelUnavailable
+    from assay.judge.client import JudgeUnreachable
 
     def unavailable(*args: Any, **kwargs: Any) -> Any:
-        raise ModelUnavailable("the embedding model is not installed")
+        raise (ModelUnavailable if missing == "model" else JudgeUnreachable)(message)
 
     monkeypatch.setattr("assay.evaluation.runner.evaluate", unavailable)
     body = {"samples": [{"answer": "a"}], "metrics": ["exact_match"], "store": True}
     response = fresh_client.post("/api/evaluate", json=body)
     assert response.status_code == 503
-    assert response.json() == {"detail": "the embedding model is not installed"}
+    assert response.json() == {"detail": message}
     (run,) = fresh_client.get("/api/runs").json()
     assert run["status"] == "error"  # the stored run is closed, not left running
 

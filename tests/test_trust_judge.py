@@ -6,6 +6,7 @@ over real HTTP on 127.0.0.1 through the production client."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -417,3 +418,30 @@ def test_the_cli_gate_fails_with_exit_3_on_malformed_replies_not_an_exception(
     assert (summary["n"], summary["n_error"]) == (2, 2)
     server.faults = [None, "refusal", "length"]
     assert CliRunner().invoke(app, [*args, "--max-errors", "2"]).exit_code == 0
+
+
+def test_an_unreachable_judge_stops_the_run_within_seconds_with_exit_2(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing listens at the judge's address: the first question spends its retries,
+    the circuit opens, and the run stops at once with exit 2 and one line naming the
+    judge and the cause (it used to retry every sample: 8 samples, 40 calls, 12 s)."""
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    monkeypatch.setenv("ASSAY_JUDGE_API_KEY", "test-key")
+    monkeypatch.setenv("ASSAY_JUDGE_MAX_RETRIES", "1")
+    data = env / "d.jsonl"
+    rows = [{"question": f"Question {i}?", "response": f"Answer {i}."} for i in range(8)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["evaluate", str(data), "-m", "judged_relevance", "--no-cache"]
+    args += ["--judge-url", url, "--judge-model", "scripted", "--out", str(env / "out.jsonl")]
+    started = time.perf_counter()
+    result = CliRunner().invoke(app, args)
+    assert time.perf_counter() - started < 5.0
+    assert result.exit_code == 2, result.output
+    assert f"error: the judge at {url} cannot be reached (after 1 retries: CouldNotConnect" in (
+        " ".join(result.output.split())
+    )
+    assert "stopped; no sample had finished" in result.output

@@ -185,7 +185,9 @@ def evaluate_command(
     Exit codes: 0 done; 1 a --fail-under/--fail-over gate failed; 2 unusable input, store
     or output; 3 samples errored on a metric beyond --max-errors (before 1: a gate over
     values that could not all be computed does not pass); 130 interrupted (2 when the Ray
-    cluster stopped the run: finished samples are kept, --resume continues it).
+    cluster stopped the run, or the judge could not be reached: its first request, or 3
+    questions in a row, failed to connect; finished samples are kept, --resume continues
+    it).
     """
     from rich.progress import (
         BarColumn,
@@ -214,6 +216,7 @@ def evaluate_command(
     from assay.inputs.locations import local_path
     from assay.inputs.read import read_samples
     from assay.inputs.records import InputErrors
+    from assay.judge.client import JudgeUnreachable
     from assay.metrics.registry import resolve_metrics
     from assay.outputs.sinks import JsonlSink, write_table
 
@@ -406,7 +409,8 @@ def evaluate_command(
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except KeyboardInterrupt:
         interrupted = True
-    except (WorkerLost, ConnectionError) as exc:  # the Ray cluster failed the run
+    except (WorkerLost, ConnectionError, JudgeUnreachable) as exc:
+        # the Ray cluster failed the run, or the judge cannot be reached
         err.print(f"[red]error:[/red] {escape(str(exc))}")
         interrupted = stopped = True
     finally:

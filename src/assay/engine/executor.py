@@ -166,7 +166,9 @@ def _run_round(asks: list[Ask], answers: Answers, res: Resources) -> None:
 
 def _run_judge(asks: list[Ask], answers: Answers, res: Resources) -> None:
     """The judge asks, concurrently through the run's `JudgeClient`; without a judge
-    (``answers.model`` None) each ask's answer is an error saying so."""
+    (``answers.model`` None) each ask's answer is an error saying so. A judge that cannot
+    be reached (its circuit opened, `JudgeUnreachable`) stops the run: the error is
+    raised, not given to each ask."""
     judge = res.judge if answers.model is not None else None
     if judge is None:
         for ask in asks:
@@ -180,7 +182,12 @@ def _run_judge(asks: list[Ask], answers: Answers, res: Resources) -> None:
         except Exception as exc:  # the ask's answer: its metric reports it per sample
             return exc
 
-    for ask, answer in zip(asks, judge.gather(one(a) for a in asks), strict=True):
+    replies = judge.gather(one(a) for a in asks)
+    if judge.unreachable is not None:
+        from assay.judge.client import JudgeUnreachable
+
+        raise JudgeUnreachable(judge.unreachable)
+    for ask, answer in zip(asks, replies, strict=True):
         answers.put(ask, answer)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from assay.judge.aio import run_async, run_sync
 from assay.judge.cache import JudgeCache
-from assay.judge.client import JudgeClient, JudgeError, JudgeReply
+from assay.judge.client import JudgeClient, JudgeError, JudgeReply, JudgeUnreachable
 from assay.judge.prompts import PROMPTS, Prompt
 from assay.judge.usage import JudgeUsage
 
@@ -27,6 +27,7 @@ __all__ = [
     "JudgeClient",
     "JudgeError",
     "JudgeReply",
+    "JudgeUnreachable",
     "JudgeUsage",
     "Prompt",
     "run_async",

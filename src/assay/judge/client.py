@@ -28,7 +28,11 @@ values) it:
    does a completion without a usable answer (no choices, no message, null content, a
    refusal, a reply cut off at the token limit or withheld by a content filter), with
    that reason: asking again would get the same reply, and the metric reports it as
-   the sample's error;
+   the sample's error. A server that cannot be reached opens the circuit: when a
+   question fails to connect after its retries before the server has ever answered, or
+   `UNREACHABLE_AFTER` questions in a row do, `unreachable` says why and every question
+   from then on raises `JudgeUnreachable` at once, without a request (a run stops on it
+   instead of retrying every sample);
 4. parses the reply (`parse_reply`: JSON, json-repair, the prompt's prose fallback,
    which takes the score the judge gave and never one it quotes, and calls prose with
    conflicting scores ambiguous); if that fails, asks once more for "only the JSON",
@@ -91,6 +95,17 @@ class SharedBudget(Protocol):
 
 class JudgeError(RuntimeError):
     """A judge question failed for good (after retries, or unparsable twice)."""
+
+
+class JudgeUnreachable(JudgeError):
+    """The judge server cannot be reached: the client's circuit is open (a question
+    failed to connect before the server ever answered, or `UNREACHABLE_AFTER` did in a
+    row)."""
+
+
+#: questions in a row whose every attempt failed to connect before the circuit opens
+#: (one is enough while the server has never answered this client)
+UNREACHABLE_AFTER = 3
 
 
 @dataclass(frozen=True)
@@ -190,6 +205,10 @@ class JudgeClient:
         self._probed = self._fixed_mode
         self._quiet_until = 0.0  # loop time before which no request is sent (Retry-After)
         self._probe: asyncio.Lock | None = None
+        #: why the server cannot be reached, once the circuit is open; None while closed
+        self.unreachable: str | None = None
+        self._connected = False  # whether the server has ever answered this client
+        self._failed_to_connect = 0  # questions in a row that never connected
 
     # ---- construction ------------------------------------------------------------------
     @classmethod
@@ -392,11 +411,13 @@ class JudgeClient:
     async def _send(
         self, prompt: Prompt[Any], messages: list[dict[str, str]]
     ) -> tuple[str, int, int]:
-        from assay.judge.http import ConnectionFailed, HTTPStatusError
+        from assay.judge.http import ConnectionFailed, CouldNotConnect, HTTPStatusError
 
         attempt = 0
         mode = self.mode
         while True:
+            if self.unreachable is not None:
+                raise JudgeUnreachable(self.unreachable)
             kwargs: dict[str, Any] = {
                 "model": self.model,
                 "messages": messages,
@@ -425,7 +446,10 @@ class JudgeClient:
                         "/v1 address?"
                     ) from None
                 latency = time.perf_counter() - started
+            if not isinstance(error, CouldNotConnect):
+                self._connected = True  # the server was reached (it may have failed)
             if error is None:
+                self._failed_to_connect = 0
                 usage = _field(completion, "usage")
                 p_tok = _int(_field(usage, "prompt_tokens"))
                 c_tok = _int(_field(usage, "completion_tokens"))
@@ -449,9 +473,15 @@ class JudgeClient:
                 raise JudgeError(f"judge request failed: {_describe(error)}") from None
             attempt += 1
             if attempt > self.max_retries:
-                raise JudgeError(
-                    f"judge request failed after {self.max_retries} retries: {_describe(error)}"
-                ) from None
+                failed = f"after {self.max_retries} retries: {_describe(error)}"
+                if isinstance(error, CouldNotConnect):
+                    self._failed_to_connect += 1
+                    if not self._connected or self._failed_to_connect >= UNREACHABLE_AFTER:
+                        self.unreachable = (
+                            f"the judge at {self.base_url} cannot be reached ({failed})"
+                        )
+                        raise JudgeUnreachable(self.unreachable) from None
+                raise JudgeError(f"judge request failed {failed}") from None
             self.usage.add("retries")
             retry_after = _retry_after(error)
             if retry_after:

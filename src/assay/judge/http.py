@@ -37,6 +37,7 @@ __all__ = [
     "DEFAULT_BASE_URL",
     "ChatCompletions",
     "ConnectionFailed",
+    "CouldNotConnect",
     "HTTPStatusError",
     "LinearPool",
     "linear_pool_fits",
@@ -50,6 +51,10 @@ _ERROR_BODY_CHARS = 300
 
 class ConnectionFailed(Exception):
     """The judge server could not be reached, or the connection broke mid-reply."""
+
+
+class CouldNotConnect(ConnectionFailed):
+    """No connection to the judge server was made (refused, no route, connect timeout)."""
 
 
 class HTTPStatusError(Exception):
@@ -163,6 +168,10 @@ class ChatCompletions:
         """The server's reply to one chat-completions request (decoded JSON, or text)."""
         try:
             response = await self._client.post("chat/completions", json=dict(body))
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise CouldNotConnect(
+                f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            ) from exc
         except httpx.TimeoutException as exc:
             raise TimeoutError(f"no reply within the timeout ({type(exc).__name__})") from exc
         except httpx.TransportError as exc:

@@ -297,11 +297,17 @@ class Metric:
     ) -> MetricResult:
         """The result of a sample the metric could not score, with the error (an exception,
         or the message of a part's error): a field past an input limit (reason ``input
-        over a limit``, the error saying which and how to raise it), a failed computation
-        (``computation failed``), or ``reason`` (e.g. "judge call failed", with the
-        ``method`` and ``model`` that failed)."""
+        over a limit``, the error saying which and how to raise it), a failed judge call
+        (``judge call failed``, method ``llm``), a failed computation (``computation
+        failed``), or ``reason`` (e.g. "judge call failed", with the ``method`` and
+        ``model`` that failed)."""
+        from assay.judge.client import JudgeError
+
         if isinstance(error, InputTooLarge):
             default, message = "input over a limit", str(error)
+        elif isinstance(error, JudgeError):  # e.g. the judge could not be reached
+            default, message = "judge call failed", f"{type(error).__name__}: {error}"
+            method = "llm" if method == "error" else method
         elif isinstance(error, BaseException):
             default, message = "computation failed", f"{type(error).__name__}: {error}"
         else:

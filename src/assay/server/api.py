@@ -281,6 +281,7 @@ def evaluate(request: Request, req: EvaluateRequest) -> dict[str, Any]:
     """
     from assay.core.extras import ModelUnavailable
     from assay.evaluation.runner import evaluate as run_evaluate
+    from assay.judge.client import JudgeUnreachable
     from assay.metrics.registry import resolve_metrics
     from assay.store.recorder import RunRecorder, sample_status
 
@@ -334,7 +335,7 @@ def evaluate(request: Request, req: EvaluateRequest) -> dict[str, Any]:
         except Exception as exc:
             if recorder is not None:
                 store.finish_run(run_id, status="error")
-            if isinstance(exc, ModelUnavailable):
+            if isinstance(exc, ModelUnavailable | JudgeUnreachable):
                 raise HTTPException(503, str(exc)) from None
             raise
     if recorder is not None:
