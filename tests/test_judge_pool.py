@@ -1,4 +1,4 @@
-"""`LinearPool` (assay.judge.http) against httpcore's own `AsyncConnectionPool`: the same
+"""`LinearPool` (assay.core.http_pool) against httpcore's own `AsyncConnectionPool`: the same
 connections closed, kept and assigned for every pool state, and a real client through it."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from typing import Any
 import httpcore
 from httpcore._async.connection_pool import AsyncPoolRequest
 
-from assay.judge.http import ChatCompletions, LinearPool
+from assay.core.http_pool import LinearPool
+from assay.judge.http import ChatCompletions
 from judge_server import JudgeServer
 
 ORIGINS = ("http://a.test", "http://b.test")

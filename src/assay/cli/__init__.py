@@ -6,7 +6,7 @@ Each command lives in its own module of this package and registers itself on ``a
 
 from __future__ import annotations
 
-from assay.cli import compare_cmd, evaluate, json_eval, metrics_cmd, serve
+from assay.cli import compare_cmd, evaluate, json_eval, metrics_cmd, run, serve
 from assay.cli.application import app
 
-__all__ = ["app", "compare_cmd", "evaluate", "json_eval", "metrics_cmd", "serve"]
+__all__ = ["app", "compare_cmd", "evaluate", "json_eval", "metrics_cmd", "run", "serve"]

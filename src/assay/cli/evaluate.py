@@ -26,6 +26,11 @@ from assay.metrics.registry import metric_class, suite_names
 if TYPE_CHECKING:
     from assay.cli.resume import OpenedRun
 
+#: ``ctx.meta`` key of a function that turns the samples to score into the samples scored
+#: (``assay run``: the target's answers), called after the data is read and, on
+#: ``--resume``, only for the samples not stored yet
+PREPARE_SAMPLES = "assay.prepare_samples"
+
 
 def _parse_pairs(items: list[str], option: str) -> dict[str, float]:
     pairs: dict[str, float] = {}
@@ -323,6 +328,21 @@ def evaluate_command(
                 f"{len(opened.todo)} to go{retried}"
             )
         samples = [samples[i] for i in opened.todo]
+    prepare = ctx.meta.get(PREPARE_SAMPLES)
+    if prepare is not None and samples:
+        try:
+            samples = prepare(samples)
+        except KeyboardInterrupt:
+            where = ""
+            if recorder is not None:
+                recorder.store.finish_run(recorder.run_id, status="interrupted")
+                recorder.store.close()
+                where = f"; resume with --resume {recorder.run_id}"
+            err.print(
+                f"[yellow]interrupted[/yellow] while calling the target; nothing was "
+                f"scored{escape(where)}"
+            )
+            raise typer.Exit(EXIT_INTERRUPTED) from None
 
     sink = None
     if out is not None and out.suffix.lower() == ".jsonl":

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     AliasChoices,
@@ -38,6 +38,7 @@ __all__ = [
     "InputTooLarge",
     "LimitedSample",
     "Sample",
+    "TargetCall",
     "ToolCall",
     "json_extent",
     "limit_problems",
@@ -203,6 +204,22 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 
+class TargetCall(BaseModel):
+    """How the application under test answered this sample when ``assay run`` called it
+    (`assay.inputs.targets`): ``ok``, ``timeout`` or ``error``, with the HTTP status and a
+    short reason, the attempts made and the token usage the target reported. A sample
+    whose call did not end ``ok`` is N/A for every metric, with that reason."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    target: str
+    status: Literal["ok", "timeout", "error"]
+    http_status: int | None = None
+    reason: str | None = None
+    attempts: int = Field(default=1, ge=1)
+    usage: dict[str, int] | None = None
+
+
 class Sample(BaseModel):
     """One thing to evaluate: a question, the application's answer and whatever else is known.
 
@@ -305,6 +322,8 @@ class Sample(BaseModel):
     allowed_topics: list[str] | None = Field(
         default=None, validation_alias=_alias(*FIELD_ALIASES["allowed_topics"])
     )
+    # the call that produced the response (assay run)
+    target_call: TargetCall | None = None
     # grouping and anything else
     tags: dict[str, str] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)

@@ -187,6 +187,13 @@ def flat_row(sample: Sample, results: dict[str, MetricResult]) -> dict[str, Any]
     row: dict[str, Any] = {"id": sample.id}
     for key, value in sample.tags.items():
         row[f"tag.{key}"] = value
+    if sample.target_call is not None:  # assay run: how the target answered
+        call = sample.target_call
+        row["target.status"] = call.status
+        row["target.http_status"] = call.http_status
+        row["target.reason"] = call.reason
+        row["duration"] = sample.duration
+        row["first_token_time"] = sample.first_token_time
     for name, result in results.items():
         row[name] = result.value
         for component, value in result.components.items():

@@ -225,7 +225,11 @@ class Metric:
         return [f for f in self.requires if not sample.has(f)]
 
     def _lacking(self, sample: Sample) -> MetricResult | None:
-        """None with the reason when a required input is missing; None when all are there."""
+        """N/A with the reason when the target call that was to produce the response failed
+        (``assay run``) or a required input is missing; None when all are there."""
+        call = sample.target_call
+        if call is not None and call.status != "ok":
+            return self.na(f"the target call failed ({call.status}: {call.reason})")
         missing = self.missing_inputs(sample)
         if not missing:
             return None

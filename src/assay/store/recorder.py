@@ -44,6 +44,16 @@ def sample_status(
     return "passed" if decided else UNGATED
 
 
+def call_status(sample: Sample) -> str | None:
+    """The stored status of a sample whose target call failed (``assay run``): ``skipped``
+    for a timeout (the chatbot hub counts skipped tests as timeouts), ``error`` for an
+    error; None otherwise."""
+    call = sample.target_call
+    if call is None or call.status == "ok":
+        return None
+    return "skipped" if call.status == "timeout" else "error"
+
+
 class RunRecorder:
     """Callable ``(index, sample, results)`` that stores one sample of a run."""
 
@@ -72,7 +82,7 @@ class RunRecorder:
             original,
             sample,
             results,
-            status=sample_status(self.metrics, results, self.config),
+            status=call_status(sample) or sample_status(self.metrics, results, self.config),
             quality=self.quality_of(sample),
             validation=self.validation_of(sample, results),
             replace=self.replace,

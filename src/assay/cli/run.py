@@ -1,0 +1,188 @@
+"""``assay run``: call the application under test for each sample, time it, then score what it
+said with everything ``assay evaluate`` does.
+
+The command takes the target's options (below) and every option of ``assay evaluate``,
+declared once there: its signature is built from both (`_signature`), and it hands the
+target's calls to the evaluate command as the step that prepares the samples
+(``PREPARE_SAMPLES``), so suites, gates, ``--out``, ``--store``, ``--resume``, exit codes
+and the report are those of ``assay evaluate``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from assay.cli import consoles
+from assay.cli.application import app
+from assay.cli.evaluate import PREPARE_SAMPLES, evaluate_command
+
+
+def target_options(
+    target: Annotated[
+        str,
+        typer.Option(
+            "--target",
+            help="What answers each sample: openai:BASE_URL (an OpenAI-compatible "
+            "/chat/completions, streamed; with --target-model), http(s)://URL (a JSON POST; "
+            "see --request, --response-path) or python:MODULE:FUNCTION (called with the "
+            "sample as a dict; returns the answer, or a dict with 'response', 'contexts').",
+        ),
+    ],
+    target_model: Annotated[
+        str | None, typer.Option("--target-model", help="The model an openai: target asks.")
+    ] = None,
+    target_key_env: Annotated[
+        str | None,
+        typer.Option(
+            "--target-key-env",
+            help="Name of the environment variable holding an openai: target's API key (the "
+            "key itself is never a flag, and is never stored).",
+        ),
+    ] = None,
+    request: Annotated[
+        str | None,
+        typer.Option(
+            "--request",
+            help='The JSON body an http target gets, e.g. \'{"question": "{query}"}\': '
+            "{query}, {id} and any other field of the sample are replaced by its value, "
+            'JSON-escaped. Default: \'{"query": "{query}"}\'.',
+        ),
+    ] = None,
+    response_path: Annotated[
+        str | None,
+        typer.Option(
+            "--response-path",
+            help="JMESPath of the answer in an http target's JSON reply (default: response).",
+        ),
+    ] = None,
+    contexts_path: Annotated[
+        str | None,
+        typer.Option(
+            "--contexts-path",
+            help="JMESPath of the retrieved texts in the reply, e.g. 'sources[*].text'.",
+        ),
+    ] = None,
+    header: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--header",
+            help="'Name: value' sent to an http target, repeatable; $VAR in the value is read "
+            "from the environment and never shown or stored.",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            min=0.001,
+            help="Seconds a call may take; a call past it is a timeout: its metrics are N/A "
+            "and it counts in the timeout rate (default 30, the specification's).",
+        ),
+    ] = 30.0,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Calls in flight at once (default 8).")
+    ] = 8,
+    retries: Annotated[
+        int,
+        typer.Option(
+            "--retries",
+            min=0,
+            help="Retries of a call refused with 429 or 5xx, or whose connection failed, with "
+            "backoff and Retry-After honoured (default 2).",
+        ),
+    ] = 2,
+) -> None:
+    """The target options (their declarations only: `run_command` reads them)."""
+
+
+def _signature() -> inspect.Signature:
+    """``ctx``, the data argument, the target options, then the rest of evaluate's options."""
+    evaluate = list(inspect.signature(evaluate_command, eval_str=True).parameters.values())
+    targets = list(inspect.signature(target_options, eval_str=True).parameters.values())
+    return inspect.Signature([*evaluate[:2], *targets, *evaluate[2:]])
+
+
+TARGET_PARAMETERS = tuple(inspect.signature(target_options).parameters)
+
+
+def run_command(ctx: typer.Context, **options: Any) -> None:
+    """Call the application under test for each sample, then score what it said.
+
+    Each sample's query (or its conversation up to the last user message) goes to the
+    target; the reply becomes the response, with its duration and time to first token,
+    and the run goes on as assay evaluate does, with the same options and exit codes.
+    A call past --timeout or failing for good leaves its sample's metrics N/A, with the
+    reason. A target that cannot be called as given (a malformed --request or path, an
+    unset variable, a function that cannot be imported) exits 2 with one line before any
+    call.
+    """
+    from assay.inputs.targets import TargetError, TargetSettings, call_target, parse_target
+
+    err = consoles.messages()
+    chosen = {name: options.pop(name) for name in TARGET_PARAMETERS}
+    try:
+        target = parse_target(
+            chosen["target"],
+            model=chosen["target_model"],
+            key_env=chosen["target_key_env"],
+            request=chosen["request"],
+            response_path=chosen["response_path"],
+            contexts_path=chosen["contexts_path"],
+            headers=chosen["header"] or (),
+        )
+    except TargetError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    settings = TargetSettings(
+        timeout=chosen["timeout"], concurrency=chosen["concurrency"], retries=chosen["retries"]
+    )
+
+    def answered(samples: list[Any]) -> list[Any]:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        shown = not options.get("quiet") and sys.stderr.isatty()
+        with Progress(
+            TextColumn("[bold]calling the target"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=err,
+            disable=not shown,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("calls", total=len(samples))
+            done = call_target(samples, target, settings, lambda n: bar.advance(task, n))
+        err.print(escape(call_summary(target.name, done)))
+        return done
+
+    ctx.meta[PREPARE_SAMPLES] = answered
+    evaluate_command(ctx, **options)
+
+
+def call_summary(name: str, samples: list[Any]) -> str:
+    """One line: the calls by outcome, and the duration and first-token percentiles."""
+    from assay.core.stats import percentile  # numpy: not for `assay --help`
+
+    outcomes: dict[str, int] = {}
+    for sample in samples:
+        outcomes[sample.target_call.status] = outcomes.get(sample.target_call.status, 0) + 1
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(outcomes.items()))
+    line = f"target {name}: {len(samples)} calls ({counts})"
+    ok = [s for s in samples if s.target_call.status == "ok"]
+    for label, values in (
+        ("duration", [s.duration for s in ok if s.duration is not None]),
+        ("first token", [s.first_token_time for s in ok if s.first_token_time is not None]),
+    ):
+        if values:
+            p50, p95 = percentile(values, 50), percentile(values, 95)
+            line += f"; {label} p50 {p50:.3f} s, p95 {p95:.3f} s"
+    return line
+
+
+run_command.__signature__ = _signature()  # type: ignore[attr-defined]
+run_command.__annotations__ = {p.name: p.annotation for p in _signature().parameters.values()}
+app.command("run")(run_command)
