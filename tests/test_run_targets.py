@@ -5,6 +5,8 @@ read back, the timing, retries, timeouts and errors, and the CLI end to end."""
 from __future__ import annotations
 
 import json
+import re
+import socket
 import sqlite3
 import sys
 import time
@@ -16,7 +18,13 @@ from typer.testing import CliRunner
 
 from assay.cli import app
 from assay.core.sample import Sample
-from assay.inputs.targets import TargetError, TargetSettings, call_target, parse_target
+from assay.inputs.targets import (
+    TargetError,
+    TargetSettings,
+    TargetUnreachable,
+    call_target,
+    parse_target,
+)
 from target_server import TargetServer
 
 FAST = TargetSettings(timeout=5.0, retries=2, backoff_base=0.01, backoff_max=0.05)
@@ -276,3 +284,108 @@ def test_assay_run_refuses_a_malformed_target_with_one_line_and_exit_2(env: Path
     )
     assert result.exit_code == 2
     assert result.output.startswith("error: --request is not a JSON template")
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:  # free a moment ago: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_target_that_cannot_be_reached_stops_the_calls(env: Path) -> None:
+    """Nothing listens: the first call spends its retries, then the calls stop (100
+    samples do not each wait out their retries), and assay run exits 2 with one line."""
+    url = f"http://127.0.0.1:{_closed_port()}/ask"
+    samples = [Sample(query=f"q{i}") for i in range(100)]
+    started = time.perf_counter()
+    with pytest.raises(
+        TargetUnreachable,
+        match=r"the target .* cannot be reached \(connection failed \(ConnectError",
+    ):
+        call_target(samples, parse_target(url), FAST)
+    assert time.perf_counter() - started < 2.0
+    data = env / "d.jsonl"
+    data.write_text("".join(json.dumps({"query": f"q{i}"}) + "\n" for i in range(20)))
+    result = CliRunner().invoke(
+        app, ["run", str(data), "--target", url, "--retries", "0", "-m", "exact_match"]
+    )
+    assert result.exit_code == 2, result.output
+    assert f"error: the target {url} cannot be reached" in " ".join(result.output.split())
+
+
+def test_a_conversation_with_empty_assistant_slots_is_replayed_turn_by_turn(
+    server: TargetServer,
+) -> None:
+    """Each user turn goes to the target with the conversation so far, the earlier
+    replies in it; the replies fill the slots, each with its timing."""
+    server.first_token_delay = 0.05
+    turns = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi, I am Lena."},
+        {"role": "assistant", "content": None},
+        {"role": "user", "content": "What is my name?"},
+    ]
+    target = parse_target(f"openai:{server.url}/v1", model="m")
+    [done] = call_target([Sample(id="chat", turns=turns)], target, FAST)
+    first, second = (json.loads(r["body"])["messages"] for r in server.requests)
+    assert first == turns[:2]
+    assert second == [
+        *turns[:2],
+        {"role": "assistant", "content": "Answer: Hi, I am Lena."},
+        turns[3],
+    ]
+    assert [(t.role, t.content) for t in done.turns or []] == [
+        ("system", "Be brief."),
+        ("user", "Hi, I am Lena."),
+        ("assistant", "Answer: Hi, I am Lena."),
+        ("user", "What is my name?"),
+        ("assistant", "Answer: What is my name?"),
+    ]
+    replies = [t for t in done.turns or [] if t.role == "assistant"]
+    assert all(t.first_token_time >= 0.05 for t in replies)
+    assert done.duration == pytest.approx(sum(t.duration for t in replies))
+    assert done.response == "Answer: What is my name?"
+    assert done.target_call is not None
+    assert (done.target_call.status, done.target_call.attempts) == ("ok", 2)
+    assert done.target_call.usage == {
+        "prompt_tokens": 14,
+        "completion_tokens": 10,
+        "total_tokens": 18,
+    }
+
+
+def test_a_failed_turn_ends_the_replay_there(server: TargetServer) -> None:
+    server.script = [("status", 400, "no", {})]
+    turns = [{"role": "user", "content": "one"}, {"role": "user", "content": "two"}]
+    [done] = call_target(
+        [Sample(turns=turns)], parse_target(f"openai:{server.url}/v1", model="m"), FAST
+    )
+    assert done.target_call is not None
+    assert (done.target_call.status, done.target_call.reason) == ("error", "turn 0: HTTP 400: no")
+    assert len(server.requests) == 1
+
+
+def test_assay_run_from_python_returns_the_evaluation(monkeypatch: pytest.MonkeyPatch) -> None:
+    import assay
+
+    monkeypatch.setitem(sys.modules, "app_under_test", sys.modules[__name__])
+    rows = [{"query": "paris", "expected": "PARIS"}, {"query": "lyon", "expected": "PARIS"}]
+    run = assay.run(rows, "python:app_under_test:answer_upper", metrics=["exact_match"])
+    assert run.values("exact_match") == [1.0, 0.0]
+    assert [s.response for s in run.samples] == ["PARIS", "LYON"]
+    assert all(s.target_call is not None and s.target_call.status == "ok" for s in run.samples)
+
+
+def test_the_docs_python_example_runs(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    root = Path(__file__).resolve().parent.parent
+    text = (root / "docs" / "run.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    monkeypatch.chdir(root)  # the example's target is examples/support_app.py
+    namespace: dict = {}
+    exec(compile(block, "docs/run.md", "exec"), namespace)
+    run = namespace["run"]
+    # the toy bot's answer: the help-centre passage that shares "parcel" with the question
+    assert run.samples[0].response == (
+        "You can change the delivery address on the Orders page until the parcel has shipped."
+    )
+    assert capsys.readouterr().out.split() == ["ok", str(run.summary()[0].mean)]

@@ -34,6 +34,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "read_samples": ("assay.inputs.read", "read_samples"),
     "register": ("assay.metrics.registry", "register"),
     "resolve_metrics": ("assay.metrics.registry", "resolve_metrics"),
+    "run": ("assay.evaluation.runner", "run"),
     "samples_from_dataframe": ("assay.inputs.records", "samples_from_dataframe"),
     "trace": ("assay.inputs.tracing", "assay_trace"),
     "traced": ("assay.inputs.tracing", "traced"),
@@ -61,6 +62,7 @@ __all__ = [
     "read_samples",
     "register",
     "resolve_metrics",
+    "run",
     "samples_from_dataframe",
     "trace",
     "traced",
@@ -71,7 +73,7 @@ if TYPE_CHECKING:
     from assay.core.result import MetricResult
     from assay.core.sample import Sample, ToolCall
     from assay.engine.resources import Resources
-    from assay.evaluation.runner import Evaluation, MetricSummary, evaluate
+    from assay.evaluation.runner import Evaluation, MetricSummary, evaluate, run
     from assay.inputs.read import read_samples
     from assay.inputs.records import InputError, InputErrors, samples_from_dataframe
     from assay.inputs.tracing import Trace, traced

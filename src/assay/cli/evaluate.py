@@ -332,12 +332,16 @@ def evaluate_command(
     if prepare is not None and samples:
         try:
             samples = prepare(samples)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, typer.Exit) as exc:  # Ctrl-C, or preparing failed
             where = ""
             if recorder is not None:
                 recorder.store.finish_run(recorder.run_id, status="interrupted")
                 recorder.store.close()
                 where = f"; resume with --resume {recorder.run_id}"
+            if isinstance(exc, typer.Exit):
+                if where:
+                    err.print(escape(where.removeprefix("; ")))
+                raise
             err.print(
                 f"[yellow]interrupted[/yellow] while calling the target; nothing was "
                 f"scored{escape(where)}"

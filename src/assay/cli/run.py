@@ -121,7 +121,13 @@ def run_command(ctx: typer.Context, **options: Any) -> None:
     unset variable, a function that cannot be imported) exits 2 with one line before any
     call.
     """
-    from assay.inputs.targets import TargetError, TargetSettings, call_target, parse_target
+    from assay.inputs.targets import (
+        TargetError,
+        TargetSettings,
+        TargetUnreachable,
+        call_target,
+        parse_target,
+    )
 
     err = consoles.messages()
     chosen = {name: options.pop(name) for name in TARGET_PARAMETERS}
@@ -155,7 +161,11 @@ def run_command(ctx: typer.Context, **options: Any) -> None:
             transient=True,
         ) as bar:
             task = bar.add_task("calls", total=len(samples))
-            done = call_target(samples, target, settings, lambda n: bar.advance(task, n))
+            try:
+                done = call_target(samples, target, settings, lambda n: bar.advance(task, n))
+            except TargetUnreachable as exc:
+                err.print(f"[red]error:[/red] {escape(str(exc))}")
+                raise typer.Exit(2) from None
         err.print(escape(call_summary(target.name, done)))
         return done
 

@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from assay.core.config import AssayConfig
 from assay.core.result import MetricResult
@@ -35,12 +35,16 @@ from assay.inputs.records import (
 from assay.metrics.base import PASS_THRESHOLD, Metric
 from assay.metrics.registry import resolve_metrics
 
+if TYPE_CHECKING:
+    from assay.inputs.targets import Target, TargetSettings
+
 __all__ = [
     "Evaluation",
     "MetricSummary",
     "applied_threshold",
     "evaluate",
     "passes",
+    "run",
 ]
 
 SampleCallback = Callable[[int, Sample, dict[str, MetricResult]], None]
@@ -315,3 +319,32 @@ def _scaled(executor: str | Executor | None) -> Executor | None:
     if executor is None or executor == "local":
         return None
     return resolve_executor(executor)
+
+
+def run(
+    data: Sequence[Sample] | Sequence[dict[str, Any]] | Any,
+    target: str | Target,
+    metrics: Sequence[str | Metric] | None = None,
+    suites: Sequence[str] | None = None,
+    config: AssayConfig | None = None,
+    resources: Resources | None = None,
+    settings: TargetSettings | None = None,
+    **target_options: Any,
+) -> Evaluation:
+    """Call the application under test for each sample, then score its answers
+    (``assay run`` from Python).
+
+    ``target``: ``openai:BASE_URL``, ``http(s)://URL`` or ``python:MODULE:FUNCTION``
+    (`assay.inputs.targets.parse_target`, with ``target_options``: ``model``,
+    ``key_env``, ``request``, ``response_path``, ``contexts_path``, ``headers``), or a
+    target object; ``settings``: timeout, concurrency and retries (`TargetSettings`).
+    The other arguments are `evaluate`'s. Raises `TargetError` for a target that cannot
+    be called as given and `TargetUnreachable` when it cannot be reached.
+    """
+    from assay.inputs.targets import call_target, parse_target  # httpx: only for a run
+
+    res = resources or Resources(config)
+    samples = _as_samples(data, res.config.max_json_depth)
+    chosen = parse_target(target, **target_options) if isinstance(target, str) else target
+    answered = call_target(samples, chosen, settings)
+    return evaluate(answered, metrics=metrics, suites=suites, resources=res)

@@ -1,0 +1,400 @@
+"""The kinds of target ``assay run`` calls (`parse_target`): an OpenAI-compatible chat
+endpoint, streamed; a JSON API with a request template and JMESPath picks; a Python
+function. Each answers one sample (`Target.call`) with a `Reply`, or raises `CallFailed`
+for that attempt; `assay.inputs.targets` makes the calls (timeouts, retries, replays).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+
+from assay.core.http import retry_after_seconds
+from assay.core.sample import Sample
+
+__all__ = [
+    "CallFailed",
+    "HTTPTarget",
+    "OpenAITarget",
+    "PythonTarget",
+    "Reply",
+    "Target",
+    "TargetError",
+    "parse_target",
+]
+
+#: a placeholder of a request template: ``{query}``, ``{id}``, ``{metadata_key}``
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: ``$NAME`` or ``${NAME}`` in a header value
+_ENV_VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+#: most characters of a reply body quoted in an error
+_BODY_CHARS = 200
+
+
+class TargetError(ValueError):
+    """A target that cannot be called as given (a malformed template, path or header, a
+    missing environment variable, a function that cannot be imported): said once, at the
+    start."""
+
+
+@dataclass
+class Reply:
+    """What a target answered for one sample."""
+
+    response: str
+    contexts: list[str] | None = None
+    first_token_time: float | None = None
+    duration: float | None = None
+    usage: dict[str, int] | None = None
+
+
+class CallFailed(Exception):
+    """One attempt failed: ``retryable`` for 429, 5xx and connection failures;
+    ``unconnected`` when no connection was made (refused, no route, connect timeout)."""
+
+    def __init__(
+        self, reason: str, http_status: int | None = None, retryable: bool = False, **extra: Any
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.http_status = http_status
+        self.retryable = retryable
+        self.retry_after: float | None = extra.get("retry_after")
+        self.unconnected: bool = extra.get("unconnected", False)
+
+
+class Target(Protocol):
+    """Something that answers a sample: ``name`` (for messages; holds no secret)."""
+
+    name: str
+
+    async def call(self, sample: Sample, client: httpx.AsyncClient) -> Reply: ...
+
+
+def _status_error(response: httpx.Response, body: str) -> CallFailed:
+    status = response.status_code
+    shown = " ".join(body.split())[:_BODY_CHARS]
+    return CallFailed(
+        f"HTTP {status}: {shown}" if shown else f"HTTP {status}",
+        http_status=status,
+        retryable=status == 429 or status >= 500,
+        retry_after=retry_after_seconds(response.headers),
+    )
+
+
+def _json_reply(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        shown = " ".join(response.text.split())[:_BODY_CHARS]
+        raise CallFailed(
+            f"the reply is not JSON: {shown!r}", http_status=response.status_code
+        ) from None
+
+
+@dataclass
+class OpenAITarget:
+    """An OpenAI-compatible chat endpoint, streamed."""
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        self.name = self.name or f"openai:{self.base_url} (model {self.model})"
+
+    def messages(self, sample: Sample) -> list[dict[str, str]]:
+        """The conversation so far (``turns`` up to the last user message), else the query."""
+        turns = [t for t in sample.turns or [] if t.content is not None]
+        while turns and turns[-1].role != "user":
+            turns.pop()
+        if turns:
+            return [{"role": t.role, "content": t.content or ""} for t in turns]
+        return [{"role": "user", "content": sample.query or ""}]
+
+    async def call(self, sample: Sample, client: httpx.AsyncClient) -> Reply:
+        body = {
+            "model": self.model,
+            "messages": self.messages(sample),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        url = self.base_url.rstrip("/") + "/chat/completions"
+        started = time.perf_counter()
+        async with client.stream("POST", url, json=body, headers=headers) as response:
+            if response.status_code >= 400:
+                raise _status_error(response, (await response.aread()).decode(errors="replace"))
+            if "text/event-stream" not in response.headers.get("content-type", ""):
+                await response.aread()  # a server that does not stream: one JSON reply
+                return _completion(_json_reply(response), None)
+            parts: list[str] = []
+            first: float | None = None
+            usage: dict[str, int] | None = None
+            async for line in response.aiter_lines():
+                data = line.removeprefix("data:").strip() if line.startswith("data:") else ""
+                if not data:
+                    continue
+                if data == "[DONE]":
+                    break
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    shown = data[:_BODY_CHARS]
+                    raise CallFailed(f"a stream event is not JSON: {shown!r}") from None
+                for choice in chunk.get("choices") or []:
+                    text = (choice.get("delta") or {}).get("content")
+                    if text:
+                        first = first if first is not None else time.perf_counter() - started
+                        parts.append(text)
+                if isinstance(chunk.get("usage"), dict):
+                    usage = _usage(chunk["usage"])
+            return Reply("".join(parts), first_token_time=first, usage=usage)
+
+
+def _usage(raw: dict[str, Any]) -> dict[str, int]:
+    keys = ("prompt_tokens", "completion_tokens", "total_tokens")
+    return {k: int(raw[k]) for k in keys if isinstance(raw.get(k), int)}
+
+
+def _completion(reply: Any, first: float | None) -> Reply:
+    """A non-streamed chat completion's answer."""
+    try:
+        content = reply["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        raise CallFailed("the reply is not a chat completion (no choices[0].message)") from None
+    if not isinstance(content, str):
+        raise CallFailed("the reply's message has no text content")
+    usage = _usage(reply["usage"]) if isinstance(reply.get("usage"), dict) else None
+    return Reply(content, first_token_time=first, usage=usage)
+
+
+@dataclass
+class HTTPTarget:
+    """A JSON POST with a request template and JMESPath picks of the reply."""
+
+    url: str
+    template: str
+    response_path: str
+    contexts_path: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        import jmespath
+        from jmespath.exceptions import JMESPathError
+
+        self.name = self.name or self.url
+        blank = _PLACEHOLDER.sub("x", self.template)
+        try:
+            json.loads(blank)
+        except ValueError as exc:
+            raise TargetError(
+                f"--request is not a JSON template ({exc}); write placeholders inside JSON "
+                'strings, e.g. \'{"question": "{query}"}\''
+            ) from None
+        picks: dict[str, Any] = {}
+        paths = {"--response-path": self.response_path, "--contexts-path": self.contexts_path}
+        for option, path in paths.items():
+            if path is None:
+                continue
+            try:
+                picks[option] = jmespath.compile(path)
+            except JMESPathError as exc:
+                raise TargetError(
+                    f"{option} {path!r} is not a JMESPath expression: {exc}"
+                ) from None
+        self._response = picks["--response-path"]
+        self._contexts = picks.get("--contexts-path")
+
+    def body(self, sample: Sample) -> str:
+        """The request body: each placeholder replaced by the sample's value, JSON-escaped."""
+        record = {**sample.metadata, **sample.model_dump(exclude_none=True, mode="json")}
+
+        def value(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in record:
+                raise CallFailed(f"--request names {{{name}}}, which this sample has no value for")
+            found = record[name]
+            text = found if isinstance(found, str) else json.dumps(found, ensure_ascii=False)
+            return json.dumps(text, ensure_ascii=False)[1:-1]
+
+        return _PLACEHOLDER.sub(value, self.template)
+
+    async def call(self, sample: Sample, client: httpx.AsyncClient) -> Reply:
+        headers = {"content-type": "application/json", **self.headers}
+        response = await client.post(self.url, content=self.body(sample).encode(), headers=headers)
+        if response.status_code >= 400:
+            raise _status_error(response, response.text)
+        reply = _json_reply(response)
+        answer = self._response.search(reply)
+        if answer is None:
+            raise CallFailed(f"--response-path {self.response_path!r} found nothing in the reply")
+        if not isinstance(answer, str):
+            kind = type(answer).__name__
+            raise CallFailed(f"--response-path {self.response_path!r} found a {kind}, not text")
+        contexts = None
+        if self._contexts is not None:
+            found = self._contexts.search(reply)
+            if found is None:
+                path = self.contexts_path
+                raise CallFailed(f"--contexts-path {path!r} found nothing in the reply")
+            items = found if isinstance(found, list) else [found]
+            contexts = [c if isinstance(c, str) else json.dumps(c) for c in items]
+        return Reply(answer, contexts=contexts)
+
+
+@dataclass
+class PythonTarget:
+    """A function of the user's code, sync or async, called with the sample as a dict."""
+
+    function: Callable[..., Any]
+    name: str
+
+    async def call(self, sample: Sample, client: httpx.AsyncClient) -> Reply:
+        record = sample.model_dump(exclude_none=True, mode="json")
+        started = time.perf_counter()
+        try:
+            if inspect.iscoroutinefunction(self.function):
+                found = await self.function(record)
+            else:
+                found = await _in_daemon_thread(self.function, record)
+        except Exception as exc:  # the user's code failed on this sample: its error
+            raise CallFailed(f"{self.name} raised {type(exc).__name__}: {exc}") from None
+        elapsed = time.perf_counter() - started
+        if isinstance(found, str):
+            return Reply(found, duration=elapsed)
+        if not isinstance(found, dict) or not isinstance(found.get("response"), str):
+            kind = type(found).__name__
+            raise CallFailed(
+                f"{self.name} returned a {kind}; expected text or a dict with 'response'"
+            )
+        contexts = found.get("contexts")
+        if contexts is not None and not (
+            isinstance(contexts, list) and all(isinstance(c, str) for c in contexts)
+        ):
+            raise CallFailed(f"{self.name} returned contexts that are not a list of texts")
+        timing = {k: found.get(k) for k in ("duration", "first_token_time")}
+        for key, seconds in timing.items():
+            if seconds is not None and not (isinstance(seconds, int | float) and seconds >= 0):
+                raise CallFailed(f"{self.name} returned {key} {seconds!r}; expected seconds")
+        usage = found.get("usage")
+        return Reply(
+            found["response"],
+            contexts=contexts,
+            first_token_time=timing["first_token_time"],
+            duration=timing["duration"] if timing["duration"] is not None else elapsed,
+            usage=_usage(usage) if isinstance(usage, dict) else None,
+        )
+
+
+async def _in_daemon_thread(function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)`` in a thread of its own that does not hold the process: a call
+    that hangs past the timeout is left behind, and the run still ends."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+
+    def settle(outcome: Any, failed: bool) -> None:
+        if not done.done():
+            (done.set_exception if failed else done.set_result)(outcome)
+
+    def work() -> None:
+        try:
+            outcome, failed = function(*args), False
+        except BaseException as exc:  # handed to the caller, whatever it is
+            outcome, failed = exc, True
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(settle, outcome, failed)
+
+    threading.Thread(target=work, name="assay-target", daemon=True).start()
+    return await done
+
+
+def _headers(items: Sequence[str]) -> dict[str, str]:
+    """``Name: value`` headers, ``$NAME`` in a value read from the environment."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise TargetError(f"--header {item.split(':')[0]!r}...: expected 'Name: value'")
+        missing = [v for v in _ENV_VAR.findall(value) if v not in os.environ]
+        if missing:
+            raise TargetError(f"--header {name.strip()}: ${missing[0]} is not set")
+        out[name.strip()] = _ENV_VAR.sub(lambda m: os.environ[m.group(1)], value.strip())
+    return out
+
+
+def _function(spec: str) -> Callable[..., Any]:
+    """The function ``MODULE:FUNCTION`` names: a module importable from the working
+    directory (``app.bot``), or a Python file (``examples/support_app.py``)."""
+    module_name, sep, attribute = spec.rpartition(":")
+    if not sep or not module_name or not attribute:
+        raise TargetError(f"python:{spec}: expected python:MODULE:FUNCTION")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # the user's module, beside the data
+    try:
+        if module_name.endswith(".py"):
+            if not os.path.isfile(module_name):
+                raise FileNotFoundError(f"no file {module_name}")
+            found = importlib.util.spec_from_file_location("assay_target", module_name)
+            assert found is not None and found.loader is not None
+            module = importlib.util.module_from_spec(found)
+            found.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except Exception as exc:  # a module that fails to import: one line, no traceback
+        why = f"{type(exc).__name__}: {exc}"
+        raise TargetError(f"python:{spec}: cannot import {module_name}: {why}") from None
+    function = getattr(module, attribute, None)
+    if not callable(function):
+        raise TargetError(f"python:{spec}: {module_name} has no function {attribute!r}")
+    return function
+
+
+def parse_target(
+    spec: str,
+    *,
+    model: str | None = None,
+    key_env: str | None = None,
+    request: str | None = None,
+    response_path: str | None = None,
+    contexts_path: str | None = None,
+    headers: Sequence[str] = (),
+) -> Target:
+    """The target ``spec`` names; `TargetError` saying what is wrong with it."""
+    if spec.startswith("openai:"):
+        if not model:
+            raise TargetError("an openai: target needs --target-model NAME")
+        key = None
+        if key_env:
+            key = os.environ.get(key_env)
+            if not key:
+                raise TargetError(f"--target-key-env {key_env}: the variable is not set")
+        return OpenAITarget(spec.removeprefix("openai:"), model, key)
+    if spec.startswith(("http://", "https://")):
+        return HTTPTarget(
+            spec,
+            request or '{"query": "{query}"}',
+            response_path or "response",
+            contexts_path,
+            _headers(headers),
+        )
+    if spec.startswith("python:"):
+        return PythonTarget(_function(spec.removeprefix("python:")), spec)
+    raise TargetError(
+        f"unknown target {spec!r}: use openai:BASE_URL, http(s)://URL or python:MODULE:FUNCTION"
+    )
