@@ -389,3 +389,32 @@ def test_the_docs_python_example_runs(monkeypatch: pytest.MonkeyPatch, capsys) -
         "You can change the delivery address on the Orders page until the parcel has shipped."
     )
     assert capsys.readouterr().out.split() == ["ok", str(run.summary()[0].mean)]
+
+
+PLAIN = ("-p", "no:cacheprovider", "-p", "no:playwright")
+
+
+def test_the_pytest_fixture_asks_the_configured_target(pytester, cache_dir, monkeypatch) -> None:
+    """``--assay-target`` gives tests the application under test: ``ask`` returns the
+    answered sample, which ``assay.check`` scores; without a target the test fails,
+    saying how to give one."""
+    monkeypatch.setenv("ASSAY_CACHE_DIR", cache_dir)
+    pytester.makepyfile(
+        bot="def answer(sample):\n    return sample['query'].upper()\n",
+        test_bot="""
+def test_paris(assay_target, assay):
+    answered = assay_target.ask("paris", expected="PARIS")
+    assert answered.target_call.status == "ok" and answered.duration >= 0
+    assay.check(answered, metrics=["exact_match"])
+
+def test_lyon(assay_target, assay):
+    assay.check(assay_target.ask("lyon", expected="PARIS"), metrics=["exact_match"])
+""",
+    )
+    monkeypatch.syspath_prepend(str(pytester.path))
+    result = pytester.runpytest_subprocess(*PLAIN, "--assay-target", "python:bot:answer")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*exact_match = 0.0000 (needs >= 1) missed its threshold*"])
+    missing = pytester.runpytest_subprocess(*PLAIN, "-k", "paris")
+    missing.assert_outcomes(errors=1)
+    missing.stdout.fnmatch_lines(["*the assay_target fixture needs a target: --assay-target SPEC*"])

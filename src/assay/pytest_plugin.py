@@ -8,6 +8,9 @@
             metrics=["semantic_similarity", "toxicity_score"],
         )
 
+The ``assay_target`` fixture (`assay.pytest_target`, ``--assay-target SPEC``) calls the
+application under test as ``assay run`` does and gives back the answered sample.
+
 ``check`` fails the test with a message showing each failing metric's score, threshold
 and evidence; a metric that errored fails it as ``errored: <error>``, one that is N/A
 (missing input) and gated as ``N/A: <reason>``. With ``--assay-store URL`` (or
@@ -62,6 +65,7 @@ from assay.core.sample import Sample
 from assay.engine.resources import Resources
 from assay.metrics.base import PASS_THRESHOLD, Metric
 from assay.metrics.registry import resolve_metrics
+from assay.pytest_target import add_target_options, assay_target  # noqa: F401  (the fixture)
 
 if TYPE_CHECKING:
     from assay.store.db import Store
@@ -492,6 +496,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "spooled (default: the store's 10 s, tried 3 times).",
     )
     parser.addini("assay_store", "Results store URL for the assay plugin (opt-in).", default="")
+    add_target_options(group)
 
 
 _SESSION = pytest.StashKey[_StoreSession]()
