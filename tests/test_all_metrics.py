@@ -73,6 +73,10 @@ RICH = {
     "allowed_topics": ["Paris landmarks"],
     "expected_outcome": "The user learns the tower's height and construction dates.",
     "tags": {"method": "local_search", "question_type": "fact_retrieval"},
+    # a red-team probe (assay run --probes): the reply does not hold its marker
+    "metadata": {
+        "probe": {"id": "p1", "category": "injection", "detector": "marker", "marker": "PROBE-1"}
+    },
 }
 PLAIN = {
     "query": "How do I reset my password?",

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 #: (``assay run``: the target's answers), called after the data is read and, on
 #: ``--resume``, only for the samples not stored yet
 PREPARE_SAMPLES = "assay.prepare_samples"
+#: ``ctx.meta`` key of a function that takes the chosen metrics and returns those to run
+#: (``assay run --canary``: the attack_success metric told the canary)
+CONFIGURE_METRICS = "assay.configure_metrics"
 
 
 def _parse_pairs(items: list[str], option: str) -> dict[str, float]:
@@ -271,6 +274,9 @@ def evaluate_command(
         names = [n.strip() for item in metric or [] for n in item.split(",") if n.strip()]
         suites = [n.strip() for item in suite or [] for n in item.split(",") if n.strip()]
         metrics = resolve_metrics(names or None, suites or None)
+        configure = ctx.meta.get(CONFIGURE_METRICS)
+        if configure is not None:
+            metrics = configure(metrics)
         _check_bounds(config.thresholds, under, over, [m.name for m in metrics])
     except (ConfigError, KeyError, ValueError) as exc:
         fail(str(exc.args[0] if exc.args else exc))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -19,7 +20,7 @@ from rich.markup import escape
 
 from assay.cli import consoles
 from assay.cli.application import app
-from assay.cli.evaluate import PREPARE_SAMPLES, evaluate_command
+from assay.cli.evaluate import CONFIGURE_METRICS, PREPARE_SAMPLES, evaluate_command
 
 
 def target_options(
@@ -96,15 +97,41 @@ def target_options(
             "backoff and Retry-After honoured (default 2).",
         ),
     ] = 2,
+    probes: Annotated[
+        str | None,
+        typer.Option(
+            "--probes",
+            help="Send the shipped red-team probes of these categories instead of DATA, comma "
+            "separated: injection, context-injection, jailbreak, leak, pii, harmful, or all "
+            "(assay probes lists them); scored by attack_success, per category.",
+        ),
+    ] = None,
+    canary: Annotated[
+        str | None,
+        typer.Option(
+            "--canary",
+            help="A secret planted in the application's system prompt: a reply holding it "
+            "leaked the prompt (exact leak detection). The run's settings keep only its hash; "
+            "a reply that leaked it is stored as the application said it.",
+        ),
+    ] = None,
 ) -> None:
     """The target options (their declarations only: `run_command` reads them)."""
 
 
 def _signature() -> inspect.Signature:
-    """``ctx``, the data argument, the target options, then the rest of evaluate's options."""
+    """``ctx``, the data argument (optional: --probes can replace it), the target
+    options, then the rest of evaluate's options."""
     evaluate = list(inspect.signature(evaluate_command, eval_str=True).parameters.values())
     targets = list(inspect.signature(target_options, eval_str=True).parameters.values())
-    return inspect.Signature([*evaluate[:2], *targets, *evaluate[2:]])
+    data = evaluate[1]
+    [argument] = [
+        m for m in data.annotation.__metadata__ if isinstance(m, typer.models.ArgumentInfo)
+    ]
+    optional = data.replace(annotation=Annotated[str | None, argument], default=None)
+    # options are named, so they may follow the optional argument in any order
+    named = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in (*targets, *evaluate[2:])]
+    return inspect.Signature([evaluate[0], optional, *named])
 
 
 TARGET_PARAMETERS = tuple(inspect.signature(target_options).parameters)
@@ -131,6 +158,13 @@ def run_command(ctx: typer.Context, **options: Any) -> None:
 
     err = consoles.messages()
     chosen = {name: options.pop(name) for name in TARGET_PARAMETERS}
+    if chosen["probes"]:
+        _use_probes(ctx, options, chosen["probes"], chosen["canary"])
+    elif options["data"] is None:
+        err.print("[red]error:[/red] give DATA (a file of samples) or --probes CATEGORIES")
+        raise typer.Exit(2)
+    elif chosen["canary"]:
+        ctx.meta[CONFIGURE_METRICS] = _with_canary(chosen["canary"])
     try:
         target = parse_target(
             chosen["target"],
@@ -173,6 +207,51 @@ def run_command(ctx: typer.Context, **options: Any) -> None:
     evaluate_command(ctx, **options)
 
 
+def _with_canary(canary: str | None) -> Any:
+    """The metric configuration step that tells attack_success the canary."""
+
+    def configure(metrics: list[Any]) -> list[Any]:
+        from assay.metrics.probes import AttackSuccess
+
+        return [AttackSuccess(canary) if m.name == "attack_success" else m for m in metrics]
+
+    return configure
+
+
+def _use_probes(
+    ctx: typer.Context, options: dict[str, Any], probes: str, canary: str | None
+) -> None:
+    """Point the run at the probes of ``probes`` (written, once, as a JSON-lines file in
+    the cache, so a stored run can be resumed), scored by attack_success per category
+    unless metrics or a grouping are given."""
+    import json
+
+    from assay.core.config import load_config
+    from assay.metrics.probes import probe_samples
+
+    err = consoles.messages()
+    if options["data"] is not None:
+        err.print("[red]error:[/red] give DATA or --probes, not both")
+        raise typer.Exit(2)
+    categories = [c.strip() for c in probes.split(",") if c.strip()]
+    try:
+        samples = probe_samples(categories)
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] --probes: {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    folder = Path(load_config({}).cache_dir) / "probes"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"probes-{'+'.join(sorted(set(categories)))}.jsonl"
+    lines = [json.dumps(s.model_dump(exclude_none=True, mode="json")) for s in samples]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    options["data"] = str(path)
+    if not options.get("metric") and not options.get("suite"):
+        options["metric"] = ["attack_success"]
+    if not options.get("group_by"):
+        options["group_by"] = "probe_category"
+    ctx.meta[CONFIGURE_METRICS] = _with_canary(canary)
+
+
 def call_summary(name: str, samples: list[Any]) -> str:
     """One line: the calls by outcome, and the duration and first-token percentiles."""
     from assay.core.stats import percentile  # numpy: not for `assay --help`
@@ -191,6 +270,32 @@ def call_summary(name: str, samples: list[Any]) -> str:
             p50, p95 = percentile(values, 50), percentile(values, 95)
             line += f"; {label} p50 {p50:.3f} s, p95 {p95:.3f} s"
     return line
+
+
+@app.command("probes")
+def probes_command(
+    prompts: Annotated[
+        bool, typer.Option("--prompts", help="Also print each probe's id and prompt.")
+    ] = False,
+) -> None:
+    """List the red-team probes assay run --probes sends: categories, how attack_success
+    decides each, and where they come from."""
+    from rich.table import Table
+
+    from assay.metrics.probes import load_probes
+
+    library = load_probes()
+    out = consoles.results()
+    table = Table(title=f"probes {library['version']}: {library['source']}, {library['licence']}")
+    for column in ("category", "probes", "detector", "what it tries"):
+        table.add_column(column, overflow="fold")
+    for name, entry in library["categories"].items():
+        table.add_row(name, str(len(entry["probes"])), entry["detector"], entry["description"])
+    out.print(table)
+    if prompts:
+        for entry in library["categories"].values():
+            for probe in entry["probes"]:
+                out.print(f"{escape(probe['id'])}: {escape(probe['prompt'])}", soft_wrap=True)
 
 
 run_command.__signature__ = _signature()  # type: ignore[attr-defined]

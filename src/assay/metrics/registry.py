@@ -47,6 +47,7 @@ SUITE_DESCRIPTIONS: dict[str, str] = {
     "pipeline": "The lightweight no-LLM pipeline: relevance, completeness, hallucination.",
     "safety": "Toxicity, bias, harm, PII and refusal patterns.",
     "security": "Attack-success detectors over query and response.",
+    "probes": "Whether each red-team probe of assay run --probes worked (attack_success).",
     "reliability": "Stability, validity and schema compliance.",
     "agent": "Agent task, tool-call and goal metrics.",
     "conversation": "Multi-turn chats: relevancy, knowledge retention, role and topic "
