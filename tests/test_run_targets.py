@@ -418,3 +418,42 @@ def test_lyon(assay_target, assay):
     missing = pytester.runpytest_subprocess(*PLAIN, "-k", "paris")
     missing.assert_outcomes(errors=1)
     missing.stdout.fnmatch_lines(["*the assay_target fixture needs a target: --assay-target SPEC*"])
+
+
+def timed_answer(sample: dict) -> dict:
+    """Reports its own timings: duration 0.1 s x the query's number, first token a tenth."""
+    n = int(sample["query"])
+    return {"response": str(n), "duration": 0.1 * n, "first_token_time": 0.01 * n}
+
+
+def test_a_stored_run_page_shows_duration_and_first_token_percentiles_and_timeouts(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from assay.server import create_app
+    from assay.store.db import Store
+
+    monkeypatch.setitem(sys.modules, "timed_app", sys.modules[__name__])
+    data = env / "d.jsonl"
+    data.write_text("".join(json.dumps({"query": str(n)}) + "\n" for n in range(1, 6)))
+    db = env / "runs.db"
+    args = ["run", str(data), "--target", "python:timed_app:timed_answer", "-m", "exact_match"]
+    result = CliRunner().invoke(app, [*args, "--store", "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    store = Store(str(db))
+    [run] = store.runs()
+    timings = store.run_detail(run["id"])["timings"]
+    # durations 0.1 .. 0.5: p50 0.3, p95 at rank 0.95 * 4 = 3.8: 0.4 + 0.8 * 0.1 = 0.48
+    assert timings["duration_p50"] == pytest.approx(0.3)
+    assert timings["duration_p95"] == pytest.approx(0.48)
+    assert timings["first_token_p50"] == pytest.approx(0.03)
+    assert timings["first_token_p95"] == pytest.approx(0.048)
+    assert timings["timeouts"] == 0
+    page = TestClient(create_app(store, token=""), base_url="http://localhost").get(
+        f"/runs/{run['id']}"
+    )
+    text = " ".join(page.text.split())
+    assert 'Duration p50 / p95</div> <div class="card-value">0.30 s / 0.48 s' in text
+    assert 'First token p50 / p95</div> <div class="card-value">0.03 s / 0.05 s' in text
+    assert "0 timed out" in text

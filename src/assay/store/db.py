@@ -356,6 +356,7 @@ class Store:
                 sample_id=sample.id,
                 status=status,
                 duration=duration if duration is not None else sample.duration,
+                first_token_time=sample.first_token_time,
                 timestamp=when,
                 query=sample.query,
                 response=sample.response,

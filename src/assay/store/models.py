@@ -150,6 +150,8 @@ class TestResult(Base):
     sample_id: Mapped[str | None] = mapped_column(SafeString(256))
     status: Mapped[str] = mapped_column(SafeString(16))
     duration: Mapped[float | None] = mapped_column(Float)
+    #: seconds to a streamed reply's first token (assay run; revision 0007)
+    first_token_time: Mapped[float | None] = mapped_column(Float)
     timestamp: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     query: Mapped[str | None] = mapped_column(SafeText)
     response: Mapped[str | None] = mapped_column(SafeText)

@@ -27,6 +27,7 @@ from sqlalchemy.exc import DataError
 from sqlalchemy.orm import Session
 
 from assay.core.stats import mean as finite_mean
+from assay.core.stats import percentile
 from assay.store.models import (
     UNGATED,
     MetricSnapshot,
@@ -488,7 +489,29 @@ def run_detail(
     return {
         "run": summary,
         "statistics": _period(session, run_id, None, None),
+        "timings": run_timings(session, run_id),
         "samples": sample_rows(session, results),
+    }
+
+
+def run_timings(session: Session, run_id: str) -> dict[str, Any]:
+    """The p50 and p95 of the run's durations and times to first token (seconds, None
+    without any; linear interpolation between order statistics) and its timeouts
+    (duration over `TIMEOUT_SECONDS`, or skipped: the timeout rate's count)."""
+    rows = session.execute(
+        select(TestResult.duration, TestResult.first_token_time, TestResult.status).where(
+            TestResult.run_id == run_id
+        )
+    ).all()
+    durations = [d for d, _, _ in rows if d is not None]
+    firsts = [f for _, f, _ in rows if f is not None]
+    timeouts = sum(1 for d, _, s in rows if s == "skipped" or (d or 0.0) > TIMEOUT_SECONDS)
+    return {
+        "duration_p50": percentile(durations, 50) if durations else None,
+        "duration_p95": percentile(durations, 95) if durations else None,
+        "first_token_p50": percentile(firsts, 50) if firsts else None,
+        "first_token_p95": percentile(firsts, 95) if firsts else None,
+        "timeouts": timeouts,
     }
 
 
