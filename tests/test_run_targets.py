@@ -457,3 +457,26 @@ def test_a_stored_run_page_shows_duration_and_first_token_percentiles_and_timeou
     assert 'Duration p50 / p95</div> <div class="card-value">0.30 s / 0.48 s' in text
     assert 'First token p50 / p95</div> <div class="card-value">0.03 s / 0.05 s' in text
     assert "0 timed out" in text
+
+
+def test_a_reply_over_the_size_limit_is_the_samples_error(
+    server: TargetServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reply past MAX_REPLY_BYTES is not read further (memory stays bounded); the other
+    samples go on."""
+    monkeypatch.setattr("assay.inputs.target_kinds.MAX_REPLY_BYTES", 1_000)
+    server.answer_prefix = "x" * 2_000
+    rag = parse_target(f"{server.url}/rag", request='{"question": "{query}"}')
+    chat = parse_target(f"openai:{server.url}/v1", model="m")
+    for target in (rag, chat):
+        [done] = call_target([Sample(query="q")], target, FAST)
+        assert done.target_call is not None
+        assert (done.target_call.status, done.target_call.reason) == (
+            "error",
+            "the reply is over 1,000 bytes: not read further",
+        )
+    server.answer_prefix = ""
+    [fine] = call_target([Sample(query="q")], rag, FAST)
+    assert fine.target_call is not None and fine.target_call.reason == (
+        "--response-path 'response' found nothing in the reply"  # /rag answers 'answer'
+    )

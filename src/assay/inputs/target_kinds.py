@@ -42,6 +42,30 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ENV_VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 #: most characters of a reply body quoted in an error
 _BODY_CHARS = 200
+#: most bytes of a reply read (its text, for a stream): a larger one is the sample's
+#: error, not a run that runs out of memory (the scoring limits, max_field_chars and
+#: the others, apply to what is read)
+MAX_REPLY_BYTES = 16 * 2**20
+
+
+def _too_large(status: int | None = None) -> CallFailed:
+    return CallFailed(f"the reply is over {MAX_REPLY_BYTES:,} bytes: not read further", status)
+
+
+async def _body(response: httpx.Response) -> bytes:
+    """The reply body, up to `MAX_REPLY_BYTES`; `CallFailed` past it (a declared length is
+    checked before reading, and the body then read at once; a chunked one is counted)."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit():
+        if int(declared) > MAX_REPLY_BYTES:
+            raise _too_large(response.status_code)
+        return await response.aread()
+    read = bytearray()
+    async for chunk in response.aiter_bytes():
+        read += chunk
+        if len(read) > MAX_REPLY_BYTES:
+            raise _too_large(response.status_code)
+    return bytes(read)
 
 
 class TargetError(ValueError):
@@ -95,11 +119,12 @@ def _status_error(response: httpx.Response, body: str) -> CallFailed:
     )
 
 
-def _json_reply(response: httpx.Response) -> Any:
+def _json_reply(response: httpx.Response, raw: bytes) -> Any:
+    """The reply's body ``raw`` as JSON; `CallFailed` quoting its start otherwise."""
     try:
-        return response.json()
+        return json.loads(raw)
     except ValueError:
-        shown = " ".join(response.text.split())[:_BODY_CHARS]
+        shown = " ".join(raw.decode(errors="replace").split())[:_BODY_CHARS]
         raise CallFailed(
             f"the reply is not JSON: {shown!r}", http_status=response.status_code
         ) from None
@@ -138,11 +163,12 @@ class OpenAITarget:
         started = time.perf_counter()
         async with client.stream("POST", url, json=body, headers=headers) as response:
             if response.status_code >= 400:
-                raise _status_error(response, (await response.aread()).decode(errors="replace"))
+                raise _status_error(response, (await _body(response)).decode(errors="replace"))
             if "text/event-stream" not in response.headers.get("content-type", ""):
-                await response.aread()  # a server that does not stream: one JSON reply
-                return _completion(_json_reply(response), None)
+                # a server that does not stream: one JSON reply
+                return _completion(_json_reply(response, await _body(response)), None)
             parts: list[str] = []
+            size = 0
             first: float | None = None
             usage: dict[str, int] | None = None
             async for line in response.aiter_lines():
@@ -161,6 +187,9 @@ class OpenAITarget:
                     if text:
                         first = first if first is not None else time.perf_counter() - started
                         parts.append(text)
+                        size += len(text)
+                        if size > MAX_REPLY_BYTES:
+                            raise _too_large(response.status_code)
                 if isinstance(chunk.get("usage"), dict):
                     usage = _usage(chunk["usage"])
             return Reply("".join(parts), first_token_time=first, usage=usage)
@@ -237,10 +266,12 @@ class HTTPTarget:
 
     async def call(self, sample: Sample, client: httpx.AsyncClient) -> Reply:
         headers = {"content-type": "application/json", **self.headers}
-        response = await client.post(self.url, content=self.body(sample).encode(), headers=headers)
+        body = self.body(sample).encode()
+        async with client.stream("POST", self.url, content=body, headers=headers) as response:
+            raw = await _body(response)
         if response.status_code >= 400:
-            raise _status_error(response, response.text)
-        reply = _json_reply(response)
+            raise _status_error(response, raw.decode(errors="replace"))
+        reply = _json_reply(response, raw)
         answer = self._response.search(reply)
         if answer is None:
             raise CallFailed(f"--response-path {self.response_path!r} found nothing in the reply")
@@ -276,6 +307,9 @@ class PythonTarget:
         except Exception as exc:  # the user's code failed on this sample: its error
             raise CallFailed(f"{self.name} raised {type(exc).__name__}: {exc}") from None
         elapsed = time.perf_counter() - started
+        text = found.get("response") if isinstance(found, dict) else found
+        if isinstance(text, str) and len(text) > MAX_REPLY_BYTES:
+            raise _too_large()
         if isinstance(found, str):
             return Reply(found, duration=elapsed)
         if not isinstance(found, dict) or not isinstance(found.get("response"), str):
