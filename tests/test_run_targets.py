@@ -480,3 +480,28 @@ def test_a_reply_over_the_size_limit_is_the_samples_error(
     assert fine.target_call is not None and fine.target_call.reason == (
         "--response-path 'response' found nothing in the reply"  # /rag answers 'answer'
     )
+
+
+def test_an_http_target_gets_the_conversation_as_history(server: TargetServer) -> None:
+    """``{history}`` (outside quotes) is the conversation so far as a JSON array; with a
+    replayed conversation the target's earlier reply is in it."""
+    target = parse_target(
+        f"{server.url}/rag",
+        request='{"question": "{query}", "history": {history}}',
+        response_path="answer",
+    )
+    turns = [{"role": "user", "content": "Hi"}, {"role": "user", "content": 'Say "bye"'}]
+    [done] = call_target([Sample(turns=turns)], target, FAST)
+    first, second = (json.loads(r["body"]) for r in server.requests)
+    assert first == {"question": "Hi", "history": [{"role": "user", "content": "Hi"}]}
+    assert second == {
+        "question": 'Say "bye"',
+        "history": [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Answer: Hi"},
+            {"role": "user", "content": 'Say "bye"'},
+        ],
+    }
+    assert done.response == 'Answer: Say "bye"'
+    with pytest.raises(TargetError, match=r"and \{history\} \(the conversation, a JSON array\)"):
+        parse_target("http://x", request='{"h": {history}')

@@ -130,6 +130,18 @@ def _json_reply(response: httpx.Response, raw: bytes) -> Any:
         ) from None
 
 
+def conversation(sample: Sample) -> list[dict[str, str]]:
+    """The conversation so far as chat messages (``turns`` up to the last user message),
+    else the query as one user message: what an ``openai:`` target gets as ``messages``
+    and an http target as ``{history}``."""
+    turns = [t for t in sample.turns or [] if t.content is not None]
+    while turns and turns[-1].role != "user":
+        turns.pop()
+    if turns:
+        return [{"role": t.role, "content": t.content or ""} for t in turns]
+    return [{"role": "user", "content": sample.query or ""}]
+
+
 @dataclass
 class OpenAITarget:
     """An OpenAI-compatible chat endpoint, streamed."""
@@ -142,19 +154,10 @@ class OpenAITarget:
     def __post_init__(self) -> None:
         self.name = self.name or f"openai:{self.base_url} (model {self.model})"
 
-    def messages(self, sample: Sample) -> list[dict[str, str]]:
-        """The conversation so far (``turns`` up to the last user message), else the query."""
-        turns = [t for t in sample.turns or [] if t.content is not None]
-        while turns and turns[-1].role != "user":
-            turns.pop()
-        if turns:
-            return [{"role": t.role, "content": t.content or ""} for t in turns]
-        return [{"role": "user", "content": sample.query or ""}]
-
     async def call(self, sample: Sample, client: httpx.AsyncClient) -> Reply:
         body = {
             "model": self.model,
-            "messages": self.messages(sample),
+            "messages": conversation(sample),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -228,13 +231,14 @@ class HTTPTarget:
         from jmespath.exceptions import JMESPathError
 
         self.name = self.name or self.url
-        blank = _PLACEHOLDER.sub("x", self.template)
+        blank = _PLACEHOLDER.sub("x", self.template.replace("{history}", "[]"))
         try:
             json.loads(blank)
         except ValueError as exc:
             raise TargetError(
                 f"--request is not a JSON template ({exc}); write placeholders inside JSON "
-                'strings, e.g. \'{"question": "{query}"}\''
+                'strings, e.g. \'{"question": "{query}"}\', and {history} (the '
+                "conversation, a JSON array) outside them"
             ) from None
         picks: dict[str, Any] = {}
         paths = {"--response-path": self.response_path, "--contexts-path": self.contexts_path}
@@ -251,11 +255,14 @@ class HTTPTarget:
         self._contexts = picks.get("--contexts-path")
 
     def body(self, sample: Sample) -> str:
-        """The request body: each placeholder replaced by the sample's value, JSON-escaped."""
+        """The request body: each placeholder replaced by the sample's value, JSON-escaped;
+        ``{history}`` by the conversation so far (`conversation`), a JSON array."""
         record = {**sample.metadata, **sample.model_dump(exclude_none=True, mode="json")}
 
         def value(match: re.Match[str]) -> str:
             name = match.group(1)
+            if name == "history":
+                return json.dumps(conversation(sample), ensure_ascii=False)
             if name not in record:
                 raise CallFailed(f"--request names {{{name}}}, which this sample has no value for")
             found = record[name]
