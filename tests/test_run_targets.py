@@ -505,3 +505,28 @@ def test_an_http_target_gets_the_conversation_as_history(server: TargetServer) -
     assert done.response == 'Answer: Say "bye"'
     with pytest.raises(TargetError, match=r"and \{history\} \(the conversation, a JSON array\)"):
         parse_target("http://x", request='{"h": {history}')
+
+
+def test_a_targets_credentials_are_cut_out_of_every_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The key of an openai target, what a header reads from the environment and the value
+    of a credential header (which the shell may have expanded into the command line)
+    join the secrets every redaction cuts out: messages, the resume command, the store."""
+    from assay.core.redaction import known_secrets, redact_text
+
+    monkeypatch.setenv("APP_KEY_FOR_TEST", "sk-app-Rr5secret")
+    monkeypatch.setenv("APP_SESSION", "sess-Tt6secret")
+    parse_target("openai:http://127.0.0.1:9/v1", model="m", key_env="APP_KEY_FOR_TEST")
+    parse_target(
+        "http://127.0.0.1:9/x",
+        headers=["Authorization: Bearer tok-Uu7secret", "X-Session: $APP_SESSION", "X-Team: blue"],
+    )
+    line = (
+        "assay run d.jsonl --header 'Authorization: Bearer tok-Uu7secret' "
+        "--header 'X-Session: sess-Tt6secret' key sk-app-Rr5secret --header 'X-Team: blue'"
+    )
+    shown = redact_text(line, known_secrets())
+    for secret in ("tok-Uu7secret", "sess-Tt6secret", "sk-app-Rr5secret"):
+        assert secret not in shown
+    assert "X-Team: blue" in shown

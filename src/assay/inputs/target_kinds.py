@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import httpx
 
 from assay.core.http import retry_after_seconds
+from assay.core.redaction import is_secret_name, register_secret
 from assay.core.sample import Sample
 
 __all__ = [
@@ -42,6 +43,8 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ENV_VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 #: most characters of a reply body quoted in an error
 _BODY_CHARS = 200
+#: headers whose value is a credential whatever their name says
+_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
 #: most bytes of a reply read (its text, for a stream): a larger one is the sample's
 #: error, not a run that runs out of memory (the scoring limits, max_field_chars and
 #: the others, apply to what is read)
@@ -372,10 +375,20 @@ def _headers(items: Sequence[str]) -> dict[str, str]:
         name, sep, value = item.partition(":")
         if not sep or not name.strip():
             raise TargetError(f"--header {item.split(':')[0]!r}...: expected 'Name: value'")
-        missing = [v for v in _ENV_VAR.findall(value) if v not in os.environ]
+        variables = _ENV_VAR.findall(value)
+        missing = [v for v in variables if v not in os.environ]
         if missing:
             raise TargetError(f"--header {name.strip()}: ${missing[0]} is not set")
-        out[name.strip()] = _ENV_VAR.sub(lambda m: os.environ[m.group(1)], value.strip())
+        resolved = _ENV_VAR.sub(lambda m: os.environ[m.group(1)], value.strip())
+        # what a header brings from the environment, or a credential header's value (the
+        # shell may have put the secret in it), is cut out of every message and of the
+        # resume command
+        for variable in variables:
+            register_secret(os.environ[variable])
+        if is_secret_name(name) or name.strip().lower() in _CREDENTIAL_HEADERS:
+            register_secret(resolved.split(" ", 1)[-1])
+            register_secret(resolved)
+        out[name.strip()] = resolved
     return out
 
 
@@ -425,6 +438,7 @@ def parse_target(
             key = os.environ.get(key_env)
             if not key:
                 raise TargetError(f"--target-key-env {key_env}: the variable is not set")
+            register_secret(key)
         return OpenAITarget(spec.removeprefix("openai:"), model, key)
     if spec.startswith(("http://", "https://")):
         return HTTPTarget(
