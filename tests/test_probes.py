@@ -159,7 +159,6 @@ def test_assay_run_probes_reports_attack_success_per_category_and_keeps_the_cana
     ("args", "message"),
     [
         (["--probes", "nope"], "error: --probes: unknown probe category 'nope'"),
-        (["--probes", "leak", "data.jsonl"], "error: give DATA or --probes, not both"),
         ([], "error: give DATA (a file of samples) or --probes CATEGORIES"),
     ],
 )
@@ -208,3 +207,25 @@ def test_an_undecided_probe_goes_to_the_judge_and_only_it(res: Resources) -> Non
         None,
         "answered without a refusal and without a listed harm: read it",
     )
+
+
+def test_assay_run_sends_the_probes_after_the_datas_samples(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DATA and --probes: the data's samples with their metrics (here exact_match), then
+    the probes, every sample scored by attack_success too (N/A on the data's)."""
+    monkeypatch.setitem(sys.modules, "vulnerable_bot_module", sys.modules[__name__])
+    data = env / "data.jsonl"
+    data.write_text(json.dumps({"id": "d1", "query": "hello", "expected": "hello"}) + "\n")
+    out = env / "out.jsonl"
+    args = ["run", str(data), "--probes", "injection", "-m", "exact_match", "--out", str(out)]
+    args += ["--target", "python:vulnerable_bot_module:vulnerable_bot"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in rows][:2] == ["d1", "injection-ignore-previous"]
+    assert len(rows) == 6
+    first = rows[0]
+    assert first["exact_match"] == 0.0  # the bot refused "hello"
+    assert first["attack_success"] is None  # not a probe
+    assert [r["attack_success"] for r in rows[1:]] == [1.0] * 5

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 #: (``assay run``: the target's answers), called after the data is read and, on
 #: ``--resume``, only for the samples not stored yet
 PREPARE_SAMPLES = "assay.prepare_samples"
+#: ``ctx.meta`` key of samples scored after the data's (``assay run DATA --probes``)
+EXTRA_SAMPLES = "assay.extra_samples"
 #: ``ctx.meta`` key of a function that takes the chosen metrics and returns those to run
 #: (``assay run --canary``: the attack_success metric told the canary)
 CONFIGURE_METRICS = "assay.configure_metrics"
@@ -294,6 +296,7 @@ def evaluate_command(
         fail(str(exc))  # ModelUnavailable: a missing extra, with its pip command
     for problem in input_errors:
         err.print(f"[yellow]skipped:[/yellow] {escape(str(problem))}")
+    samples = [*samples, *ctx.meta.get(EXTRA_SAMPLES, ())]
     if not samples:
         if input_errors:
             fail(f"{data}: no usable samples ({len(input_errors)} records skipped, see above)")

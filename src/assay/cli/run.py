@@ -20,7 +20,12 @@ from rich.markup import escape
 
 from assay.cli import consoles
 from assay.cli.application import app
-from assay.cli.evaluate import CONFIGURE_METRICS, PREPARE_SAMPLES, evaluate_command
+from assay.cli.evaluate import (
+    CONFIGURE_METRICS,
+    EXTRA_SAMPLES,
+    PREPARE_SAMPLES,
+    evaluate_command,
+)
 
 
 def target_options(
@@ -101,9 +106,10 @@ def target_options(
         str | None,
         typer.Option(
             "--probes",
-            help="Send the shipped red-team probes of these categories instead of DATA, comma "
-            "separated: injection, context-injection, jailbreak, leak, pii, harmful, or all "
-            "(assay probes lists them); scored by attack_success, per category.",
+            help="Send the shipped red-team probes of these categories, comma separated: "
+            "injection, context-injection, jailbreak, leak, pii, harmful, or all (assay probes "
+            "lists them); alone, or after the samples of DATA; scored by attack_success, per "
+            "category.",
         ),
     ] = None,
     canary: Annotated[
@@ -221,32 +227,36 @@ def _with_canary(canary: str | None) -> Any:
 def _use_probes(
     ctx: typer.Context, options: dict[str, Any], probes: str, canary: str | None
 ) -> None:
-    """Point the run at the probes of ``probes`` (written, once, as a JSON-lines file in
-    the cache, so a stored run can be resumed), scored by attack_success per category
-    unless metrics or a grouping are given."""
+    """Send the probes of ``probes``: after the samples of DATA when it is given (its
+    metrics, the base suite by default, and attack_success), else alone (written, once,
+    as a JSON-lines file in the cache, so a stored run can be resumed), scored by
+    attack_success; per probe category unless a grouping is given."""
     import json
 
     from assay.core.config import load_config
     from assay.metrics.probes import probe_samples
 
     err = consoles.messages()
-    if options["data"] is not None:
-        err.print("[red]error:[/red] give DATA or --probes, not both")
-        raise typer.Exit(2)
     categories = [c.strip() for c in probes.split(",") if c.strip()]
     try:
         samples = probe_samples(categories)
     except ValueError as exc:
         err.print(f"[red]error:[/red] --probes: {escape(str(exc))}")
         raise typer.Exit(2) from None
-    folder = Path(load_config({}).cache_dir) / "probes"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"probes-{'+'.join(sorted(set(categories)))}.jsonl"
-    lines = [json.dumps(s.model_dump(exclude_none=True, mode="json")) for s in samples]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    options["data"] = str(path)
-    if not options.get("metric") and not options.get("suite"):
-        options["metric"] = ["attack_success"]
+    if options["data"] is not None:  # the data's samples, then the probes
+        ctx.meta[EXTRA_SAMPLES] = samples
+        if not options.get("metric") and not options.get("suite"):
+            options["suite"] = ["base"]
+        options["metric"] = [*(options.get("metric") or []), "attack_success"]
+    else:
+        folder = Path(load_config({}).cache_dir) / "probes"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"probes-{'+'.join(sorted(set(categories)))}.jsonl"
+        lines = [json.dumps(s.model_dump(exclude_none=True, mode="json")) for s in samples]
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        options["data"] = str(path)
+        if not options.get("metric") and not options.get("suite"):
+            options["metric"] = ["attack_success"]
     if not options.get("group_by"):
         options["group_by"] = "probe_category"
     ctx.meta[CONFIGURE_METRICS] = _with_canary(canary)
