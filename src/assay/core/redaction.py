@@ -90,15 +90,38 @@ def is_secret_name(name: str) -> bool:
     return any(word in lowered for word in _SECRET_WORDS)
 
 
+#: the secrets of this process's environment and registry, by what they were read from
+_known: tuple[Any, frozenset[str]] | None = None
+
+
+def _standing_secrets() -> frozenset[str]:
+    """The registered secrets and the credential-named variables of ``os.environ``,
+    recomputed only when either changed (asked for every sample written, a scan of the
+    environment cost about 200 µs)."""
+    global _known
+    raw = getattr(os.environ, "_data", None)  # CPython: the bytes behind os.environ
+    environ = tuple(raw.items()) if isinstance(raw, dict) else tuple(os.environ.items())
+    key = (environ, len(_registered))
+    if _known is None or _known[0] != key:
+        found = set(_registered)
+        for name, value in os.environ.items():
+            if value and is_secret_name(name):
+                found.add(value)
+        _known = (key, frozenset(found))
+    return _known[1]
+
+
 def known_secrets(config: Any = None, environ: dict[str, str] | None = None) -> list[str]:
     """The secret values Assay knows of: credential fields of ``config`` (an `AssayConfig`
     or mapping) and credential-named environment variables. Longest first, so a secret
     that contains another is cut out whole."""
-    found: set[str] = set(_registered)
-    env = os.environ if environ is None else environ
-    for name, value in env.items():
-        if value and is_secret_name(name):
-            found.add(value)
+    if environ is None:
+        found = set(_standing_secrets())
+    else:
+        found = set(_registered)
+        for name, value in environ.items():
+            if value and is_secret_name(name):
+                found.add(value)
     if config is not None:
         fields = config if isinstance(config, dict) else getattr(config, "__dict__", {})
         for name, value in fields.items():
