@@ -1,4 +1,6 @@
-"""HTTP details shared by Assay's clients (the judge, a remote embedding endpoint)."""
+"""HTTP details shared by Assay's clients (the judge, a remote embedding endpoint, the
+targets of ``assay run``): ``Retry-After``, and the circuit that stops calling a server
+that cannot be reached."""
 
 from __future__ import annotations
 
@@ -7,8 +9,45 @@ import email.utils
 import math
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
-__all__ = ["retry_after_seconds"]
+__all__ = ["UNREACHABLE_AFTER", "ConnectCircuit", "Unreachable", "retry_after_seconds"]
+
+#: calls in a row that fail to connect after their retries before the circuit opens (one
+#: is enough while the server has never been reached)
+UNREACHABLE_AFTER = 3
+
+
+class Unreachable(RuntimeError):
+    """A server cannot be reached: its client's `ConnectCircuit` is open. A run stops on
+    it (exit 2, one line) instead of failing every sample in turn."""
+
+
+@dataclass
+class ConnectCircuit:
+    """Whether a server has been reached, how many calls in a row could not connect to it
+    (after their retries), and, once open, why (``open``): a call that cannot connect
+    before the server was ever reached opens it, or `UNREACHABLE_AFTER` in a row do."""
+
+    reached: bool = False
+    unconnected: int = 0
+    open: str | None = None
+
+    def connected(self) -> None:
+        """The server was reached (it may have answered with an error)."""
+        self.reached = True
+
+    def answered(self) -> None:
+        """A call succeeded: the count of calls that could not connect starts again."""
+        self.reached, self.unconnected = True, 0
+
+    def could_not_connect(self, why: str) -> bool:
+        """A call could not connect after its retries; True when that opens the circuit
+        (``open`` is then ``why``)."""
+        self.unconnected += 1
+        if not self.reached or self.unconnected >= UNREACHABLE_AFTER:
+            self.open = why
+        return self.open is not None
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:

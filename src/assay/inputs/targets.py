@@ -45,6 +45,7 @@ from typing import Any
 
 import httpx
 
+from assay.core.http import ConnectCircuit, Unreachable
 from assay.core.http_pool import linear_transport
 from assay.core.sample import Sample, TargetCall
 from assay.core.steps import Turn
@@ -74,25 +75,10 @@ class TargetSettings:
     backoff_max: float = 10.0
 
 
-class TargetUnreachable(RuntimeError):
+class TargetUnreachable(Unreachable):
     """The target cannot be reached: a call failed to connect after its retries before
-    the target had ever answered, or `UNREACHABLE_AFTER` calls in a row did. The calls
-    stop."""
-
-
-#: calls in a row that fail to connect after their retries before the calls stop (one is
-#: enough while the target has never answered)
-UNREACHABLE_AFTER = 3
-
-
-@dataclass
-class _Circuit:
-    """Whether the target has answered, the calls in a row that could not connect, and
-    why the calls stopped."""
-
-    answered: bool = False
-    unconnected: int = 0
-    open: str | None = None
+    the target had ever answered, or `assay.core.http.UNREACHABLE_AFTER` calls in a row
+    did. The calls stop."""
 
 
 def replays(sample: Sample) -> bool:
@@ -104,112 +90,112 @@ def replays(sample: Sample) -> bool:
     )
 
 
-async def _call_one(
-    target: Target,
-    sample: Sample,
-    client: httpx.AsyncClient,
-    settings: TargetSettings,
-    circuit: _Circuit,
-) -> Sample:
-    """``sample`` answered: one call, or a conversation replayed turn by turn."""
-    if not replays(sample):
-        return await _call_once(target, sample, client, settings, circuit)
-    said: list[Turn] = []
-    calls: list[Sample] = []
-    for turn in sample.turns or []:
-        if turn.role == "assistant":
-            continue  # an empty slot: the target's reply takes its place
-        said.append(turn)
-        if turn.role != "user":
-            continue
-        step = sample.model_copy(update={"turns": list(said), "query": turn.content})
-        answered = await _call_once(target, step, client, settings, circuit)
-        calls.append(answered)
-        call = answered.target_call
-        assert call is not None
-        if call.status != "ok":  # the conversation stops where the target failed
-            reason = f"turn {len(said) - 1}: {call.reason}"
-            failed = call.model_copy(update={"reason": reason})
-            return answered.model_copy(update={"turns": said, "target_call": failed})
-        timing = {"duration": answered.duration, "first_token_time": answered.first_token_time}
-        said.append(Turn(role="assistant", content=answered.response, **timing))
-    usage: dict[str, int] = {}
-    for answered in calls:
-        for key, value in (answered.target_call.usage or {}).items():  # type: ignore[union-attr]
-            usage[key] = usage.get(key, 0) + value
-    total = TargetCall(
-        target=target.name,
-        status="ok",
-        attempts=sum(a.target_call.attempts for a in calls),  # type: ignore[union-attr]
-        usage=usage or None,
-    )
-    last = calls[-1]
-    return last.model_copy(
-        update={
-            "turns": said,
-            "query": sample.query,
-            "duration": sum(a.duration or 0.0 for a in calls),
-            "first_token_time": calls[0].first_token_time,
-            "target_call": total,
-        }
-    )
+@dataclass
+class _Caller:
+    """The calls of one run: the target, the HTTP client, the settings and the circuit
+    every call shares."""
 
+    target: Target
+    client: httpx.AsyncClient
+    settings: TargetSettings
+    circuit: ConnectCircuit
 
-async def _call_once(
-    target: Target,
-    sample: Sample,
-    client: httpx.AsyncClient,
-    settings: TargetSettings,
-    circuit: _Circuit,
-) -> Sample:
-    attempt = 0
-    while True:
-        if circuit.open is not None:
-            raise TargetUnreachable(circuit.open)
-        started = time.perf_counter()
-        try:
-            reply = await asyncio.wait_for(target.call(sample, client), settings.timeout)
-        except TimeoutError:
-            circuit.answered = True  # connected, or a function that runs: reached
-            call = TargetCall(
-                target=target.name,
-                status="timeout",
-                reason=f"no reply within {settings.timeout:g} s",
-                attempts=attempt + 1,
+    async def answer(self, sample: Sample) -> Sample:
+        """``sample`` answered: one call, or a conversation replayed turn by turn."""
+        if not replays(sample):
+            return await self.once(sample)
+        said: list[Turn] = []
+        calls: list[Sample] = []
+        for turn in sample.turns or []:
+            if turn.role == "assistant":
+                continue  # an empty slot: the target's reply takes its place
+            said.append(turn)
+            if turn.role != "user":
+                continue
+            answered = await self.once(
+                sample.model_copy(update={"turns": list(said), "query": turn.content})
             )
-            return _answered(sample, None, settings.timeout, call)
-        except (CallFailed, httpx.HTTPError) as exc:
-            failed = exc if isinstance(exc, CallFailed) else _transport(exc)
-            circuit.answered = circuit.answered or not failed.unconnected
-            attempt += 1
-            if failed.unconnected and attempt > settings.retries:
-                circuit.unconnected += 1
-                if not circuit.answered or circuit.unconnected >= UNREACHABLE_AFTER:
-                    circuit.open = (
+            calls.append(answered)
+            call = answered.target_call
+            assert call is not None
+            if call.status != "ok":  # the conversation stops where the target failed
+                reason = f"turn {len(said) - 1}: {call.reason}"
+                failed = call.model_copy(update={"reason": reason})
+                return answered.model_copy(update={"turns": said, "target_call": failed})
+            timing = {"duration": answered.duration, "first_token_time": answered.first_token_time}
+            said.append(Turn(role="assistant", content=answered.response, **timing))
+        usage: dict[str, int] = {}
+        for answered in calls:
+            for key, value in (answered.target_call.usage or {}).items():  # type: ignore[union-attr]
+                usage[key] = usage.get(key, 0) + value
+        total = TargetCall(
+            target=self.target.name,
+            status="ok",
+            attempts=sum(a.target_call.attempts for a in calls),  # type: ignore[union-attr]
+            usage=usage or None,
+        )
+        return calls[-1].model_copy(
+            update={
+                "turns": said,
+                "query": sample.query,
+                "duration": sum(a.duration or 0.0 for a in calls),
+                "first_token_time": calls[0].first_token_time,
+                "target_call": total,
+            }
+        )
+
+    async def once(self, sample: Sample) -> Sample:
+        """One call for ``sample``, retried as the settings say."""
+        target, settings, circuit = self.target, self.settings, self.circuit
+        attempt = 0
+        while True:
+            if circuit.open is not None:
+                raise TargetUnreachable(circuit.open)
+            started = time.perf_counter()
+            try:
+                reply = await asyncio.wait_for(target.call(sample, self.client), settings.timeout)
+            except TimeoutError:
+                circuit.connected()  # connected, or a function that runs: reached
+                call = TargetCall(
+                    target=target.name,
+                    status="timeout",
+                    reason=f"no reply within {settings.timeout:g} s",
+                    attempts=attempt + 1,
+                )
+                return _answered(sample, None, settings.timeout, call)
+            except (CallFailed, httpx.HTTPError) as exc:
+                failed = exc if isinstance(exc, CallFailed) else _transport(exc)
+                if not failed.unconnected:
+                    circuit.connected()
+                attempt += 1
+                if failed.unconnected and attempt > settings.retries:
+                    why = (
                         f"the target {target.name} cannot be reached ({failed.reason}, "
                         f"after {settings.retries} retries); the calls stop"
                     )
-                    raise TargetUnreachable(circuit.open) from None
-            if not failed.retryable or attempt > settings.retries:
-                call = TargetCall(
-                    target=target.name,
-                    status="error",
-                    http_status=failed.http_status,
-                    reason=failed.reason,
-                    attempts=attempt,
-                )
-                return _answered(sample, None, None, call)
-            delay = min(settings.backoff_max, settings.backoff_base * 2 ** (attempt - 1))
-            delay *= 0.5 + random.random() / 2  # jitter: retries do not arrive together
-            if failed.retry_after is not None:  # the server's wait, capped, is not cut
-                delay = max(delay, min(failed.retry_after, settings.backoff_max))
-            await asyncio.sleep(delay)
-            continue
-        elapsed = time.perf_counter() - started
-        circuit.answered, circuit.unconnected = True, 0
-        call = TargetCall(target=target.name, status="ok", attempts=attempt + 1, usage=reply.usage)
-        duration = reply.duration if reply.duration is not None else elapsed
-        return _answered(sample, reply, duration, call)
+                    if circuit.could_not_connect(why):
+                        raise TargetUnreachable(why) from None
+                if not failed.retryable or attempt > settings.retries:
+                    call = TargetCall(
+                        target=target.name,
+                        status="error",
+                        http_status=failed.http_status,
+                        reason=failed.reason,
+                        attempts=attempt,
+                    )
+                    return _answered(sample, None, None, call)
+                delay = min(settings.backoff_max, settings.backoff_base * 2 ** (attempt - 1))
+                delay *= 0.5 + random.random() / 2  # jitter: retries do not arrive together
+                if failed.retry_after is not None:  # the server's wait, capped, is not cut
+                    delay = max(delay, min(failed.retry_after, settings.backoff_max))
+                await asyncio.sleep(delay)
+                continue
+            elapsed = time.perf_counter() - started
+            circuit.answered()
+            usage = reply.usage
+            call = TargetCall(target=target.name, status="ok", attempts=attempt + 1, usage=usage)
+            duration = reply.duration if reply.duration is not None else elapsed
+            return _answered(sample, reply, duration, call)
 
 
 def _transport(exc: httpx.HTTPError) -> CallFailed:
@@ -247,7 +233,6 @@ def call_target(
     """Each sample answered by ``target`` (see the module docstring), in order;
     `TargetUnreachable` when the target cannot be reached (the calls stop)."""
     settings = settings or TargetSettings()
-    circuit = _Circuit()
 
     async def run() -> list[Sample]:
         gate = asyncio.Semaphore(settings.concurrency)
@@ -257,10 +242,11 @@ def call_target(
         transport = linear_transport(limits)
         timeout = httpx.Timeout(settings.timeout)
         async with httpx.AsyncClient(transport=transport, timeout=timeout) as client:
+            caller = _Caller(target, client, settings, ConnectCircuit())
 
             async def one(sample: Sample) -> Sample:
                 async with gate:
-                    answered = await _call_one(target, sample, client, settings, circuit)
+                    answered = await caller.answer(sample)
                 if progress is not None:
                     progress(1)
                 return answered

@@ -30,7 +30,7 @@ values) it:
    that reason: asking again would get the same reply, and the metric reports it as
    the sample's error. A server that cannot be reached opens the circuit: when a
    question fails to connect after its retries before the server has ever answered, or
-   `UNREACHABLE_AFTER` questions in a row do, `unreachable` says why and every question
+   `assay.core.http.UNREACHABLE_AFTER` in a row do, `unreachable` says why and every question
    from then on raises `JudgeUnreachable` at once, without a request (a run stops on it
    instead of retrying every sample);
 4. parses the reply (`parse_reply`: JSON, json-repair, the prompt's prose fallback,
@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from assay.core.http import retry_after_seconds
+from assay.core.http import ConnectCircuit, Unreachable, retry_after_seconds
 from assay.judge.aio import in_background_loop, run_async, run_sync
 from assay.judge.cache import JudgeCache, cache_key
 from assay.judge.parsing import ParseError, parse_reply
@@ -97,15 +97,10 @@ class JudgeError(RuntimeError):
     """A judge question failed for good (after retries, or unparsable twice)."""
 
 
-class JudgeUnreachable(JudgeError):
+class JudgeUnreachable(JudgeError, Unreachable):
     """The judge server cannot be reached: the client's circuit is open (a question
     failed to connect before the server ever answered, or `UNREACHABLE_AFTER` did in a
     row)."""
-
-
-#: questions in a row whose every attempt failed to connect before the circuit opens
-#: (one is enough while the server has never answered this client)
-UNREACHABLE_AFTER = 3
 
 
 @dataclass(frozen=True)
@@ -205,10 +200,13 @@ class JudgeClient:
         self._probed = self._fixed_mode
         self._quiet_until = 0.0  # loop time before which no request is sent (Retry-After)
         self._probe: asyncio.Lock | None = None
-        #: why the server cannot be reached, once the circuit is open; None while closed
-        self.unreachable: str | None = None
-        self._connected = False  # whether the server has ever answered this client
-        self._failed_to_connect = 0  # questions in a row that never connected
+        # whether the server was reached, and whether it cannot be (`unreachable`)
+        self._circuit = ConnectCircuit()
+
+    @property
+    def unreachable(self) -> str | None:
+        """Why the server cannot be reached, once the circuit is open; None while closed."""
+        return self._circuit.open
 
     # ---- construction ------------------------------------------------------------------
     @classmethod
@@ -446,10 +444,8 @@ class JudgeClient:
                         "/v1 address?"
                     ) from None
                 latency = time.perf_counter() - started
-            if not isinstance(error, CouldNotConnect):
-                self._connected = True  # the server was reached (it may have failed)
             if error is None:
-                self._failed_to_connect = 0
+                self._circuit.answered()
                 usage = _field(completion, "usage")
                 p_tok = _int(_field(usage, "prompt_tokens"))
                 c_tok = _int(_field(usage, "completion_tokens"))
@@ -461,6 +457,8 @@ class JudgeClient:
                     # start here from now on
                     self.mode = mode
                 return self._content(completion), p_tok, c_tok
+            if not isinstance(error, CouldNotConnect):
+                self._circuit.connected()  # the server was reached (it failed)
             status = getattr(error, "status_code", None)
             if status in (400, 422) and not self._fixed_mode and mode != STRUCTURED_MODES[-1]:
                 # perhaps the server does not take this response_format: try the next mode
@@ -474,13 +472,9 @@ class JudgeClient:
             attempt += 1
             if attempt > self.max_retries:
                 failed = f"after {self.max_retries} retries: {_describe(error)}"
-                if isinstance(error, CouldNotConnect):
-                    self._failed_to_connect += 1
-                    if not self._connected or self._failed_to_connect >= UNREACHABLE_AFTER:
-                        self.unreachable = (
-                            f"the judge at {self.base_url} cannot be reached ({failed})"
-                        )
-                        raise JudgeUnreachable(self.unreachable) from None
+                why = f"the judge at {self.base_url} cannot be reached ({failed})"
+                if isinstance(error, CouldNotConnect) and self._circuit.could_not_connect(why):
+                    raise JudgeUnreachable(why) from None
                 raise JudgeError(f"judge request failed {failed}") from None
             self.usage.add("retries")
             retry_after = _retry_after(error)
