@@ -26,15 +26,13 @@ from assay.metrics.registry import metric_class, suite_names
 if TYPE_CHECKING:
     from assay.cli.resume import OpenedRun
 
-#: ``ctx.meta`` key of a function that turns the samples to score into the samples scored
-#: (``assay run``: the target's answers), called after the data is read and, on
-#: ``--resume``, only for the samples not stored yet
-PREPARE_SAMPLES = "assay.prepare_samples"
-#: ``ctx.meta`` key of samples scored after the data's (``assay run DATA --probes``)
+# ``ctx.meta`` keys by which ``assay run`` (`assay.cli.run`) adds to this command: samples
+# scored after the data's (the probes), a function turning the chosen metrics into those
+# that run (the canary), and one turning the samples to score (on ``--resume`` those not
+# stored yet) into those scored (the target's answers)
 EXTRA_SAMPLES = "assay.extra_samples"
-#: ``ctx.meta`` key of a function that takes the chosen metrics and returns those to run
-#: (``assay run --canary``: the attack_success metric told the canary)
 CONFIGURE_METRICS = "assay.configure_metrics"
+PREPARE_SAMPLES = "assay.prepare_samples"
 
 
 def _parse_pairs(items: list[str], option: str) -> dict[str, float]:
@@ -195,9 +193,9 @@ def evaluate_command(
     Exit codes: 0 done; 1 a --fail-under/--fail-over gate failed; 2 unusable input, store
     or output; 3 samples errored on a metric beyond --max-errors (before 1: a gate over
     values that could not all be computed does not pass); 130 interrupted (2 when the Ray
-    cluster stopped the run, or the judge could not be reached: its first request, or 3
-    questions in a row, failed to connect; finished samples are kept, --resume continues
-    it).
+    cluster stopped the run, or the judge or target could not be reached: its first
+    request, or 3 in a row, failed to connect; finished samples are kept, --resume
+    continues it).
     """
     from rich.progress import (
         BarColumn,
@@ -220,13 +218,13 @@ def evaluate_command(
     )
     from assay.core.config import ConfigError, load_config
     from assay.core.extras import ModelUnavailable
+    from assay.core.http import Unreachable
     from assay.engine.resources import Resources
     from assay.evaluation.runner import Evaluation, evaluate, flat_row
     from assay.evaluation.scale.ray_executor import WorkerLost
     from assay.inputs.locations import local_path
     from assay.inputs.read import read_samples
     from assay.inputs.records import InputErrors
-    from assay.judge.client import JudgeUnreachable
     from assay.metrics.registry import resolve_metrics
     from assay.outputs.sinks import JsonlSink, write_table
 
@@ -296,7 +294,8 @@ def evaluate_command(
         fail(str(exc))  # ModelUnavailable: a missing extra, with its pip command
     for problem in input_errors:
         err.print(f"[yellow]skipped:[/yellow] {escape(str(problem))}")
-    samples = [*samples, *ctx.meta.get(EXTRA_SAMPLES, ())]
+    if EXTRA_SAMPLES in ctx.meta:
+        samples = [*samples, *ctx.meta[EXTRA_SAMPLES]]
     if not samples:
         if input_errors:
             fail(f"{data}: no usable samples ({len(input_errors)} records skipped, see above)")
@@ -337,25 +336,6 @@ def evaluate_command(
                 f"{len(opened.todo)} to go{retried}"
             )
         samples = [samples[i] for i in opened.todo]
-    prepare = ctx.meta.get(PREPARE_SAMPLES)
-    if prepare is not None and samples:
-        try:
-            samples = prepare(samples)
-        except (KeyboardInterrupt, typer.Exit) as exc:  # Ctrl-C, or preparing failed
-            where = ""
-            if recorder is not None:
-                recorder.store.finish_run(recorder.run_id, status="interrupted")
-                recorder.store.close()
-                where = f"; resume with --resume {recorder.run_id}"
-            if isinstance(exc, typer.Exit):
-                if where:
-                    err.print(escape(where.removeprefix("; ")))
-                raise
-            err.print(
-                f"[yellow]interrupted[/yellow] while calling the target; nothing was "
-                f"scored{escape(where)}"
-            )
-            raise typer.Exit(EXIT_INTERRUPTED) from None
 
     sink = None
     if out is not None and out.suffix.lower() == ".jsonl":
@@ -414,7 +394,10 @@ def evaluate_command(
     show_progress = not quiet and sys.stderr.isatty()
     interrupted = stopped = False
     evaluation: Evaluation | None = None
+    prepare = ctx.meta.get(PREPARE_SAMPLES)
     try:
+        if prepare is not None and samples:  # an interrupt or failure here ends as below
+            samples = prepare(samples)
         with (
             Progress(
                 TextColumn("[bold]scoring"),
@@ -442,8 +425,8 @@ def evaluate_command(
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except KeyboardInterrupt:
         interrupted = True
-    except (WorkerLost, ConnectionError, JudgeUnreachable) as exc:
-        # the Ray cluster failed the run, or the judge cannot be reached
+    except (WorkerLost, ConnectionError, Unreachable) as exc:
+        # the Ray cluster failed the run, or the judge or the target cannot be reached
         err.print(f"[red]error:[/red] {escape(str(exc))}")
         interrupted = stopped = True
     finally:

@@ -157,7 +157,6 @@ def run_command(ctx: typer.Context, **options: Any) -> None:
     from assay.inputs.targets import (
         TargetError,
         TargetSettings,
-        TargetUnreachable,
         call_target,
         parse_target,
     )
@@ -201,11 +200,8 @@ def run_command(ctx: typer.Context, **options: Any) -> None:
             transient=True,
         ) as bar:
             task = bar.add_task("calls", total=len(samples))
-            try:
-                done = call_target(samples, target, settings, lambda n: bar.advance(task, n))
-            except TargetUnreachable as exc:
-                err.print(f"[red]error:[/red] {escape(str(exc))}")
-                raise typer.Exit(2) from None
+            # TargetUnreachable stops the run as assay evaluate stops for the judge
+            done = call_target(samples, target, settings, lambda n: bar.advance(task, n))
         err.print(escape(call_summary(target.name, done)))
         return done
 
