@@ -119,12 +119,15 @@ def interval(values: list[float]) -> str:
     return f"{arr.mean():.3f} ± {half:.3f} (folds {', '.join(f'{v:.3f}' for v in arr)})"
 
 
-def best_threshold(probs: np.ndarray, y: np.ndarray) -> float:
-    """The probability cut that maximises balanced accuracy (ties: the lowest cut)."""
+def best_threshold(probs: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """The probability cut that maximises balanced accuracy, each item counted with its
+    ``weights`` (default 1; ties: the lowest cut)."""
+    w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=float)
+    pos, neg = w * (y == 1), w * (y == 0)
     best, best_score = 0.5, -1.0
     for cut in np.unique(probs):
-        pred = probs >= cut
-        score = 0.5 * (pred[y == 1].mean() + (~pred[y == 0]).mean())
+        hit = probs >= cut
+        score = 0.5 * (pos[hit].sum() / pos.sum() + neg[~hit].sum() / neg.sum())
         if score > best_score + 1e-12:
             best, best_score = float(cut), score
     return best

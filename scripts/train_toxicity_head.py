@@ -55,7 +55,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from head_training import DATA
+from head_training import DATA, best_threshold
 from profanity_check import predict_prob
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
@@ -135,18 +135,6 @@ def source_weights(y: np.ndarray, source: np.ndarray) -> np.ndarray:
 def fit(x: np.ndarray, y: np.ndarray, source: np.ndarray, c: float) -> LogisticRegression:
     head = LogisticRegression(C=c, max_iter=5000)
     return head.fit(x, y, sample_weight=source_weights(y, source))
-
-
-def weighted_best_threshold(probs: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
-    """The cut maximising weighted balanced accuracy (ties: the lowest cut)."""
-    best, best_score = 0.5, -1.0
-    pos, neg = w * (y == 1), w * (y == 0)
-    for cut in np.unique(probs):
-        hit = probs >= cut
-        score = 0.5 * (pos[hit].sum() / pos.sum() + neg[~hit].sum() / neg.sum())
-        if score > best_score + 1e-12:
-            best, best_score = float(cut), score
-    return best
 
 
 def load_parts(cache: Path) -> dict[str, dict[str, np.ndarray]]:
@@ -258,9 +246,9 @@ def main() -> None:
         print(f"  {s}: head {cross_validated[s]:.3f}")
     weights = source_weights(y, source)
     oof_probs = iso.predict(oof)
-    threshold = weighted_best_threshold(oof_probs, y, weights)
-    mean_threshold = weighted_best_threshold((oof_probs + profanity) / 2, y, weights)
-    keywords_threshold = weighted_best_threshold((oof_probs + keywords) / 2, y, weights)
+    threshold = best_threshold(oof_probs, y, weights)
+    mean_threshold = best_threshold((oof_probs + profanity) / 2, y, weights)
+    keywords_threshold = best_threshold((oof_probs + keywords) / 2, y, weights)
     metadata = {
         "embedder": USEMultilingualEmbedder.name,
         "target": "toxic: hate, or offensive language",
