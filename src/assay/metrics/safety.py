@@ -32,6 +32,7 @@ from assay.metrics.base import Metric, Source, clamp01
 from assay.metrics.registry import register
 from assay.metrics.toxicity_plan import (
     KeywordScorer,
+    ToxicityMean,
     ToxicityPlannedMetric,
     keyword_toxicity,
     model_texts,
@@ -147,11 +148,11 @@ def toxicity_batch(
             asks = toxicity_asks(chosen, res.config, method)
             answers = answer(asks, res)
             vectors = {a.values["text"]: answers.reply(a) for a in asks}
-            probs = model.probabilities(chosen, vectors)
-            if hasattr(model, "part_probabilities"):
-                parts = dict(
-                    zip(model.parts, model.part_probabilities(chosen, vectors), strict=True)
-                )
+            if isinstance(model, ToxicityMean):  # each part's probability is evidence too
+                parts = model.part_probabilities(chosen, vectors)
+                probs = model.mean(parts)
+            else:
+                probs = model.probabilities(chosen, vectors)
         for k, (i, p) in enumerate(zip(to_model, probs, strict=True)):
             prob = float(p)
             components = {"toxic": prob}

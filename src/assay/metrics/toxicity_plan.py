@@ -124,14 +124,19 @@ class ToxicityMean:
 
     def probabilities(self, texts: Sequence[str], vectors: Any = None) -> list[float]:
         """The mean per text (``vectors``: the head's, as it takes them)."""
-        return [(a + b) / 2 for a, b in zip(*self.part_probabilities(texts, vectors), strict=True)]
+        return self.mean(self.part_probabilities(texts, vectors))
 
     def part_probabilities(
         self, texts: Sequence[str], vectors: Any = None
-    ) -> tuple[list[float], list[float]]:
-        """Each part's values: the other scorer's, then the head's."""
-        scorer, head = self.parts.values()
-        return scorer.probabilities(texts), head.probabilities(texts, vectors)
+    ) -> dict[str, list[float]]:
+        """Each part's values by its name: the other scorer's, then the head's."""
+        (other, scorer), (name, head) = self.parts.items()
+        return {other: scorer.probabilities(texts), name: head.probabilities(texts, vectors)}
+
+    @staticmethod
+    def mean(parts: Mapping[str, Sequence[float]]) -> list[float]:
+        """The mean of the parts' values, text by text."""
+        return [(a + b) / 2 for a, b in zip(*parts.values(), strict=True)]
 
 
 def toxicity_model(res: Resources, method: str, keywords: Any) -> tuple[Any, bool]:
