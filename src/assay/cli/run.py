@@ -164,11 +164,11 @@ def run_command(ctx: typer.Context, **options: Any) -> None:
     err = consoles.messages()
     chosen = {name: options.pop(name) for name in TARGET_PARAMETERS}
     if chosen["probes"]:
-        _use_probes(ctx, options, chosen["probes"], chosen["canary"])
+        _use_probes(ctx, options, chosen["probes"])
     elif options["data"] is None:
         err.print("[red]error:[/red] give DATA (a file of samples) or --probes CATEGORIES")
         raise typer.Exit(2)
-    elif chosen["canary"]:
+    if chosen["canary"]:
         ctx.meta[CONFIGURE_METRICS] = _with_canary(chosen["canary"])
     try:
         target = parse_target(
@@ -209,7 +209,7 @@ def run_command(ctx: typer.Context, **options: Any) -> None:
     evaluate_command(ctx, **options)
 
 
-def _with_canary(canary: str | None) -> Any:
+def _with_canary(canary: str) -> Any:
     """The metric configuration step that tells attack_success the canary."""
 
     def configure(metrics: list[Any]) -> list[Any]:
@@ -220,9 +220,7 @@ def _with_canary(canary: str | None) -> Any:
     return configure
 
 
-def _use_probes(
-    ctx: typer.Context, options: dict[str, Any], probes: str, canary: str | None
-) -> None:
+def _use_probes(ctx: typer.Context, options: dict[str, Any], probes: str) -> None:
     """Send the probes of ``probes``: after the samples of DATA when it is given (its
     metrics, the base suite by default, and attack_success), else alone (written, once,
     as a JSON-lines file in the cache, so a stored run can be resumed), scored by
@@ -255,7 +253,6 @@ def _use_probes(
             options["metric"] = ["attack_success"]
     if not options.get("group_by"):
         options["group_by"] = "probe_category"
-    ctx.meta[CONFIGURE_METRICS] = _with_canary(canary)
 
 
 def call_summary(name: str, samples: list[Any]) -> str:
@@ -304,6 +301,7 @@ def probes_command(
                 out.print(f"{escape(probe['id'])}: {escape(probe['prompt'])}", soft_wrap=True)
 
 
-run_command.__signature__ = _signature()  # type: ignore[attr-defined]
-run_command.__annotations__ = {p.name: p.annotation for p in _signature().parameters.values()}
+_SIGNATURE = _signature()
+run_command.__signature__ = _SIGNATURE  # type: ignore[attr-defined]
+run_command.__annotations__ = {p.name: p.annotation for p in _SIGNATURE.parameters.values()}
 app.command("run")(run_command)
