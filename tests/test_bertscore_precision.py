@@ -79,6 +79,6 @@ def test_precision_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch)
 
 def test_unknown_precision_is_refused() -> None:
     with pytest.raises(ValidationError, match="bertscore_precision"):
-        AssayConfig(bertscore_precision="float16")
+        AssayConfig(bertscore_precision="int8")
     with pytest.raises(ConfigError, match="float32, bfloat16"):
         BERTScorer(precision="int8")

@@ -220,14 +220,25 @@ class AssayConfig(BaseSettings):
         validation_alias=_env("ASSAY_BERTSCORE_BASELINE", "bertscore_baseline"),
         description="Baseline TSV for rescaling a user-chosen BERTScore model.",
     )
-    bertscore_precision: Literal["float32", "bfloat16"] = Field(
+    bertscore_precision: Literal["float32", "bfloat16", "float16"] = Field(
         "float32",
         validation_alias=_env("ASSAY_BERTSCORE_PRECISION", "bertscore_precision"),
         description=(
             "Number format of BERTScore's transformer pass: float32 (equal to bert-score "
-            "within 1e-4) or bfloat16 (about 1.7x faster on CPUs with AVX512-BF16 or AMX; "
-            "raw F1 within 0.002 of float32 on STS-B dev; results name it, e.g. "
-            "all-MiniLM-L6-v2@L6/bf16)."
+            "within 1e-4), bfloat16 (about 1.7x faster on CPUs with AVX512-BF16 or AMX; "
+            "raw F1 within 0.002 of float32 on STS-B dev) or float16 (for CUDA GPUs; raw "
+            "F1 within 0.0003); results name it, e.g. all-MiniLM-L6-v2@L6/bf16."
+        ),
+    )
+    embedder_precision: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32",
+        validation_alias=_env("ASSAY_EMBEDDER_PRECISION", "embedder_precision"),
+        description=(
+            "Number format of a sentence-transformers embedder (minilm, "
+            "sentence-transformers:PATH): float32, or its weights cast to bfloat16 or "
+            "float16 (for CUDA GPUs); on STS-B dev its cosines move by at most 0.0005 "
+            "(float16) or 0.004 (bfloat16) from float32; its "
+            "name, hence cached vectors and signatures, ends in /bf16 or /fp16."
         ),
     )
     spacy_model: str = Field(
@@ -253,6 +264,16 @@ class AssayConfig(BaseSettings):
         ge=1,
         validation_alias=_env("ASSAY_BATCH_SIZE", "batch_size"),
         description="Texts per forward pass of a local model (BERTScore, the embedders, spaCy).",
+    )
+    tokens_per_batch: int | None = Field(
+        None,
+        ge=1,
+        validation_alias=_env("ASSAY_TOKENS_PER_BATCH", "tokens_per_batch"),
+        description=(
+            "BERTScore's forward passes by padded tokens instead of texts: a pass of short "
+            "texts holds many, one of long texts few. Default: 65536 on CUDA, batch_size "
+            "texts on the CPU."
+        ),
     )
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto",

@@ -62,6 +62,7 @@ class Resources:
                 api_key=self.config.embedding_api_key,
                 batch_size=self.config.batch_size,
                 device=self.config.device,
+                precision=self.config.embedder_precision,
             )
 
     @cached_property

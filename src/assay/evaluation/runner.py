@@ -20,11 +20,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from assay.core.config import AssayConfig
+from assay.core.extras import ModelUnavailable
 from assay.core.result import MetricResult
 from assay.core.sample import Sample
 from assay.core.stats import bootstrap_ci, mean, percentile
 from assay.engine.resources import Resources
-from assay.evaluation.chunks import Executor, score_chunk
+from assay.evaluation.chunks import Executor, score_chunks
 from assay.evaluation.scale import resolve_executor
 from assay.inputs.records import (
     InputError,
@@ -297,9 +298,12 @@ def evaluate(
         evaluation.results = [row if row is not None else {} for row in slots]
         evaluation.judge_usage = scaled.judge_usage()
     else:
-        for start in range(0, len(samples), chunk_size):
+        starts = range(0, len(samples), chunk_size)
+        chunks = (samples[start : start + chunk_size] for start in starts)
+        ahead = _asks_ahead(unique, cfg)
+        scored = score_chunks(unique, chunks, res, seconds, ahead=ahead)
+        for start, rows in zip(starts, scored, strict=True):
             chunk = samples[start : start + chunk_size]
-            rows = score_chunk(unique, chunk, res, seconds)
             for offset, row in enumerate(rows):
                 evaluation.results.append(row)
                 if on_sample is not None:
@@ -312,6 +316,19 @@ def evaluate(
     evaluation.seconds_by_metric = dict(seconds)
     evaluation.wall_seconds = time.perf_counter() - started
     return evaluation
+
+
+def _asks_ahead(metrics: Sequence[Metric], config: AssayConfig) -> bool:
+    """Whether the next chunk's asks run while this chunk reduces (`score_chunks`): on
+    a CUDA device, for runs without a judge (its client keeps one event loop)."""
+    if config.device == "cpu" or any("judge" in m.needs for m in metrics):
+        return False
+    from assay.models.device import torch_device
+
+    try:
+        return torch_device(config.device) == "cuda"
+    except (ModelUnavailable, ImportError):
+        return False
 
 
 def _scaled(executor: str | Executor | None) -> Executor | None:

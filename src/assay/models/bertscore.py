@@ -67,13 +67,13 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from assay.core.config import AssayConfig, ConfigError
 from assay.core.extras import ModelUnavailable
 from assay.models.embedders import minilm_path
+from assay.models.token_encoder import TokenEncoder
 
 __all__ = [
     "DEFAULT_BASELINE",
@@ -93,7 +93,7 @@ DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 _DEFAULT_LAYERS = 6
 #: number formats of the transformer pass -> the suffix results name them by ("" for
 #: float32, the format bert-score uses)
-PRECISIONS = {"float32": "", "bfloat16": "/bf16"}
+PRECISIONS = {"float32": "", "bfloat16": "/bf16", "float16": "/fp16"}
 _MEMO_LIMIT = 50_000
 
 
@@ -139,13 +139,17 @@ class BERTScorer:
             ``scripts/make_bertscore_baseline.py``). Default: the shipped MiniLM baseline
             when the model is the shipped MiniLM folder; for another model, no baseline,
             and scores stay raw (``rescale_note`` says why).
-        batch_size: sentences per forward pass.
+        batch_size: sentences per forward pass on the CPU.
         device: torch device, CPU by default.
-        precision: ``"float32"`` (as bert-score) or ``"bfloat16"``: the transformer's
-            matrix products in bfloat16 under ``torch.autocast`` (the residual stream, layer
-            norms, normalisation and matching stay float32). About 1.7x faster on CPUs with
-            AVX512-BF16 or AMX; raw F1 moves by at most 0.0017 on STS-B dev. ``name``
-            (hence every result's model and signature) ends in ``/bf16`` when it is on.
+        precision: ``"float32"`` (as bert-score), ``"bfloat16"`` or ``"float16"``: the
+            transformer's matrix products in that format under ``torch.autocast`` (the
+            residual stream, layer norms, normalisation and matching stay float32).
+            bfloat16 is about 1.7x faster on CPUs with AVX512-BF16 or AMX (raw F1 moves by
+            at most 0.0017 on STS-B dev); float16 is meant for CUDA GPUs (raw F1 within
+            0.0003 of float32 on STS-B dev, tested on the CPU). ``name`` (hence every
+            result's model and signature) ends in ``/bf16`` or ``/fp16`` when one is on.
+        tokens_per_batch: padded tokens per forward pass; None: ``batch_size`` texts a
+            pass on the CPU, 65,536 tokens on CUDA (see `TokenEncoder`).
 
     ``score`` returns numpy arrays; identical (candidate, reference) pairs are scored by
     the model once per process (memo), so several BERTScore metrics over the same batch
@@ -166,6 +170,7 @@ class BERTScorer:
         batch_size: int = 64,
         device: str = "cpu",
         precision: str = "float32",
+        tokens_per_batch: int | None = None,
     ) -> None:
         if precision not in PRECISIONS:
             raise ConfigError(
@@ -207,7 +212,7 @@ class BERTScorer:
             )
         self.baseline_path: str | None = None if baseline_path is None else str(baseline_path)
 
-        self._encoder = TokenEncoder(path, self.num_layers, device, precision)
+        self._encoder = TokenEncoder(path, self.num_layers, device, precision, tokens_per_batch)
         self.baseline: np.ndarray | None = None  # b for (P, R, F) at num_layers
         if self.baseline_path is not None:
             self.baseline = self._read_baseline()
@@ -239,6 +244,7 @@ class BERTScorer:
             batch_size=config.batch_size,
             device=torch_device(config.device),
             precision=config.bertscore_precision,
+            tokens_per_batch=config.tokens_per_batch,
         )
 
     # ---- loading ------------------------------------------------------------------
@@ -320,185 +326,3 @@ class BERTScorer:
 
     def __repr__(self) -> str:
         return f"BERTScorer({self.signature!r})"
-
-
-#: fast tokenizers that need a space before the first word to tokenise it like later words
-#: (bert-score encodes with ``add_prefix_space=True`` for GPT-2 and RoBERTa tokenizers)
-_PREFIX_SPACE = ("GPT2", "Roberta", "Longformer", "Bart")
-#: pairs matched per ``bmm`` (bounds the memory of the padded similarity tensors)
-_MATCH_BATCH = 256
-
-
-def _cut_layers(model: Any, num_layers: int) -> bool:
-    """Drop the layers after ``num_layers`` from a transformer's layer list, in place.
-
-    Returns False when the model keeps its layers somewhere this does not know; its
-    hidden state ``num_layers`` is then read instead (same values, all layers run).
-    """
-    import torch
-
-    for owner in (getattr(model, "encoder", None), getattr(model, "transformer", None), model):
-        for name in ("layer", "layers"):
-            layers = getattr(owner, name, None) if owner is not None else None
-            if isinstance(layers, torch.nn.ModuleList):
-                setattr(owner, name, torch.nn.ModuleList(list(layers)[:num_layers]))
-                return True
-    return False
-
-
-class TokenEncoder:
-    """A transformer cut after ``num_layers`` layers, with its fast tokenizer, that scores
-    (candidate, reference) pairs with BERTScore's greedy matching.
-
-    Each distinct text of a call is tokenised once (one batched call of the fast
-    tokenizer, as bert-score does: stripped, special tokens added, truncated at the
-    model's maximum length) and embedded once; texts run through the model longest first
-    in batches of similar length, so little of a batch is padding. Token vectors are
-    L2-normalised; for a pair, ``sim = C @ R.T`` over its tokens, P = mean over the
-    candidate's tokens of the row maximum, R = mean over the reference's tokens of the
-    column maximum, F = 2PR/(P+R). As in bert-score without idf, the [CLS] and [SEP]
-    tokens weigh 0 in the means but can still be matched, and a text with no token
-    between them scores P = R = F = 0. With ``precision="bfloat16"`` the transformer runs
-    under ``torch.autocast`` in bfloat16 (its outputs are cast back to float32 before
-    normalisation).
-    """
-
-    def __init__(
-        self, path: str, num_layers: int, device: str = "cpu", precision: str = "float32"
-    ) -> None:
-        try:
-            import torch
-            from transformers import AutoModel, AutoTokenizer
-            from transformers.utils import logging as hf_logging
-        except ImportError as exc:
-            raise ModelUnavailable(
-                "BERTScore needs the packages 'torch' and 'transformers' "
-                "(pip install torch==2.13.0 transformers)"
-            ) from exc
-        self._torch = torch
-        bar_was_on = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True, local_files_only=True)
-            if type(tokenizer).__name__.startswith(_PREFIX_SPACE):
-                tokenizer = AutoTokenizer.from_pretrained(
-                    path, use_fast=True, local_files_only=True, add_prefix_space=True
-                )
-            model = AutoModel.from_pretrained(path, local_files_only=True)
-        except (OSError, ValueError) as exc:
-            raise ModelUnavailable(
-                f"cannot load a transformer and tokenizer from {path!r}: {exc}"
-            ) from exc
-        finally:
-            if bar_was_on:
-                hf_logging.enable_progress_bar()
-        model.eval()
-        if hasattr(model, "encoder") and hasattr(model, "decoder"):
-            model = model.encoder
-        self._hidden_index = None if _cut_layers(model, num_layers) else num_layers
-        self._model = model.to(device)
-        self._device = device
-        self._bfloat16 = precision == "bfloat16"
-        if self._bfloat16:
-            # the weights autocast would cast on every call, cast once (the same values)
-            for module in self._model.modules():
-                if isinstance(module, torch.nn.Linear):
-                    module.to(torch.bfloat16)
-        self.tokenizer = tokenizer
-        limit = int(tokenizer.model_max_length)
-        if limit > 100_000:  # "no limit" in the tokenizer files: the model's positions
-            limit = int(getattr(model.config, "max_position_embeddings", 512))
-        self.max_length = limit
-        self._pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        self._unweighted = {
-            t for t in (tokenizer.cls_token_id, tokenizer.sep_token_id) if t is not None
-        }
-
-    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids of each text, as bert-score encodes them."""
-        encoded = self.tokenizer(
-            [t.strip() for t in texts],
-            add_special_tokens=True,
-            truncation=True,
-            max_length=self.max_length,
-        )
-        return [list(ids) for ids in encoded["input_ids"]]
-
-    def embed(self, ids: list[list[int]], batch_size: int) -> Any:
-        """Normalised token vectors of every text, concatenated in order (a torch tensor
-        of shape (total tokens, hidden size))."""
-        torch = self._torch
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
-        rows: list[Any] = [None] * len(ids)
-        with torch.inference_mode():
-            for start in range(0, len(order), batch_size):
-                batch = order[start : start + batch_size]
-                width = len(ids[batch[0]])
-                input_ids = torch.full((len(batch), width), self._pad, dtype=torch.long)
-                mask = torch.zeros((len(batch), width), dtype=torch.long)
-                for row, i in enumerate(batch):
-                    input_ids[row, : len(ids[i])] = torch.tensor(ids[i], dtype=torch.long)
-                    mask[row, : len(ids[i])] = 1
-                hidden = self._forward(input_ids.to(self._device), mask.to(self._device))
-                hidden = torch.nn.functional.normalize(hidden.float(), dim=-1).cpu()
-                for row, i in enumerate(batch):
-                    rows[i] = hidden[row, : len(ids[i])]
-        return torch.cat(rows) if rows else torch.zeros((0, 1))
-
-    def _forward(self, input_ids: Any, mask: Any) -> Any:
-        if self._bfloat16:
-            with self._torch.autocast(
-                self._torch.device(self._device).type, dtype=self._torch.bfloat16
-            ):
-                return self._run_model(input_ids, mask)
-        return self._run_model(input_ids, mask)
-
-    def _run_model(self, input_ids: Any, mask: Any) -> Any:
-        if self._hidden_index is None:
-            return self._model(input_ids=input_ids, attention_mask=mask)[0]
-        out = self._model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
-        return out.hidden_states[self._hidden_index]
-
-    def score_pairs(self, pairs: Sequence[tuple[str, str]], batch_size: int) -> np.ndarray:
-        """Raw BERTScore (P, R, F) of each (candidate, reference) pair, shape (n, 3)."""
-        torch = self._torch
-        texts = list(dict.fromkeys(t for pair in pairs for t in pair))
-        ids = self.token_ids(texts)
-        vectors = self.embed(ids, batch_size)
-        lengths = np.array([len(x) for x in ids], dtype=np.int64)
-        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-        # one extra zero row: padded positions gather it, so their cosines are 0 (as
-        # bert-score's mask multiplication makes them)
-        vectors = torch.cat([vectors, torch.zeros((1, vectors.shape[1]))])
-        weights = torch.tensor(
-            [0.0 if t in self._unweighted else 1.0 for x in ids for t in x] + [0.0]
-        )
-        where = {text: i for i, text in enumerate(texts)}
-        cand = np.array([where[c] for c, _ in pairs], dtype=np.int64)
-        ref = np.array([where[r] for _, r in pairs], dtype=np.int64)
-        out = np.zeros((len(pairs), 3), dtype=np.float64)
-        with torch.inference_mode():
-            for start in range(0, len(pairs), _MATCH_BATCH):
-                part = slice(start, start + _MATCH_BATCH)
-                c_rows = _gather_index(offsets[cand[part]], lengths[cand[part]], len(weights) - 1)
-                r_rows = _gather_index(offsets[ref[part]], lengths[ref[part]], len(weights) - 1)
-                sim = torch.bmm(vectors[c_rows], vectors[r_rows].transpose(1, 2))
-                w_c, w_r = weights[c_rows], weights[r_rows]
-                prec = (sim.max(dim=2).values * w_c).sum(dim=1) / w_c.sum(dim=1)
-                rec = (sim.max(dim=1).values * w_r).sum(dim=1) / w_r.sum(dim=1)
-                f1 = 2 * prec * rec / (prec + rec)
-                out[part] = torch.stack([prec, rec, f1], dim=1).double().numpy()
-        # a text of [CLS] [SEP] only: bert-score's P = R = F = 0
-        empty = (lengths[cand] <= 2) | (lengths[ref] <= 2)
-        out[empty] = 0.0
-        return np.nan_to_num(out, nan=0.0)
-
-
-def _gather_index(offsets: np.ndarray, lengths: np.ndarray, pad_row: int) -> Any:
-    """Rows of each text's tokens in the concatenated vectors, padded with ``pad_row``."""
-    import torch
-
-    width = int(lengths.max())
-    positions = offsets[:, None] + np.arange(width)[None, :]
-    inside = np.arange(width)[None, :] < lengths[:, None]
-    return torch.from_numpy(np.where(inside, positions, pad_row))

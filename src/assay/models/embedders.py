@@ -24,6 +24,7 @@ from assay.models.device import model_threads, torch_device
 
 __all__ = [
     "E5_SPECS",
+    "ST_PRECISIONS",
     "USE_SPECS",
     "E5SmallEmbedder",
     "Embedder",
@@ -259,9 +260,18 @@ def _local_model_name(path: str) -> str:
     return f"st:{os.path.basename(os.path.normpath(path))}@{digest}"
 
 
+#: the number formats a sentence-transformers model can be cast to -> its name's suffix
+ST_PRECISIONS = {"float32": "", "bfloat16": "/bf16", "float16": "/fp16"}
+
+
 class SentenceTransformerEmbedder(Embedder):
     """Any sentence-transformers model from a local folder (no hub download), on
-    ``device`` (auto, cpu or cuda: see `assay.models.device.torch_device`)."""
+    ``device`` (auto, cpu or cuda: see `assay.models.device.torch_device`).
+
+    ``precision`` ``bfloat16`` or ``float16`` casts the model's weights to that format
+    (the whole model, as ``SentenceTransformer.half()`` does; meant for CUDA GPUs); the
+    vectors come back as float32 and the embedder's name (cache key and signatures) ends
+    in ``/bf16`` or ``/fp16``."""
 
     def __init__(
         self,
@@ -269,6 +279,7 @@ class SentenceTransformerEmbedder(Embedder):
         cache: EmbeddingCache | None = None,
         batch_size: int = 64,
         device: str = "cpu",
+        precision: str = "float32",
     ) -> None:
         super().__init__(cache, batch_size)
         if not os.path.isdir(path):
@@ -282,14 +293,20 @@ class SentenceTransformerEmbedder(Embedder):
             raise ModelUnavailable(
                 "local models need 'sentence-transformers' (pip install sentence-transformers)"
             ) from exc
+        if precision not in ST_PRECISIONS:
+            raise ValueError(
+                f"embedder_precision={precision!r}: choose one of {', '.join(ST_PRECISIONS)}"
+            )
         self._model = SentenceTransformer(path, device=torch_device(device), local_files_only=True)
-        self.name = _local_model_name(path)
+        if precision != "float32":
+            import torch
+
+            self._model.to(getattr(torch, precision))
+        self.name = _local_model_name(path) + ST_PRECISIONS[precision]
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        return np.asarray(
-            self._model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True),
-            dtype=np.float32,
-        )
+        vectors = self._model.encode(texts, batch_size=self.batch_size, convert_to_tensor=True)
+        return vectors.float().cpu().numpy()
 
 
 class OpenAICompatibleEmbedder(Embedder):
@@ -360,17 +377,19 @@ def make_embedder(
     api_key: str | None = None,
     batch_size: int = 64,
     device: str = "cpu",
+    precision: str = "float32",
 ) -> Embedder:
     """An embedder from its configuration string (see `AssayConfig.embedder`); the
-    sentence-transformers ones run on ``device`` (auto, cpu or cuda)."""
+    sentence-transformers ones run on ``device`` (auto, cpu or cuda) in ``precision``."""
     if spec in USE_SPECS:
         return USEMultilingualEmbedder(cache, batch_size)
     if spec in E5_SPECS:
         return E5SmallEmbedder(cache, batch_size)
     if spec in {"minilm", "all-MiniLM-L6-v2"}:
-        return SentenceTransformerEmbedder(minilm_path(), cache, batch_size, device)
+        return SentenceTransformerEmbedder(minilm_path(), cache, batch_size, device, precision)
     if spec.startswith("sentence-transformers:"):
-        return SentenceTransformerEmbedder(spec.split(":", 1)[1], cache, batch_size, device)
+        path = spec.split(":", 1)[1]
+        return SentenceTransformerEmbedder(path, cache, batch_size, device, precision)
     if spec.startswith("openai:"):
         if not base_url:
             raise ModelUnavailable(
