@@ -117,8 +117,7 @@ def test_precision_settings_are_checked() -> None:
 
 def test_asks_answered_ahead_give_the_rows_of_one_chunk_at_a_time(resources: Resources) -> None:
     samples = [
-        Sample(id=str(i), response=c, expected=r, query="q")
-        for i, (c, r) in enumerate(PAIRS * 2)
+        Sample(id=str(i), response=c, expected=r, query="q") for i, (c, r) in enumerate(PAIRS * 2)
     ]
     metrics = resolve_metrics(["bertscore", "semantic_similarity", "exact_match"], None)
     chunks = [samples[i : i + 3] for i in range(0, len(samples), 3)]
