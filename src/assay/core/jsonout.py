@@ -15,7 +15,7 @@ import math
 import re
 from typing import Any
 
-from assay.core.json_documents import int_text, rebuild
+from assay.core.json_documents import int_text, key_name, rebuild
 
 __all__ = ["dumps", "to_jsonable"]
 
@@ -23,6 +23,8 @@ _MAX_INT_BITS = 14_000  # json.dumps (via str) refuses ints over 4,300 decimal d
 # a lone surrogate (what undecodable input bytes become under surrogateescape) cannot be
 # written as UTF-8: it becomes U+FFFD, the replacement character
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+#: a surrogate written as an escape by ``ensure_ascii`` (a lone one, or half of a pair)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def to_jsonable(value: Any) -> Any:
@@ -38,7 +40,12 @@ def _text(value: str) -> str:
 
 
 def _key(key: Any) -> str:
-    return _text(str(key))
+    """A key's JSON name (``true``, ``null``, ``1.5``: as ``json.dumps`` writes keys),
+    ``str(key)`` for a key JSON cannot hold."""
+    try:
+        return _text(key_name(key))
+    except ValueError:
+        return _text(str(key))
 
 
 def _scalar(value: Any) -> Any:
@@ -62,7 +69,21 @@ def dumps(
     sort_keys: bool = False,
     ensure_ascii: bool = False,
 ) -> str:
-    """Standard JSON text of ``value`` (never NaN/Infinity tokens; see `to_jsonable`)."""
+    """Standard JSON text of ``value`` (never NaN/Infinity tokens; see `to_jsonable`).
+
+    A value of JSON types only is written by the C encoder as it is; `to_jsonable` walks
+    the value first only when that fails (NaN, numpy scalars, sets, huge ints, nesting
+    past the encoder's recursion) or the text holds a lone surrogate. The text is the
+    same either way."""
+    try:
+        text = json.dumps(
+            value, indent=indent, sort_keys=sort_keys, ensure_ascii=ensure_ascii, allow_nan=False
+        )
+    except (TypeError, ValueError, RecursionError):
+        pass
+    else:
+        if not (_SURROGATE_ESCAPE if ensure_ascii else _LONE_SURROGATE).search(text):
+            return text
     return json.dumps(
         to_jsonable(value),
         indent=indent,

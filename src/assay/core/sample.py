@@ -156,6 +156,16 @@ def _key_lookup(model: type[BaseModel]) -> dict[str, str]:
     return _LOOKUP[model]
 
 
+_OWN_NAMES: dict[type, frozenset[str]] = {}
+
+
+def _own_names(model: type[BaseModel]) -> frozenset[str]:
+    """The input keys that are a field's own name (`_key_lookup` maps them to themselves)."""
+    if model not in _OWN_NAMES:
+        _OWN_NAMES[model] = frozenset(k for k, v in _key_lookup(model).items() if k == v)
+    return _OWN_NAMES[model]
+
+
 # canonical name -> accepted aliases (the first alias is the canonical name itself)
 FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "id": ("id", "sample_id", "question_id", "test_id"),
@@ -338,6 +348,15 @@ class Sample(BaseModel):
         if not isinstance(data, dict):
             return data
         lookup = _key_lookup(cls)
+        if data.keys() <= _own_names(cls):
+            # every key is a field's own name: nothing to map, merge or move
+            out = dict(data)
+            for name in ("tags", "metadata"):
+                value = out.get(name)
+                out[name] = (
+                    {} if value is None else dict(value) if isinstance(value, dict) else value
+                )
+            return out
         entries: dict[str, list[tuple[str, Any]]] = {}
         given_as: dict[str, Any] = {}  # what the user wrote, for messages
         shorthands: dict[str, Any] = {}

@@ -76,19 +76,22 @@ def embed_ask(text: str, embedder: str | None = None) -> Ask:
     return Ask("embed", key, None, {"text": text, "embedder": embedder})
 
 
+def _pair_key(kind: str, first: str, second: str) -> str:
+    """An unambiguous key of a pair of texts: the first text's length says where it ends."""
+    return f"{kind}:{len(first)}:{first}{second}"
+
+
 def bertscore_ask(candidate: str, reference: str) -> Ask:
     """The ask for the raw BERTScore (P, R, F) of ``candidate`` against ``reference``."""
-    payload = json.dumps([candidate, reference], ensure_ascii=False)
-    return Ask(
-        "bertscore", f"bertscore:{payload}", None, {"candidate": candidate, "reference": reference}
-    )
+    key = _pair_key("bertscore", candidate, reference)
+    return Ask("bertscore", key, None, {"candidate": candidate, "reference": reference})
 
 
 def entail_ask(premise: str, hypothesis: str) -> Ask:
     """The ask for the entailment model's probabilities that ``premise`` entails,
     is neutral to, or contradicts ``hypothesis``."""
-    payload = json.dumps([premise, hypothesis], ensure_ascii=False)
-    return Ask("entail", f"entail:{payload}", None, {"premise": premise, "hypothesis": hypothesis})
+    key = _pair_key("entail", premise, hypothesis)
+    return Ask("entail", key, None, {"premise": premise, "hypothesis": hypothesis})
 
 
 def parse_ask(text: str) -> Ask:

@@ -35,6 +35,7 @@ from assay.inputs.records import (
 )
 from assay.metrics.base import PASS_THRESHOLD, Metric
 from assay.metrics.registry import resolve_metrics
+from assay.models.embedders import runs_on_torch
 
 if TYPE_CHECKING:
     from assay.inputs.targets import Target, TargetSettings
@@ -119,8 +120,18 @@ class Evaluation:
         return [row[name].value if name in row else None for row in rows]
 
     def summary(self, indices: Sequence[int] | None = None) -> list[MetricSummary]:
-        """One `MetricSummary` per metric, over all samples or the given ones."""
-        rows = self.results if indices is None else [self.results[i] for i in indices]
+        """One `MetricSummary` per metric, over all samples or the given ones (the one over
+        all samples is kept while no result is added: the report and the gates share it)."""
+        if indices is None:
+            kept = self.__dict__.get("_summary")
+            if kept is not None and kept[0] is self.results and kept[1] == len(self.results):
+                return list(kept[2])
+            summaries = self._summarise(self.results)
+            self.__dict__["_summary"] = (self.results, len(self.results), summaries)
+            return list(summaries)
+        return self._summarise([self.results[i] for i in indices])
+
+    def _summarise(self, rows: list[dict[str, MetricResult]]) -> list[MetricSummary]:
         out = []
         for metric in self.metrics:
             results = [row[metric.name] for row in rows if metric.name in row]
@@ -319,9 +330,16 @@ def evaluate(
 
 
 def _asks_ahead(metrics: Sequence[Metric], config: AssayConfig) -> bool:
-    """Whether the next chunk's asks run while this chunk reduces (`score_chunks`): on
-    a CUDA device, for runs without a judge (its client keeps one event loop)."""
-    if config.device == "cpu" or any("judge" in m.needs for m in metrics):
+    """Whether the next chunk's asks run while this chunk reduces (`score_chunks`): for
+    runs whose torch models (BERTScore, a sentence-transformers embedder) are on a CUDA
+    device, without a judge (its client keeps one event loop). A run without torch
+    models does not import torch to find out."""
+    torch_needs = {"bertscore", *(["embedder"] if runs_on_torch(config.embedder) else [])}
+    if (
+        config.device == "cpu"
+        or not any(m.needs & torch_needs for m in metrics)
+        or any("judge" in m.needs for m in metrics)
+    ):
         return False
     from assay.models.device import torch_device
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.core.extras import require
-from assay.inputs.records import InputError, InputErrors, json_object
+from assay.inputs.records import InputError, InputErrors, JsonObject, json_object
 
 __all__ = ["parquet_records"]
 
@@ -42,7 +42,7 @@ def _python(value: Any) -> Any:
         ):
             item = json_object(list(item))  # a map column: key/value pairs
         if isinstance(item, dict):
-            kept = json_object([(name, entry) for name, entry in item.items() if entry is not None])
+            kept = JsonObject((name, entry) for name, entry in item.items() if entry is not None)
             kept.duplicate = getattr(item, "duplicate", None)
             stack.extend((kept, name, entry) for name, entry in kept.items())
             item = kept

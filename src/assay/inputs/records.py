@@ -89,17 +89,27 @@ class JsonObject(dict):  # type: ignore[type-arg]
     duplicate: str | None = None
 
 
-def json_object(pairs: list[tuple[str, Any]]) -> JsonObject:
-    out = JsonObject()
+def json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """The object of ``pairs``: a plain dict, or a `JsonObject` naming the first key given
+    twice with a different value (the last value wins, as in ``json.loads``)."""
+    out = dict(pairs)
+    if len(out) == len(pairs):
+        return out
+    marked = JsonObject(out)
+    seen: dict[str, Any] = {}
     for key, value in pairs:
-        if key in out and out[key] != value and out.duplicate is None:
-            out.duplicate = key
-        out[key] = value
-    return out
+        if key in seen and seen[key] != value:
+            marked.duplicate = key
+            break
+        seen[key] = value
+    return marked
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=json_object)
 
 
 def loads_json(text: str) -> Any:
-    return json.loads(text, object_pairs_hook=json_object)
+    return _DECODER.decode(text)
 
 
 def _field_hint(field: str) -> str:
@@ -135,9 +145,31 @@ def _validation_errors(
     return errors
 
 
+def _any_problem(value: Any) -> bool:
+    """Whether a text or key of ``value`` is not text, or an object gave a key twice
+    (`_first_problem` then says where; this check builds no paths)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if NOT_TEXT.search(item):
+                return True
+        elif isinstance(item, dict):
+            if getattr(item, "duplicate", None) is not None:
+                return True
+            if any(isinstance(k, str) and NOT_TEXT.search(k) for k in item):
+                return True
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def _first_problem(value: Any) -> tuple[str | None, str] | None:
     """(field path, message) of the first text that is not text or key given twice.
     Iterative (depth-first, in order): nesting costs no recursion."""
+    if not _any_problem(value):
+        return None
     stack: list[tuple[Any, str, Any]] = [(value, "", None)]
     while stack:
         item, where, key = stack.pop()
@@ -174,9 +206,11 @@ def _too_deep(record: dict[str, Any], max_json_depth: int) -> tuple[str, str] | 
 
 
 def _has_content(sample: Sample) -> bool:
+    """Whether a field other than id, metadata and tags has a value (the fields not given
+    are None: only those given are looked at)."""
     return any(
         getattr(sample, name) is not None
-        for name in Sample.model_fields
+        for name in sample.model_fields_set
         if name not in {"id", "metadata", "tags"}
     )
 

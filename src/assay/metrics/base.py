@@ -327,10 +327,18 @@ class Metric:
 
     def signature(self, method: str, model: str | None) -> str:
         """What produced a result (format: `assay.core.result`; built by
-        `assay.metrics.provenance`)."""
+        `assay.metrics.provenance`), built once per name, method, model and parameters."""
         from assay.metrics.provenance import build_signature
 
-        return build_signature(self.name, self.version, method, model, self.params())
+        params = self.params()
+        key = (self.name, method, model, repr(params) if params else "")
+        memo = self.__dict__.setdefault("_signatures", {})
+        found = memo.get(key)
+        if found is None:
+            if len(memo) > 1_000:  # e.g. a model name per sample
+                memo.clear()
+            found = memo[key] = build_signature(self.name, self.version, method, model, params)
+        return found
 
     def _compute_one_safely(self, sample: Sample, res: Resources) -> MetricResult:
         try:

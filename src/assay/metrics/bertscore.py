@@ -11,9 +11,8 @@ model pass (each text embedded once, longest first), so running ``bertscore`` (a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
-
-import numpy as np
 
 from assay.core.result import MetricResult
 from assay.core.sample import Sample
@@ -32,8 +31,8 @@ _NO_TOKENS = (
 )
 
 
-def _triple(row: np.ndarray) -> dict[str, float]:
-    return {name: float(v) for name, v in zip(_PARTS, row, strict=True)}
+def _triple(row: Sequence[float]) -> dict[str, float]:
+    return {"precision": float(row[0]), "recall": float(row[1]), "f1": float(row[2])}
 
 
 class _BERTScoreMetric(PlannedMetric):
@@ -50,24 +49,27 @@ class _BERTScoreMetric(PlannedMetric):
         return [bertscore_ask(sample.response, sample.expected)]  # type: ignore[arg-type]
 
     def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
-        raw_row = answers.reply(self.plan(sample, answers)[0])
+        raw_row = [float(v) for v in answers.reply(self.plan(sample, answers)[0])]
         scorer: BERTScorer = res.bertscorer
         rescale = self.rescaled and scorer.rescale
-        row = scorer.apply_baseline(raw_row[None, :])[0] if rescale else raw_row
         model = scorer.signature if rescale else f"{scorer.name}+raw"
-        if not np.any(raw_row):
+        if not any(raw_row):
             # bert-score's mark of a text with no model token (only zero-width or
             # control characters): the score is undefined, not 0
             return self.na(_NO_TOKENS)
-        clamped = {name: clamp01(v) for name, v in _triple(row).items()}
+        row = raw_row
+        if rescale:  # (raw - b) / (1 - b), as `BERTScorer.apply_baseline`, one row
+            base = scorer.baseline.tolist()  # type: ignore[union-attr]
+            row = [(r - b) / (1.0 - b) for r, b in zip(raw_row, base, strict=True)]
+        clamped = {name: clamp01(v) for name, v in zip(_PARTS, row, strict=True)}
         details: dict[str, Any] = {
             "raw": _triple(raw_row),
             "rescaled": rescale,
-            "clamped": any(clamped[k] != float(v) for k, v in _triple(row).items()),
+            "clamped": any(clamped[k] != v for k, v in zip(_PARTS, row, strict=True)),
         }
         if rescale:
             details["unclamped"] = _triple(row)
-            details["baseline"] = _triple(scorer.baseline)  # type: ignore[arg-type]
+            details["baseline"] = _triple(base)
         elif self.rescaled and scorer.rescale_note:
             details["rescale_note"] = scorer.rescale_note
         return self.result(clamped["f1"], components=clamped, model=model, **details)

@@ -34,6 +34,7 @@ __all__ = [
     "USEMultilingualEmbedder",
     "make_embedder",
     "minilm_path",
+    "runs_on_torch",
 ]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -370,6 +371,16 @@ class OpenAICompatibleEmbedder(Embedder):
         raise EmbeddingServerError(f"embedding server {self.name} failed: {problem}")
 
 
+def runs_on_torch(spec: str) -> bool:
+    """Whether the embedder named by ``spec`` is a torch model (sentence-transformers),
+    which ``device`` places."""
+    return spec in _MINILM_SPECS or spec.startswith("sentence-transformers:")
+
+
+#: the configuration strings that name the shipped all-MiniLM-L6-v2
+_MINILM_SPECS = frozenset({"minilm", "all-MiniLM-L6-v2"})
+
+
 def make_embedder(
     spec: str,
     cache: EmbeddingCache | None = None,
@@ -385,7 +396,7 @@ def make_embedder(
         return USEMultilingualEmbedder(cache, batch_size)
     if spec in E5_SPECS:
         return E5SmallEmbedder(cache, batch_size)
-    if spec in {"minilm", "all-MiniLM-L6-v2"}:
+    if spec in _MINILM_SPECS:
         return SentenceTransformerEmbedder(minilm_path(), cache, batch_size, device, precision)
     if spec.startswith("sentence-transformers:"):
         path = spec.split(":", 1)[1]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,47 @@ def evidence_of(results: dict[str, MetricResult]) -> dict[str, Any]:
     }
 
 
+#: text that a redaction rule could act on: a bearer or basic credential, a URL (its
+#: password), a query parameter (a credential-named one); the JSON text of a line is
+#: searched, and a line without any is written without walking its evidence
+_MAYBE_CREDENTIAL = re.compile(r"bearer|basic|://|[?&][A-Za-z0-9_.\-]{1,60}=", re.I)
+#: characters JSON escapes: a secret holding one is not found verbatim in JSON text
+_ESCAPED = re.compile(r'["\\\x00-\x1f]')
+
+
+@functools.lru_cache(maxsize=8)
+def _verbatim_in_json(secrets: tuple[str, ...]) -> bool:
+    """Whether every secret appears in JSON text as it is (holds nothing JSON escapes)."""
+    return not any(_ESCAPED.search(secret) for secret in secrets)
+
+
+def _line(row: dict[str, Any], results: dict[str, MetricResult]) -> str:
+    """One output line: the row and each metric's evidence, redacted (`evidence_of`).
+
+    A line in whose JSON text no known secret and nothing a redaction rule acts on
+    occurs is the same redacted or not, so it is written from the results as they are;
+    any other line is built by `evidence_of`."""
+    secrets = known_secrets()
+    if _verbatim_in_json(tuple(secrets)):
+        record = dict(row)
+        record["evidence"] = {
+            name: {
+                "method": r.method,
+                "reason": r.reason,
+                "error": r.error,
+                "details": r.details,
+                "signature": r.signature,
+            }
+            for name, r in results.items()
+        }
+        text = dumps(record)
+        if not _MAYBE_CREDENTIAL.search(text) and not any(s in text for s in secrets):
+            return text
+    record = dict(row)
+    record["evidence"] = evidence_of(results)
+    return dumps(record)
+
+
 class JsonlSink:
     """Appends one JSON line per finished sample and flushes, so an interrupt loses nothing.
 
@@ -54,9 +97,7 @@ class JsonlSink:
         )
 
     def write(self, row: dict[str, Any], sample: Sample, results: dict[str, MetricResult]) -> None:
-        record = dict(row)
-        record["evidence"] = evidence_of(results)
-        self._handle.write(dumps(record) + "\n")
+        self._handle.write(_line(row, results) + "\n")
         self._handle.flush()
 
     def close(self) -> None:
