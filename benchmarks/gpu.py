@@ -184,6 +184,7 @@ def main() -> None:
         "--also-src", type=Path, help="another checkout's src, timed end to end too"
     )
     parser.add_argument("--skip-anchor", action="store_true")
+    parser.add_argument("--skip-model-only", action="store_true", help="end to end runs only")
     parser.add_argument("--check", type=Path, help="compare with the CPU's values in this file")
     parser.add_argument("--write-check", type=Path, help="write the CPU's values to this file")
     opts = parser.parse_args()
@@ -207,7 +208,7 @@ def main() -> None:
         )
     else:
         encode_rate = greedy_rate = float("nan")
-    for precision in ("float32", "float16"):
+    for precision in () if opts.skip_model_only else ("float32", "float16"):
         pairs_rate, sentence_rate = model_only(a, b, opts.device, precision)
         print(
             f"model calls alone, {precision}: bertscore {pairs_rate:,.0f} pairs/s "

@@ -1,0 +1,88 @@
+"""The per-sample shortcuts give what the full path gives: JSON text written by the C
+encoder equals the text of `to_jsonable` then ``json.dumps``; an output line written
+without walking its evidence equals the redacted line, and a line with a secret or a
+credential is still redacted; signatures built once follow a changed parameter."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from assay.core.jsonout import dumps, to_jsonable
+from assay.core.redaction import REDACTED, register_secret
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
+from assay.metrics.registry import get_metric
+from assay.outputs.sinks import _line, evidence_of
+
+
+def slow(value: object, **options: object) -> str:
+    return json.dumps(to_jsonable(value), allow_nan=False, **options)  # type: ignore[arg-type]
+
+
+VALUES = [
+    {"a": 1, "b": [1.5, "x", None, True], "c": {"d": (1, 2)}},
+    {"nan": float("nan"), "inf": float("-inf")},
+    {"numpy": np.float32(0.25), "int": np.int64(3), "set": {1}},
+    {"lone": "a\ud800b", "pair": "😀"},
+    {True: 1, None: 2, 1.5: 3, 7: 4},
+    {"big": 10**5000},
+]
+
+
+@pytest.mark.parametrize("value", VALUES)
+@pytest.mark.parametrize("ensure_ascii", [False, True])
+def test_dumps_equals_the_walked_text(value: object, ensure_ascii: bool) -> None:
+    assert dumps(value, ensure_ascii=ensure_ascii) == slow(value, ensure_ascii=ensure_ascii)
+
+
+def _results(details: dict[str, object]) -> dict[str, MetricResult]:
+    result = MetricResult(name="m", value=0.5, details=details, signature="assay=0|metric=m@1")
+    return {"m": result}
+
+
+def _walked(row: dict[str, object], results: dict[str, MetricResult]) -> str:
+    return dumps({**row, "evidence": evidence_of(results)})
+
+
+def test_line_without_secrets_equals_the_walked_line() -> None:
+    row = {"id": "s1", "m": 0.5}
+    results = _results({"label": "CORRECT", "scores": [0.1, float("nan")], "n": np.int64(2)})
+    assert _line(row, results) == _walked(row, results)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the key is s3cr3t-value-123 here",
+        "call https://user:hunter22@example.com/v1",
+        "sent Authorization: Bearer abcdefghijklmnop",
+        "see https://host/api?api_key=abcdef123456",
+    ],
+)
+def test_line_with_a_secret_or_credential_is_redacted(text: str) -> None:
+    register_secret("s3cr3t-value-123")
+    row = {"id": "s1"}
+    results = _results({"judge_said": text})
+    line = _line(row, results)
+    assert line == _walked(row, results)
+    assert REDACTED in json.loads(line)["evidence"]["m"]["details"]["judge_said"]
+    assert "s3cr3t-value-123" not in line and "hunter22" not in line
+
+
+def test_signature_follows_a_changed_parameter() -> None:
+    metric = get_metric("exact_match")
+    first = metric.signature("pattern", None)
+    assert metric.signature("pattern", None) is first  # built once
+    assert metric.signature("pattern", "m1") != first
+    metric.params = lambda: {"normalise": False}  # type: ignore[method-assign]
+    assert "normalise=False" in metric.signature("pattern", None)
+
+
+def test_records_with_field_names_and_with_aliases_give_the_same_sample() -> None:
+    named = Sample.model_validate({"query": "q", "response": "r", "tags": {"a": "1"}})
+    aliased = Sample.model_validate({"question": "q", "answer": "r", "tags": {"a": "1"}})
+    assert named == aliased
+    assert Sample.model_validate({"response": "r"}).metadata == {}
