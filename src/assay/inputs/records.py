@@ -148,20 +148,28 @@ def _validation_errors(
 def _any_problem(value: Any) -> bool:
     """Whether a text or key of ``value`` is not text, or an object gave a key twice
     (`_first_problem` then says where; this check builds no paths)."""
+    if isinstance(value, str):
+        return NOT_TEXT.search(value) is not None
+    if not isinstance(value, dict | list):
+        return False
     stack = [value]
     while stack:
         item = stack.pop()
-        if isinstance(item, str):
-            if NOT_TEXT.search(item):
-                return True
-        elif isinstance(item, dict):
+        texts: list[str] = []  # searched at once: a character class matches within one
+        if isinstance(item, dict):
             if getattr(item, "duplicate", None) is not None:
                 return True
-            if any(isinstance(k, str) and NOT_TEXT.search(k) for k in item):
-                return True
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+            texts.extend(k for k in item if isinstance(k, str))
+            entries: Any = item.values()
+        else:
+            entries = item
+        for entry in entries:
+            if isinstance(entry, str):
+                texts.append(entry)
+            elif isinstance(entry, dict | list):
+                stack.append(entry)
+        if NOT_TEXT.search("".join(texts)):
+            return True
     return False
 
 
