@@ -38,7 +38,7 @@ import numpy as np
 
 from assay.core.extras import ModelUnavailable
 
-__all__ = ["AUTOCAST_PRECISIONS", "TokenEncoder"]
+__all__ = ["AUTOCAST_PRECISIONS", "TokenEncoder", "TokenRows"]
 
 #: fast tokenizers that need a space before the first word to tokenise it like later words
 #: (bert-score encodes with ``add_prefix_space=True`` for GPT-2 and RoBERTa tokenizers)
@@ -74,6 +74,7 @@ def _cut_layers(model: Any, num_layers: int) -> bool:
 def _load(path: str) -> tuple[Any, Any]:
     """The fast tokenizer and the model of a local transformer folder."""
     try:
+        import torch  # noqa: F401  (TokenEncoder runs it; missing, the same message)
         from transformers import AutoModel, AutoTokenizer
         from transformers.utils import logging as hf_logging
     except ImportError as exc:
@@ -105,6 +106,32 @@ def _load(path: str) -> tuple[Any, Any]:
     return tokenizer, model
 
 
+class TokenRows:
+    """Where each text's tokens go in the concatenated vectors: texts longest first
+    (stable), each text's tokens in consecutive rows.
+
+    Attributes:
+        lengths: tokens of each text, in the texts' order.
+        offsets: the row of each text's first token, in the texts' order.
+        by_length: the lengths in row order (longest first).
+        starts: the first row of each text in row order, and the total at the end.
+        flat: the token ids in row order.
+    """
+
+    def __init__(self, ids: list[list[int]]) -> None:
+        self.lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        order = np.argsort(-self.lengths, kind="stable")
+        self.by_length = self.lengths[order]
+        self.starts = np.concatenate([[0], np.cumsum(self.by_length)]).astype(np.int64)
+        self.offsets = np.empty_like(self.lengths)
+        self.offsets[order] = self.starts[:-1]
+        self.flat = np.fromiter(
+            itertools.chain.from_iterable(ids[i] for i in order.tolist()),
+            dtype=np.int64,
+            count=int(self.starts[-1]),
+        )
+
+
 class TokenEncoder:
     """A transformer cut after ``num_layers`` layers, with its fast tokenizer, that scores
     (candidate, reference) pairs with BERTScore's greedy matching (see the module).
@@ -126,15 +153,10 @@ class TokenEncoder:
         precision: str = "float32",
         tokens_per_batch: int | None = None,
     ) -> None:
-        try:
-            import torch
-        except ImportError as exc:
-            raise ModelUnavailable(
-                "BERTScore needs the packages 'torch' and 'transformers' "
-                "(pip install torch==2.13.0 transformers)"
-            ) from exc
+        tokenizer, model = _load(path)  # raises ModelUnavailable without torch
+        import torch
+
         self._torch = torch
-        tokenizer, model = _load(path)
         model.eval()
         if hasattr(model, "encoder") and hasattr(model, "decoder"):
             model = model.encoder
@@ -190,32 +212,18 @@ class TokenEncoder:
             return tensor.pin_memory().to(self._device, non_blocking=True)
         return tensor
 
-    def embed(self, ids: list[list[int]], batch_size: int) -> tuple[Any, np.ndarray]:
-        """Normalised token vectors of every text, on the model's device.
-
-        Returns ``(vectors, offsets)``: ``vectors`` holds the texts' token vectors one
-        text after the other (longest text first) and one zero row at the end;
-        ``offsets[i]`` is the row of text ``i``'s first token.
-        """
+    def embed(self, rows: TokenRows, batch_size: int) -> Any:
+        """Normalised token vectors of every text, on the model's device, in the rows of
+        ``rows`` (text after text, longest first), with one zero row at the end."""
         torch = self._torch
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        order = np.argsort(-lengths, kind="stable")
-        by_length = lengths[order]
-        starts = np.concatenate([[0], np.cumsum(by_length)]).astype(np.int64)
-        offsets = np.empty_like(lengths)
-        offsets[order] = starts[:-1]
-        flat = np.fromiter(
-            itertools.chain.from_iterable(ids[i] for i in order.tolist()),
-            dtype=np.int64,
-            count=int(starts[-1]),
-        )
+        by_length, starts = rows.by_length, rows.starts
         parts: list[Any] = []
         with torch.inference_mode():
             for first, stop in self._passes(by_length, batch_size):
                 widths = by_length[first:stop]
                 inside = np.arange(int(widths[0]))[None, :] < widths[:, None]
                 input_ids = np.full(inside.shape, self._pad, dtype=np.int64)
-                input_ids[inside] = flat[starts[first] : starts[stop]]
+                input_ids[inside] = rows.flat[starts[first] : starts[stop]]
                 hidden = self._forward(
                     self._to_device(input_ids), self._to_device(inside.astype(np.int64))
                 )
@@ -224,7 +232,7 @@ class TokenEncoder:
                 parts.append(hidden.reshape(-1, hidden.shape[-1]).index_select(0, keep))
             width = parts[0].shape[1] if parts else 1
             parts.append(torch.zeros((1, width), device=self._device))
-            return torch.cat(parts), offsets
+            return torch.cat(parts)
 
     def _forward(self, input_ids: Any, mask: Any) -> Any:
         if self._autocast is not None:
@@ -263,16 +271,12 @@ class TokenEncoder:
         """Raw BERTScore (P, R, F) of each (candidate, reference) pair, shape (n, 3)."""
         torch = self._torch
         texts = list(dict.fromkeys(t for pair in pairs for t in pair))
-        ids = self.token_ids(texts)
-        vectors, offsets = self.embed(ids, batch_size)
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        rows = TokenRows(self.token_ids(texts))
+        vectors = self.embed(rows, batch_size)
+        offsets, lengths = rows.offsets, rows.lengths
         pad_row = len(vectors) - 1
-        # each vector row's weight, in the rows' order: 0 for [CLS], [SEP] and the zero row
-        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64)
-        weights = np.zeros(len(vectors), dtype=np.float32)
-        first_in_flat = np.cumsum(lengths) - lengths
-        token_rows = np.arange(len(flat)) + np.repeat(offsets - first_in_flat, lengths)
-        weights[token_rows] = ~np.isin(flat, self._unweighted)
+        # each vector row's weight: 0 for [CLS], [SEP] and the zero row
+        weights = np.append(~np.isin(rows.flat, self._unweighted), False).astype(np.float32)
         weights_on = self._to_device(weights)
         where = {text: i for i, text in enumerate(texts)}
         cand = np.array([where[c] for c, _ in pairs], dtype=np.int64)
