@@ -16,23 +16,25 @@ from assay.core.sample import Sample
 __all__ = ["JsonlSink", "evidence_of", "write_table"]
 
 
-def evidence_of(results: dict[str, MetricResult]) -> dict[str, Any]:
-    """Per-metric method, reason, error and details, for JSON outputs."""
-    secrets = known_secrets()
+def _evidence(result: MetricResult) -> dict[str, Any]:
+    """A result's method, reason, error, details and signature, as they are."""
     return {
-        name: redact(
-            to_jsonable(
-                {
-                    "method": r.method,
-                    "reason": r.reason,
-                    "error": r.error,
-                    "details": r.details,
-                    "signature": r.signature,
-                }
-            ),
-            secrets,
-            by_name=False,
-        )
+        "method": result.method,
+        "reason": result.reason,
+        "error": result.error,
+        "details": result.details,
+        "signature": result.signature,
+    }
+
+
+def evidence_of(
+    results: dict[str, MetricResult], secrets: list[str] | None = None
+) -> dict[str, Any]:
+    """Per-metric method, reason, error and details, for JSON outputs, redacted of
+    ``secrets`` (default: `known_secrets()`)."""
+    secrets = known_secrets() if secrets is None else secrets
+    return {
+        name: redact(to_jsonable(_evidence(r)), secrets, by_name=False)
         for name, r in results.items()
     }
 
@@ -59,23 +61,10 @@ def _line(row: dict[str, Any], results: dict[str, MetricResult]) -> str:
     any other line is built by `evidence_of`."""
     secrets = known_secrets()
     if _verbatim_in_json(tuple(secrets)):
-        record = dict(row)
-        record["evidence"] = {
-            name: {
-                "method": r.method,
-                "reason": r.reason,
-                "error": r.error,
-                "details": r.details,
-                "signature": r.signature,
-            }
-            for name, r in results.items()
-        }
-        text = dumps(record)
+        text = dumps({**row, "evidence": {name: _evidence(r) for name, r in results.items()}})
         if not _MAYBE_CREDENTIAL.search(text) and not any(s in text for s in secrets):
             return text
-    record = dict(row)
-    record["evidence"] = evidence_of(results)
-    return dumps(record)
+    return dumps({**row, "evidence": evidence_of(results, secrets)})
 
 
 class JsonlSink:
