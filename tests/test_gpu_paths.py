@@ -18,14 +18,11 @@ from assay.evaluation.chunks import score_chunks
 from assay.metrics.registry import resolve_metrics
 from assay.models.bertscore import BERTScorer
 from assay.models.embedders import SentenceTransformerEmbedder, minilm_path
+from test_bertscore_precision import PAIRS as STS_PAIRS
 
+#: the STS-B-like pairs of the bfloat16 tests, and a long and a short text
 PAIRS = [
-    ("A man is playing a guitar on stage.", "A man plays the guitar in front of a crowd."),
-    ("A woman is slicing an onion.", "A woman is cutting an onion into pieces."),
-    ("Two dogs run across a snowy field.", "A cat sleeps on a warm windowsill."),
-    ("The president met the prime minister on Monday.", "Leaders held talks early this week."),
-    ("Oil prices rose 3 percent after the report.", "The price of crude oil went up."),
-    ("How do I reset my password?", "What is the way to change a forgotten password?"),
+    *STS_PAIRS[:6],
     ("Refunds take 3 business days. " * 40, "Refunds are processed within 30 days."),
     ("Nobody answered.", "The stock market fell sharply today, and bonds rallied."),
 ]

@@ -371,14 +371,14 @@ class OpenAICompatibleEmbedder(Embedder):
         raise EmbeddingServerError(f"embedding server {self.name} failed: {problem}")
 
 
+#: the configuration strings that name the shipped all-MiniLM-L6-v2
+_MINILM_SPECS = frozenset({"minilm", "all-MiniLM-L6-v2"})
+
+
 def runs_on_torch(spec: str) -> bool:
     """Whether the embedder named by ``spec`` is a torch model (sentence-transformers),
     which ``device`` places."""
     return spec in _MINILM_SPECS or spec.startswith("sentence-transformers:")
-
-
-#: the configuration strings that name the shipped all-MiniLM-L6-v2
-_MINILM_SPECS = frozenset({"minilm", "all-MiniLM-L6-v2"})
 
 
 def make_embedder(
