@@ -1,12 +1,21 @@
-"""Digests of what Assay computes on every example file, to hold a change that should move
-no value to that promise, to the last bit.
+"""What Assay computes on every example file, kept in a snapshot, to hold a change that
+should move no value to that promise.
 
-For each example dataset and metric of the ``all-offline`` suite: a SHA-256 of every
-sample's value (``float.hex``, so the last bit counts), method, error and evidence; for
-``assay json-eval`` on ``examples/json``: a SHA-256 of its output rows. The snapshot in
-``tests/data/example_values.json`` was written on the commit named in it;
-``tests/test_example_values.py`` compares with it. After a change meant to move values,
-write it again and read its diff (which files and metrics moved) in review:
+For each example dataset and metric of the ``all-offline`` suite, every sample's result:
+value, method, error, details, components and reason; for ``assay json-eval`` on
+``examples/json``: its output rows. The snapshot in ``tests/data/example_values.json``
+keeps, per key (``"<file> <metric>"`` or ``"json-eval"``), a SHA-256 of those rows (values
+as ``float.hex``, so the last bit counts; json-eval: of its output file) and the rows
+themselves, one compact JSON line a key (floats as JSON numbers, which read back to the
+same bits). It was written on the commit named in it.
+
+``tests/test_example_values.py`` compares with it: a key whose digest is the same passes;
+one whose digest moved passes only if its rows have the same structure, the same strings,
+ints, bools and Nones, and floats within a small tolerance. Values from neural models
+(embeddings, BERTScore, cross-encoders: float32 kernels of torch and ONNX) differ in their
+last bits between CPU types, and CI runs on whatever machine it gets; a real change moves
+a value further than that. After a change meant to move values, write the snapshot again
+and read its diff (which files and metrics moved) in review:
 
     python tests/example_values.py --write
 """
@@ -28,15 +37,19 @@ from typer.testing import CliRunner
 ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "example_values.json"
 DATASETS = sorted(p for p in (ROOT / "examples").glob("*.json*"))
-
-
-def _value(value: float | None) -> str | None:
-    return None if value is None else float(value).hex()
+JSON_EVAL = "json-eval"
+# the fields of a metric's row, in the order the snapshot keeps them
+FIELDS = ("value", "method", "error", "details", "components", "reason")
 
 
 def _digest(rows: list[Any]) -> str:
     text = json.dumps(rows, sort_keys=True, default=str, ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _plain(rows: list[Any]) -> list[Any]:
+    """The rows as the snapshot reads back: JSON types only (tuples as lists)."""
+    return json.loads(json.dumps(rows, default=str, ensure_ascii=False))
 
 
 def example_evaluations(resources: Any = None) -> dict[str, Any]:
@@ -50,35 +63,63 @@ def example_evaluations(resources: Any = None) -> dict[str, Any]:
     return out
 
 
-def example_digests(evaluations: dict[str, Any]) -> dict[str, str]:
-    """``"<file> <metric>"`` -> digest of that metric's results on every sample of the
-    file (of `example_evaluations`), and ``"json-eval"`` -> digest of the json-eval output
-    rows."""
+def _json_eval(folder: Path) -> dict[str, Any]:
+    """`assay json-eval` on ``examples/json``: the digest of its output file and its rows."""
     from assay.cli import app
 
-    out: dict[str, str] = {}
-    for name, evaluation in evaluations.items():
-        for metric in evaluation.metrics:
-            rows = [
-                [_value(r.value), r.method, r.error, r.details, r.components, r.reason]
-                for r in (row[metric.name] for row in evaluation.results)
-            ]
-            out[f"{name} {metric.name}"] = _digest(rows)
     # the rows name their files: relative to the checkout, so they are the same in any
-    with tempfile.TemporaryDirectory() as folder, chdir(ROOT):
-        written = Path(folder) / "rows.jsonl"
+    with chdir(ROOT):
+        written = folder / "rows.jsonl"
         json_dir = Path("examples", "json")
         result = CliRunner().invoke(
             app,
             [
-                *("json-eval", str(json_dir / "gt"), str(json_dir / "out")),
+                *(JSON_EVAL, str(json_dir / "gt"), str(json_dir / "out")),
                 *("--strategies", str(json_dir / "strategies.json"), "--out", str(written)),
             ],
         )
-        if result.exit_code != 0:
-            raise RuntimeError(f"assay json-eval failed: {result.output}")
-        out["json-eval"] = hashlib.sha256(written.read_bytes()).hexdigest()
+    if result.exit_code != 0:
+        raise RuntimeError(f"assay json-eval failed: {result.output}")
+    data = written.read_bytes()
+    rows = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+    return {"digest": hashlib.sha256(data).hexdigest(), "rows": rows}
+
+
+def example_results(evaluations: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``"<file> <metric>"`` -> ``{"digest": ..., "rows": [...]}`` of that metric's results
+    on every sample of the file (of `example_evaluations`), one row of `FIELDS` a sample,
+    and ``"json-eval"`` -> the same of the json-eval output rows."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, evaluation in evaluations.items():
+        for metric in evaluation.metrics:
+            rows = [
+                [
+                    None if r.value is None else float(r.value),
+                    *(r.method, r.error, r.details, r.components, r.reason),
+                ]
+                for r in (row[metric.name] for row in evaluation.results)
+            ]
+            hexed = [[None if row[0] is None else row[0].hex(), *row[1:]] for row in rows]
+            out[f"{name} {metric.name}"] = {"digest": _digest(hexed), "rows": _plain(rows)}
+    with tempfile.TemporaryDirectory() as folder:
+        out[JSON_EVAL] = _json_eval(Path(folder))
     return out
+
+
+def read_snapshot() -> dict[str, Any]:
+    """The snapshot: ``{"commit": ..., "results": {key: {"digest": ..., "rows": ...}}}``."""
+    return json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+
+
+def _snapshot_text(commit: str, results: dict[str, dict[str, Any]]) -> str:
+    """Valid JSON with one line a key, so a diff names the keys that moved."""
+    lines = [
+        f"  {json.dumps(key)}: "
+        + json.dumps(results[key], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        for key in sorted(results)
+    ]
+    body = ",\n".join(lines)
+    return f'{{\n "commit": {json.dumps(commit)},\n "results": {{\n{body}\n }}\n}}\n'
 
 
 if __name__ == "__main__":
@@ -95,7 +136,8 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as cache:
         os.environ["ASSAY_CACHE_DIR"] = cache
         resources = Resources(AssayConfig(cache_dir=cache))
-        snapshot = {"commit": commit, "digests": example_digests(example_evaluations(resources))}
+        results = example_results(example_evaluations(resources))
         resources.close()
-    SNAPSHOT.write_text(json.dumps(snapshot, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {len(snapshot['digests'])} digests to {SNAPSHOT}")
+    text = _snapshot_text(commit, results)
+    SNAPSHOT.write_text(text, encoding="utf-8")
+    print(f"wrote {len(results)} keys ({len(text.encode('utf-8'))} bytes) to {SNAPSHOT}")

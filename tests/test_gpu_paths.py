@@ -119,10 +119,10 @@ def test_asks_answered_ahead_give_the_rows_of_one_chunk_at_a_time(resources: Res
     metrics = resolve_metrics(["bertscore", "semantic_similarity", "exact_match"], None)
     chunks = [samples[i : i + 3] for i in range(0, len(samples), 3)]
     seconds: dict[str, float] = {}
-    plain = [row for rows in score_chunks(metrics, chunks, resources, seconds) for row in rows]
+    plain = [row for _, rows in score_chunks(metrics, chunks, resources, seconds) for row in rows]
     ahead = [
         row
-        for rows in score_chunks(metrics, iter(chunks), resources, seconds, ahead=True)
+        for _, rows in score_chunks(metrics, iter(chunks), resources, seconds, ahead=True)
         for row in rows
     ]
     assert len(ahead) == len(samples)

@@ -10,12 +10,12 @@ import json
 import numpy as np
 import pytest
 
-from assay.core.jsonout import dumps, to_jsonable
+from assay.core.jsonout import dumps, line_bytes, to_jsonable
 from assay.core.redaction import REDACTED, register_secret
 from assay.core.result import MetricResult
 from assay.core.sample import Sample
 from assay.metrics.registry import get_metric
-from assay.outputs.sinks import _line, evidence_of
+from assay.outputs.sinks import _MAYBE_CREDENTIAL, _line, _maybe_credential, evidence_of
 
 
 def slow(value: object, **options: object) -> str:
@@ -38,13 +38,44 @@ def test_dumps_equals_the_walked_text(value: object, ensure_ascii: bool) -> None
     assert dumps(value, ensure_ascii=ensure_ascii) == slow(value, ensure_ascii=ensure_ascii)
 
 
+@pytest.mark.parametrize("value", VALUES)
+def test_a_line_holds_the_values_dumps_writes(value: object) -> None:
+    assert json.loads(line_bytes(value)) == json.loads(dumps(value))
+
+
+def test_a_line_is_compact_json_with_the_same_floats() -> None:
+    value = {"id": "s1", "v": [0.1, 1e16, 2.5e-7, -0.0, 5e-324], "t": "café \u2028"}
+    assert line_bytes(value) == json.dumps(
+        value, separators=(",", ":"), ensure_ascii=False
+    ).replace("1e+16", "1e16").replace("2.5e-07", "2.5e-7").encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plain answer",
+        "Authorization: BEARER x",
+        "ba\u017fic x",  # long s: the pattern's Unicode case folding reads it as "basic"
+        "\u212a",
+        "https://host/a",
+        "a?api_key=1",
+        "a & b = c",
+        "a&b=c",
+        "caf\u00e9 ?x=1",
+    ],
+)
+def test_the_credential_check_of_a_line_is_the_patterns(text: str) -> None:
+    line = line_bytes({"t": text})
+    assert _maybe_credential(line) == bool(_MAYBE_CREDENTIAL.search(line.decode("utf-8")))
+
+
 def _results(details: dict[str, object]) -> dict[str, MetricResult]:
     result = MetricResult(name="m", value=0.5, details=details, signature="assay=0|metric=m@1")
     return {"m": result}
 
 
-def _walked(row: dict[str, object], results: dict[str, MetricResult]) -> str:
-    return dumps({**row, "evidence": evidence_of(results)})
+def _walked(row: dict[str, object], results: dict[str, MetricResult]) -> bytes:
+    return line_bytes({**row, "evidence": evidence_of(results)})
 
 
 def test_line_without_secrets_equals_the_walked_line() -> None:
@@ -69,7 +100,7 @@ def test_line_with_a_secret_or_credential_is_redacted(text: str) -> None:
     line = _line(row, results)
     assert line == _walked(row, results)
     assert REDACTED in json.loads(line)["evidence"]["m"]["details"]["judge_said"]
-    assert "s3cr3t-value-123" not in line and "hunter22" not in line
+    assert b"s3cr3t-value-123" not in line and b"hunter22" not in line
 
 
 def test_signature_follows_a_changed_parameter() -> None:

@@ -613,5 +613,5 @@ def test_jsonl_sink_append_ends_a_cut_line_first(tmp_path):
     assert path.read_text(encoding="utf-8").splitlines() == [
         '{"id": "s0"}',
         '{"id": "s1", "cut',
-        '{"id": "s2", "evidence": {}}',
+        '{"id":"s2","evidence":{}}',
     ]

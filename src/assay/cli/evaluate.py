@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Iterator
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -216,17 +218,18 @@ def evaluate_command(
         gate_failures,
         print_report,
     )
+    from assay.cli.run_outputs import TABLE_SUFFIXES, RunOutputs, reason
     from assay.core.config import ConfigError, load_config
     from assay.core.extras import ModelUnavailable
     from assay.core.http import Unreachable
     from assay.engine.resources import Resources
-    from assay.evaluation.runner import Evaluation, evaluate, flat_row
+    from assay.evaluation.runner import Evaluation, evaluate
     from assay.evaluation.scale.ray_executor import WorkerLost
     from assay.inputs.locations import local_path
-    from assay.inputs.read import read_samples
+    from assay.inputs.read import SampleStream, read_samples, stream_samples
     from assay.inputs.records import InputErrors
     from assay.metrics.registry import resolve_metrics
-    from assay.outputs.sinks import JsonlSink, write_table
+    from assay.outputs.sinks import JsonlSink
 
     console = consoles.messages()
     err = consoles.messages()
@@ -286,35 +289,44 @@ def evaluate_command(
                 f"[yellow]note:[/yellow] {name} is lower-is-better; --fail-under {bound:g} "
                 "fails when its mean is below the bound. Did you mean --fail-over?"
             )
-    # with Ray, tasks on the cluster parse the data (assay.inputs.locations); else this process
-    reader = read_samples if scaled is None else scaled.read_samples
+    # a run that needs every sample at once keeps them; the others stream: each chunk
+    # is read, scored, written and forgotten
+    keep = (
+        scaled is not None
+        or bool(resume)
+        or (out is not None and out.suffix.lower() in TABLE_SUFFIXES)
+        or any(key in ctx.meta for key in (EXTRA_SAMPLES, PREPARE_SAMPLES))
+    )
+    show_progress = not quiet and sys.stderr.isatty()
     try:
-        samples, input_errors = reader(data, strict=strict, input_format=input_format)
+        if keep:  # with Ray, tasks on the cluster parse the data (assay.inputs.locations)
+            reader = read_samples if scaled is None else scaled.read_samples
+            listed, input_errors = reader(data, strict=strict, input_format=input_format)
+            stream = SampleStream(iter([*listed, *ctx.meta.get(EXTRA_SAMPLES, [])]), [])
+            total: int | None = len(listed) + len(ctx.meta.get(EXTRA_SAMPLES, []))
+        else:
+            stream = stream_samples(
+                data, strict, input_format=input_format, count_lines=show_progress
+            )
+            input_errors, total = stream.errors, stream.lines
+        first = next(stream.samples, None)  # the errors of the records before it are known
     except (FileNotFoundError, InputErrors, ModelUnavailable, ConnectionError) as exc:
         fail(str(exc))  # ModelUnavailable: a missing extra, with its pip command
-    for problem in input_errors:
-        err.print(f"[yellow]skipped:[/yellow] {escape(str(problem))}")
-    if EXTRA_SAMPLES in ctx.meta:
-        samples = [*samples, *ctx.meta[EXTRA_SAMPLES]]
-    if not samples:
+    skipped = _Skipped(input_errors, err)
+    skipped.say()
+    if first is None:
         if input_errors:
             fail(f"{data}: no usable samples ({len(input_errors)} records skipped, see above)")
         fail(f"{data}: no samples in the file (it is empty, or holds only a header)")
+    samples: Any = skipped.saying(chain([first], stream.samples))
     keys = [k.strip() for k in group_by.split(",") if k.strip()] if group_by else []
-    known_tags = {k for s in samples for k in s.tags}
-    for key in keys:
-        if key not in known_tags:
-            shown = ", ".join(sorted(known_tags)) or "none"
-            err.print(
-                f"[yellow]note:[/yellow] no sample has the tag {escape(repr(key))} "
-                f"(tags in the data: {escape(shown)}); its group is '-'"
-            )
 
     recorder = None
     opened: OpenedRun | None = None
-    all_samples = samples
     #: what a failing store raises (the store's packages load only when it is used)
     store_errors: tuple[type[BaseException], ...] = (OSError,)
+    if keep:
+        samples = all_samples = list(samples)
     if store or resume or db:
         from sqlalchemy.exc import SQLAlchemyError
 
@@ -323,19 +335,21 @@ def evaluate_command(
 
         store_errors = (StoreError, SQLAlchemyError, OSError)
         try:
-            opened = open_run(db, resume, run_name, data, metrics, config, len(samples))
+            n_samples = len(all_samples) if keep else None
+            opened = open_run(db, resume, run_name, data, metrics, config, n_samples)
         except ResumeRefused as exc:
             fail(str(exc))
         except store_errors as exc:
             fail(f"the results store cannot be used: {exc}")
         recorder = opened.recorder
-        if resume:
+        if resume and opened.todo is not None:
             retried = f" ({len(opened.retried)} errored before)" if opened.retried else ""
             err.print(
                 f"resuming run {resume}: {len(opened.stored)} samples already stored, "
                 f"{len(opened.todo)} to go{retried}"
             )
-        samples = [samples[i] for i in opened.todo]
+            samples = [all_samples[i] for i in opened.todo]
+            total = len(samples)
 
     sink = None
     if out is not None and out.suffix.lower() == ".jsonl":
@@ -344,7 +358,7 @@ def evaluate_command(
         except OSError as exc:
             if recorder is not None:
                 recorder.store.close()
-            fail(f"{out}: cannot write: {_reason(exc)}")
+            fail(f"{out}: cannot write: {reason(exc)}")
     if sink is not None and opened is not None and opened.retried:
         err.print(
             f"[yellow]note:[/yellow] {escape(str(out))} keeps the lines of the "
@@ -356,48 +370,15 @@ def evaluate_command(
             "now; the stored run holds them all"
         )
     resources = Resources(config)
-    rows: list[dict[str, Any]] = []
-    order: list[int] = []  # each row's sample index (a Ray run finishes chunks in any order)
-    failed: list[str] = []  # the outputs that failed: "out", "store", "stdout"
-
-    def output_failed(output: str, what: str, exc: BaseException, going_on: bool) -> None:
-        failed.append(output)
-        message = f"{what} failed: {_reason(exc)}"
-        if going_on:
-            kept = [str(out)] if out is not None and "out" not in failed else []
-            if recorder is not None and "store" not in failed:
-                kept.append("the results store")
-            if kept:
-                message += f"; scoring goes on, every sample still goes to {' and '.join(kept)}"
-            else:
-                message += "; scoring goes on for the summary"
-        err.print(f"[red]error:[/red] {escape(message)}")
-
-    def keep(index: int, sample: Any, results: dict[str, Any]) -> None:
-        nonlocal sink
-        row = flat_row(sample, results)
-        rows.append(row)
-        order.append(index)
-        if sink is not None:
-            try:
-                sink.write(row, sample, results)
-            except OSError as exc:
-                sink.close()
-                sink = None
-                output_failed("out", f"writing {out}", exc, going_on=True)
-        if recorder is not None and "store" not in failed:
-            try:
-                recorder(index, sample, results)
-            except store_errors as exc:
-                output_failed("store", "writing to the results store", exc, going_on=True)
-
-    show_progress = not quiet and sys.stderr.isatty()
+    outputs = RunOutputs(out, sink, recorder, store_errors, err)
     interrupted = stopped = False
     evaluation: Evaluation | None = None
+    bad_input: InputErrors | None = None
     prepare = ctx.meta.get(PREPARE_SAMPLES)
     try:
         if prepare is not None and samples:  # an interrupt or failure here ends as below
             samples = prepare(samples)
+            total = len(samples)
         with (
             Progress(
                 TextColumn("[bold]scoring"),
@@ -409,20 +390,25 @@ def evaluate_command(
                 transient=True,
             ) as bar,
         ):
-            task = bar.add_task("samples", total=len(samples))
+            task = bar.add_task("samples", total=total)
             evaluation = evaluate(
                 samples,
                 metrics=metrics,
                 resources=resources,
-                on_sample=keep,
-                progress=lambda n: bar.advance(task, n),
+                on_sample=outputs,
+                progress=lambda n: (outputs.flush(), bar.advance(task, n)),
                 executor=scaled,
+                keep=keep,
+                group_by=keys,
             )
             if recorder is not None:
                 evaluation.run_id = recorder.run_id
     except ModelUnavailable as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(EXIT_BAD_INPUT) from None
+    except InputErrors as exc:  # a streamed record that --strict refuses, an unreadable file
+        bad_input = exc
+        evaluation = None
     except KeyboardInterrupt:
         interrupted = True
     except (WorkerLost, ConnectionError, Unreachable) as exc:
@@ -430,59 +416,45 @@ def evaluate_command(
         err.print(f"[red]error:[/red] {escape(str(exc))}")
         interrupted = stopped = True
     finally:
-        if sink is not None:
-            sink.close()
-        if recorder is not None:
-            status = "finished" if evaluation is not None else "interrupted"
-            usage = evaluation.judge_usage if evaluation is not None else None
-            try:
-                recorder.store.finish_run(recorder.run_id, status=status, judge_usage=usage)
-            except store_errors as exc:
-                output_failed("store", "closing the stored run", exc, going_on=False)
-            recorder.store.close()
-        if out is not None and out.suffix.lower() in {".csv", ".parquet"} and rows:
-            try:
-                in_order = sorted(zip(order, rows, strict=True), key=lambda pair: pair[0])
-                write_table([row for _, row in in_order], out)
-            except (OSError, ValueError, ImportError) as exc:
-                output_failed("out", f"writing {out}", exc, going_on=False)
+        outputs.close(evaluation)
         resources.close()
+    skipped.say()
     again = ""
     if recorder is not None:
         from assay.cli.resume import resume_command
 
         again = f"to resume: {resume_command(ctx, recorder.run_id)}"
+    if bad_input is not None:
+        err.print(f"[red]error:[/red] {escape(str(bad_input))}")
+        err.print(f"[yellow]stopped[/yellow]{escape(outputs.where())}")
+        raise typer.Exit(EXIT_BAD_INPUT)
     if interrupted or evaluation is None:
-        if not rows:
-            where = "; no sample had finished"
-        elif out is not None and "out" not in failed:
-            where = f"; {len(rows)} finished samples are in {out}"
-        elif recorder is not None and "store" not in failed:
-            where = f"; {len(rows)} finished samples are stored"
-        elif out is not None or recorder is not None:
-            where = f"; {len(rows)} samples had finished, but writing them failed"
-        else:
-            where = (
-                f"; {len(rows)} samples had finished (add --out FILE or --store to keep "
-                "partial results)"
-            )
-        if recorder is not None:
-            where += f"; resume with --resume {recorder.run_id}"
-        err.print(f"[yellow]{'stopped' if stopped else 'interrupted'}[/yellow]{escape(where)}")
+        err.print(
+            f"[yellow]{'stopped' if stopped else 'interrupted'}[/yellow]{escape(outputs.where())}"
+        )
         if again:
             err.print(escape(again))
         raise typer.Exit(EXIT_BAD_INPUT if stopped else EXIT_INTERRUPTED)
-    if opened is not None and resume:
+    seen = evaluation.whole().tags_seen
+    for key in keys:
+        if key not in seen:
+            shown = ", ".join(sorted(seen)) or "none"
+            err.print(
+                f"[yellow]note:[/yellow] no sample has the tag {escape(repr(key))} "
+                f"(tags in the data: {escape(shown)}); its group is '-'"
+            )
+    if opened is not None and resume and opened.todo is not None:
         from assay.cli.resume import whole_run
 
         # the summary and every gate cover the whole run: stored samples too
         evaluation = whole_run(evaluation, all_samples, opened.todo, opened.stored)
     evaluation.input_errors = input_errors
+    failed = outputs.failed
     try:
         print_report(evaluation, group_by, output_format, out if "out" not in failed else None)
     except OSError as exc:
         consoles.silence_stdout()
-        output_failed("stdout", "writing the results to standard output", exc, going_on=False)
+        outputs.output_failed("stdout", "writing the results to standard output", exc, False)
     for note in error_notes(evaluation):
         err.print(f"[red]metric errors:[/red] {escape(note)}")
     failures = gate_failures(evaluation, under, over)
@@ -508,6 +480,27 @@ def evaluate_command(
         raise typer.Exit(EXIT_GATE_FAILED)
 
 
+class _Skipped:
+    """Says each record the reader skipped (``errors`` grows as a stream is read), once."""
+
+    def __init__(self, errors: list[Any], err: Any) -> None:
+        self.errors = errors
+        self.err = err
+        self.said = 0
+
+    def say(self) -> None:
+        while self.said < len(self.errors):
+            self.err.print(f"[yellow]skipped:[/yellow] {escape(str(self.errors[self.said]))}")
+            self.said += 1
+
+    def saying(self, samples: Iterator[Any]) -> Iterator[Any]:
+        """The samples, saying the records skipped before each as it is read."""
+        for sample in samples:
+            if self.said < len(self.errors):
+                self.say()
+            yield sample
+
+
 def _executor(name: str, address: str | None, workers: int | None) -> Any:
     """The executor the options select (None: local), or why they are unusable."""
     if name == "local":
@@ -519,13 +512,6 @@ def _executor(name: str, address: str | None, workers: int | None) -> Any:
     from assay.evaluation.scale.ray_executor import RayExecutor
 
     return RayExecutor(address=address, workers=workers)
-
-
-def _reason(exc: BaseException) -> str:
-    """An OS error's reason without its errno ("No space left on device"), else the message."""
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc)
 
 
 def _check_out(out: Path, data: Path | None) -> str | None:

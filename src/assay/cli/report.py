@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from rich.table import Table
 from assay.cli import consoles
 from assay.core.jsonout import dumps
 from assay.evaluation.runner import Evaluation, MetricSummary
+from assay.evaluation.tally import ErrorCause
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -86,16 +86,14 @@ class ErrorTolerance:
         return f"{self.percent:g}%" if self.percent is not None else str(self.count or 0)
 
 
-def error_gate(
-    evaluation: Evaluation, tolerance: ErrorTolerance, indices: list[int] | None = None
-) -> list[str]:
+def error_gate(evaluation: Evaluation, tolerance: ErrorTolerance) -> list[str]:
     """One message naming every metric whose errored samples exceed ``tolerance``, with
     its count (their causes are `error_notes`). Empty when every metric is within it."""
-    rows = evaluation.results if indices is None else [evaluation.results[i] for i in indices]
-    allowed = tolerance.allowed(len(rows))
+    tally = evaluation.whole()
+    allowed = tolerance.allowed(tally.samples)
     over = {}
     for metric in evaluation.metrics:
-        errored = sum(1 for row in rows if metric.name in row and row[metric.name].error)
+        errored = tally.errored(metric.name)
         if errored > allowed:
             over[metric.name] = errored
     if not over:
@@ -103,7 +101,7 @@ def error_gate(
     counts = ", ".join(f"{name} {n}" for name, n in over.items())
     which = f"{len(over)} metrics" if len(over) > 1 else "1 metric"
     return [
-        f"{which} errored on more of the {len(rows)} samples than --max-errors "
+        f"{which} errored on more of the {tally.samples} samples than --max-errors "
         f"{tolerance.describe()} allows ({allowed}): {counts}"
     ]
 
@@ -181,27 +179,12 @@ def gate_failures(
 
 def _why_none(evaluation: Evaluation, name: str) -> str:
     """Why a metric has no value on any sample: the most common reason or error."""
-    results = [row[name] for row in evaluation.results if name in row]
-    if not results:
-        return f" ({name} did not run)"
-    reasons = Counter(r.error or r.reason or "no value" for r in results)
-    reason, count = reasons.most_common(1)[0]
-    return f" (N/A on all {len(results)} samples; {count} say: {reason})"
-
-
-@dataclass(frozen=True)
-class ErrorCause:
-    """One cause of metric errors in a run: its message (as the first sample gave it), the
-    samples it failed on, and each metric with the number of those samples it failed."""
-
-    message: str
-    samples: int
-    metrics: dict[str, int]
+    tally = evaluation.whole().metrics.get(name)
+    return tally.why_none() if tally is not None else f" ({name} did not run)"
 
 
 #: `error_notes` names this many causes; the rest are counted in one more line
 MAX_CAUSES = 5
-_NUMBER = re.compile(r"\d[\d,.]*")
 
 
 def error_causes(evaluation: Evaluation) -> list[ErrorCause]:
@@ -209,24 +192,13 @@ def error_causes(evaluation: Evaluation) -> list[ErrorCause]:
     cause when their messages differ only in numbers ("response has 150,000 characters"
     and "response has 1,200,000 characters"), so one over-long field that fails every
     metric of a sample, or of many samples, is one cause."""
-    grouped: dict[str, tuple[str, set[int], Counter[str]]] = {}
-    for index, row in enumerate(evaluation.results):
-        for metric in evaluation.metrics:
-            result = row.get(metric.name)
-            if result is None or not result.error:
-                continue
-            key = _NUMBER.sub("#", result.error)
-            _, samples, metrics = grouped.setdefault(key, (result.error, set(), Counter()))
-            samples.add(index)
-            metrics[metric.name] += 1
-    causes = [ErrorCause(m, len(s), dict(c)) for m, s, c in grouped.values()]
-    return sorted(causes, key=lambda c: -c.samples)
+    return evaluation.whole().error_causes()
 
 
 def error_notes(evaluation: Evaluation) -> list[str]:
     """One line per cause of metric errors (`error_causes`): the metrics it failed, on how
     many samples, and its message; past `MAX_CAUSES` causes, one line counts the rest."""
-    total = len(evaluation.results)
+    total = evaluation.n_samples
     causes = error_causes(evaluation)
     notes = []
     for cause in causes[:MAX_CAUSES]:
@@ -252,10 +224,11 @@ def print_report(
     stdout = consoles.results()
     keys = [k.strip() for k in group_by.split(",") if k.strip()] if group_by else []
     summaries = evaluation.summary()
+    seconds = evaluation.seconds_by_metric
     if output_format == "json":
         payload: dict[str, Any] = {
             "run_id": evaluation.run_id,
-            "samples": len(evaluation.samples),
+            "samples": evaluation.n_samples,
             "skipped_records": len(evaluation.input_errors),
             "wall_seconds": round(evaluation.wall_seconds, 3),
             "metrics": [s.to_dict() for s in summaries],
@@ -267,26 +240,26 @@ def print_report(
             payload["groups"] = [
                 {
                     "group": dict(zip(keys, g, strict=True)),
-                    "metrics": [s.to_dict() for s in evaluation.summary(ix)],
-                    "labels": evaluation.label_counts(ix),
+                    "metrics": [s.to_dict() for s in group.summaries(seconds)],
+                    "labels": group.label_counts(),
                 }
-                for g, ix in evaluation.groups(keys).items()
+                for g, group in evaluation.group_tallies(keys).items()
             ]
         typer.echo(dumps(payload, indent=2))
         return
     stdout.print(
         summary_table(
             summaries,
-            title=f"{len(evaluation.samples)} samples, {len(summaries)} metrics, "
+            title=f"{evaluation.n_samples} samples, {len(summaries)} metrics, "
             f"{evaluation.wall_seconds:.1f}s (run {evaluation.run_id})",
         )
     )
-    for group, indices in evaluation.groups(keys).items() if keys else []:
-        label = ", ".join(f"{k}={v}" for k, v in zip(keys, group, strict=True))
-        for name, counts in evaluation.label_counts(indices).items():
+    for values, group in evaluation.group_tallies(keys).items() if keys else []:
+        label = ", ".join(f"{k}={v}" for k, v in zip(keys, values, strict=True))
+        for name, counts in group.label_counts().items():
             label += f"; {name}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
         stdout.print(
-            summary_table(evaluation.summary(indices), title=f"{label} ({len(indices)} samples)")
+            summary_table(group.summaries(seconds), title=f"{label} ({group.samples} samples)")
         )
     for name, counts in evaluation.label_counts().items():
         stdout.print(f"{name} labels: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))

@@ -151,11 +151,11 @@ def refusal(run_id: str, stored: dict[str, Any] | None, current: dict[str, Any])
 @dataclass
 class OpenedRun:
     """A stored run ready to record: what to score now (indices into the dataset's
-    samples), the stored results of the samples that are done, and the stored samples
-    that errored (scored again)."""
+    samples; None for a new run: every sample, in order), the stored results of the
+    samples that are done, and the stored samples that errored (scored again)."""
 
     recorder: RunRecorder
-    todo: list[int]
+    todo: list[int] | None
     stored: dict[int, dict[str, MetricResult]]
     retried: set[int]
 
@@ -167,9 +167,10 @@ def open_run(
     data: str | Path,
     metrics: Sequence[Metric],
     config: AssayConfig,
-    n_samples: int,
+    n_samples: int | None,
 ) -> OpenedRun:
-    """Start a new stored run, or reopen run ``resume`` after checking its fingerprint.
+    """Start a new stored run, or reopen run ``resume`` (of ``n_samples`` samples in the
+    data; a new run need not know their number) after checking its fingerprint.
     Raises `StoreError` (store unusable, no such run) or `ResumeRefused`."""
     current = fingerprint(data, metrics, config)
     store = Store(db)
@@ -197,8 +198,10 @@ def open_run(
     except BaseException:
         store.close()
         raise
-    todo = [i for i in range(n_samples) if i not in stored]
-    recorder = RunRecorder(store, run_id, metrics, config, index_map=todo, replace=bool(resume))
+    if not resume:
+        return OpenedRun(RunRecorder(store, run_id, metrics, config), None, stored, retried)
+    todo = [i for i in range(n_samples or 0) if i not in stored]
+    recorder = RunRecorder(store, run_id, metrics, config, index_map=todo, replace=True)
     return OpenedRun(recorder, todo, stored, retried)
 
 
@@ -213,7 +216,7 @@ def whole_run(
     results = [stored.get(i, {}) for i in range(len(samples))]
     for position, index in enumerate(todo):
         results[index] = scored.results[position]
-    return replace(scored, samples=samples, results=results)
+    return replace(scored, samples=samples, results=results, tally=None)
 
 
 def resume_command(ctx: typer.Context, run_id: str) -> str:

@@ -15,9 +15,11 @@ import math
 import re
 from typing import Any
 
+import orjson
+
 from assay.core.json_documents import int_text, key_name, rebuild
 
-__all__ = ["dumps", "to_jsonable"]
+__all__ = ["dumps", "line_bytes", "to_jsonable"]
 
 _MAX_INT_BITS = 14_000  # json.dumps (via str) refuses ints over 4,300 decimal digits
 # a lone surrogate (what undecodable input bytes become under surrogateescape) cannot be
@@ -91,3 +93,29 @@ def dumps(
         ensure_ascii=ensure_ascii,
         allow_nan=False,
     )
+
+
+#: types orjson would write in a form of its own: left to `to_jsonable`, as `dumps` does
+_PASSTHROUGH = (
+    orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+
+
+def line_bytes(value: Any) -> bytes:
+    """Compact standard JSON of ``value`` as UTF-8, for one line of a JSONL output: the
+    values of `dumps` (non-finite floats as ``null``, `to_jsonable` for what JSON cannot
+    hold), written by orjson about ten times faster, without spaces after ``,`` and
+    ``:``, and with exponents as orjson writes them (``1e16``, ``2.5e-7``: the same
+    floats)."""
+    try:
+        return orjson.dumps(value, option=_PASSTHROUGH)
+    except TypeError:  # orjson.JSONEncodeError is one: a type or text orjson refuses
+        pass
+    plain = to_jsonable(value)
+    try:
+        return orjson.dumps(plain)
+    except TypeError:  # nested deeper than orjson's 255 levels
+        text = json.dumps(plain, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return text.encode("utf-8")

@@ -49,8 +49,10 @@ def clean(values: Iterable[float | int | None]) -> np.ndarray:
     Raises ValueError on an infinite value: a metric never produces one, so it is a bug
     upstream, not something to average.
     """
-    kept = [float(v) for v in values if v is not None]
-    array = np.asarray(kept, dtype=np.float64)
+    if isinstance(values, np.ndarray) and values.dtype == np.float64 and values.ndim == 1:
+        array = values  # a run's tally of values: no None to skip
+    else:
+        array = np.asarray([float(v) for v in values if v is not None], dtype=np.float64)
     array = array[~np.isnan(array)]
     if array.size and not np.all(np.isfinite(array)):
         raise ValueError("cannot summarise infinite values")

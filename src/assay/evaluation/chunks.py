@@ -118,8 +118,9 @@ def score_chunks(
     seconds: dict[str, float],
     *,
     ahead: bool = False,
-) -> Iterator[list[dict[str, MetricResult]]]:
-    """`score_chunk` over each chunk in turn, each chunk's rows yielded when done.
+) -> Iterator[tuple[Sequence[Sample], list[dict[str, MetricResult]]]]:
+    """`score_chunk` over each chunk in turn, each chunk yielded with its rows when done
+    (the chunks may come from a reader that reads them as they are asked for).
 
     ``ahead``: the asks of the next chunk are answered in a second thread while this one
     reduces the current chunk and its consumer writes it. On a GPU the models' work then
@@ -129,7 +130,7 @@ def score_chunks(
     """
     if not ahead:
         for chunk in chunks:
-            yield score_chunk(metrics, chunk, res, seconds)
+            yield chunk, score_chunk(metrics, chunk, res, seconds)
         return
     planners = _planners(metrics)
     pending = iter(chunks)
@@ -143,5 +144,5 @@ def score_chunks(
             asked = asking.result()
             if following is not None:
                 asking = pool.submit(_ask, planners, following, res, seconds)
-            yield _reduce(metrics, current, asked, res, seconds)
+            yield current, _reduce(metrics, current, asked, res, seconds)
             current = following

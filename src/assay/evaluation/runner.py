@@ -13,27 +13,28 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from assay.core.config import AssayConfig
 from assay.core.extras import ModelUnavailable
 from assay.core.result import MetricResult
 from assay.core.sample import Sample
-from assay.core.stats import bootstrap_ci, mean, percentile
 from assay.engine.resources import Resources
 from assay.evaluation.chunks import Executor, score_chunks
 from assay.evaluation.scale import resolve_executor
+from assay.evaluation.tally import MetricSummary, RunTally, applied_threshold, passes
 from assay.inputs.records import (
     InputError,
     InputErrors,
     samples_from_dataframe,
     samples_from_records,
 )
-from assay.metrics.base import PASS_THRESHOLD, Metric
+from assay.metrics.base import Metric
 from assay.metrics.registry import resolve_metrics
 from assay.models.embedders import runs_on_torch
 
@@ -52,57 +53,13 @@ __all__ = [
 SampleCallback = Callable[[int, Sample, dict[str, MetricResult]], None]
 
 
-def passes(metric: Metric | type[Metric], value: float, threshold: float) -> bool:
-    """Pass rule: at or above the threshold for higher-better metrics, at or below otherwise."""
-    return value >= threshold if metric.higher_is_better else value <= threshold
-
-
-def applied_threshold(
-    metric: Metric | type[Metric], result: MetricResult, config: AssayConfig
-) -> float | None:
-    """The pass threshold that judges one result, in this order: a threshold the user set
-    for this metric (``thresholds`` in config or ``--threshold``), then the metric's
-    per-sample threshold (``details["pass_threshold"]``, e.g. the Arabic similarity
-    threshold), then the configured or default threshold; None when the metric has none."""
-    if metric.name in config.thresholds:
-        return config.thresholds[metric.name]
-    per_sample = result.details.get(PASS_THRESHOLD)
-    if per_sample is not None:
-        return float(per_sample)
-    return config.threshold_for(metric)
-
-
-@dataclass(frozen=True)
-class MetricSummary:
-    """Aggregate of one metric over a set of samples (None values skipped)."""
-
-    name: str
-    n: int
-    n_na: int
-    n_error: int
-    #: values whose estimator read input unlike its training (``details["in_domain"]``
-    #: false: a language or length the model was not trained on); worth a judge
-    n_out_of_domain: int
-    mean: float | None
-    median: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p90: float | None
-    p99: float | None
-    threshold: float | None
-    pass_rate: float | None
-    seconds: float
-    methods: dict[str, int]
-    higher_is_better: bool
-    unit: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
 @dataclass
 class Evaluation:
-    """Everything one run produced: per-sample results, timings, input problems."""
+    """Everything one run produced: per-sample results, timings, input problems.
+
+    A streamed run (``evaluate(..., keep=False)``) keeps no samples or results: its
+    ``tally`` holds what the summary, the labels, the error causes and the groups it was
+    asked for need (`assay.evaluation.tally`)."""
 
     samples: list[Sample]
     metrics: list[Metric]
@@ -114,59 +71,40 @@ class Evaluation:
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     wall_seconds: float = 0.0
     judge_usage: dict[str, Any] | None = None
+    #: the counts over every sample; for kept results, made from them when first asked
+    tally: RunTally | None = None
+    #: whether ``samples`` and ``results`` hold every sample (False for a streamed run)
+    kept: bool = True
+
+    @property
+    def n_samples(self) -> int:
+        return len(self.results) if self.kept else self.whole().samples
+
+    def whole(self) -> RunTally:
+        """The tally over every sample (made again when results were added since)."""
+        tally = self.tally
+        if self.kept and (tally is None or tally.samples != len(self.results)):
+            tally = self.tally = self._tally_of(range(len(self.results)))
+        if tally is None:
+            raise ValueError("this run kept no results and has no tally")
+        return tally
+
+    def _tally_of(self, indices: Iterable[int], keys: Sequence[str] = ()) -> RunTally:
+        if not self.kept:
+            raise ValueError(
+                "a streamed run keeps no samples: group it by giving group_by to evaluate"
+            )
+        tally = RunTally(self.metrics, self.config, keys)
+        return tally.add_all((self.samples[i], self.results[i]) for i in indices)
 
     def values(self, name: str, indices: Iterable[int] | None = None) -> list[float | None]:
         rows = self.results if indices is None else [self.results[i] for i in indices]
         return [row[name].value if name in row else None for row in rows]
 
     def summary(self, indices: Sequence[int] | None = None) -> list[MetricSummary]:
-        """One `MetricSummary` per metric, over all samples or the given ones (the one over
-        all samples is kept while no result is added: the report and the gates share it)."""
-        if indices is None:
-            kept = self.__dict__.get("_summary")
-            if kept is not None and kept[0] is self.results and kept[1] == len(self.results):
-                return list(kept[2])
-            summaries = self._summarise(self.results)
-            self.__dict__["_summary"] = (self.results, len(self.results), summaries)
-            return list(summaries)
-        return self._summarise([self.results[i] for i in indices])
-
-    def _summarise(self, rows: list[dict[str, MetricResult]]) -> list[MetricSummary]:
-        out = []
-        for metric in self.metrics:
-            results = [row[metric.name] for row in rows if metric.name in row]
-            values = [r.value for r in results if r.value is not None]
-            threshold = self.config.threshold_for(metric)
-            passed = []
-            for r in results:
-                t = applied_threshold(metric, r, self.config)
-                if r.value is not None and t is not None:
-                    passed.append(passes(metric, r.value, t))
-            low, high = (
-                bootstrap_ci(values, seed=self.config.seed) if len(values) >= 2 else (None, None)
-            )
-            out.append(
-                MetricSummary(
-                    name=metric.name,
-                    n=len(values),
-                    n_na=sum(1 for r in results if r.value is None and r.error is None),
-                    n_error=sum(1 for r in results if r.error is not None),
-                    n_out_of_domain=sum(1 for r in results if _out_of_domain(r)),
-                    mean=mean(values),
-                    median=percentile(values, 50) if values else None,
-                    ci_low=low,
-                    ci_high=high,
-                    p90=percentile(values, 90) if values else None,
-                    p99=percentile(values, 99) if values else None,
-                    threshold=threshold,
-                    pass_rate=(sum(passed) / len(passed)) if passed else None,
-                    seconds=self.seconds_by_metric.get(metric.name, 0.0),
-                    methods=dict(Counter(r.method for r in results)),
-                    higher_is_better=metric.higher_is_better,
-                    unit=metric.unit,
-                )
-            )
-        return out
+        """One `MetricSummary` per metric, over all samples or the given ones."""
+        tally = self.whole() if indices is None else self._tally_of(indices)
+        return tally.summaries(self.seconds_by_metric)
 
     def groups(self, keys: Sequence[str]) -> dict[tuple[str, ...], list[int]]:
         """Sample indices grouped by the values of tag keys (missing tags group as '-')."""
@@ -175,28 +113,23 @@ class Evaluation:
             grouped[tuple(sample.tags.get(k, "-") for k in keys)].append(i)
         return dict(sorted(grouped.items()))
 
+    def group_tallies(self, keys: Sequence[str]) -> dict[tuple[str, ...], RunTally]:
+        """The tally of each group of samples sharing the values of tag keys (missing
+        tags group as '-'), sorted by those values."""
+        tally = self.whole()
+        if tuple(keys) == tally.group_keys:
+            return tally.groups()
+        return self._tally_of(range(len(self.results)), keys).groups()
+
     def label_counts(self, indices: Sequence[int] | None = None) -> dict[str, dict[str, int]]:
         """Counts of categorical labels (``details['label']``) per metric, e.g. CORRECT/WRONG,
         over all samples or the given ones."""
-        counts: dict[str, Counter[str]] = defaultdict(Counter)
-        for row in self.results if indices is None else [self.results[i] for i in indices]:
-            for name, result in row.items():
-                label = result.details.get("label") if isinstance(result.details, dict) else None
-                if isinstance(label, str):
-                    counts[name][label] += 1
-        return {name: dict(c) for name, c in counts.items()}
+        tally = self.whole() if indices is None else self._tally_of(indices)
+        return tally.label_counts()
 
     def row(self, index: int) -> dict[str, Any]:
         """Flat output row: id, tags, every metric's value and components by name."""
         return flat_row(self.samples[index], self.results[index])
-
-
-def _out_of_domain(result: MetricResult) -> bool:
-    """Whether a value came from an estimator outside its training domain."""
-    details = result.details
-    return (
-        result.value is not None and isinstance(details, dict) and details.get("in_domain") is False
-    )
 
 
 def flat_row(sample: Sample, results: dict[str, MetricResult]) -> dict[str, Any]:
@@ -217,18 +150,17 @@ def flat_row(sample: Sample, results: dict[str, MetricResult]) -> dict[str, Any]
     return row
 
 
-def _as_samples(data: Iterable[Any], max_json_depth: int) -> list[Sample]:
-    """Samples as given; dicts validated, an invalid one (or one nesting deeper than
-    ``max_json_depth``) raising `InputErrors` that names its position (item N, 1-based)
-    and field."""
+def _sample_stream(data: Iterable[Any], max_json_depth: int) -> Iterator[Sample]:
+    """Samples as given, one at a time; dicts validated, an invalid one (or one nesting
+    deeper than ``max_json_depth``) raising `InputErrors` that names its position (item N,
+    1-based) and field."""
     if isinstance(data, Sample | dict | str | bytes):
         raise InputErrors(
             [InputError("<data>", None, None, "expected a list of samples or dicts, not one")]
         )
-    samples: list[Sample] = []
     for position, item in enumerate(data, start=1):
         if isinstance(item, Sample):
-            samples.append(item)
+            yield item
             continue
         if not isinstance(item, dict):
             kind = "null" if item is None else type(item).__name__
@@ -242,8 +174,19 @@ def _as_samples(data: Iterable[Any], max_json_depth: int) -> list[Sample]:
         found, _ = samples_from_records(
             [(position, item)], "<data>", strict=True, unit="item", max_json_depth=max_json_depth
         )
-        samples.extend(found)
-    return samples
+        yield from found
+
+
+def _as_samples(data: Iterable[Any], max_json_depth: int) -> list[Sample]:
+    """`_sample_stream` as a list."""
+    return list(_sample_stream(data, max_json_depth))
+
+
+def _chunked(samples: Iterable[Sample], size: int) -> Iterator[list[Sample]]:
+    """Lists of ``size`` samples (the last one shorter), read as they are asked for."""
+    stream = iter(samples)
+    while chunk := list(islice(stream, size)):
+        yield chunk
 
 
 def evaluate(
@@ -255,12 +198,16 @@ def evaluate(
     on_sample: SampleCallback | None = None,
     progress: Callable[[int], None] | None = None,
     executor: str | Executor | None = None,
+    *,
+    keep: bool = True,
+    group_by: Sequence[str] = (),
 ) -> Evaluation:
     """Score every sample with every selected metric.
 
     Args:
         data: samples, dicts with Sample fields (the specifications' names accepted), or a pandas
-            DataFrame with one sample per row (an invalid row raises `InputErrors`).
+            DataFrame with one sample per row (an invalid row raises `InputErrors`). Any
+            iterable: with ``keep=False`` it is read chunk by chunk as the run goes.
         metrics: metric names or instances; with ``suites``, their union. Default: the
             ``base`` suite.
         suites: suite names (see ``assay metrics --suites``).
@@ -275,12 +222,18 @@ def evaluate(
             summary are in sample order;
             each worker builds its own models from ``config`` (``resources`` then only
             supplies the configuration).
+        keep: keep every sample and result in the `Evaluation` (default). ``False``
+            streams the run: each chunk is read, scored, handed to ``on_sample`` and
+            forgotten, and the evaluation keeps only its `RunTally` (the summary, labels,
+            error causes and the groups of ``group_by``), so memory does not grow with
+            the data. Local executor only.
+        group_by: tag keys whose groups the tally counts as it goes (a streamed run can
+            only be grouped by these).
     """
     res = resources or Resources(config)
     cfg = res.config
     if hasattr(data, "columns") and hasattr(data, "to_dict"):  # a pandas DataFrame
         data, _ = samples_from_dataframe(data, strict=True, max_json_depth=cfg.max_json_depth)
-    samples = _as_samples(data, cfg.max_json_depth)
     names = [m for m in metrics or [] if isinstance(m, str)]
     chosen = resolve_metrics(names, list(suites) if suites else None) if (names or suites) else []
     chosen.extend(m for m in metrics or [] if isinstance(m, Metric))
@@ -288,12 +241,18 @@ def evaluate(
         chosen = resolve_metrics(None, ["base"])
     seen: set[str] = set()
     unique = [m for m in chosen if not (m.name in seen or seen.add(m.name))]
-
-    evaluation = Evaluation(samples=samples, metrics=unique, results=[], config=cfg)
+    scaled = _scaled(executor)
+    if not keep and scaled is not None:
+        raise ValueError("a streamed run (keep=False) is scored by the local executor only")
+    stream = _sample_stream(data, cfg.max_json_depth)
+    samples = list(stream) if keep else []
+    tally = RunTally(unique, cfg, group_by)
+    evaluation = Evaluation(
+        samples=samples, metrics=unique, results=[], config=cfg, tally=tally, kept=keep
+    )
     seconds: dict[str, float] = defaultdict(float)
     started = time.perf_counter()
     chunk_size = cfg.chunk_size
-    scaled = _scaled(executor)
     if scaled is not None:
         # chunks come back as they finish, in any order: each is handed on at once
         slots: list[dict[str, MetricResult] | None] = [None] * len(samples)
@@ -307,18 +266,20 @@ def evaluate(
             if progress is not None:
                 progress(len(rows))
         evaluation.results = [row if row is not None else {} for row in slots]
+        tally.add_all(zip(samples, evaluation.results, strict=True))  # in sample order
         evaluation.judge_usage = scaled.judge_usage()
     else:
-        starts = range(0, len(samples), chunk_size)
-        chunks = (samples[start : start + chunk_size] for start in starts)
+        chunks = _chunked(samples if keep else stream, chunk_size)
         ahead = _asks_ahead(unique, cfg)
-        scored = score_chunks(unique, chunks, res, seconds, ahead=ahead)
-        for start, rows in zip(starts, scored, strict=True):
-            chunk = samples[start : start + chunk_size]
-            for offset, row in enumerate(rows):
-                evaluation.results.append(row)
+        index = 0
+        for chunk, rows in score_chunks(unique, chunks, res, seconds, ahead=ahead):
+            for sample, row in zip(chunk, rows, strict=True):
+                if keep:
+                    evaluation.results.append(row)
+                tally.add(sample, row)
                 if on_sample is not None:
-                    on_sample(start + offset, chunk[offset], row)
+                    on_sample(index, sample, row)
+                index += 1
             if progress is not None:
                 progress(len(chunk))
         judge = getattr(res, "judge_usage", None)

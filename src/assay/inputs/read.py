@@ -3,6 +3,8 @@ problems of its malformed records."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from assay.core.sample import Sample
@@ -15,10 +17,21 @@ from assay.inputs.records import (
     InputErrors,
     depth_setting,
     in_file_order,
-    samples_from_records,
+    iter_samples,
 )
 
-__all__ = ["read_samples"]
+__all__ = ["SampleStream", "read_samples", "stream_samples"]
+
+
+@dataclass
+class SampleStream:
+    """The samples of a dataset, read as they are asked for, and the errors of the invalid
+    records met so far (in file order). ``lines``: the lines of a local JSONL file (an
+    upper bound of its samples, for a progress bar), else None."""
+
+    samples: Iterator[Sample]
+    errors: list[InputError]
+    lines: int | None = None
 
 
 def read_samples(
@@ -43,10 +56,31 @@ def read_samples(
     at all (a directory, no permission, not a known format), and `MissingExtra` (naming
     the pip command) for a .parquet file without pyarrow installed.
     """
+    stream = stream_samples(path, strict, max_json_depth=max_json_depth, input_format=input_format)
+    samples = list(stream.samples)
+    return samples, in_file_order(stream.errors)
+
+
+def stream_samples(
+    path: str | Path,
+    strict: bool = False,
+    *,
+    max_json_depth: int | None = None,
+    input_format: str | None = None,
+    count_lines: bool = False,
+) -> SampleStream:
+    """`read_samples` as a stream: a local .jsonl, .csv, .json or .parquet file is read
+    record by record as the samples are asked for (an OTLP export, whose traces are
+    assembled from the whole file, and a URL are read first). The same samples and
+    errors; a missing file or directory raises at once, a record that fails ``strict``
+    or a file that cannot be read raises `InputErrors` when it is reached.
+    ``count_lines``: count a JSONL file's lines first (``SampleStream.lines``).
+    """
     if is_url(path):
-        return read_location(
+        samples, errors = read_location(
             path, strict, max_json_depth=depth_setting(max_json_depth), input_format=input_format
         )
+        return SampleStream(iter(samples), errors)
     path = Path(path)
     source = str(path)
     if path.is_dir():
@@ -63,31 +97,57 @@ def read_samples(
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
     suffix = path.suffix.lower()
-    errors: list[InputError] = []
     reader = reader_suffix(source, suffix, input_format)
     if reader == ".otlp" or (input_format is None and suffix in {".json", ".jsonl"}):
         try:
             if reader == ".otlp" or is_otlp(path):
-                return read_otlp(path, strict=strict)
+                samples, errors = read_otlp(path, strict=strict)
+                return SampleStream(iter(samples), in_file_order(errors))
         except OSError as exc:
-            reason = exc.strerror or str(exc)
-            raise InputErrors([InputError(source, None, None, f"cannot read: {reason}")]) from None
-    suffix = reader
-    try:
-        if suffix == ".json":
+            raise _unreadable(source, exc) from None
+    errors: list[InputError] = []
+    if reader == ".json":
+        try:
             records, unit = json_records(path, errors, strict)
-        elif suffix in {".csv", ".tsv"}:
-            records, unit = csv_records(path, errors, strict), "line"
-        elif suffix == ".parquet":
-            records, unit = parquet_records(path), "row"
-        else:
-            records, unit = jsonl_records(path, errors, strict), "line"
-        samples, more = samples_from_records(
-            records, source, strict, unit, max_json_depth=depth_setting(max_json_depth)
-        )
+        except OSError as exc:
+            raise _unreadable(source, exc) from None
+    elif reader in {".csv", ".tsv"}:
+        records, unit = csv_records(path, errors, strict), "line"
+    elif reader == ".parquet":
+        records, unit = parquet_records(path), "row"
+    else:
+        records, unit = jsonl_records(path, errors, strict), "line"
+    samples = iter_samples(
+        records, source, strict, unit, errors=errors, max_json_depth=depth_setting(max_json_depth)
+    )
+    lines = _count_lines(path) if count_lines and reader == ".jsonl" else None
+    return SampleStream(_read_or_say(samples, source), errors, lines)
+
+
+def _unreadable(source: str, exc: OSError) -> InputErrors:
+    reason = exc.strerror or str(exc)
+    return InputErrors([InputError(source, None, None, f"cannot read: {reason}")])
+
+
+def _read_or_say(samples: Iterator[Sample], source: str) -> Iterator[Sample]:
+    """The samples; a file that cannot be read raises `InputErrors` saying why."""
+    try:
+        yield from samples
     except FileNotFoundError:
         raise
     except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise InputErrors([InputError(source, None, None, f"cannot read: {reason}")]) from None
-    return samples, in_file_order(errors + more)
+        raise _unreadable(source, exc) from None
+
+
+def _count_lines(path: Path) -> int | None:
+    """The number of lines of a file (read in 1 MiB blocks), None when it cannot be read."""
+    lines = 0
+    last = b"\n"
+    try:
+        with path.open("rb") as handle:
+            while block := handle.read(1 << 20):
+                lines += block.count(b"\n")
+                last = block[-1:]
+    except OSError:
+        return None
+    return lines + (last != b"\n")

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,7 @@ __all__ = [
     "InputErrors",
     "depth_setting",
     "in_file_order",
+    "iter_samples",
     "json_object",
     "loads_json",
     "samples_from_dataframe",
@@ -267,9 +268,25 @@ def samples_from_records(
     than ``max_json_depth`` levels (default: the configured ``max_json_depth``) makes its
     record an error.
     """
-    depth = depth_setting(max_json_depth)
-    samples: list[Sample] = []
     errors: list[InputError] = []
+    samples = list(
+        iter_samples(records, source, strict, unit, errors=errors, max_json_depth=max_json_depth)
+    )
+    return samples, errors
+
+
+def iter_samples(
+    records: Iterable[tuple[int | None, Any]],
+    source: str,
+    strict: bool,
+    unit: str,
+    *,
+    errors: list[InputError],
+    max_json_depth: int | None = None,
+) -> Iterator[Sample]:
+    """`samples_from_records` one sample at a time, as the records are read: the errors
+    of the invalid records are appended to ``errors`` as they are met."""
+    depth = depth_setting(max_json_depth)
     for line, record in records:
         sample, problems = _to_sample(record, source, line, unit, depth)
         if problems:
@@ -277,8 +294,7 @@ def samples_from_records(
                 raise InputErrors(problems)
             errors.extend(problems)
         elif sample is not None:
-            samples.append(sample)
-    return samples, errors
+            yield sample
 
 
 def depth_setting(max_json_depth: int | None) -> int:

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from assay.core.jsonout import dumps, to_jsonable
+from assay.core.jsonout import line_bytes, to_jsonable
 from assay.core.redaction import known_secrets, redact
 from assay.core.result import MetricResult
 from assay.core.sample import Sample
@@ -43,34 +43,58 @@ def evidence_of(
 #: password), a query parameter (a credential-named one); the JSON text of a line is
 #: searched, and a line without any is written without walking its evidence
 _MAYBE_CREDENTIAL = re.compile(r"bearer|basic|://|[?&][A-Za-z0-9_.\-]{1,60}=", re.I)
+_QUERY_PARAMETER = re.compile(rb"[?&][A-Za-z0-9_.\-]{1,60}=")
 #: characters JSON escapes: a secret holding one is not found verbatim in JSON text
 _ESCAPED = re.compile(r'["\\\x00-\x1f]')
 
 
 @functools.lru_cache(maxsize=8)
-def _verbatim_in_json(secrets: tuple[str, ...]) -> bool:
-    """Whether every secret appears in JSON text as it is (holds nothing JSON escapes)."""
-    return not any(_ESCAPED.search(secret) for secret in secrets)
+def _verbatim_in_json(secrets: tuple[str, ...]) -> tuple[bytes, ...] | None:
+    """The secrets as UTF-8, when every one appears in JSON text as it is (holds nothing
+    JSON escapes); else None."""
+    if any(_ESCAPED.search(secret) for secret in secrets):
+        return None
+    return tuple(secret.encode("utf-8", "surrogatepass") for secret in secrets)
 
 
-def _line(row: dict[str, Any], results: dict[str, MetricResult]) -> str:
-    """One output line: the row and each metric's evidence, redacted (`evidence_of`).
+def _maybe_credential(line: bytes) -> bool:
+    """`_MAYBE_CREDENTIAL` searched in a line's JSON text: by plain substring tests
+    where the text is ASCII (the pattern's case folding then is ASCII's), by the
+    pattern itself otherwise."""
+    if not line.isascii():
+        return _MAYBE_CREDENTIAL.search(line.decode("utf-8")) is not None
+    if b"://" in line:
+        return True
+    lowered = line.lower()
+    if b"bearer" in lowered or b"basic" in lowered:
+        return True
+    return (b"?" in line or b"&" in line) and _QUERY_PARAMETER.search(line) is not None
+
+
+def _line(
+    row: dict[str, Any], results: dict[str, MetricResult], secrets: list[str] | None = None
+) -> bytes:
+    """One output line (UTF-8 JSON, `line_bytes`): the row and each metric's evidence,
+    redacted of ``secrets`` (default `known_secrets()`; `evidence_of`).
 
     A line in whose JSON text no known secret and nothing a redaction rule acts on
     occurs is the same redacted or not, so it is written from the results as they are;
     any other line is built by `evidence_of`."""
-    secrets = known_secrets()
-    if _verbatim_in_json(tuple(secrets)):
-        text = dumps({**row, "evidence": {name: _evidence(r) for name, r in results.items()}})
-        if not _MAYBE_CREDENTIAL.search(text) and not any(s in text for s in secrets):
-            return text
-    return dumps({**row, "evidence": evidence_of(results, secrets)})
+    secrets = known_secrets() if secrets is None else secrets
+    verbatim = _verbatim_in_json(tuple(secrets))
+    if verbatim is not None:
+        line = line_bytes({**row, "evidence": {name: _evidence(r) for name, r in results.items()}})
+        if not _maybe_credential(line) and not any(s in line for s in verbatim):
+            return line
+    return line_bytes({**row, "evidence": evidence_of(results, secrets)})
 
 
 class JsonlSink:
-    """Appends one JSON line per finished sample and flushes, so an interrupt loses nothing.
+    """Appends one JSON line per finished sample; `flush` (after each chunk) and `close`
+    write them out, so an interrupt loses nothing that was scored.
 
     ``append=True`` keeps the lines already in the file (a resumed run adds its samples).
+    The secrets redacted are read again at each flush.
     """
 
     def __init__(self, path: str | Path, append: bool = False) -> None:
@@ -81,19 +105,29 @@ class JsonlSink:
                 handle.seek(-1, 2)
                 if handle.read(1) != b"\n":
                     handle.write(b"\n")
-        self._handle = self.path.open(
-            "a" if append else "w", encoding="utf-8", errors="backslashreplace"
-        )
+        self._handle = self.path.open("ab" if append else "wb")
+        self._secrets: list[str] | None = None
 
     def write(self, row: dict[str, Any], sample: Sample, results: dict[str, MetricResult]) -> None:
-        self._handle.write(_line(row, results) + "\n")
+        if self._secrets is None:
+            self._secrets = known_secrets()
+        self._handle.write(_line(row, results, self._secrets) + b"\n")
+
+    def flush(self) -> None:
+        """Write out the lines so far (raises OSError when the disk refuses them)."""
+        self._secrets = None
         self._handle.flush()
 
     def close(self) -> None:
-        """Close the file. Every line was flushed when written, so only a line whose write
-        already failed (and was reported) can be pending: it is not reported again."""
-        with contextlib.suppress(OSError):
+        """Write out what is pending and close the file. A write that fails here (a
+        disk that filled since the last flush) raises OSError once; the file is closed
+        either way."""
+        try:
             self._handle.close()
+        except OSError:
+            with contextlib.suppress(OSError):
+                self._handle.close()
+            raise
 
 
 def write_table(rows: list[dict[str, Any]], path: str | Path) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from assay.core.config import AssayConfig
 from assay.core.result import MetricResult
 from assay.core.sample import Sample
-from assay.evaluation.runner import applied_threshold, passes
+from assay.evaluation.tally import applied_threshold, passes
 from assay.metrics.base import Metric
 from assay.metrics.registry import metric_class
 from assay.store.db import Store

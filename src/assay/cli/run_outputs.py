@@ -1,0 +1,150 @@
+"""Where ``assay evaluate`` puts each scored sample: ``--out`` and the results store.
+
+`RunOutputs` writes each sample as it is scored (a JSONL line, a stored row), keeps the
+flat rows only for a .csv or .parquet ``--out`` (written at the end, in sample order),
+goes on scoring when one output fails (saying which outputs still get every sample),
+and closes them all at the end or on an interrupt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
+from assay.evaluation.runner import Evaluation, flat_row
+from assay.outputs.sinks import JsonlSink, write_table
+
+if TYPE_CHECKING:
+    from assay.store.recorder import RunRecorder
+
+__all__ = ["TABLE_SUFFIXES", "RunOutputs", "reason"]
+
+#: ``--out`` suffixes written as one table at the end of the run
+TABLE_SUFFIXES = frozenset({".csv", ".parquet"})
+
+
+def reason(exc: BaseException) -> str:
+    """An OS error's reason without its errno ("No space left on device"), else the message."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc)
+
+
+class RunOutputs:
+    """The outputs of one run: ``out`` (a .jsonl sink written sample by sample, or a
+    table), the store's ``recorder``, and which of them failed (``failed``: "out",
+    "store", "stdout"). ``store_errors``: what a failing store raises."""
+
+    def __init__(
+        self,
+        out: Path | None,
+        sink: JsonlSink | None,
+        recorder: RunRecorder | None,
+        store_errors: tuple[type[BaseException], ...],
+        err: Console,
+    ) -> None:
+        self.out = out
+        self.sink = sink
+        self.recorder = recorder
+        self.store_errors = store_errors
+        self.err = err
+        self.failed: list[str] = []
+        self.finished = 0  # samples handed over
+        self.table = out is not None and out.suffix.lower() in TABLE_SUFFIXES
+        # (sample index, flat row) for a table --out (a Ray run finishes chunks in any order)
+        self.rows: list[tuple[int, dict[str, Any]]] = []
+
+    def output_failed(self, output: str, what: str, exc: BaseException, going_on: bool) -> None:
+        """Say that ``output`` failed (and, ``going_on``, where every sample still goes)."""
+        self.failed.append(output)
+        message = f"{what} failed: {reason(exc)}"
+        if going_on:
+            kept = [str(self.out)] if self.out is not None and "out" not in self.failed else []
+            if self.recorder is not None and "store" not in self.failed:
+                kept.append("the results store")
+            if kept:
+                message += f"; scoring goes on, every sample still goes to {' and '.join(kept)}"
+            else:
+                message += "; scoring goes on for the summary"
+        self.err.print(f"[red]error:[/red] {escape(message)}")
+
+    def __call__(self, index: int, sample: Sample, results: dict[str, MetricResult]) -> None:
+        """Write one scored sample to every output that has not failed."""
+        self.finished += 1
+        if self.sink is not None:
+            try:
+                self.sink.write(flat_row(sample, results), sample, results)
+            except OSError as exc:
+                self._drop_sink(exc, going_on=True)
+        elif self.table:
+            self.rows.append((index, flat_row(sample, results)))
+        if self.recorder is not None and "store" not in self.failed:
+            try:
+                self.recorder(index, sample, results)
+            except self.store_errors as exc:
+                self.output_failed("store", "writing to the results store", exc, going_on=True)
+
+    def flush(self) -> None:
+        """Write out the JSONL lines of the samples so far (after each chunk)."""
+        if self.sink is not None:
+            try:
+                self.sink.flush()
+            except OSError as exc:
+                self._drop_sink(exc, going_on=True)
+
+    def _drop_sink(self, exc: OSError, going_on: bool) -> None:
+        sink, self.sink = self.sink, None
+        if sink is not None:
+            with contextlib.suppress(OSError):
+                sink.close()
+        self.output_failed("out", f"writing {self.out}", exc, going_on=going_on)
+
+    def close(self, evaluation: Evaluation | None) -> None:
+        """Close the sink, finish the stored run (interrupted when ``evaluation`` is None)
+        and write a table ``--out``."""
+        if self.sink is not None:
+            try:
+                self.sink.close()
+            except OSError as exc:
+                self.sink = None
+                self.output_failed("out", f"writing {self.out}", exc, going_on=False)
+        recorder = self.recorder
+        if recorder is not None:
+            status = "finished" if evaluation is not None else "interrupted"
+            usage = evaluation.judge_usage if evaluation is not None else None
+            try:
+                recorder.store.finish_run(recorder.run_id, status=status, judge_usage=usage)
+            except self.store_errors as exc:
+                self.output_failed("store", "closing the stored run", exc, going_on=False)
+            recorder.store.close()
+        if self.out is not None and self.table and self.rows:
+            try:
+                self.rows.sort(key=lambda pair: pair[0])
+                write_table([row for _, row in self.rows], self.out)
+            except (OSError, ValueError, ImportError) as exc:
+                self.output_failed("out", f"writing {self.out}", exc, going_on=False)
+
+    def where(self) -> str:
+        """Where the samples finished before an interrupt are (or why they are nowhere)."""
+        n = self.finished
+        if not n:
+            where = "; no sample had finished"
+        elif self.out is not None and "out" not in self.failed:
+            where = f"; {n} finished samples are in {self.out}"
+        elif self.recorder is not None and "store" not in self.failed:
+            where = f"; {n} finished samples are stored"
+        elif self.out is not None or self.recorder is not None:
+            where = f"; {n} samples had finished, but writing them failed"
+        else:
+            where = (
+                f"; {n} samples had finished (add --out FILE or --store to keep partial results)"
+            )
+        if self.recorder is not None:
+            where += f"; resume with --resume {self.recorder.run_id}"
+        return where
