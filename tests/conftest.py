@@ -50,6 +50,21 @@ socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
 socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the million-sample run in the background when its test is collected (it
+    runs on the core the suite leaves idle; `large_runs`)."""
+    from large_runs import LARGE_RUN_TEST, start_large_run
+
+    if any(item.name == LARGE_RUN_TEST for item in session.items):
+        start_large_run(1_000_000)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    from large_runs import stop_large_run
+
+    stop_large_run()
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(tmp_path_factory.mktemp("assay-cache"))
