@@ -11,10 +11,11 @@ same bits). It was written on the commit named in it.
 
 ``tests/test_example_values.py`` compares with it: a key whose digest is the same passes;
 one whose digest moved passes only if its rows have the same structure, the same strings,
-ints, bools and Nones, and floats within a small tolerance. Values from neural models
-(embeddings, BERTScore, cross-encoders: float32 kernels of torch and ONNX) differ in their
-last bits between CPU types, and CI runs on whatever machine it gets; a real change moves
-a value further than that. After a change meant to move values, write the snapshot again
+ints, bools and Nones, and floats within a small tolerance (a score the code rounded to
+four decimals: one unit of the fourth). Values from neural models (embeddings, BERTScore,
+cross-encoders: float32 kernels of OpenBLAS, MKL and oneDNN, chosen by the CPU) differ in
+their last bits between CPU types, and CI runs on whatever machine it gets; a real change
+moves a value further than that. After a change meant to move values, write the snapshot again
 and read its diff (which files and metrics moved) in review:
 
     python tests/example_values.py --write
