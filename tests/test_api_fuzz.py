@@ -221,12 +221,46 @@ json_eval_bodies = st.fixed_dictionaries(
         "flatten": json_values,
     },
 ).map(lambda body: {**body, "strategies": body.get("strategies", {"*": "EXACT"})})
+#: OTLP JSON exports: ids and times valid, absent, of the wrong kind or absurd
+span_ids = st.sampled_from(["5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174", "0" * 32])
+span_times = st.sampled_from(["1796000000000000000", "5", "-1", "1e309", "9" * 30])
+otlp_spans = st.fixed_dictionaries(
+    {"traceId": span_ids | hostile_texts | json_values, "spanId": span_ids | json_values},
+    optional={
+        "parentSpanId": span_ids | json_values,
+        "startTimeUnixNano": span_times | json_values,
+        "endTimeUnixNano": span_times | json_values,
+        "attributes": st.lists(
+            st.fixed_dictionaries({"key": hostile_texts, "value": json_values}), max_size=3
+        )
+        | json_values,
+        "status": json_values,
+        "events": json_values,
+    },
+)
+otlp_bodies = st.fixed_dictionaries(
+    {
+        "resourceSpans": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "resource": json_values,
+                    "scopeSpans": st.lists(
+                        st.fixed_dictionaries({"spans": st.lists(otlp_spans, max_size=3)}),
+                        max_size=2,
+                    ),
+                }
+            ),
+            max_size=2,
+        )
+    }
+)
 BODIES: dict[str, st.SearchStrategy[Any]] = {
     "POST /api/evaluate": evaluate_bodies,
     "POST /api/json-eval": json_eval_bodies,
     "PUT /api/field-strategies/{name}": st.fixed_dictionaries({"strategies": strategies_maps}),
     "POST /api/field-strategies/{name}/import": strategies_maps
     | st.fixed_dictionaries({"field_strategies": strategies_maps}),
+    "POST /v1/traces": otlp_bodies,
 }
 
 
@@ -402,7 +436,7 @@ def test_every_api_operation_is_fuzzed() -> None:
         "DELETE /api/field-strategies/{name}",
         "GET /api/field-strategies/{name}/export",
     }
-    assert len(OPERATIONS) == 16
+    assert len(OPERATIONS) == 18
 
 
 @pytest.mark.parametrize("operation", OPERATIONS, ids=lambda o: f"{o.method} {o.template}")

@@ -48,8 +48,37 @@ def serve_command(
             "Requests naming any other host are refused (DNS rebinding).",
         ),
     ] = None,
+    live_metrics: Annotated[
+        str | None,
+        typer.Option(
+            "--live-metrics",
+            help="Metrics scored on each trace received at POST /v1/traces (OTLP/HTTP), "
+            "comma separated, e.g. faithfulness,judged_relevance. Default: ASSAY_LIVE_METRICS "
+            "or live.metrics in the config; none: traces are stored as samples only.",
+        ),
+    ] = None,
+    live_sample_rate: Annotated[
+        float | None,
+        typer.Option(
+            "--live-sample-rate",
+            min=0.0,
+            max=1.0,
+            help="Share of traces scored, chosen by trace id (default 1).",
+        ),
+    ] = None,
+    live_grace: Annotated[
+        float | None,
+        typer.Option(
+            "--live-grace",
+            min=0.0,
+            help="Seconds without a new span, after the root span, before a trace is "
+            "scored (default 2).",
+        ),
+    ] = None,
 ) -> None:
-    """Serve the JSON API (/api, docs at /docs) and the dashboard."""
+    """Serve the JSON API (/api, docs at /docs), the dashboard and the OTLP/HTTP trace
+    receiver (POST /v1/traces): received traces are stored before the answer and scored
+    as they complete into the runs live/<service.name> (docs/live.md)."""
     from rich.markup import escape
 
     from assay.core.extras import MissingExtra, needs_extra
@@ -73,11 +102,31 @@ def serve_command(
             highlight=False,
         )
         raise typer.Exit(EXIT_USAGE)
+    from assay.core.config import ConfigError, load_config
+    from assay.engine.resources import Resources
+    from assay.metrics.registry import resolve_metrics
+    from assay.server.live_scoring import LiveScoring
+
+    try:
+        config = load_config(
+            {
+                "live_metrics": live_metrics,
+                "live_sample_rate": live_sample_rate,
+                "live_grace_seconds": live_grace,
+            }
+        )
+        names = [n.strip() for n in (config.live_metrics or "").split(",") if n.strip()]
+        metrics = resolve_metrics(names) if names else []
+    except (ConfigError, KeyError, ValueError) as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc.args[0] if exc.args else exc))}")
+        raise typer.Exit(EXIT_USAGE) from None
     try:
         store = Store(db or default_url())
     except StoreError as exc:  # escaped: the message may hold a pip extra in brackets
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_USAGE) from None
+    resources = Resources(config)
+    live = LiveScoring(store, config, metrics, resources)
 
     where = f"[{host}]" if ":" in host else host
     err.print(
@@ -85,8 +134,15 @@ def serve_command(
         + (" — writes need the bearer token" if token else ""),
         highlight=False,
     )
+    scored = ", ".join(m.name for m in metrics) or "none: stored only"
+    err.print(f"OTLP/HTTP traces at /v1/traces; live metrics: {scored}", highlight=False)
     try:
-        app_ = create_app(store, token=token, allowed_hosts=allowed_host or None)
+        app_ = create_app(
+            store, token=token, allowed_hosts=allowed_host or None, resources=resources, live=live
+        )
+        live.start()
         uvicorn.run(app_, host=host, port=port, log_level=log_level)
     finally:
+        live.stop()
+        resources.close()
         store.close()

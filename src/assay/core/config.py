@@ -384,6 +384,40 @@ class AssayConfig(BaseSettings):
         ),
     )
 
+    # assay serve's live evaluation of received traces ([tool.assay.live] in the file)
+    live_metrics: str | None = Field(
+        None,
+        validation_alias=_env("ASSAY_LIVE_METRICS", "live_metrics"),
+        description="Metrics scored on each completed trace, comma separated; none: stored only.",
+    )
+    live_sample_rate: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        validation_alias=_env("ASSAY_LIVE_SAMPLE_RATE", "live_sample_rate"),
+        description="Share of traces scored (chosen by trace id); the others are stored only.",
+    )
+    live_grace_seconds: float = Field(
+        2.0,
+        ge=0,
+        le=3600,
+        validation_alias=_env("ASSAY_LIVE_GRACE_SECONDS", "live_grace_seconds"),
+        description="Seconds without a new span, after the root, before a trace is scored.",
+    )
+    live_queue_limit: int = Field(
+        10_000,
+        ge=1,
+        validation_alias=_env("ASSAY_LIVE_QUEUE_LIMIT", "live_queue_limit"),
+        description="Traces waiting to be scored past which exports get 503 and Retry-After.",
+    )
+
+    @field_validator("live_metrics", mode="before")
+    @classmethod
+    def _metric_list(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            return ",".join(str(v) for v in value)
+        return value
+
     @field_validator("thresholds")
     @classmethod
     def _thresholds_are_numbers(cls, value: dict[str, float]) -> dict[str, float]:
@@ -493,6 +527,12 @@ def load_config(
             "[tool.assay.thresholds] with semantic_similarity = 0.8"
         )
     values = {**file_values}
+    live = values.pop("live", None)
+    if live is not None:
+        if not isinstance(live, dict):
+            raise ConfigError(f"{source}: 'live' must be a table: [tool.assay.live]")
+        for key, value in live.items():
+            values.setdefault(f"live_{key}", value)
     over = {k: v for k, v in (overrides or {}).items() if v is not None}
     if isinstance(over.get("thresholds"), dict) and isinstance(values.get("thresholds"), dict):
         over["thresholds"] = {**values["thresholds"], **over["thresholds"]}

@@ -22,15 +22,17 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from assay.core.version import __version__
-from assay.server import api, pages
+from assay.server import api, otlp_receiver, pages
 from assay.server.errors import StrictJSONResponse, install_error_handlers
 from assay.server.guard import ALLOWED_HOSTS_ENV, WRITE_METHODS, RequestGuard
+from assay.server.otlp_receiver import RECEIVER_MEDIA_TYPES
 from assay.store.db import Store, default_url
 
 if TYPE_CHECKING:
     from starlette.middleware.base import RequestResponseEndpoint
 
     from assay.engine.resources import Resources
+    from assay.server.live_scoring import LiveScoring
 
 __all__ = ["MAX_BODY_ENV", "TOKEN_ENV", "WRITE_METHODS", "create_app", "plotly_js_path"]
 
@@ -82,6 +84,7 @@ def create_app(
     max_samples: int = 1000,
     max_body_bytes: int | None = None,
     allowed_hosts: Iterable[str] | None = None,
+    live: LiveScoring | None = None,
 ) -> FastAPI:
     """The Assay API and dashboard over ``store`` (default: `assay.store.db.default_url`).
 
@@ -99,6 +102,9 @@ def create_app(
         allowed_hosts: Host names the server answers to besides the loopback names
             (behind a proxy: its public name); default ``ASSAY_ALLOWED_HOSTS``, comma
             separated.
+        live: the worker scoring the traces ``POST /v1/traces`` receives (its backlog
+            turns exports away with 503 when full); without one, spans are stored and
+            scored by the next server started with one.
     """
     token = token if token is not None else os.environ.get(TOKEN_ENV)
     if max_body_bytes is None:
@@ -123,7 +129,9 @@ def create_app(
     app.state.api_token = token or None
     app.state.resources = resources
     app.state.max_samples = max_samples
-    app.state.evaluate_lock = threading.Lock()
+    app.state.evaluate_lock = live.evaluate_lock if live is not None else threading.Lock()
+    app.state.live = live
+    app.state.max_body = max_body_bytes
 
     generate_openapi = app.openapi
 
@@ -144,6 +152,7 @@ def create_app(
         max_body_bytes=max_body_bytes,
         token=lambda: app.state.api_token,
         operations=lambda: app.openapi()["paths"],
+        media_types={"/v1/traces": RECEIVER_MEDIA_TYPES},
     )
 
     @app.middleware("http")
@@ -172,6 +181,7 @@ def create_app(
     app.mount("/static/swagger", StaticFiles(directory=swagger_ui_path()), name="swagger")
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     app.include_router(api.router)
+    app.include_router(otlp_receiver.router)
     app.include_router(pages.router)
     return app
 

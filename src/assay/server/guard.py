@@ -73,8 +73,11 @@ class RequestGuard:
         max_body_bytes: int,
         token: Callable[[], str | None],
         operations: Callable[[], dict[str, Any]] = dict,
+        media_types: dict[str, frozenset[str]] | None = None,
     ) -> None:
         self.app = app
+        #: paths whose writes take other bodies than JSON, and which (the OTLP receiver)
+        self.media_types = media_types or {}
         self.operations = operations
         self._paths: list[tuple[re.Pattern[str], set[str]]] | None = None
         self.allowed_hosts = LOOPBACK_HOSTS | {host_name(h) for h in allowed_hosts if h.strip()}
@@ -86,7 +89,7 @@ class RequestGuard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        refusal = self._refusal(scope["method"], headers, self._routed(scope))
+        refusal = self._refusal(scope["method"], headers, self._routed(scope), scope["path"])
         if refusal is not None:
             await _answer(send, *refusal)
             return
@@ -127,7 +130,7 @@ class RequestGuard:
         return methods
 
     def _refusal(
-        self, method: str, headers: dict[str, str], routed: bool
+        self, method: str, headers: dict[str, str], routed: bool, path: str = ""
     ) -> tuple[int, str] | None:
         host = headers.get("host", "")
         if host_name(host) not in self.allowed_hosts:
@@ -142,7 +145,11 @@ class RequestGuard:
             return 403, "cross-site write refused: Origin/Referer is not this server"
         if method in BODY_METHODS:
             media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
-            if media != "application/json" and not media.endswith("+json"):
+            accepted = self.media_types.get(path)
+            if accepted is not None:
+                if media not in accepted:
+                    return 415, f"this path takes {' or '.join(sorted(accepted))} bodies"
+            elif media != "application/json" and not media.endswith("+json"):
                 return 415, "writes take a JSON body: send 'Content-Type: application/json'"
         expected = self.token()
         if expected and not _token_ok(headers.get("authorization"), expected):

@@ -38,6 +38,8 @@ __all__ = [
     "UNGATED",
     "Base",
     "FieldStrategyConfig",
+    "LiveSpan",
+    "LiveTrace",
     "MetricSnapshot",
     "QualityCheck",
     "Run",
@@ -273,3 +275,41 @@ class FieldStrategyConfig(Base):
     name: Mapped[str] = mapped_column(SafeString(128), primary_key=True)
     strategies: Mapped[dict[str, Any]] = mapped_column(default=dict)
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
+
+
+class LiveSpan(Base):
+    """One span received by ``POST /v1/traces`` (revision 0008), kept as the OTLP JSON
+    span (ids in hex) with its resource's attributes: ``body = {"span": ..., "resource":
+    ...}``. A span sent twice (an exporter's retry) is stored once."""
+
+    __tablename__ = "live_spans"
+    __table_args__ = (UniqueConstraint("trace_id", "span_id", name="uq_live_spans_trace_span"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    trace_id: Mapped[str] = mapped_column(SafeString(64))
+    span_id: Mapped[str] = mapped_column(SafeString(64))
+    received_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    body: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class LiveTrace(Base):
+    """A trace being received (revision 0008): its service, whether its root span came,
+    when its last new span came, and which of its versions (one more with each request
+    that brought new spans) was scored, into which run and sample index."""
+
+    __tablename__ = "live_traces"
+    __table_args__ = (Index("ix_live_traces_due", "pending", "last_span_at"),)
+
+    trace_id: Mapped[str] = mapped_column(SafeString(64), primary_key=True)
+    service: Mapped[str] = mapped_column(SafeString(256))
+    root_seen: Mapped[bool] = mapped_column(Boolean, default=False)
+    first_span_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    last_span_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    spans: Mapped[int] = mapped_column(Integer, default=0)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    #: the version last scored; -1 while it never was
+    scored_version: Mapped[int] = mapped_column(Integer, default=-1)
+    #: whether a version came that is not scored yet
+    pending: Mapped[bool] = mapped_column(Boolean, default=True)
+    run_id: Mapped[str | None] = mapped_column(SafeString(64))
+    sample_index: Mapped[int | None] = mapped_column(Integer)

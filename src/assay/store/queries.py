@@ -473,15 +473,16 @@ def runs(
 def run_detail(
     session: Session, run_id: str, *, limit: int = 200, offset: int = 0
 ) -> dict[str, Any] | None:
-    """A run with its metric averages and per-sample results (paginated): see
-    `sample_rows` for what each sample holds."""
+    """A run with its metric averages and per-sample results (paginated; a live run's
+    newest traces first): see `sample_rows` for what each sample holds."""
     run = session.get(Run, run_id)
     if run is None:
         return None
+    order = TestResult.sample_index.desc() if run.source == "live" else TestResult.sample_index
     results = session.scalars(
         select(TestResult)
         .where(TestResult.run_id == run_id)
-        .order_by(TestResult.sample_index)
+        .order_by(order)
         .limit(limit)
         .offset(offset)
     ).all()

@@ -33,6 +33,7 @@ __all__ = [
     "attributes_of",
     "is_otlp",
     "iter_spans",
+    "span_of",
     "starts_like_otlp",
 ]
 
@@ -132,7 +133,7 @@ def _spans_of_lines(handle: IO[str]) -> Iterator[Span | MalformedSpan]:
             resource = _resource(resource_spans)
             for scope_spans in _list(resource_spans, "scopeSpans", "scope_spans"):
                 for raw in _list(scope_spans, "spans"):
-                    yield _span(raw, resource, number)
+                    yield span_of(raw, resource, number)
 
 
 def _spans_of_document(path: str | Path) -> Iterator[Span | MalformedSpan]:
@@ -160,7 +161,7 @@ def _spans_of_document(path: str | Path) -> Iterator[Span | MalformedSpan]:
                     if building in _RESOURCE_PATHS:
                         resource = _attributes_or_empty(obj)
                     else:
-                        yield _span(obj, resource, None)
+                        yield span_of(obj, resource, None)
         except ijson.JSONError as exc:
             yield MalformedSpan(None, None, f"the JSON document breaks off: {exc}")
 
@@ -185,7 +186,9 @@ def _attributes_or_empty(obj: Any) -> dict[str, Any]:
         return {}
 
 
-def _span(raw: Any, resource: dict[str, Any], line: int | None) -> Span | MalformedSpan:
+def span_of(raw: Any, resource: dict[str, Any], line: int | None = None) -> Span | MalformedSpan:
+    """One OTLP JSON span (with its resource's attributes) as a `Span`, or why it cannot
+    be read."""
     if not isinstance(raw, dict):
         return MalformedSpan(line, None, "a span is not a JSON object")
     span_id = _id(raw, "spanId", "span_id")

@@ -1,0 +1,207 @@
+"""Spans received live, in the results store, and the traces they make.
+
+`LiveTraces.ingest` writes the spans of one export in one transaction (committed before
+the receiver answers, so an acknowledged span survives a crash) and keeps, per trace,
+whether its root came, when its last new span came and a version that grows with each
+export that brought new spans. `LiveTraces.due` names the traces ready to score: root
+seen and quiet for the grace period (or quiet for ``orphan_seconds`` without a root),
+with a version not scored yet; `LiveTraces.mark_scored` records the version scored, so a
+span that arrives while a trace is scored makes it due again and is never dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from assay.inputs.otlp.reader import MalformedSpan, Span, span_of
+from assay.store.db import Store
+from assay.store.models import LiveSpan, LiveTrace, TestResult, utcnow
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from assay.inputs.otlp.request import ReceivedSpan
+
+__all__ = ["DueTrace", "LiveTraces", "live_run_id"]
+
+
+def live_run_id(service: str) -> str:
+    """The id of the run that holds the scored traces of ``service`` (its name is
+    ``live/<service>``): the same on every restart."""
+    return "live-" + hashlib.sha256(service.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class DueTrace:
+    """A trace to score: its id, service, the version read, and its sample index in its
+    run when an earlier version was scored."""
+
+    trace_id: str
+    service: str
+    version: int
+    sample_index: int | None
+
+
+class LiveTraces:
+    """The live spans and traces of one results store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def ingest(self, spans: list[ReceivedSpan], now: datetime | None = None) -> int:
+        """Store the spans not stored yet (a retried export's are skipped) and update
+        their traces, in one transaction; returns how many were new."""
+        if not spans:
+            return 0
+        when = now or utcnow()
+
+        def action(session: Session) -> int:
+            by_trace: dict[str, dict[str, ReceivedSpan]] = defaultdict(dict)
+            for received in spans:
+                by_trace[received.span.trace_id].setdefault(received.span.span_id, received)
+            ids = list(by_trace)
+            stored = set(
+                session.execute(
+                    select(LiveSpan.trace_id, LiveSpan.span_id).where(LiveSpan.trace_id.in_(ids))
+                ).all()
+            )
+            new = [
+                received
+                for trace_id, group in by_trace.items()
+                for span_id, received in group.items()
+                if (trace_id, span_id) not in stored
+            ]
+            if not new:
+                return 0
+            session.add_all(
+                LiveSpan(
+                    trace_id=r.span.trace_id,
+                    span_id=r.span.span_id,
+                    received_at=when,
+                    body={"span": r.raw, "resource": r.resource},
+                )
+                for r in new
+            )
+            traces = {
+                t.trace_id: t
+                for t in session.scalars(select(LiveTrace).where(LiveTrace.trace_id.in_(ids)))
+            }
+            grouped: dict[str, list[ReceivedSpan]] = defaultdict(list)
+            for received in new:
+                grouped[received.span.trace_id].append(received)
+            for trace_id, group in grouped.items():
+                root = any(r.span.parent_id is None for r in group)
+                trace = traces.get(trace_id)
+                if trace is None:
+                    session.add(
+                        LiveTrace(
+                            trace_id=trace_id,
+                            service=group[0].service[:256],
+                            root_seen=root,
+                            first_span_at=when,
+                            last_span_at=when,
+                            spans=len(group),
+                            version=1,
+                            scored_version=-1,
+                            pending=True,
+                        )
+                    )
+                else:
+                    trace.root_seen = trace.root_seen or root
+                    trace.last_span_at = when
+                    trace.spans += len(group)
+                    trace.version += 1
+                    trace.pending = True
+            return len(new)
+
+        try:
+            return self.store._write(action)
+        except IntegrityError:  # another request created one of these traces meanwhile
+            return self.store._write(action)
+
+    def due(
+        self,
+        grace_seconds: float,
+        orphan_seconds: float,
+        limit: int,
+        now: datetime | None = None,
+    ) -> list[DueTrace]:
+        """Traces to score, quietest first: a version not scored, and the root seen and
+        no new span for ``grace_seconds``, or no root and none for ``orphan_seconds``."""
+        when = now or utcnow()
+        quiet = when - timedelta(seconds=grace_seconds)
+        forsaken = when - timedelta(seconds=orphan_seconds)
+        stmt = (
+            select(LiveTrace.trace_id, LiveTrace.service, LiveTrace.version, LiveTrace.sample_index)
+            .where(
+                LiveTrace.pending.is_(True),
+                or_(
+                    and_(LiveTrace.root_seen.is_(True), LiveTrace.last_span_at <= quiet),
+                    LiveTrace.last_span_at <= forsaken,
+                ),
+            )
+            .order_by(LiveTrace.last_span_at)
+            .limit(limit)
+        )
+        with self.store.session() as session:
+            return [DueTrace(*row) for row in session.execute(stmt)]
+
+    def spans_of(self, trace_ids: list[str]) -> dict[str, list[Span]]:
+        """The stored spans of each trace, as the file reader reads them (a span that no
+        longer reads is left out; none is stored that did not)."""
+        out: dict[str, list[Span]] = {t: [] for t in trace_ids}
+        stmt = select(LiveSpan.trace_id, LiveSpan.body).where(LiveSpan.trace_id.in_(trace_ids))
+        with self.store.session() as session:
+            for trace_id, body in session.execute(stmt):
+                span = span_of(body.get("span"), body.get("resource") or {})
+                if not isinstance(span, MalformedSpan):
+                    out[trace_id].append(span)
+        return out
+
+    def mark_scored(self, trace: DueTrace, run_id: str, sample_index: int) -> None:
+        """Record that ``trace.version`` is scored as ``sample_index`` of ``run_id``; the
+        trace stays due when a newer version came meanwhile."""
+
+        def action(session: Session) -> None:
+            session.execute(
+                update(LiveTrace)
+                .where(LiveTrace.trace_id == trace.trace_id)
+                .values(
+                    scored_version=trace.version,
+                    pending=LiveTrace.version != trace.version,
+                    run_id=run_id,
+                    sample_index=sample_index,
+                )
+            )
+
+        self.store._write(action)
+
+    def backlog(self) -> int:
+        """Traces with a version not scored yet (complete or not)."""
+        with self.store.session() as session:
+            return session.scalar(select(func.count()).where(LiveTrace.pending.is_(True))) or 0
+
+    def next_sample_index(self, run_id: str) -> int:
+        """One more than the largest sample index of ``run_id`` (0 for a new run)."""
+        with self.store.session() as session:
+            top = session.scalar(
+                select(func.max(TestResult.sample_index)).where(TestResult.run_id == run_id)
+            )
+            taken = session.scalar(
+                select(func.max(LiveTrace.sample_index)).where(LiveTrace.run_id == run_id)
+            )
+        return max(-1 if top is None else top, -1 if taken is None else taken) + 1
+
+    def counts(self) -> dict[str, Any]:
+        """Spans and traces stored, and traces waiting to be scored."""
+        with self.store.session() as session:
+            spans = session.scalar(select(func.count()).select_from(LiveSpan)) or 0
+            traces = session.scalar(select(func.count()).select_from(LiveTrace)) or 0
+        return {"spans": spans, "traces": traces, "pending": self.backlog()}
