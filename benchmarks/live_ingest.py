@@ -3,15 +3,22 @@
 
 Runs ``assay serve`` in a child process on a fresh store and sends it OTLP/HTTP
 protobuf exports (what an SDK's exporter sends: 10 traces of 5 spans each, a RAG answer
-with OpenInference attributes) from 4 client threads, and prints:
+with OpenInference attributes, every trace's question, answer and document its own)
+from 4 client threads, and prints:
 
-1. spans per second acknowledged (200) with no live metrics (traces are still assembled
-   into samples, as they would be);
+1. spans per second acknowledged (200) with scoring off (``--no-live-scoring``: the
+   receiver only stores), and with the worker on but no live metrics (each trace still
+   becomes a stored sample, in the same process);
 2. traces per second scored with the lexical suite (``bleu,chrf,exact_match,rouge``) and
    with ``faithfulness``: 500 traces sent as fast as they are taken, from the first
    export until ``GET /api/live`` has none waiting;
 3. the lag from a trace's acknowledgement to its stored score, p50 and p95, with
-   ``faithfulness`` at 50 traces per second for ``--lag-seconds``.
+   ``faithfulness`` at 50 traces per second for ``--lag-seconds``;
+4. 2 and 3 for ``faithfulness`` by a judge: the scripted OpenAI-compatible test server
+   (``tests/judge_server.py``) answering each call in ``--judge-delay`` seconds (0.2).
+
+The offline ``faithfulness`` (its models on these 2 cores, beside the server) and the
+judged one are different workloads: both are printed.
 
 PostgreSQL: a throwaway database on 127.0.0.1:5432 (``ASSAY_TEST_POSTGRES_URL``, as the
 tests use), dropped afterwards.
@@ -64,8 +71,14 @@ def export(traces: int, seed: int) -> tuple[bytes, list[str]]:
         trace_id = uuid.uuid4().bytes
         ids.append(trace_id.hex())
         root_id = os.urandom(8)
-        question = f"What is the capital of country {seed}-{t}?"
-        answer = "Paris is the capital of France, on the Seine."
+        # every trace's texts differ: no embedding or judge cache answers for another
+        name = f"{seed}-{t}-{trace_id.hex()[:6]}"
+        question = f"What is the capital of country {name}?"
+        answer = f"Its capital is city {name}, on river {t * 7 + seed}; it has {t} parks."
+        document = (
+            f"Country {name} has its capital at city {name}, on river {t * 7 + seed}, "
+            f"founded in year {1000 + seed + t}."
+        )
         for n, (kind, name) in enumerate(SPANS):
             span = spans.add()
             span.trace_id = trace_id
@@ -80,11 +93,7 @@ def export(traces: int, seed: int) -> tuple[bytes, list[str]]:
                 _attribute(span, "input.value", question)
                 _attribute(span, "output.value", answer)
             if kind == "RETRIEVER":
-                _attribute(
-                    span,
-                    "retrieval.documents.0.document.content",
-                    "Paris is the capital and largest city of France, on the Seine.",
-                )
+                _attribute(span, "retrieval.documents.0.document.content", document)
             if kind == "LLM":
                 _attribute(span, "llm.model_name", "toy-1")
     return request.SerializeToString(), ids
@@ -97,13 +106,41 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serving(db: str, metrics: str | None, cache: str) -> Iterator[str]:
+def judge(delay: float) -> Iterator[str]:
+    """The scripted OpenAI-compatible test server (``tests/judge_server.py``) in its own
+    process, answering each call after ``delay`` seconds; yields its base URL."""
+    server = Path(__file__).resolve().parent.parent / "tests" / "judge_server.py"
+    command = [sys.executable, str(server), "--delay", str(delay)]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        url = child.stdout.readline().strip() if child.stdout else ""
+        if not url.startswith("http://127.0.0.1:"):
+            raise SystemExit(f"the test judge did not start: {url!r}")
+        yield url
+    finally:
+        child.kill()
+        child.wait()
+
+
+@contextmanager
+def serving(
+    db: str,
+    metrics: str | None,
+    cache: str,
+    judge_url: str | None = None,
+    scoring: bool = True,
+) -> Iterator[str]:
     port = _free_port()
     command = ["assay", "serve", "--port", str(port), "--db", db, "--log-level", "warning"]
     if metrics:
         command += ["--live-metrics", metrics]
+    if not scoring:
+        command.append("--no-live-scoring")
     command += ["--live-grace", "0.5"]
     env = dict(os.environ, ASSAY_CACHE_DIR=cache)
+    env.pop("ASSAY_JUDGE_BASE_URL", None)
+    if judge_url is not None:
+        env |= {"ASSAY_JUDGE_BASE_URL": f"{judge_url}/v1", "ASSAY_JUDGE_MODEL": "test-judge"}
     child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -234,14 +271,22 @@ def main() -> None:
     parser.add_argument("--store", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--lag-seconds", type=float, default=20.0)
+    parser.add_argument("--judge-delay", type=float, default=0.2, help="judge seconds a call")
     args = parser.parse_args()
     kinds = ["sqlite", "postgres"] if args.store == "both" else [args.store]
     with tempfile.TemporaryDirectory() as folder:
         cache = str(Path(folder, "cache"))
         for kind in kinds:
+            with database(kind, folder) as db, serving(db, None, cache, scoring=False) as url:
+                rate = ingest_rate(url, args.seconds)
+                print(f"{kind}: {rate:,.0f} spans/s acknowledged, scoring off", flush=True)
             with database(kind, folder) as db, serving(db, None, cache) as url:
                 rate = ingest_rate(url, args.seconds)
-                print(f"{kind}: {rate:,.0f} spans/s acknowledged (no live metrics)", flush=True)
+                print(
+                    f"{kind}: {rate:,.0f} spans/s acknowledged while the worker makes each "
+                    "trace a sample (no live metrics)",
+                    flush=True,
+                )
             for label, metrics in (("lexical suite", LEXICAL), ("faithfulness", "faithfulness")):
                 with database(kind, folder) as db, serving(db, metrics, cache) as url:
                     rate = scoring_rate(url)
@@ -249,10 +294,31 @@ def main() -> None:
             with database(kind, folder) as db, serving(db, "faithfulness", cache) as url:
                 p50, p95 = lag(url, db, args.lag_seconds)
                 print(
-                    f"{kind}: acknowledgement to score at 50 traces/s with faithfulness: "
-                    f"p50 {p50:.2f} s, p95 {p95:.2f} s",
+                    f"{kind}: acknowledgement to score at 50 traces/s with faithfulness "
+                    f"(offline): p50 {p50:.2f} s, p95 {p95:.2f} s",
                     flush=True,
                 )
+            with judge(args.judge_delay) as judge_url:
+                with (
+                    database(kind, folder) as db,
+                    serving(db, "faithfulness", cache, judge_url) as url,
+                ):
+                    rate = scoring_rate(url)
+                    print(
+                        f"{kind}: {rate:,.1f} traces/s scored with faithfulness by a judge "
+                        f"answering in {args.judge_delay:g} s",
+                        flush=True,
+                    )
+                with (
+                    database(kind, folder) as db,
+                    serving(db, "faithfulness", cache, judge_url) as url,
+                ):
+                    p50, p95 = lag(url, db, args.lag_seconds)
+                    print(
+                        f"{kind}: acknowledgement to score at 50 traces/s with faithfulness "
+                        f"by that judge: p50 {p50:.2f} s, p95 {p95:.2f} s",
+                        flush=True,
+                    )
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
 
 

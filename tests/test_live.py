@@ -398,3 +398,14 @@ def test_traces_acknowledged_before_a_sigkill_are_all_scored_after_the_restart(
     for row, scores in rows:
         root = roots[row.sample_id]
         assert scores["e2e_latency"] == pytest.approx((root.end_time - root.start_time) / 1e6)
+
+
+def test_without_a_worker_the_receiver_only_stores(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'ingest.db'}")
+    client = TestClient(create_app(store), base_url="http://127.0.0.1")
+    body = _export(_span(TRACE, ROOT_SPAN), _span(TRACE, CHILD, ROOT_SPAN))
+    answer = client.post("/v1/traces", content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 200
+    status = client.get("/api/live").json()
+    assert status == {"spans": 2, "traces": 1, "pending": 1, "scoring": False, "metrics": []}
+    store.close()

@@ -66,6 +66,15 @@ def serve_command(
             help="Share of traces scored, chosen by trace id (default 1).",
         ),
     ] = None,
+    live_scoring: Annotated[
+        bool,
+        typer.Option(
+            "--live-scoring/--no-live-scoring",
+            help="Run the worker that turns received traces into scored samples. Off: "
+            "the receiver only stores them (an ingest-only server; one server with the "
+            "worker on the same store scores them). One worker per store.",
+        ),
+    ] = True,
     live_grace: Annotated[
         float | None,
         typer.Option(
@@ -126,7 +135,7 @@ def serve_command(
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_USAGE) from None
     resources = Resources(config)
-    live = LiveScoring(store, config, metrics, resources)
+    live = LiveScoring(store, config, metrics, resources) if live_scoring else None
 
     where = f"[{host}]" if ":" in host else host
     err.print(
@@ -134,15 +143,22 @@ def serve_command(
         + (" — writes need the bearer token" if token else ""),
         highlight=False,
     )
-    scored = ", ".join(m.name for m in metrics) or "none: stored only"
-    err.print(f"OTLP/HTTP traces at /v1/traces; live metrics: {scored}", highlight=False)
+    scored = ", ".join(m.name for m in metrics) or "none: stored as samples only"
+    if live is None:
+        scored = "off: traces are stored, for a server with the worker to score"
+    err.print(f"OTLP/HTTP traces at /v1/traces; live scoring: {scored}", highlight=False)
     try:
         app_ = create_app(
             store, token=token, allowed_hosts=allowed_host or None, resources=resources, live=live
         )
-        live.start()
+        if live is not None:
+            if metrics:
+                err.print("loading the live metrics' models...", highlight=False)
+                live.warm_up()
+            live.start()
         uvicorn.run(app_, host=host, port=port, log_level=log_level)
     finally:
-        live.stop()
+        if live is not None:
+            live.stop()
         resources.close()
         store.close()

@@ -42,6 +42,8 @@ log = logging.getLogger("assay.live")
 
 #: traces a service may have waiting before the worker takes them (one round's chunk)
 ROUND = 256
+#: traces stored (with their marks) in one transaction
+WRITE_BATCH = 16
 #: seconds after which a trace whose root never came is scored from the spans it has
 ORPHAN_SECONDS = 300.0
 
@@ -145,6 +147,8 @@ class LiveScoring:
             return len(due)
 
     def _score(self, service: str, traces: list[DueTrace], spans: dict) -> None:
+        """Score a service's due traces and store them with their marks, `WRITE_BATCH`
+        traces a transaction (a crash before one commits leaves its traces due)."""
         from assay.evaluation.runner import evaluate
 
         run_id = self._run(service)
@@ -153,6 +157,7 @@ class LiveScoring:
         rate = self.config.live_sample_rate
         scored = [t for t in traces if self.metrics and sampled_in(t.trace_id, rate)]
         kept = [t for t in traces if t not in scored]
+        rows: dict[str, dict] = {}
         if scored:
             recorder = RunRecorder(
                 self.store,
@@ -162,26 +167,43 @@ class LiveScoring:
                 index_map=[indices[t.trace_id] for t in scored],
                 replace=True,
             )
+
+            def keep(i: int, sample: Sample, results: dict) -> None:
+                rows[scored[i].trace_id] = recorder.row(i, sample, results)
+
             with self.evaluate_lock:
                 evaluate(
                     [samples[t.trace_id] for t in scored],
                     metrics=self.metrics,
                     resources=self.resources,
-                    on_sample=recorder,
+                    on_sample=keep,
                 )
-        if kept:
-            recorder = RunRecorder(
-                self.store,
-                run_id,
-                [],
-                self.config,
-                index_map=[indices[t.trace_id] for t in kept],
-                replace=True,
+        unscored = RunRecorder(self.store, run_id, [], self.config, replace=True)
+        for trace in kept:
+            rows[trace.trace_id] = unscored.row(
+                indices[trace.trace_id], samples[trace.trace_id], {}
             )
-            for position, trace in enumerate(kept):
-                recorder(position, samples[trace.trace_id], {})
-        for trace in traces:
-            self.traces.mark_scored(trace, run_id, indices[trace.trace_id])
+        for trace in traces:  # only a trace scored before has a row to replace
+            rows[trace.trace_id]["replace"] = trace.sample_index is not None
+        # short transactions: the receiver's writes wait for none of them long
+        for start in range(0, len(traces), WRITE_BATCH):
+            batch = traces[start : start + WRITE_BATCH]
+            self.store.record_many(
+                [rows[t.trace_id] for t in batch],
+                then=self.traces.marking([(t, run_id, indices[t.trace_id]) for t in batch]),
+            )
+
+    def warm_up(self) -> None:
+        """Load the live metrics' models (and reach the judge) before traces come: score
+        one made-up sample, stored nowhere."""
+        if not self.metrics:
+            return
+        from assay.evaluation.runner import evaluate
+
+        text = "Assay warms up its live metrics."
+        sample = Sample(id="warm-up", query=text, response=text, contexts=[text])
+        with self.evaluate_lock:
+            evaluate([sample], metrics=self.metrics, resources=self.resources)
 
     def _run(self, service: str) -> str:
         run_id = live_run_id(service)

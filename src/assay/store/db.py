@@ -335,6 +335,55 @@ class Store:
 
         ``replace=True`` first deletes the run's row of this sample index with its scores
         and checks (a resumed run scoring an errored sample again), in one transaction."""
+        return self._write(
+            self._recording(
+                run_id,
+                sample_index,
+                sample,
+                results,
+                status=status,
+                duration=duration,
+                test_name=test_name,
+                quality=quality,
+                validation=validation,
+                error=error,
+                timestamp=timestamp,
+                replace=replace,
+            )
+        )
+
+    def record_many(
+        self, rows: Iterable[dict[str, Any]], then: Callable[[Session], None] | None = None
+    ) -> None:
+        """Several `record` calls (each one's arguments as a dict) in one transaction, and
+        ``then`` in it last (the live worker marks its traces scored there)."""
+        actions = [self._recording(**row) for row in rows]
+
+        def action(session: Session) -> None:
+            for recording in actions:
+                recording(session)
+            if then is not None:
+                then(session)
+
+        self._write(action)
+
+    def _recording(
+        self,
+        run_id: str,
+        sample_index: int,
+        sample: Sample,
+        results: dict[str, MetricResult],
+        *,
+        status: str,
+        duration: float | None = None,
+        test_name: str | None = None,
+        quality: dict[str, bool] | None = None,
+        validation: dict[str, Any] | None = None,
+        error: str | None = None,
+        timestamp: datetime | None = None,
+        replace: bool = False,
+    ) -> Callable[[Session], int]:
+        """The write of one `record`, to run in a transaction."""
         when = timestamp or utcnow()
         secrets = known_secrets()
 
@@ -393,7 +442,7 @@ class Store:
                 session.add(ValidationDetail(test_result_id=row.id, timestamp=when, **validation))
             return row.id
 
-        return self._write(action)
+        return action
 
     # ---- reads (the dashboard's queries; see assay.store.queries) -----------------
     def statistics(

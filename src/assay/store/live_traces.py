@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from assay.inputs.otlp.reader import MalformedSpan, Span, span_of
@@ -80,14 +81,17 @@ class LiveTraces:
             ]
             if not new:
                 return 0
-            session.add_all(
-                LiveSpan(
-                    trace_id=r.span.trace_id,
-                    span_id=r.span.span_id,
-                    received_at=when,
-                    body={"span": r.raw, "resource": r.resource},
-                )
-                for r in new
+            session.execute(  # one executemany, not an ORM object a span
+                insert(LiveSpan.__table__),
+                [
+                    {
+                        "trace_id": r.span.trace_id,
+                        "span_id": r.span.span_id,
+                        "received_at": when,
+                        "body": {"span": r.raw, "resource": r.resource},
+                    }
+                    for r in new
+                ],
             )
             traces = {
                 t.trace_id: t
@@ -168,20 +172,26 @@ class LiveTraces:
     def mark_scored(self, trace: DueTrace, run_id: str, sample_index: int) -> None:
         """Record that ``trace.version`` is scored as ``sample_index`` of ``run_id``; the
         trace stays due when a newer version came meanwhile."""
+        self.store._write(self.marking([(trace, run_id, sample_index)]))
+
+    def marking(self, marks: list[tuple[DueTrace, str, int]]) -> Callable[[Session], None]:
+        """`mark_scored` of each (trace, run id, sample index), to run in a transaction
+        (the one that stores the samples)."""
 
         def action(session: Session) -> None:
-            session.execute(
-                update(LiveTrace)
-                .where(LiveTrace.trace_id == trace.trace_id)
-                .values(
-                    scored_version=trace.version,
-                    pending=LiveTrace.version != trace.version,
-                    run_id=run_id,
-                    sample_index=sample_index,
+            for trace, run_id, sample_index in marks:
+                session.execute(
+                    update(LiveTrace)
+                    .where(LiveTrace.trace_id == trace.trace_id)
+                    .values(
+                        scored_version=trace.version,
+                        pending=LiveTrace.version != trace.version,
+                        run_id=run_id,
+                        sample_index=sample_index,
+                    )
                 )
-            )
 
-        self.store._write(action)
+        return action
 
     def backlog(self) -> int:
         """Traces with a version not scored yet (complete or not)."""

@@ -76,18 +76,21 @@ class RunRecorder:
         self.written = 0
 
     def __call__(self, index: int, sample: Sample, results: dict[str, MetricResult]) -> None:
-        original = self.index_map[index] if self.index_map is not None else index
-        self.store.record(
-            self.run_id,
-            original,
-            sample,
-            results,
-            status=call_status(sample) or sample_status(self.metrics, results, self.config),
-            quality=self.quality_of(sample),
-            validation=self.validation_of(sample, results),
-            replace=self.replace,
-        )
+        self.store.record(**self.row(index, sample, results))
         self.written += 1
+
+    def row(self, index: int, sample: Sample, results: dict[str, MetricResult]) -> dict[str, Any]:
+        """The arguments of `Store.record` for one sample (for `Store.record_many`)."""
+        return {
+            "run_id": self.run_id,
+            "sample_index": self.index_map[index] if self.index_map is not None else index,
+            "sample": sample,
+            "results": results,
+            "status": call_status(sample) or sample_status(self.metrics, results, self.config),
+            "quality": self.quality_of(sample),
+            "validation": self.validation_of(sample, results),
+            "replace": self.replace,
+        }
 
     def quality_of(self, sample: Sample) -> dict[str, bool] | None:
         if sample.response is None:
