@@ -130,6 +130,12 @@ def test_the_sdk_exporter_sends_spans_that_become_one_scored_sample(live_app: An
         ("llm", "toy-1"),
     ]
     assert row.tags == {"model": "toy-1", "service": "toy-rag"}
+    # the history reads the live run hour by hour: this hour's mean is the one value
+    history = TestClient(app, base_url="http://127.0.0.1").get("/api/history").json()
+    assert [point["avg"] for point in history["metrics"]["e2e_latency"]] == [
+        pytest.approx(scores["e2e_latency"])
+    ]
+    assert [point["total"] for point in history["tests"]] == [1]
     assert live.backlog == 0
     status = TestClient(app, base_url="http://127.0.0.1").get("/api/live").json()
     assert status == {

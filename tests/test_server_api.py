@@ -697,6 +697,7 @@ WRITES = (
     ("post", "/api/field-strategies/a/import", {"content": b'{"x": "EXACT"}', "headers": JSON}),
     ("post", "/api/json-eval", {"json": {"gt": {"x": 1}, "output": {"x": 1}}}),
     ("post", "/api/evaluate", {"json": {"samples": [{"answer": "a"}], "metrics": ["bleu"]}}),
+    ("post", "/v1/traces", {"content": b'{"resourceSpans": []}', "headers": JSON}),
 )
 
 

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from assay.core.stats import mean as finite_mean
 from assay.core.stats import percentile
+from assay.store.hourly import hour_bucket, live_points
 from assay.store.models import (
     UNGATED,
     MetricSnapshot,
@@ -79,12 +80,6 @@ def display_value(name: str, value: float | None) -> float | None:
     if unit in {"ratio", "bool"}:
         return round(value * 100.0, 2)
     return round(value, 4)
-
-
-def _bucket(column: Any, dialect: str) -> Any:
-    if dialect == "sqlite":
-        return func.strftime("%Y-%m-%d %H:00:00", column)
-    return func.to_char(func.date_trunc("hour", column), "YYYY-MM-DD HH24:00:00")
 
 
 def _window(
@@ -345,12 +340,13 @@ def history(
 
     Tests: total, passed, pass rate and average duration from ``test_results``. Metrics:
     as the chatbot hub's ``get_metrics_history``, the hourly average of ``metrics_snapshots``
-    (one point per metric per finished run), optionally of one ``metric_type`` (family).
+    (one point per metric per finished run) and of each live run's hourly means
+    (`assay.store.hourly.live_points`), optionally of one ``metric_type`` (family).
     """
     now = now or utcnow()
     since = now - timedelta(hours=hours)
     dialect = session.get_bind().dialect.name
-    bucket = _bucket(TestResult.timestamp, dialect).label("bucket")
+    bucket = hour_bucket(TestResult.timestamp, dialect).label("bucket")
     tests = session.execute(
         select(
             bucket,
@@ -363,7 +359,7 @@ def history(
         .group_by(bucket)
         .order_by(bucket)
     )
-    metric_bucket = _bucket(MetricSnapshot.timestamp, dialect).label("bucket")
+    metric_bucket = hour_bucket(MetricSnapshot.timestamp, dialect).label("bucket")
     stmt = (
         select(metric_bucket, MetricSnapshot.metric_name, MetricSnapshot.metric_value)
         .where(MetricSnapshot.timestamp >= since)
@@ -371,11 +367,12 @@ def history(
     )
     if metric_type is not None:
         stmt = stmt.where(MetricSnapshot.metric_type == metric_type)
-    points: dict[tuple[str, str], list[float]] = {}  # (bucket, metric) -> run averages
+    # (bucket, metric) -> run averages: a finished run's, each live run's of the hour
+    points = live_points(session, since, lambda name: metric_meta(name)[2], metric_type)
     for b, name, value in session.execute(stmt):
         points.setdefault((b, name), []).append(value)
     series: dict[str, list[dict[str, Any]]] = {}
-    for (b, name), values in points.items():  # in bucket order
+    for (b, name), values in sorted(points.items()):
         avg = finite_mean(values)  # finite for finite values, unlike SQL's AVG near 1.8e308
         series.setdefault(name, []).append(
             {"bucket": b, "avg": avg, "display": display_value(name, avg)}
