@@ -66,6 +66,16 @@ def serve_command(
             help="Share of traces scored, chosen by trace id (default 1).",
         ),
     ] = None,
+    live_monitor: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--live-monitor",
+            help="A rule read on each live run as each hour closes, e.g. "
+            "'mean(faithfulness) < 0.7' or 'timeout_rate > 5%'; repeat for several. Default: "
+            "ASSAY_LIVE_MONITORS (';' separated) or live.monitors in the config. A state "
+            "change is POSTed to ASSAY_LIVE_WEBHOOK (live.webhook) when set.",
+        ),
+    ] = None,
     live_scoring: Annotated[
         bool,
         typer.Option(
@@ -122,6 +132,7 @@ def serve_command(
                 "live_metrics": live_metrics,
                 "live_sample_rate": live_sample_rate,
                 "live_grace_seconds": live_grace,
+                "live_monitors": "; ".join(live_monitor) if live_monitor else None,
             }
         )
         names = [n.strip() for n in (config.live_metrics or "").split(",") if n.strip()]
@@ -135,7 +146,13 @@ def serve_command(
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_USAGE) from None
     resources = Resources(config)
-    live = LiveScoring(store, config, metrics, resources) if live_scoring else None
+    try:
+        live = LiveScoring(store, config, metrics, resources) if live_scoring else None
+    except ValueError as exc:  # a monitor rule that does not read
+        resources.close()
+        store.close()
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_USAGE) from None
 
     where = f"[{host}]" if ":" in host else host
     err.print(

@@ -411,11 +411,23 @@ class AssayConfig(BaseSettings):
         description="Traces waiting to be scored past which exports get 503 and Retry-After.",
     )
 
-    @field_validator("live_metrics", mode="before")
+    live_monitors: str | None = Field(
+        None,
+        validation_alias=_env("ASSAY_LIVE_MONITORS", "live_monitors"),
+        description="Rules read on each live run as hours close, separated by ';' (a list "
+        "in the file), e.g. 'mean(faithfulness) < 0.7; timeout_rate > 5%' (docs/live.md).",
+    )
+    live_webhook: str | None = Field(
+        None,
+        validation_alias=_env("ASSAY_LIVE_WEBHOOK", "live_webhook"),
+        description="URL POSTed a JSON body when a monitor's state changes (kept secret).",
+    )
+
+    @field_validator("live_metrics", "live_monitors", mode="before")
     @classmethod
-    def _metric_list(cls, value: Any) -> Any:
+    def _joined(cls, value: Any, info: Any) -> Any:
         if isinstance(value, list | tuple):
-            return ",".join(str(v) for v in value)
+            return (";" if info.field_name == "live_monitors" else ",").join(map(str, value))
         return value
 
     @field_validator("thresholds")

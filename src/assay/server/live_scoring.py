@@ -22,12 +22,16 @@ from collections import defaultdict
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from assay.core.config import AssayConfig
+from assay.core.redaction import known_secrets, redact_text, register_secret
 from assay.core.sample import Sample
 from assay.inputs.otlp.traces import trace_record
 from assay.inputs.records import samples_from_records
+from assay.metrics.registry import metric_names
 from assay.store.db import Store, StoreError
+from assay.store.live_monitors import LiveMonitors, StateChange, closed_hour, parse_monitors
 from assay.store.live_traces import DueTrace, LiveTraces, live_run_id
 from assay.store.models import utcnow
 from assay.store.recorder import RunRecorder
@@ -65,7 +69,11 @@ class LiveScoring:
     ``metrics``: the metrics scored (none: traces are stored as samples only).
     `start` runs it in a daemon thread until `stop`; `run_once` is one round (tests).
     ``backlog`` is the number of traces waiting, read each round: the receiver answers
-    503 with ``Retry-After`` while it is at ``config.live_queue_limit``.
+    503 with ``Retry-After`` while it is at ``config.live_queue_limit``. As each hour
+    closes it reads ``config.live_monitors`` on every live run
+    (`assay.store.live_monitors`) and POSTs each state change to ``config.live_webhook``
+    (a secret: redacted wherever Assay writes text, shown as its host).
+    Raises ValueError for a monitor rule that does not read.
     """
 
     def __init__(
@@ -93,6 +101,13 @@ class LiveScoring:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._round_lock = threading.Lock()
+        known = set(metric_names())
+        self.monitors = LiveMonitors(
+            store, parse_monitors(config.live_monitors, known.__contains__)
+        )
+        self.webhook = config.live_webhook or None
+        register_secret(self.webhook)
+        self._hour_read: object = None
         #: held while scoring: the server's ``/api/evaluate`` takes the same lock, so the
         #: shared models and judge client serve one evaluation at a time
         self.evaluate_lock = threading.Lock()
@@ -116,6 +131,7 @@ class LiveScoring:
         while not self._stop.is_set():
             try:
                 done = self.run_once()
+                self.read_monitors()
             except (StoreError, OSError) as exc:  # the store is busy or gone: wait, retry
                 self.last_error = str(exc)
                 log.warning("live scoring waits: %s", exc)
@@ -145,6 +161,47 @@ class LiveScoring:
                 self.scored += len(due)
             self.backlog = self.traces.backlog()
             return len(due)
+
+    def read_monitors(self, now_offset: float = 0.0) -> list[StateChange]:
+        """Once an hour has closed, read the monitors on it and send the changes to the
+        webhook; returns the changes (none until the next hour closes)."""
+        hour = closed_hour(utcnow() + timedelta(seconds=now_offset))
+        if not self.monitors.monitors or hour == self._hour_read:
+            return []
+        changes = self.monitors.evaluate(hour)
+        self._hour_read = hour
+        for change in changes:
+            log.warning(
+                "monitor %s on %s: %s (value %s, hour %s)",
+                change.monitor,
+                change.service,
+                change.state,
+                change.value,
+                change.hour.isoformat(),
+            )
+            if self.webhook:
+                self._notify(change)
+        return changes
+
+    def _notify(self, change: StateChange) -> None:
+        import httpx
+
+        try:
+            answer = httpx.post(self.webhook or "", json=change.to_dict(), timeout=5.0)
+            answer.raise_for_status()
+        except httpx.HTTPError as exc:
+            why = redact_text(str(exc), known_secrets())
+            self.last_error = f"the monitor webhook ({self.webhook_shown}) failed: {why}"
+            log.warning("%s", self.last_error)
+
+    @property
+    def webhook_shown(self) -> str | None:
+        """The webhook as it may be shown: its scheme and host (the path of a hook URL
+        is often its secret)."""
+        if not self.webhook:
+            return None
+        parts = urlsplit(self.webhook)
+        return f"{parts.scheme}://{parts.hostname or '?'}/…"
 
     def _score(self, service: str, traces: list[DueTrace], spans: dict) -> None:
         """Score a service's due traces and store them with their marks, `WRITE_BATCH`

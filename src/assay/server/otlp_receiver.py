@@ -37,6 +37,7 @@ from assay.inputs.otlp.request import (
     decode_export,
 )
 from assay.store.db import StoreError
+from assay.store.live_monitors import monitor_states
 from assay.store.live_traces import LiveTraces
 
 __all__ = ["RECEIVER_MEDIA_TYPES", "RETRY_AFTER_SECONDS", "router"]
@@ -145,14 +146,17 @@ async def receive_traces(request: Request) -> Response:
 @router.get("/api/live", tags=["live"])
 def live_status(request: Request) -> dict[str, Any]:
     """The live receiver and its scoring: spans and traces stored, traces waiting to be
-    scored, traces this server scored, the live metrics and settings, the last error."""
+    scored, traces this server scored, the live metrics and settings, the monitor rules
+    and each one's state on each live run, the webhook's host, the last error."""
     from assay.server.errors import store_read
 
     live = request.app.state.live
+    store = request.app.state.store
     with store_read():
-        counts = LiveTraces(request.app.state.store).counts()
+        counts = LiveTraces(store).counts()
+        monitors = monitor_states(store)
     if live is None:
-        return {**counts, "scoring": False, "metrics": []}
+        return {**counts, "scoring": False, "metrics": [], "monitors": monitors}
     config = live.config
     return {
         **counts,
@@ -162,5 +166,8 @@ def live_status(request: Request) -> dict[str, Any]:
         "sample_rate": config.live_sample_rate,
         "grace_seconds": config.live_grace_seconds,
         "queue_limit": config.live_queue_limit,
+        "rules": [m.text for m in live.monitors.monitors],
+        "webhook": live.webhook_shown,
+        "monitors": monitors,
         "last_error": live.last_error,
     }

@@ -24,6 +24,7 @@ from assay.server.inputs import MAX_HOURS
 from assay.server.transcripts import page_sample, readable
 from assay.server.views import REPORT_TAGS, compare_view, metric_families
 from assay.store.db import Store
+from assay.store.live_monitors import monitor_states
 from assay.store.queries import metric_meta
 
 __all__ = ["environment", "router"]
@@ -189,11 +190,13 @@ def overview(
 ) -> HTMLResponse:
     with store_read():
         stats = _store(request).statistics(hours=hours)
+        monitors = monitor_states(_store(request))
     return render(
         request,
         "overview.html",
         active="overview",
         stats=stats,
+        monitors=monitors,
         families=metric_families(stats["metrics"]),
         hours=hours,
         windows=HISTORY_WINDOWS,

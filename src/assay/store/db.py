@@ -319,38 +319,17 @@ class Store:
         sample_index: int,
         sample: Sample,
         results: dict[str, MetricResult],
-        *,
-        status: str,
-        duration: float | None = None,
-        test_name: str | None = None,
-        quality: dict[str, bool] | None = None,
-        validation: dict[str, Any] | None = None,
-        error: str | None = None,
-        timestamp: datetime | None = None,
-        replace: bool = False,
+        **options: Any,
     ) -> int:
         """Store one finished sample/test with its metric values; returns its row id.
         A conversation's turns, an agent's trace and its reference tool calls are stored
         as `assay.store.transcript.stored_items` says (redacted, bounded).
 
+        ``options``: ``status`` (required), ``duration``, ``test_name``, ``quality``,
+        ``validation``, ``error``, ``timestamp`` and ``replace`` (see `_recording`).
         ``replace=True`` first deletes the run's row of this sample index with its scores
         and checks (a resumed run scoring an errored sample again), in one transaction."""
-        return self._write(
-            self._recording(
-                run_id,
-                sample_index,
-                sample,
-                results,
-                status=status,
-                duration=duration,
-                test_name=test_name,
-                quality=quality,
-                validation=validation,
-                error=error,
-                timestamp=timestamp,
-                replace=replace,
-            )
-        )
+        return self._write(self._recording(run_id, sample_index, sample, results, **options))
 
     def record_many(
         self, rows: Iterable[dict[str, Any]], then: Callable[[Session], None] | None = None

@@ -38,6 +38,7 @@ __all__ = [
     "UNGATED",
     "Base",
     "FieldStrategyConfig",
+    "LiveMonitorState",
     "LiveSpan",
     "LiveTrace",
     "MetricSnapshot",
@@ -313,3 +314,18 @@ class LiveTrace(Base):
     pending: Mapped[bool] = mapped_column(Boolean, default=True)
     run_id: Mapped[str | None] = mapped_column(SafeString(64))
     sample_index: Mapped[int | None] = mapped_column(Integer)
+
+
+class LiveMonitorState(Base):
+    """The state of one live monitor rule on one live run (revision 0008): ``ok``,
+    ``firing`` or ``no_data``, the value it read for the last hour evaluated, and when
+    the state last changed."""
+
+    __tablename__ = "live_monitor_states"
+
+    monitor: Mapped[str] = mapped_column(SafeString(256), primary_key=True)
+    run_id: Mapped[str] = mapped_column(SafeString(64), primary_key=True)
+    state: Mapped[str] = mapped_column(SafeString(16))
+    value: Mapped[float | None] = mapped_column(Float)
+    hour: Mapped[datetime] = mapped_column(DateTime)
+    changed_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

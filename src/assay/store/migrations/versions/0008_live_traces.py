@@ -8,6 +8,7 @@ Create Date: 2026-11-27
 its resource's attributes; one row per trace and span id), written before the answer is
 sent. ``live_traces`` follows each trace: its service, whether its root came, when its
 last new span came, and which version of it was scored into which run and sample.
+``live_monitor_states`` keeps each monitor rule's state on each live run.
 """
 
 import sqlalchemy as sa
@@ -44,9 +45,19 @@ def upgrade() -> None:
         sa.Column("sample_index", sa.Integer(), nullable=True),
     )
     op.create_index("ix_live_traces_due", "live_traces", ["pending", "last_span_at"])
+    op.create_table(
+        "live_monitor_states",
+        sa.Column("monitor", sa.String(256), primary_key=True),
+        sa.Column("run_id", sa.String(64), primary_key=True),
+        sa.Column("state", sa.String(16), nullable=False),
+        sa.Column("value", sa.Float(), nullable=True),
+        sa.Column("hour", sa.DateTime(), nullable=False),
+        sa.Column("changed_at", sa.DateTime(), nullable=False),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("live_monitor_states")
     op.drop_index("ix_live_traces_due", table_name="live_traces")
     op.drop_table("live_traces")
     op.drop_table("live_spans")

@@ -1,0 +1,225 @@
+"""Monitors of live runs: rules read as each hour closes.
+
+A rule is ``STATISTIC OP NUMBER``, e.g. ``mean(faithfulness) < 0.7`` or
+``timeout_rate > 5%``, where STATISTIC is one of
+
+- ``mean(METRIC)``, ``p50(METRIC)``, ``p95(METRIC)``: of the metric's values stored in
+  the hour (missing values skipped);
+- ``pass_rate``: passed / (samples a threshold decided);
+- ``error_rate``: samples with a metric error / samples;
+- ``timeout_rate``: samples over 30 s or skipped / samples;
+- ``traces``: samples stored in the hour;
+
+OP is ``<``, ``<=``, ``>`` or ``>=`` and NUMBER may end in ``%`` (``5%`` is 0.05). A rule
+**fires** when its statistic meets the condition. Each rule is read on each live run
+(``live/<service.name>``) for the hour that just closed: ``firing``, ``ok``, or ``no_data``
+when the hour holds nothing to compute it from. `LiveMonitors.evaluate` stores the
+states (one row per rule and run) and returns the ones that changed.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from assay.core.stats import mean, percentile
+from assay.store.db import Store
+from assay.store.models import UNGATED, LiveMonitorState, Run, ScoringDetail, TestResult, utcnow
+from assay.store.queries import TIMEOUT_SECONDS
+
+__all__ = [
+    "LiveMonitors",
+    "Monitor",
+    "StateChange",
+    "closed_hour",
+    "monitor_states",
+    "parse_monitors",
+]
+
+_OPERATORS: dict[str, Callable[[float, float], bool]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+_RATES = ("pass_rate", "error_rate", "timeout_rate", "traces")
+_RULE = re.compile(
+    r"^\s*(?:(?P<stat>mean|p50|p95)\(\s*(?P<metric>[A-Za-z0-9_]+)\s*\)|(?P<rate>[a-z_]+))"
+    r"\s*(?P<op><=|>=|<|>)\s*(?P<number>[0-9]+(?:\.[0-9]+)?)\s*(?P<percent>%?)\s*$"
+)
+
+
+@dataclass(frozen=True)
+class Monitor:
+    """One rule: its text, statistic (``mean``, ``p50``, ``p95`` of ``metric``, or a
+    rate), operator and threshold."""
+
+    text: str
+    statistic: str
+    metric: str | None
+    op: str
+    threshold: float
+
+    def fires(self, value: float) -> bool:
+        return _OPERATORS[self.op](value, self.threshold)
+
+
+def parse_monitors(text: str | None, known_metrics: Callable[[str], bool]) -> list[Monitor]:
+    """The rules of ``text`` (separated by ``;``). Raises ValueError naming a rule that
+    does not read, or a metric ``known_metrics`` does not know."""
+    monitors = []
+    for part in (text or "").split(";"):
+        rule = part.strip()
+        if not rule:
+            continue
+        found = _RULE.match(rule)
+        if found is None or (found["rate"] is not None and found["rate"] not in _RATES):
+            raise ValueError(
+                f"monitor {rule!r} does not read: write STATISTIC OP NUMBER, e.g. "
+                "'mean(faithfulness) < 0.7' or 'timeout_rate > 5%'; STATISTIC is "
+                "mean(METRIC), p50(METRIC), p95(METRIC), " + ", ".join(_RATES)
+            )
+        metric = found["metric"]
+        if metric is not None and not known_metrics(metric):
+            raise ValueError(f"monitor {rule!r}: no metric named {metric!r}")
+        number = float(found["number"]) / (100 if found["percent"] else 1)
+        statistic = found["stat"] or found["rate"]
+        monitors.append(Monitor(" ".join(rule.split()), statistic, metric, found["op"], number))
+    return monitors
+
+
+@dataclass(frozen=True)
+class StateChange:
+    """A rule whose state on a live run changed when an hour closed."""
+
+    monitor: str
+    run_id: str
+    service: str
+    state: str
+    previous: str | None
+    value: float | None
+    hour: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "monitor": self.monitor,
+            "service": self.service,
+            "run_id": self.run_id,
+            "state": self.state,
+            "previous": self.previous,
+            "value": self.value,
+            "hour": self.hour.isoformat(),
+        }
+
+
+def closed_hour(now: datetime) -> datetime:
+    """The start of the last whole hour before ``now``."""
+    return now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+
+
+class LiveMonitors:
+    """The rules, read on the live runs of one store."""
+
+    def __init__(self, store: Store, monitors: list[Monitor]) -> None:
+        self.store = store
+        self.monitors = monitors
+
+    def evaluate(self, hour: datetime) -> list[StateChange]:
+        """Read every rule on every live run for ``[hour, hour + 1 h)``, store the
+        states and return the changes (a rule already read for this hour is skipped)."""
+        if not self.monitors:
+            return []
+        end = hour + timedelta(hours=1)
+
+        def action(session: Session) -> list[StateChange]:
+            runs = session.execute(select(Run.id, Run.name).where(Run.source == "live")).all()
+            states = {(s.monitor, s.run_id): s for s in session.scalars(select(LiveMonitorState))}
+            changes = []
+            for run_id, name in runs:
+                service = (name or "").removeprefix("live/")
+                for monitor in self.monitors:
+                    known = states.get((monitor.text, run_id))
+                    if known is not None and known.hour >= hour:
+                        continue
+                    value = _statistic(session, monitor, run_id, hour, end)
+                    if value is None:
+                        state = "no_data"
+                    else:
+                        state = "firing" if monitor.fires(value) else "ok"
+                    previous = known.state if known is not None else None
+                    if known is None:
+                        known = LiveMonitorState(monitor=monitor.text, run_id=run_id)
+                        session.add(known)
+                    if state != previous:
+                        known.changed_at = utcnow()
+                        changes.append(
+                            StateChange(monitor.text, run_id, service, state, previous, value, hour)
+                        )
+                    known.state, known.value, known.hour = state, value, hour
+            return changes
+
+        return self.store._write(action)
+
+
+def monitor_states(store: Store) -> list[dict[str, Any]]:
+    """Every rule's state on every live run, for the dashboard and ``/api/live``."""
+    with store.session() as session:
+        rows = session.execute(
+            select(LiveMonitorState, Run.name)
+            .join(Run, Run.id == LiveMonitorState.run_id)
+            .order_by(LiveMonitorState.monitor, Run.name)
+        ).all()
+    return [
+        {
+            "monitor": s.monitor,
+            "service": (name or "").removeprefix("live/"),
+            "run_id": s.run_id,
+            "state": s.state,
+            "value": s.value,
+            "hour": s.hour.isoformat(),
+            "changed_at": s.changed_at.isoformat(),
+        }
+        for s, name in rows
+    ]
+
+
+def _statistic(
+    session: Session, monitor: Monitor, run_id: str, start: datetime, end: datetime
+) -> float | None:
+    """The rule's statistic over the run's samples stored in ``[start, end)``."""
+    in_hour = (TestResult.run_id == run_id, TestResult.timestamp >= start)
+    in_hour += (TestResult.timestamp < end,)
+    if monitor.metric is not None:
+        values = session.scalars(
+            select(ScoringDetail.metric_value).where(
+                ScoringDetail.run_id == run_id,
+                ScoringDetail.metric_name == monitor.metric,
+                ScoringDetail.timestamp >= start,
+                ScoringDetail.timestamp < end,
+                ScoringDetail.metric_value.is_not(None),
+            )
+        ).all()
+        if not values:
+            return None
+        if monitor.statistic == "mean":
+            return mean(values)
+        return percentile(values, 50 if monitor.statistic == "p50" else 95)
+    rows = session.execute(select(TestResult.status, TestResult.duration).where(*in_hour)).all()
+    if monitor.statistic == "traces":
+        return float(len(rows))
+    if not rows:
+        return None
+    if monitor.statistic == "error_rate":
+        return sum(1 for status, _ in rows if status == "error") / len(rows)
+    if monitor.statistic == "timeout_rate":
+        late = sum(1 for s, d in rows if s == "skipped" or (d or 0.0) > TIMEOUT_SECONDS)
+        return late / len(rows)
+    decided = [status for status, _ in rows if status != UNGATED]
+    return sum(1 for s in decided if s == "passed") / len(decided) if decided else None

@@ -1,0 +1,176 @@
+"""Monitors of live runs: rules read as hours close, stored states, a real webhook
+server receiving the changes, and the dashboard showing them."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from fastapi.testclient import TestClient
+
+from assay.core.config import AssayConfig
+from assay.core.result import MetricResult
+from assay.core.sample import Sample
+from assay.engine.resources import Resources
+from assay.server.app import create_app
+from assay.server.live_scoring import LiveScoring
+from assay.store.db import Store
+from assay.store.live_monitors import LiveMonitors, Monitor, closed_hour, parse_monitors
+from assay.store.live_traces import live_run_id
+from assay.store.models import utcnow
+
+KNOWN = {"faithfulness", "e2e_latency"}.__contains__
+SECRET_PATH = "hooks/T0001/s3cr3t-hook-path"
+
+
+def test_rules_read_as_written_and_bad_ones_say_why() -> None:
+    rules = parse_monitors("mean(faithfulness) < 0.7; timeout_rate > 5% ;  traces<1", KNOWN)
+    assert rules == [
+        Monitor("mean(faithfulness) < 0.7", "mean", "faithfulness", "<", 0.7),
+        Monitor("timeout_rate > 5%", "timeout_rate", None, ">", 0.05),
+        Monitor("traces<1", "traces", None, "<", 1.0),
+    ]
+    assert rules[0].fires(0.69) and not rules[0].fires(0.7)
+    with pytest.raises(ValueError, match="does not read: write STATISTIC OP NUMBER"):
+        parse_monitors("faithfulness below 0.7", KNOWN)
+    with pytest.raises(ValueError, match="does not read"):
+        parse_monitors("latency_rate > 1", KNOWN)
+    with pytest.raises(ValueError, match="no metric named 'faithfulnes'"):
+        parse_monitors("mean(faithfulnes) < 0.7", KNOWN)
+
+
+def _live_run(store: Store, service: str, hour: datetime, samples: list[tuple]) -> str:
+    """A live run with (latency ms, duration s, status) samples stored inside ``hour``."""
+    run_id = live_run_id(service)
+    store.start_run(run_id, name=f"live/{service}", source="live", metrics=["e2e_latency"])
+    for i, (latency, duration, status) in enumerate(samples):
+        result = MetricResult("e2e_latency", latency, method="measurement")
+        store.record(
+            run_id,
+            i,
+            Sample(id=f"t{i}", response="a", duration=duration),
+            {"e2e_latency": result},
+            status=status,
+            timestamp=hour + timedelta(minutes=10 + i),
+        )
+    return run_id
+
+
+def test_each_rule_is_read_on_each_live_run_for_the_closed_hour(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'm.db'}")
+    hour = datetime(2026, 11, 27, 9)
+    # latencies 100 and 300 ms (mean 200, p95 290), durations 1 s and 45 s (one timeout)
+    _live_run(store, "bot", hour, [(100.0, 1.0, "passed"), (300.0, 45.0, "failed")])
+    rules = "mean(e2e_latency) > 150; p95(e2e_latency) >= 290; timeout_rate > 60%; "
+    rules += "pass_rate < 0.6; traces < 1"
+    monitors = LiveMonitors(store, parse_monitors(rules, KNOWN))
+    changes = monitors.evaluate(hour)
+    assert [(c.monitor, c.state, c.previous, c.value) for c in changes] == [
+        ("mean(e2e_latency) > 150", "firing", None, 200.0),
+        ("p95(e2e_latency) >= 290", "firing", None, pytest.approx(290.0)),
+        ("timeout_rate > 60%", "ok", None, 0.5),
+        ("pass_rate < 0.6", "firing", None, 0.5),
+        ("traces < 1", "ok", None, 2.0),
+    ]
+    assert monitors.evaluate(hour) == []  # an hour is read once
+    # the next hour holds nothing: the statistics of values have no data, and no traces
+    later = monitors.evaluate(hour + timedelta(hours=1))
+    assert [(c.monitor, c.state, c.previous) for c in later] == [
+        ("mean(e2e_latency) > 150", "no_data", "firing"),
+        ("p95(e2e_latency) >= 290", "no_data", "firing"),
+        ("timeout_rate > 60%", "no_data", "ok"),
+        ("pass_rate < 0.6", "no_data", "firing"),
+        ("traces < 1", "firing", "ok"),
+    ]
+    store.close()
+
+
+class _Hooks(BaseHTTPRequestHandler):
+    received: ClassVar[list[tuple[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["content-length"]))
+        _Hooks.received.append((self.path, json.loads(body)))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_state_change_is_posted_to_the_webhook_and_shown_without_its_secret(
+    tmp_path: Path,
+) -> None:
+    hooks = ThreadingHTTPServer(("127.0.0.1", 0), _Hooks)
+    threading.Thread(target=hooks.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{hooks.server_port}/{SECRET_PATH}"
+    store = Store(f"sqlite:///{tmp_path / 'w.db'}")
+    previous = closed_hour(utcnow())
+    run_id = _live_run(store, "bot", previous, [(100.0, 1.0, "passed"), (300.0, 2.0, "passed")])
+    config = AssayConfig(
+        cache_dir=str(tmp_path), live_monitors="mean(e2e_latency) > 150", live_webhook=url
+    )
+    resources = Resources(config)
+    live = LiveScoring(store, config, [], resources)
+    _Hooks.received.clear()
+    assert [c.state for c in live.read_monitors()] == ["firing"]
+    assert live.read_monitors() == []
+    hooks.shutdown()
+    hooks.server_close()
+    assert _Hooks.received == [
+        (
+            f"/{SECRET_PATH}",
+            {
+                "monitor": "mean(e2e_latency) > 150",
+                "service": "bot",
+                "run_id": run_id,
+                "state": "firing",
+                "previous": None,
+                "value": 200.0,
+                "hour": previous.isoformat(),
+            },
+        )
+    ]
+    client = TestClient(create_app(store, live=live), base_url="http://127.0.0.1")
+    status = client.get("/api/live").json()
+    assert status["webhook"] == "http://127.0.0.1/…"
+    assert [(m["monitor"], m["state"], m["value"]) for m in status["monitors"]] == [
+        ("mean(e2e_latency) > 150", "firing", 200.0)
+    ]
+    page = client.get("/").text
+    assert 'id="live-monitors"' in page and "firing" in page
+    assert SECRET_PATH not in page and SECRET_PATH not in json.dumps(status)
+    # a webhook that cannot be reached is an error the status says, without its path
+    live.webhook = f"http://127.0.0.1:{hooks.server_port}/{SECRET_PATH}"
+    live._hour_read = None
+    store.record(
+        run_id,
+        5,
+        Sample(id="t5", response="a"),
+        {"e2e_latency": MetricResult("e2e_latency", 10.0, method="measurement")},
+        status="passed",
+        timestamp=previous + timedelta(hours=1, minutes=1),
+    )
+    assert [c.state for c in live.read_monitors(now_offset=3600)] == ["ok"]
+    assert "the monitor webhook (http://127.0.0.1/…) failed" in (live.last_error or "")
+    assert SECRET_PATH not in (live.last_error or "")
+    resources.close()
+    store.close()
+
+
+def test_serve_refuses_a_rule_that_does_not_read(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from assay.cli import app
+
+    result = CliRunner().invoke(
+        app,
+        ["serve", "--db", f"sqlite:///{tmp_path / 's.db'}", "--live-monitor", "faith < x"],
+    )
+    assert result.exit_code == 2
+    assert "monitor 'faith < x' does not read" in " ".join(result.output.split())
