@@ -36,6 +36,7 @@ from assay.inputs.otlp.request import (
     UnsupportedExport,
     decode_export,
 )
+from assay.server.errors import ERROR_RESPONSES, ErrorMessage
 from assay.store.db import StoreError
 from assay.store.live_monitors import monitor_states
 from assay.store.live_traces import LiveTraces
@@ -44,7 +45,7 @@ __all__ = ["RECEIVER_MEDIA_TYPES", "RETRY_AFTER_SECONDS", "router"]
 
 log = logging.getLogger("assay.live")
 
-router = APIRouter()
+router = APIRouter(responses=ERROR_RESPONSES)
 
 #: the bodies the receiver reads (the request guard lets these through on its path)
 RECEIVER_MEDIA_TYPES = frozenset({PROTOBUF, "application/json"})
@@ -61,7 +62,10 @@ _REQUEST_BODY: dict[str, Any] = {
                 "type": "object",
                 "description": "An OTLP ExportTraceServiceRequest in the protocol's JSON "
                 "encoding: resourceSpans -> scopeSpans -> spans (ids in hex).",
-                "properties": {"resourceSpans": {"type": "array", "items": {"type": "object"}}},
+                "properties": {
+                    # null is an empty list in the protocol's JSON mapping
+                    "resourceSpans": {"type": ["array", "null"], "items": {"type": "object"}}
+                },
             }
         },
         PROTOBUF: {"schema": {"type": "string", "format": "binary"}},
@@ -105,7 +109,11 @@ def _success(protobuf: bool, rejected: list[str]) -> Response:
         200: {
             "description": "ExportTraceServiceResponse (partialSuccess when spans were rejected)"
         },
-        503: {"description": "Behind: send again after Retry-After seconds"},
+        503: {
+            "model": ErrorMessage,
+            "description": "Behind (the scoring queue is full) or the store is busy: send "
+            "again after Retry-After seconds",
+        },
     },
 )
 async def receive_traces(request: Request) -> Response:
