@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import timedelta
@@ -296,12 +295,3 @@ class LiveScoring:
             return samples[0]
         why = str(errors[0]) if errors else "the trace has no readable span"
         return Sample(id=trace.trace_id, tags={"service": trace.service}, metadata={"otel": why})
-
-    def wait_idle(self, timeout: float = 30.0) -> bool:
-        """Wait until no trace is waiting (tests and benchmarks); True when none is."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.traces.backlog() == 0:
-                return True
-            time.sleep(0.05)
-        return False

@@ -5,7 +5,7 @@ the receiver answers, so an acknowledged span survives a crash) and keeps, per t
 whether its root came, when its last new span came and a version that grows with each
 export that brought new spans. `LiveTraces.due` names the traces ready to score: root
 seen and quiet for the grace period (or quiet for ``orphan_seconds`` without a root),
-with a version not scored yet; `LiveTraces.mark_scored` records the version scored, so a
+with a version not scored yet; `LiveTraces.marking` records the version scored, so a
 span that arrives while a trace is scored makes it due again and is never dropped.
 """
 
@@ -169,14 +169,10 @@ class LiveTraces:
                     out[trace_id].append(span)
         return out
 
-    def mark_scored(self, trace: DueTrace, run_id: str, sample_index: int) -> None:
-        """Record that ``trace.version`` is scored as ``sample_index`` of ``run_id``; the
-        trace stays due when a newer version came meanwhile."""
-        self.store._write(self.marking([(trace, run_id, sample_index)]))
-
     def marking(self, marks: list[tuple[DueTrace, str, int]]) -> Callable[[Session], None]:
-        """`mark_scored` of each (trace, run id, sample index), to run in a transaction
-        (the one that stores the samples)."""
+        """Record that each (trace, run id, sample index) had ``trace.version`` scored as
+        that sample of that run, to run in the transaction that stores the samples; a
+        trace stays due when a newer version came meanwhile."""
 
         def action(session: Session) -> None:
             for trace, run_id, sample_index in marks:
