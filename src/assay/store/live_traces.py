@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from assay.inputs.otlp.reader import MalformedSpan, Span, span_of
@@ -63,14 +63,32 @@ class LiveTraces:
             return 0
         when = now or utcnow()
 
+        span_table, trace_table = LiveSpan.__table__, LiveTrace.__table__
+        # Core statements, one executemany a table: the ORM's unit of work cost most of
+        # an export's time
+        grow = (
+            update(trace_table)
+            .where(trace_table.c.trace_id == bindparam("b_trace"))
+            .values(
+                root_seen=or_(trace_table.c.root_seen, bindparam("b_root")),
+                last_span_at=when,
+                spans=trace_table.c.spans + bindparam("b_spans"),
+                version=trace_table.c.version + 1,
+                pending=True,
+            )
+        )
+
         def action(session: Session) -> int:
+            connection = session.connection()
             by_trace: dict[str, dict[str, ReceivedSpan]] = defaultdict(dict)
             for received in spans:
                 by_trace[received.span.trace_id].setdefault(received.span.span_id, received)
             ids = list(by_trace)
             stored = set(
-                session.execute(
-                    select(LiveSpan.trace_id, LiveSpan.span_id).where(LiveSpan.trace_id.in_(ids))
+                connection.execute(
+                    select(span_table.c.trace_id, span_table.c.span_id).where(
+                        span_table.c.trace_id.in_(ids)
+                    )
                 ).all()
             )
             new = [
@@ -81,8 +99,8 @@ class LiveTraces:
             ]
             if not new:
                 return 0
-            session.execute(  # one executemany, not an ORM object a span
-                insert(LiveSpan.__table__),
+            connection.execute(
+                insert(span_table),
                 [
                     {
                         "trace_id": r.span.trace_id,
@@ -93,36 +111,37 @@ class LiveTraces:
                     for r in new
                 ],
             )
-            traces = {
-                t.trace_id: t
-                for t in session.scalars(select(LiveTrace).where(LiveTrace.trace_id.in_(ids)))
-            }
+            known = set(
+                connection.scalars(
+                    select(trace_table.c.trace_id).where(trace_table.c.trace_id.in_(ids))
+                )
+            )
             grouped: dict[str, list[ReceivedSpan]] = defaultdict(list)
             for received in new:
                 grouped[received.span.trace_id].append(received)
+            created, grown = [], []
             for trace_id, group in grouped.items():
                 root = any(r.span.parent_id is None for r in group)
-                trace = traces.get(trace_id)
-                if trace is None:
-                    session.add(
-                        LiveTrace(
-                            trace_id=trace_id,
-                            service=group[0].service[:256],
-                            root_seen=root,
-                            first_span_at=when,
-                            last_span_at=when,
-                            spans=len(group),
-                            version=1,
-                            scored_version=-1,
-                            pending=True,
-                        )
-                    )
-                else:
-                    trace.root_seen = trace.root_seen or root
-                    trace.last_span_at = when
-                    trace.spans += len(group)
-                    trace.version += 1
-                    trace.pending = True
+                if trace_id in known:
+                    grown.append({"b_trace": trace_id, "b_root": root, "b_spans": len(group)})
+                    continue
+                created.append(
+                    {
+                        "trace_id": trace_id,
+                        "service": group[0].service[:256],
+                        "root_seen": root,
+                        "first_span_at": when,
+                        "last_span_at": when,
+                        "spans": len(group),
+                        "version": 1,
+                        "scored_version": -1,
+                        "pending": True,
+                    }
+                )
+            if created:
+                connection.execute(insert(trace_table), created)
+            if grown:
+                connection.execute(grow, grown)
             return len(new)
 
         try:
@@ -174,18 +193,25 @@ class LiveTraces:
         that sample of that run, to run in the transaction that stores the samples; a
         trace stays due when a newer version came meanwhile."""
 
+        table = LiveTrace.__table__
+        statement = (
+            update(table)
+            .where(table.c.trace_id == bindparam("b_trace"))
+            .values(
+                scored_version=bindparam("b_version"),
+                pending=table.c.version != bindparam("b_version"),
+                run_id=bindparam("b_run"),
+                sample_index=bindparam("b_index"),
+            )
+        )
+        params = [
+            {"b_trace": t.trace_id, "b_version": t.version, "b_run": run_id, "b_index": index}
+            for t, run_id, index in marks
+        ]
+
         def action(session: Session) -> None:
-            for trace, run_id, sample_index in marks:
-                session.execute(
-                    update(LiveTrace)
-                    .where(LiveTrace.trace_id == trace.trace_id)
-                    .values(
-                        scored_version=trace.version,
-                        pending=LiveTrace.version != trace.version,
-                        run_id=run_id,
-                        sample_index=sample_index,
-                    )
-                )
+            if params:  # one executemany, not an ORM statement a trace
+                session.connection().execute(statement, params)
 
         return action
 
