@@ -174,3 +174,29 @@ def test_serve_refuses_a_rule_that_does_not_read(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "monitor 'faith < x' does not read" in " ".join(result.output.split())
+
+
+def test_the_live_table_of_the_project_file_sets_the_live_settings(tmp_path: Path) -> None:
+    from assay.core.config import ConfigError, load_config
+
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.assay.live]\n"
+        'metrics = ["faithfulness", "e2e_latency"]\n'
+        'monitors = ["mean(faithfulness) < 0.7", "timeout_rate > 5%"]\n'
+        "grace_seconds = 5\n"
+        "sample_rate = 0.25\n",
+        encoding="utf-8",
+    )
+    config = load_config(project_dir=tmp_path)
+    assert (config.live_metrics, config.live_grace_seconds, config.live_sample_rate) == (
+        "faithfulness,e2e_latency",
+        5.0,
+        0.25,
+    )
+    assert [m.text for m in parse_monitors(config.live_monitors, KNOWN)] == [
+        "mean(faithfulness) < 0.7",
+        "timeout_rate > 5%",
+    ]
+    (tmp_path / "pyproject.toml").write_text("[tool.assay]\nlive = 3\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"'live' must be a table: \[tool.assay.live\]"):
+        load_config(project_dir=tmp_path)
