@@ -213,3 +213,16 @@ def test_a_million_samples_run_in_flat_memory_under_1_gb(tmp_path):
     peaks = {n: run.peak_rss_mb for n, run in runs.items()}
     assert peaks[1_000_000] < 1024, peaks
     assert peaks[1_000_000] - peaks[20_000] < 40, peaks
+
+
+def test_a_group_key_no_sample_has_is_named_with_the_tags_the_data_has(env):
+    data = env / "data.jsonl"
+    rows = [
+        {"id": f"s{i}", "response": "a", "expected": "a", "tags": {"kind": "x"}} for i in range(3)
+    ]
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    result = runner.invoke(app, ["evaluate", str(data), "-m", "exact_match", "--group-by", "topic"])
+    assert result.exit_code == 0, result.output
+    assert "no sample has the tag 'topic' (tags in the data: kind); its group is '-'" in " ".join(
+        result.output.split()
+    )

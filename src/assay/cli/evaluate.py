@@ -302,8 +302,8 @@ def evaluate_command(
         if keep:  # with Ray, tasks on the cluster parse the data (assay.inputs.locations)
             reader = read_samples if scaled is None else scaled.read_samples
             listed, input_errors = reader(data, strict=strict, input_format=input_format)
-            stream = SampleStream(iter([*listed, *ctx.meta.get(EXTRA_SAMPLES, [])]), [])
-            total: int | None = len(listed) + len(ctx.meta.get(EXTRA_SAMPLES, []))
+            listed = [*listed, *ctx.meta.get(EXTRA_SAMPLES, [])]
+            stream, total = SampleStream(iter(listed), []), len(listed)
         else:
             stream = stream_samples(
                 data, strict, input_format=input_format, count_lines=show_progress

@@ -112,8 +112,7 @@ class RunOutputs:
             try:
                 self.sink.close()
             except OSError as exc:
-                self.sink = None
-                self.output_failed("out", f"writing {self.out}", exc, going_on=False)
+                self._drop_sink(exc, going_on=False)
         recorder = self.recorder
         if recorder is not None:
             status = "finished" if evaluation is not None else "interrupted"

@@ -205,7 +205,8 @@ class RunTally:
         self.labels: dict[str, Counter[str]] = {}
         self.group_keys = tuple(group_keys)
         self._groups: dict[tuple[str, ...], RunTally] = {}
-        #: tag keys (of ``group_keys``) that some sample has
+        #: the tag keys the samples have (counted when grouping: the note on a group
+        #: key no sample has lists them)
         self.tags_seen: set[str] = set()
         # normalised message -> [first message, samples, per-metric counts, last sample]
         self._causes: dict[str, list] = {}
@@ -216,7 +217,7 @@ class RunTally:
         if self.group_keys:
             tags = sample.tags
             key = tuple(tags.get(k, "-") for k in self.group_keys)
-            self.tags_seen.update(k for k in self.group_keys if k in tags)
+            self.tags_seen.update(tags)
             group = self._groups.get(key)
             if group is None:
                 group = self._groups[key] = RunTally(

@@ -28,7 +28,6 @@ from fastapi.responses import Response
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
-from assay.core.jsonout import dumps
 from assay.inputs.otlp.request import (
     PROTOBUF,
     BadExport,
@@ -36,7 +35,7 @@ from assay.inputs.otlp.request import (
     UnsupportedExport,
     decode_export,
 )
-from assay.server.errors import ERROR_RESPONSES, ErrorMessage
+from assay.server.errors import ERROR_RESPONSES, ErrorMessage, StrictJSONResponse
 from assay.store.db import StoreError
 from assay.store.live_monitors import monitor_states
 from assay.store.live_traces import LiveTraces
@@ -75,9 +74,7 @@ _REQUEST_BODY: dict[str, Any] = {
 
 def _answer(status: int, detail: str, retry_after: int | None = None) -> Response:
     headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
-    return Response(
-        dumps({"detail": detail}), status, headers=headers, media_type="application/json"
-    )
+    return StrictJSONResponse({"detail": detail}, status, headers=headers)
 
 
 def _success(protobuf: bool, rejected: list[str]) -> Response:
@@ -97,7 +94,7 @@ def _success(protobuf: bool, rejected: list[str]) -> Response:
     body: dict[str, Any] = {}
     if rejected:
         body["partialSuccess"] = {"rejectedSpans": str(len(rejected)), "errorMessage": message}
-    return Response(dumps(body), 200, media_type="application/json")
+    return StrictJSONResponse(body)
 
 
 @router.post(

@@ -31,8 +31,8 @@ from sqlalchemy.orm import Session
 
 from assay.core.stats import mean, percentile
 from assay.store.db import Store
-from assay.store.models import UNGATED, LiveMonitorState, Run, ScoringDetail, TestResult, utcnow
-from assay.store.queries import TIMEOUT_SECONDS
+from assay.store.models import LiveMonitorState, Run, ScoringDetail, utcnow
+from assay.store.queries import sample_counts
 
 __all__ = [
     "LiveMonitors",
@@ -193,9 +193,8 @@ def monitor_states(store: Store) -> list[dict[str, Any]]:
 def _statistic(
     session: Session, monitor: Monitor, run_id: str, start: datetime, end: datetime
 ) -> float | None:
-    """The rule's statistic over the run's samples stored in ``[start, end)``."""
-    in_hour = (TestResult.run_id == run_id, TestResult.timestamp >= start)
-    in_hour += (TestResult.timestamp < end,)
+    """The rule's statistic over the run's samples stored in ``[start, end)``; the rates
+    are the overview's (`assay.store.queries.sample_counts`), as fractions."""
     if monitor.metric is not None:
         values = session.scalars(
             select(ScoringDetail.metric_value).where(
@@ -211,15 +210,11 @@ def _statistic(
         if monitor.statistic == "mean":
             return mean(values)
         return percentile(values, 50 if monitor.statistic == "p50" else 95)
-    rows = session.execute(select(TestResult.status, TestResult.duration).where(*in_hour)).all()
+    counts = sample_counts(session, run_id, start, end)
+    total = counts["total"]
     if monitor.statistic == "traces":
-        return float(len(rows))
-    if not rows:
-        return None
+        return float(total)
     if monitor.statistic == "error_rate":
-        return sum(1 for status, _ in rows if status == "error") / len(rows)
-    if monitor.statistic == "timeout_rate":
-        late = sum(1 for s, d in rows if s == "skipped" or (d or 0.0) > TIMEOUT_SECONDS)
-        return late / len(rows)
-    decided = [status for status, _ in rows if status != UNGATED]
-    return sum(1 for s in decided if s == "passed") / len(decided) if decided else None
+        return counts["errors"] / total if total else None
+    percent = counts["timeout_rate" if monitor.statistic == "timeout_rate" else "pass_rate"]
+    return None if percent is None else percent / 100

@@ -50,6 +50,7 @@ __all__ = [
     "metric_meta",
     "run_detail",
     "runs",
+    "sample_counts",
     "sample_detail",
     "sample_rows",
     "snapshot_run",
@@ -216,9 +217,11 @@ def pass_rate(passed: int | None, total: int | None, ungated: int | None) -> flo
     return 100.0 * int(passed or 0) / gated if gated > 0 else None
 
 
-def _test_counts(
+def sample_counts(
     session: Session, run_id: str | None, since: datetime | None, until: datetime | None
 ) -> dict[str, Any]:
+    """Samples of a run (or all) in ``[since, until)`` by status, their pass rate and
+    timeout rate (percent: over 30 s or skipped) and average duration."""
     timeout = or_(TestResult.duration > TIMEOUT_SECONDS, TestResult.status == "skipped")
     stmt = select(
         func.count(),
@@ -287,7 +290,7 @@ def _safety(plain: dict[str, float]) -> tuple[float | None, float | None, str | 
 def _period(
     session: Session, run_id: str | None, since: datetime | None, until: datetime | None
 ) -> dict[str, Any]:
-    counts = _test_counts(session, run_id, since, until)
+    counts = sample_counts(session, run_id, since, until)
     averages = metric_averages(session, run_id=run_id, since=since, until=until)
     plain = {name: a["avg"] for name, a in averages.items() if a["avg"] is not None}
     health, basis = _health(counts["pass_rate"], averages)
