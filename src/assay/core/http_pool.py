@@ -8,12 +8,18 @@ built for each idle one: O(connections²) a request) and polls the socket of eve
 connection; with 64 requests in flight these took about a fifth and a sixth of a Ray
 worker's CPU time (py-spy, ``benchmarks/scale.py judged``; encode/httpcore#1035).
 `LinearPool` counts once and polls only the connection a request is about to get.
+A timed transport (``assay run``'s targets) connects through
+`assay.core.http_timing.ReceiveTimestampBackend`.
 """
 
 from __future__ import annotations
 
+import sys
+
 import httpcore
 import httpx
+
+from assay.core.http_timing import ReceiveTimestampBackend
 
 __all__ = ["LinearPool", "linear_pool_fits", "linear_transport"]
 
@@ -83,11 +89,15 @@ def linear_pool_fits(transport: httpx.AsyncHTTPTransport) -> bool:
     )
 
 
-def linear_transport(limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
+def linear_transport(limits: httpx.Limits, timed: bool = False) -> httpx.AsyncHTTPTransport:
     """An async transport with these limits whose pool is a `LinearPool` (httpcore's own
-    pool where `linear_pool_fits` says the release is not the one checked)."""
+    pool where `linear_pool_fits` says the release is not the one checked); ``timed``:
+    its TCP connections know when their bytes arrived (`assay.core.http_timing`; on
+    Linux with the release checked, untimed otherwise)."""
     transport = httpx.AsyncHTTPTransport(limits=limits)
     if linear_pool_fits(transport):
         # the transport's own pool, of the same settings, made linear (see LinearPool)
         transport._pool.__class__ = LinearPool
+        if timed and sys.platform == "linux":  # the kernel's stamps, its event loops
+            transport._pool._network_backend = ReceiveTimestampBackend()
     return transport

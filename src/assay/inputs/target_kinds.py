@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import httpx
 
 from assay.core.http import retry_after_seconds
+from assay.core.http_timing import call_times
 from assay.core.redaction import is_secret_name, register_secret
 from assay.core.sample import Sample
 
@@ -172,7 +173,9 @@ class OpenAITarget:
                 raise _status_error(response, (await _body(response)).decode(errors="replace"))
             if "text/event-stream" not in response.headers.get("content-type", ""):
                 # a server that does not stream: one JSON reply
-                return _completion(_json_reply(response, await _body(response)), None)
+                reply = _completion(_json_reply(response, await _body(response)), None)
+                reply.duration = _network_seconds(response, started)
+                return reply
             parts: list[str] = []
             size = 0
             first: float | None = None
@@ -191,14 +194,28 @@ class OpenAITarget:
                 for choice in chunk.get("choices") or []:
                     text = (choice.get("delta") or {}).get("content")
                     if text:
-                        first = first if first is not None else time.perf_counter() - started
+                        if first is None:
+                            network = _network_seconds(response, started)
+                            first = time.perf_counter() - started if network is None else network
                         parts.append(text)
                         size += len(text)
                         if size > MAX_REPLY_BYTES:
                             raise _too_large(response.status_code)
                 if isinstance(chunk.get("usage"), dict):
                     usage = _usage(chunk["usage"])
-            return Reply("".join(parts), first_token_time=first, usage=usage)
+            duration = _network_seconds(response, started)
+            return Reply("".join(parts), first_token_time=first, duration=duration, usage=usage)
+
+
+def _network_seconds(response: httpx.Response, started: float) -> float | None:
+    """Seconds from writing the request to the arrival of the last bytes read so far of
+    its reply, by the kernel's clock (`call_times`); None on an untimed connection, or
+    past the time since ``started`` (`time.perf_counter`; a wall clock that stepped)."""
+    times = call_times(response)
+    if times is None:
+        return None
+    seconds = (times[1] - times[0]) / 1e9
+    return seconds if seconds <= time.perf_counter() - started else None
 
 
 def _usage(raw: dict[str, Any]) -> dict[str, int]:
@@ -277,8 +294,10 @@ class HTTPTarget:
     async def call(self, sample: Sample, client: httpx.AsyncClient) -> Reply:
         headers = {"content-type": "application/json", **self.headers}
         body = self.body(sample).encode()
+        started = time.perf_counter()
         async with client.stream("POST", self.url, content=body, headers=headers) as response:
             raw = await _body(response)
+            duration = _network_seconds(response, started)
         if response.status_code >= 400:
             raise _status_error(response, raw.decode(errors="replace"))
         reply = _json_reply(response, raw)
@@ -296,7 +315,7 @@ class HTTPTarget:
                 raise CallFailed(f"--contexts-path {path!r} found nothing in the reply")
             items = found if isinstance(found, list) else [found]
             contexts = [c if isinstance(c, str) else json.dumps(c) for c in items]
-        return Reply(answer, contexts=contexts)
+        return Reply(answer, contexts=contexts, duration=duration)
 
 
 @dataclass

@@ -239,7 +239,7 @@ def call_target(
         limits = httpx.Limits(
             max_connections=settings.concurrency, max_keepalive_connections=settings.concurrency
         )
-        transport = linear_transport(limits)
+        transport = linear_transport(limits, timed=True)
         timeout = httpx.Timeout(settings.timeout)
         async with httpx.AsyncClient(transport=transport, timeout=timeout) as client:
             caller = _Caller(target, client, settings, ConnectCircuit())
