@@ -117,3 +117,55 @@ def test_text_of_only_invisible_characters_is_missing():
     s = Sample(response="\u200b\ufeff \u200d", expected="x\u200b")
     assert not s.has("response")
     assert s.has("expected")
+
+
+def _same_sample(a: Sample, b: Sample) -> bool:
+    return (
+        type(a) is type(b)
+        and list(a.__dict__.items()) == list(b.__dict__.items())
+        and a.model_fields_set == b.model_fields_set
+        and a.model_dump_json() == b.model_dump_json()
+    )
+
+
+def test_a_record_of_text_fields_is_built_as_validation_would_build_it(tmp_path):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from assay.core.sample import TEXT_FIELDS
+    from assay.inputs.records import _plain_sample
+
+    texts = st.text(st.characters(codec="utf-8"), max_size=20)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.dictionaries(st.sampled_from(TEXT_FIELDS), texts, min_size=1))
+    def check(record: dict) -> None:
+        built = _plain_sample(record)
+        if set(record) == {"id"}:
+            assert built is None  # nothing to score: validation's error stands
+            return
+        assert built is not None and _same_sample(built, Sample.model_validate(record))
+
+    check()
+    # any other record is validated: numbers, aliases, lists, other fields, a key given
+    # twice, a lone surrogate
+    for record in (
+        {"id": 7, "response": "r"},
+        {"answer": "r"},
+        {"response": "r", "contexts": ["c"]},
+        {"response": "r", "language": "en"},
+        {"response": "\udc80"},
+    ):
+        assert _plain_sample(record) is None
+    path = tmp_path / "d.jsonl"
+    lines = [
+        '{"id": "a", "response": "r", "expected": "e"}',
+        '{"id": "b", "response": "r", "response": "s"}',
+        '{"id": "c"}',
+        '{"id": 4, "answer": "r"}',
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    samples, errors = read_samples(path)
+    assert [s.id for s in samples] == ["a", "4"]
+    assert _same_sample(samples[0], Sample.model_validate(json.loads(lines[0])))
+    assert [(e.line, e.field) for e in errors] == [(2, "response"), (3, None)]

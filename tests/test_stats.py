@@ -76,6 +76,29 @@ def test_bootstrap_ci_is_seeded_and_brackets_the_mean():
     assert narrower[1] - narrower[0] < high - low
 
 
+def test_a_large_pass_fail_sample_resamples_counts_with_the_index_bootstraps_spread():
+    # 20,000 values of 0 and 1, 6,000 ones: few distinct values, so each resample draws
+    # how many ones it has, Binomial(20,000, 0.3) (the multinomial of two values)
+    values = [1.0] * 6_000 + [0.0] * 14_000
+    low, high = bootstrap_ci(values, seed=5)
+    rng = np.random.default_rng(5)
+    ones = rng.multinomial(20_000, [0.7, 0.3], size=1000)[:, 1]
+    assert (low, high) == pytest.approx(tuple(np.percentile(ones / 20_000, [2.5, 97.5])))
+    # the index bootstrap's interval of the same values, drawn here, and the normal one:
+    # standard error sqrt(0.3 * 0.7 / 20,000) = 0.00324, 1.96 of it = 0.00635
+    array = np.array(values)
+    draws = np.random.default_rng(5).integers(0, 20_000, size=(1000, 20_000))
+    by_index = np.percentile(array[draws].mean(axis=1), [2.5, 97.5])
+    assert low == pytest.approx(by_index[0], abs=0.0008)  # a quarter of a standard error
+    assert high == pytest.approx(by_index[1], abs=0.0008)
+    assert (low, high) == pytest.approx((0.3 - 0.00635, 0.3 + 0.00635), abs=0.0008)
+    # one value in 16 distinct or fewer; with more, or under 10,000 values, indices
+    spread = [float(i % 1_300) for i in range(20_000)]
+    draws = np.random.default_rng(0).integers(0, 20_000, size=(100, 20_000))
+    expected = np.percentile(np.array(spread)[draws].mean(axis=1) / 1299, [2.5, 97.5]) * 1299
+    assert bootstrap_ci(spread, n_resamples=100) == pytest.approx(tuple(expected), rel=1e-12)
+
+
 def test_bootstrap_ci_of_constant_or_single_values():
     assert bootstrap_ci([3.0, 3.0, 3.0]) == (3.0, 3.0)
     assert bootstrap_ci([5.0]) == (5.0, 5.0)

@@ -58,7 +58,8 @@ def _alias(*names: str) -> AliasChoices:
     return AliasChoices(*names)
 
 
-_TEXT_FIELDS = (
+#: the fields that hold one text (a finite number given for one becomes its text)
+TEXT_FIELDS = (
     "id",
     "query",
     "response",
@@ -437,7 +438,7 @@ class Sample(BaseModel):
             self.trace = trace_from_turns(self.turns)
         return self
 
-    @field_validator(*_TEXT_FIELDS, mode="before")
+    @field_validator(*TEXT_FIELDS, mode="before")
     @classmethod
     def _number_as_text(cls, value: Any) -> Any:
         return _text_of_number(value)
@@ -486,7 +487,7 @@ class InputTooLarge(ValueError):
 #: fields whose value is a parsed JSON document (or its text)
 _JSON_FIELDS = ("expected_json", "output_json", "json_schema")
 #: every field a limit applies to (tags, metadata and trace are not scored text)
-LIMITED_FIELDS = (*_TEXT_FIELDS, "language", *_TEXT_LIST_FIELDS, *_JSON_FIELDS)
+LIMITED_FIELDS = (*TEXT_FIELDS, "language", *_TEXT_LIST_FIELDS, *_JSON_FIELDS)
 
 
 def json_extent(value: Any) -> tuple[int, int]:

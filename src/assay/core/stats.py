@@ -117,6 +117,11 @@ def percentiles(
     return out
 
 
+#: values from which `bootstrap_ci` resamples the counts of each distinct value, where
+#: there are few (at most one in 16 values distinct), instead of the values' indices
+COUNTS_FROM = 10_000
+
+
 def bootstrap_ci(
     values: Iterable[float | int | None],
     *,
@@ -134,6 +139,12 @@ def bootstrap_ci(
 
     Returns ``(None, None)`` for no values and ``(x, x)`` for a single value (no spread
     can be estimated from one sample; callers wanting "undefined" should check n >= 2).
+
+    Each resample draws ``n`` indices. From `COUNTS_FROM` values on, when at most one
+    value in 16 is distinct (a pass/fail metric), it draws how often each distinct value
+    is picked instead (multinomial): the same bootstrap, O(distinct values) a resample
+    where indices cost O(n) (about 7 µs a value at 1,000 resamples), with other random
+    draws than indices would give.
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1). Got {confidence}.")
@@ -148,13 +159,19 @@ def bootstrap_ci(
     scale = _scale(array)
     array = array / scale
     rng = np.random.default_rng(seed)
-    means = np.empty(n_resamples, dtype=np.float64)
-    # chunks bound the memory of the (resamples x n) index matrix for large n
-    chunk = max(1, min(n_resamples, 2_000_000 // n))
-    for start in range(0, n_resamples, chunk):
-        stop = min(n_resamples, start + chunk)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        means[start:stop] = array[idx].mean(axis=1)
+    distinct, counts = np.unique(array, return_counts=True) if n >= COUNTS_FROM else (array, None)
+    if counts is not None and distinct.size * 16 <= n:
+        # few distinct values (a pass/fail metric): each resample's count of each value,
+        # one multinomial draw, instead of n indices; the same distribution of means
+        means = rng.multinomial(n, counts / n, size=n_resamples) @ distinct / n
+    else:
+        means = np.empty(n_resamples, dtype=np.float64)
+        # chunks bound the memory of the (resamples x n) index matrix for large n
+        chunk = max(1, min(n_resamples, 2_000_000 // n))
+        for start in range(0, n_resamples, chunk):
+            stop = min(n_resamples, start + chunk)
+            idx = rng.integers(0, n, size=(stop - start, n))
+            means[start:stop] = array[idx].mean(axis=1)
     alpha = (1.0 - confidence) / 2.0
     low, high = np.percentile(means, [100.0 * alpha, 100.0 * (1.0 - alpha)], method="linear")
     return float(low) * scale, float(high) * scale

@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from assay.core.config import load_config, over_limit
-from assay.core.sample import FIELD_ALIASES, Sample, json_extent
+from assay.core.sample import FIELD_ALIASES, TEXT_FIELDS, Sample, json_extent
 
 __all__ = [
     "InputError",
@@ -224,9 +224,45 @@ def _has_content(sample: Sample) -> bool:
     )
 
 
+_PLAIN_KEYS = frozenset(TEXT_FIELDS)
+#: a `Sample` of no given field: every field's default, in the model's order
+_DEFAULTS = {name: None for name in Sample.model_fields}
+
+
+def _plain_sample(record: dict[str, Any]) -> Sample | None:
+    """The sample of a record whose keys are all text fields' own names and whose values
+    are all text of valid UTF-8, at least one of them not its id (most records: ``id``,
+    ``query``, ``response``, ``expected``); None for any other record.
+
+    Such a record is what validation would make of it unchanged (`Sample._normalise_input`
+    passes it through, adding empty ``tags`` and ``metadata``; each text validator returns
+    text as it is), so the sample is built directly: what pydantic would build, without
+    running its validators (about 15 of the 22 µs a record costs to read). A test checks
+    the two agree field by field, with the fields set.
+    """
+    if type(record) is not dict or not record.keys() <= _PLAIN_KEYS:
+        return None  # a JsonObject (a key given twice), an alias, another field
+    texts = list(record.values())
+    if not all(type(v) is str for v in texts) or NOT_TEXT.search("".join(texts)):
+        return None
+    if "id" in record and len(record) == 1:
+        return None  # nothing to score: validation says so
+    values = dict(_DEFAULTS)
+    values.update(record, tags={}, metadata={})
+    sample = Sample.__new__(Sample)
+    object.__setattr__(sample, "__dict__", values)
+    object.__setattr__(sample, "__pydantic_fields_set__", {*record, "tags", "metadata"})
+    object.__setattr__(sample, "__pydantic_extra__", None)
+    object.__setattr__(sample, "__pydantic_private__", None)
+    return sample
+
+
 def _to_sample(
     record: Any, source: str, line: int | None, unit: str, max_json_depth: int
 ) -> tuple[Sample | None, list[InputError]]:
+    plain = _plain_sample(record)
+    if plain is not None:
+        return plain, []
     if not isinstance(record, dict):
         kind = "null" if record is None else type(record).__name__
         return None, [InputError(source, line, None, f"expected a JSON object, got {kind}", unit)]
