@@ -266,10 +266,14 @@ class Metric:
         """Build this metric's result; NaN values become None with a reason."""
         if value is not None and not math.isfinite(value):
             value, reason = None, reason or "undefined (non-finite intermediate value)"
-        comps = {
-            k: (None if v is None or not math.isfinite(v) else float(v))
-            for k, v in (components or {}).items()
-        }
+        comps = (
+            {
+                k: (None if v is None or not math.isfinite(v) else float(v))
+                for k, v in components.items()
+            }
+            if components
+            else {}
+        )
         return MetricResult(
             name=self.name,
             value=None if value is None else float(value),
@@ -328,13 +332,13 @@ class Metric:
     def signature(self, method: str, model: str | None) -> str:
         """What produced a result (format: `assay.core.result`; built by
         `assay.metrics.provenance`), built once per name, method, model and parameters."""
-        from assay.metrics.provenance import build_signature
-
-        params = self.params()
+        params = {} if type(self).params is Metric.params else self.params()
         key = (self.name, method, model, repr(params) if params else "")
         memo = self.__dict__.setdefault("_signatures", {})
         found = memo.get(key)
         if found is None:
+            from assay.metrics.provenance import build_signature
+
             if len(memo) > 1_000:  # e.g. a model name per sample
                 memo.clear()
             found = memo[key] = build_signature(self.name, self.version, method, model, params)
