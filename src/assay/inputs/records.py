@@ -245,8 +245,8 @@ def _plain_sample(record: dict[str, Any]) -> Sample | None:
     texts = list(record.values())
     if not all(type(v) is str for v in texts) or NOT_TEXT.search("".join(texts)):
         return None
-    if "id" in record and len(record) == 1:
-        return None  # nothing to score: validation says so
+    if not record.keys() - {"id"}:
+        return None  # nothing to score: `_to_sample` says so
     values = dict(_DEFAULTS)
     values.update(record, tags={}, metadata={})
     sample = Sample.__new__(Sample)
