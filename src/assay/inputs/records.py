@@ -227,6 +227,8 @@ def _has_content(sample: Sample) -> bool:
 _PLAIN_KEYS = frozenset(TEXT_FIELDS)
 #: a `Sample` of no given field: every field's default, in the model's order
 _DEFAULTS = {name: None for name in Sample.model_fields}
+_new_sample = Sample.__new__
+_set = object.__setattr__
 
 
 def _plain_sample(record: dict[str, Any]) -> Sample | None:
@@ -237,23 +239,24 @@ def _plain_sample(record: dict[str, Any]) -> Sample | None:
     Such a record is what validation would make of it unchanged (`Sample._normalise_input`
     passes it through, adding empty ``tags`` and ``metadata``; each text validator returns
     text as it is), so the sample is built directly: what pydantic would build, without
-    running its validators (about 15 of the 22 µs a record costs to read). A test checks
+    running its validators (2 µs where validation takes 20). A test checks
     the two agree field by field, with the fields set.
     """
     if type(record) is not dict or not record.keys() <= _PLAIN_KEYS:
         return None  # a JsonObject (a key given twice), an alias, another field
-    texts = list(record.values())
-    if not all(type(v) is str for v in texts) or NOT_TEXT.search("".join(texts)):
+    for value in record.values():
+        if type(value) is not str:
+            return None
+    joined = "".join(record.values())
+    if not joined.isascii() and NOT_TEXT.search(joined):
         return None
-    if not record.keys() - {"id"}:
+    if not record or (len(record) == 1 and "id" in record):
         return None  # nothing to score: `_to_sample` says so
-    values = dict(_DEFAULTS)
-    values.update(record, tags={}, metadata={})
-    sample = Sample.__new__(Sample)
-    object.__setattr__(sample, "__dict__", values)
-    object.__setattr__(sample, "__pydantic_fields_set__", {*record, "tags", "metadata"})
-    object.__setattr__(sample, "__pydantic_extra__", None)
-    object.__setattr__(sample, "__pydantic_private__", None)
+    sample = _new_sample(Sample)
+    _set(sample, "__dict__", {**_DEFAULTS, **record, "tags": {}, "metadata": {}})
+    _set(sample, "__pydantic_fields_set__", {*record, "tags", "metadata"})
+    _set(sample, "__pydantic_extra__", None)
+    _set(sample, "__pydantic_private__", None)
     return sample
 
 
