@@ -171,3 +171,42 @@ def test_a_record_of_text_fields_is_built_as_validation_would_build_it(tmp_path)
     assert _same_sample(samples[0], Sample.model_validate(json.loads(lines[0])))
     assert [(e.line, e.field) for e in errors] == [(2, "response"), (3, None), (5, None)]
     assert all("nothing to score" in e.message for e in errors[1:])
+
+
+def test_a_record_parses_as_the_standard_decoder_parses_it() -> None:
+    # loads_json reads flat objects without backslashes through orjson; every text must
+    # parse to what the standard decoder (with the hook marking a key given twice) gives
+    import json as std_json
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from assay.inputs.records import _DECODER, loads_json
+
+    keys = st.text(st.sampled_from('ab:é\\"'), max_size=3)
+    scalars = (
+        st.none()
+        | st.booleans()
+        | st.integers(min_value=-(2**70), max_value=2**70)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(st.sampled_from('x: é\\"\ud800'), max_size=6)
+    )
+    values = scalars | st.lists(scalars, max_size=2) | st.dictionaries(keys, scalars, max_size=2)
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(st.tuples(keys, values), max_size=5), st.booleans())
+    def check(pairs: list, ascii_only: bool) -> None:
+        members = ", ".join(
+            f"{std_json.dumps(k, ensure_ascii=ascii_only)}: "
+            f"{std_json.dumps(v, ensure_ascii=ascii_only)}"
+            for k, v in pairs
+        )
+        text = "{" + members + "}"
+        expected = _DECODER.decode(text)
+        got = loads_json(text)
+        assert type(got) is type(expected)
+        assert got == expected and list(got) == list(expected)
+        assert getattr(got, "duplicate", None) == getattr(expected, "duplicate", None)
+        assert [type(v) for v in got.values()] == [type(v) for v in expected.values()]
+
+    check()
