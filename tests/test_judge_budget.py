@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from assay.evaluation.scale.budget import BudgetSlots, JudgeBudget
+from assay.evaluation.scale.budget import RELEASE_WAIT, BudgetSlots, JudgeBudget
 
 
 class LocalHandle:
@@ -96,7 +96,7 @@ def test_budget_slots_keep_the_limit_and_ask_in_blocks() -> None:
                 busy -= 1
 
         await asyncio.gather(*(request() for _ in range(40)))
-        await asyncio.sleep(0.01)  # the last slots' return call
+        await asyncio.sleep(3 * RELEASE_WAIT)  # the last slots' return call
         return most, budget.stats()
 
     most, stats = asyncio.run(scenario())
@@ -104,6 +104,36 @@ def test_budget_slots_keep_the_limit_and_ask_in_blocks() -> None:
     assert (stats["peak"], stats["in_flight"], stats["granted"]) == (4, 0, 40)
     assert stats["calls"]["acquire"] <= 37
     assert stats["calls"]["release"] <= 40
+
+
+def test_slots_finished_within_the_release_wait_go_back_in_one_call() -> None:
+    """Eight requests finishing 0.4 ms apart: the last, finishing with none of the
+    worker's requests holding a slot, sends the count at once, so one call gives back all
+    8. With a ninth request that outlasts them by 50 ms, the eight go back in one call
+    after the 5 ms wait and the ninth's alone at its end. Eight finishing 20 ms apart:
+    one call each. (The first request asks for one slot, the seven after it for theirs
+    in a second call.)"""
+
+    async def scenario(gaps: list[float]) -> dict[str, Any]:
+        budget = JudgeBudget(len(gaps))
+        slots = BudgetSlots(LocalHandle(budget), "w")
+
+        async def request(seconds: float) -> None:
+            async with slots.slot():
+                await asyncio.sleep(seconds)
+
+        await asyncio.gather(*(request(0.05 + gap) for gap in gaps))
+        await asyncio.sleep(3 * RELEASE_WAIT)
+        return budget.stats()
+
+    assert RELEASE_WAIT == 0.005
+    together = asyncio.run(scenario([0.0004 * k for k in range(8)]))
+    assert (together["in_flight"], together["granted"]) == (0, 8)
+    assert together["calls"] == {"acquire": 2, "release": 1}
+    outlasting = asyncio.run(scenario([0.0004 * k for k in range(8)] + [0.05]))
+    assert (outlasting["in_flight"], outlasting["calls"]) == (0, {"acquire": 2, "release": 2})
+    apart = asyncio.run(scenario([0.02 * k for k in range(8)]))
+    assert (apart["in_flight"], apart["calls"]) == (0, {"acquire": 2, "release": 8})
 
 
 def test_budget_slots_a_request_given_up_while_waiting_takes_no_slot() -> None:
@@ -125,7 +155,7 @@ def test_budget_slots_a_request_given_up_while_waiting_takes_no_slot() -> None:
         await first
         with pytest.raises(asyncio.CancelledError):
             await second
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(3 * RELEASE_WAIT)
         return budget.stats()
 
     stats = asyncio.run(scenario())
