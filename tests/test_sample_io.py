@@ -132,45 +132,58 @@ def test_a_record_of_text_fields_is_built_as_validation_would_build_it(tmp_path)
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from assay.core.sample import TEXT_FIELDS
-    from assay.inputs.records import _plain_sample
+    from assay.inputs.records import _PLAIN_KEYS, _plain_sample
 
     texts = st.text(st.characters(codec="utf-8"), max_size=20)
+    values = texts | st.lists(texts, max_size=3)
 
-    @settings(max_examples=300, deadline=None)
-    @given(st.dictionaries(st.sampled_from(TEXT_FIELDS), texts))
+    @settings(max_examples=500, deadline=None)
+    @given(st.dictionaries(st.sampled_from(sorted(_PLAIN_KEYS)), values, max_size=5))
     def check(record: dict) -> None:
         built = _plain_sample(record)
-        if set(record) <= {"id"}:
-            assert built is None  # nothing to score: validation's error stands
+        fields = [_PLAIN_KEYS[k] for k in record]
+        usable = all(
+            isinstance(v, str) if holds == 0 else holds == 2 or isinstance(v, list)
+            for v, (_, holds) in zip(record.values(), fields, strict=True)
+        )
+        names = {field for field, _ in fields}
+        if not usable or len(names) < len(record) or not names - {"id"}:
+            assert built is None  # validation decides: an error, or two names compared
             return
         assert built is not None and _same_sample(built, Sample.model_validate(record))
 
     check()
-    # any other record is validated: numbers, aliases, lists, other fields, a key given
-    # twice, a lone surrogate
+    # any other record is validated: numbers, lists of numbers, other fields, a key
+    # given twice, a lone surrogate, text where only a list will do
     for record in (
         {"id": 7, "response": "r"},
-        {"answer": "r"},
-        {"response": "r", "contexts": ["c"]},
+        {"response": "r", "contexts": [1]},
         {"response": "r", "language": "en"},
         {"response": "\udc80"},
+        {"response": "r", "contexts": ["\udc80"]},
+        {"response": "r", "tools_used": "search"},
     ):
         assert _plain_sample(record) is None
     path = tmp_path / "d.jsonl"
     lines = [
-        '{"id": "a", "response": "r", "expected": "e"}',
+        '{"id": "a", "question": "q", "answer": "r", "contexts": ["c"], "ground_truth": "e"}',
         '{"id": "b", "response": "r", "response": "s"}',
         '{"id": "c"}',
         '{"id": 4, "answer": "r"}',
         "{}",
+        '{"query": "q", "question": "other"}',
     ]
     path.write_text("\n".join(lines) + "\n")
     samples, errors = read_samples(path)
     assert [s.id for s in samples] == ["a", "4"]
     assert _same_sample(samples[0], Sample.model_validate(json.loads(lines[0])))
-    assert [(e.line, e.field) for e in errors] == [(2, "response"), (3, None), (5, None)]
-    assert all("nothing to score" in e.message for e in errors[1:])
+    assert [(e.line, e.field) for e in errors] == [
+        (2, "response"),
+        (3, None),
+        (5, None),
+        (6, "question"),
+    ]
+    assert all("nothing to score" in e.message for e in errors[1:3])
 
 
 def test_a_record_parses_as_the_standard_decoder_parses_it() -> None:

@@ -149,7 +149,8 @@ class TimedStream(httpcore.AsyncNetworkStream):
 
 class TimedTLSStream(httpcore.AsyncNetworkStream):
     """TLS over a `TimedStream` through memory buffers; its times are the raw stream's
-    (the segments that carried the encrypted bytes)."""
+    (the segments that carried the encrypted bytes). TLS inside it (an HTTPS proxy's
+    tunnel) is not offered: httpcore's own ``start_tls`` raises NotImplementedError."""
 
     def __init__(
         self, raw: TimedStream, context: ssl.SSLContext, server_hostname: str | None
@@ -212,14 +213,6 @@ class TimedTLSStream(httpcore.AsyncNetworkStream):
 
     async def aclose(self) -> None:
         await self.raw.aclose()
-
-    async def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise NotImplementedError("TLS inside TLS (an HTTPS proxy) is not timed")
 
     def get_extra_info(self, info: str) -> Any:
         if info == "ssl_object":

@@ -70,7 +70,7 @@ TEXT_FIELDS = (
     "expected_outcome",
     "role_description",
 )
-_TEXT_LIST_FIELDS = (
+TEXT_LIST_FIELDS = (
     "contexts",
     "expected_sources",
     "known_facts",
@@ -83,7 +83,7 @@ _TEXT_LIST_FIELDS = (
     "allowed_topics",
 )
 # fields where one string (or number) stands for a list of one
-_ONE_IS_A_LIST = frozenset(
+ONE_IS_A_LIST = frozenset(
     {"contexts", "expected_sources", "known_facts", "candidates", "allowed_topics"}
 )
 _TIMINGS = ("duration", "first_token_time", "llm_latency", "tool_latency", "api_latency")
@@ -142,7 +142,7 @@ def _ms_to_seconds(key: str, value: Any) -> float | None:
 _LOOKUP: dict[type, dict[str, str]] = {}
 
 
-def _key_lookup(model: type[BaseModel]) -> dict[str, str]:
+def key_lookup(model: type[BaseModel]) -> dict[str, str]:
     """Every accepted input key (names, aliases and their case-free forms) -> field."""
     if model not in _LOOKUP:
         lookup: dict[str, str] = {}
@@ -161,9 +161,9 @@ _OWN_NAMES: dict[type, frozenset[str]] = {}
 
 
 def _own_names(model: type[BaseModel]) -> frozenset[str]:
-    """The input keys that are a field's own name (`_key_lookup` maps them to themselves)."""
+    """The input keys that are a field's own name (`key_lookup` maps them to themselves)."""
     if model not in _OWN_NAMES:
-        _OWN_NAMES[model] = frozenset(k for k, v in _key_lookup(model).items() if k == v)
+        _OWN_NAMES[model] = frozenset(k for k, v in key_lookup(model).items() if k == v)
     return _OWN_NAMES[model]
 
 
@@ -348,7 +348,7 @@ class Sample(BaseModel):
         a silent choice."""
         if not isinstance(data, dict):
             return data
-        lookup = _key_lookup(cls)
+        lookup = key_lookup(cls)
         if data.keys() <= _own_names(cls):
             # every key is a field's own name: nothing to map, merge or move
             out = dict(data)
@@ -443,10 +443,10 @@ class Sample(BaseModel):
     def _number_as_text(cls, value: Any) -> Any:
         return _text_of_number(value)
 
-    @field_validator(*_TEXT_LIST_FIELDS, mode="before")
+    @field_validator(*TEXT_LIST_FIELDS, mode="before")
     @classmethod
     def _list_items_as_text(cls, value: Any, info: ValidationInfo) -> Any:
-        if info.field_name in _ONE_IS_A_LIST and (
+        if info.field_name in ONE_IS_A_LIST and (
             isinstance(value, str) or _text_of_number(value) is not value
         ):
             value = [value]
@@ -487,7 +487,7 @@ class InputTooLarge(ValueError):
 #: fields whose value is a parsed JSON document (or its text)
 _JSON_FIELDS = ("expected_json", "output_json", "json_schema")
 #: every field a limit applies to (tags, metadata and trace are not scored text)
-LIMITED_FIELDS = (*TEXT_FIELDS, "language", *_TEXT_LIST_FIELDS, *_JSON_FIELDS)
+LIMITED_FIELDS = (*TEXT_FIELDS, "language", *TEXT_LIST_FIELDS, *_JSON_FIELDS)
 
 
 def json_extent(value: Any) -> tuple[int, int]:
