@@ -168,6 +168,7 @@ class BudgetSlots:
         self._done = 0  # slots finished with, to give back in one call (`_give_back`)
         self._flushing: asyncio.Handle | None = None  # the call that gives them back
         self._active = 0  # slots held by this worker's requests now
+        self._released: Any = None  # the last give-back call (awaitable), until settled
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
@@ -246,7 +247,18 @@ class BudgetSlots:
         self._flushing = None
         done, self._done = self._done, 0
         if done:
-            self._budget.release_many.remote(self._holder, done)
+            self._released = self._budget.release_many.remote(self._holder, done)
+
+    async def settle(self) -> None:
+        """Give back at once the slots finished with, and wait until the actor has taken
+        back every slot given back so far (a chunk's end: the driver may read the
+        budget's counts next)."""
+        if self._flushing is not None:
+            self._flushing.cancel()
+        self._flush()
+        released, self._released = self._released, None
+        if released is not None:
+            await released
 
     def hold_off(self, seconds: float) -> None:
         self._budget.hold_off.remote(seconds)

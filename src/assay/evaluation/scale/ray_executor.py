@@ -45,6 +45,7 @@ from assay.evaluation.chunks import ScoredChunk, score_chunk
 from assay.evaluation.scale.budget import BudgetSlots, JudgeBudget
 from assay.inputs.locations import is_local, read_location, read_piece
 from assay.inputs.read import read_samples
+from assay.judge.aio import run_sync
 from assay.metrics.base import Metric
 
 if TYPE_CHECKING:
@@ -76,10 +77,11 @@ class Scorer:
         self.metrics = list(metrics)
         self.res = Resources(config)
         self.holder = holder
+        self.slots: BudgetSlots | None = None  # this actor's view of the judge budget
         if budget is not None and config.judge_configured:
             judge = self.res.judge
             if judge is not None:
-                judge.budget = BudgetSlots(budget, holder)
+                self.slots = judge.budget = BudgetSlots(budget, holder)
 
     def where(self) -> tuple[int, str]:
         """This actor's process id and node address."""
@@ -94,6 +96,8 @@ class Scorer:
         far (reported with every chunk, so an actor that dies later still counts)."""
         seconds: dict[str, float] = {}
         rows = score_chunk(self.metrics, samples, self.res, seconds)
+        if self.slots is not None:  # the chunk's slots back at the budget before it returns
+            run_sync(self.slots.settle())
         return rows, seconds, self.res.judge_usage()
 
 
