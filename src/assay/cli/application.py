@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
@@ -47,6 +50,27 @@ def _show_warning(fallback: Any) -> Any:
     return show
 
 
+#: allocations between two collections of the garbage collector's youngest generation
+#: while a command runs (Python's default: 700)
+YOUNG_COLLECTION_EVERY = 20_000
+
+
+@contextmanager
+def _fewer_young_collections() -> Iterator[None]:
+    """The cyclic garbage collector's youngest generation collected every
+    `YOUNG_COLLECTION_EVERY` allocations while a command runs, the older ones as before.
+    A run makes and drops a few container objects a sample (the sample, its results,
+    their dicts), which reference counting frees; collecting every 700 allocations
+    walked them again and again for nothing (about a fifth of a streamed run's time at
+    100,000 samples of one cheap metric). Restored when the command ends."""
+    before = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_EVERY, *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
 @app.callback()
 def main(
     ctx: typer.Context,
@@ -59,6 +83,7 @@ def main(
 ) -> None:
     """Assay: offline-first quality metrics for LLM applications."""
     ctx.with_resource(warnings.catch_warnings())  # restored when the command ends
+    ctx.with_resource(_fewer_young_collections())
     warnings.showwarning = _show_warning(warnings.showwarning)
 
 
