@@ -332,8 +332,7 @@ class Metric:
     def signature(self, method: str, model: str | None) -> str:
         """What produced a result (format: `assay.core.result`; built by
         `assay.metrics.provenance`), built once per name, method, model and parameters."""
-        own = getattr(self.params, "__func__", None) is not Metric.params  # parameters
-        params = self.params() if own else {}
+        params = self.params()
         key = (self.name, method, model, repr(params) if params else "")
         memo = self.__dict__.setdefault("_signatures", {})
         found = memo.get(key)

@@ -238,10 +238,10 @@ class BudgetSlots:
         if self._active:
             if self._flushing is None:
                 self._flushing = loop.call_later(RELEASE_WAIT, self._flush)
-        elif self._flushing is None or isinstance(self._flushing, asyncio.TimerHandle):
-            if self._flushing is not None:
-                self._flushing.cancel()
-            self._flushing = loop.call_soon(self._flush)
+            return
+        if self._flushing is not None:
+            self._flushing.cancel()
+        self._flushing = loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flushing = None
