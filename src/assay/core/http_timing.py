@@ -18,7 +18,6 @@ with the first write after a read. `call_times` reads them from an httpx respons
 from __future__ import annotations
 
 import asyncio
-import select
 import socket
 import ssl
 import struct
@@ -27,6 +26,7 @@ from typing import Any
 
 import httpcore
 import httpx
+from httpcore._utils import is_socket_readable  # httpcore 1.0: see linear_transport
 
 __all__ = ["ReceiveTimestampBackend", "TimedStream", "TimedTLSStream", "call_times"]
 
@@ -35,13 +35,6 @@ SO_TIMESTAMPNS = 35
 #: a ``struct timespec``: seconds and nanoseconds, two C longs
 _TIMESPEC = struct.Struct("@ll")
 _ANCILLARY = socket.CMSG_SPACE(_TIMESPEC.size)
-
-
-def _readable(sock: socket.socket) -> bool:
-    """Whether ``sock`` has something to read now (a closed peer makes it readable)."""
-    if sock.fileno() < 0:
-        return True
-    return bool(select.select([sock], [], [], 0)[0])
 
 
 class TimedStream(httpcore.AsyncNetworkStream):
@@ -143,7 +136,7 @@ class TimedStream(httpcore.AsyncNetworkStream):
         if info == "server_addr":
             return self.sock.getpeername()
         if info == "is_readable":
-            return _readable(self.sock)
+            return is_socket_readable(self.sock)  # httpcore's own streams' check
         return None
 
 
