@@ -24,10 +24,10 @@ import json
 import multiprocessing
 import socket
 import socketserver
-import struct
 import time
 from typing import Any
 
+from assay.core.http_timing import RECEIVE_STAMP_SPACE, SO_TIMESTAMPNS, receive_stamp
 from assay.core.sample import Sample
 from assay.core.stats import percentile
 from assay.inputs.targets import TargetSettings, call_target, parse_target
@@ -49,11 +49,11 @@ class _Handler(socketserver.BaseRequestHandler):
         while True:
             arrived = 0
             while b"\r\n\r\n" not in pending or len(pending) < _request_size(pending):
-                data, ancillary, _, _ = sock.recvmsg(65536, _ANCILLARY)
+                data, ancillary, _, _ = sock.recvmsg(65536, RECEIVE_STAMP_SPACE)
                 if not data:
                     return
                 pending += data
-                arrived = _stamp(ancillary)
+                arrived = receive_stamp(ancillary)
             size = _request_size(pending)
             request, pending = pending[:size], pending[size:]
             time.sleep(self.delay)
@@ -65,20 +65,6 @@ class _Handler(socketserver.BaseRequestHandler):
                 f"content-length: {len(reply)}\r\n\r\n"
             )
             sock.sendall(head.encode() + reply)
-
-
-#: Linux's ``SO_TIMESTAMPNS``: each received segment stamped by the kernel
-SO_TIMESTAMPNS = 35
-_ANCILLARY = socket.CMSG_SPACE(16)
-
-
-def _stamp(ancillary: list[tuple[int, int, bytes]]) -> int:
-    """The kernel's receive stamp (ns, wall clock) of a ``recvmsg``; now without one."""
-    for level, kind, value in ancillary:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-            seconds, nanoseconds = struct.unpack_from("@ll", value)
-            return seconds * 1_000_000_000 + nanoseconds
-    return time.time_ns()
 
 
 def _request_size(pending: bytes) -> int:

@@ -28,13 +28,32 @@ import httpcore
 import httpx
 from httpcore._utils import is_socket_readable  # httpcore 1.0: see linear_transport
 
-__all__ = ["ReceiveTimestampBackend", "TimedStream", "TimedTLSStream", "call_times"]
+__all__ = [
+    "RECEIVE_STAMP_SPACE",
+    "SO_TIMESTAMPNS",
+    "ReceiveTimestampBackend",
+    "TimedStream",
+    "TimedTLSStream",
+    "call_times",
+    "receive_stamp",
+]
 
 #: Linux's ``SO_TIMESTAMPNS`` (and ``SCM_TIMESTAMPNS``); Python's socket module lacks it
 SO_TIMESTAMPNS = 35
 #: a ``struct timespec``: seconds and nanoseconds, two C longs
 _TIMESPEC = struct.Struct("@ll")
-_ANCILLARY = socket.CMSG_SPACE(_TIMESPEC.size)
+#: the ancillary buffer size of a ``recvmsg`` that receives the stamp
+RECEIVE_STAMP_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)
+
+
+def receive_stamp(ancillary: list[tuple[int, int, bytes]]) -> int:
+    """The kernel's receive stamp (ns, wall clock) in a ``recvmsg``'s ancillary data, on
+    a socket with ``SO_TIMESTAMPNS`` set; the wall clock now where it holds none."""
+    for level, kind, value in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+            seconds, nanoseconds = _TIMESPEC.unpack_from(value)
+            return seconds * 1_000_000_000 + nanoseconds
+    return time.time_ns()
 
 
 class TimedStream(httpcore.AsyncNetworkStream):
@@ -74,7 +93,7 @@ class TimedStream(httpcore.AsyncNetworkStream):
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         while True:
             try:
-                data, ancillary, _, _ = self.sock.recvmsg(max_bytes, _ANCILLARY)
+                data, ancillary, _, _ = self.sock.recvmsg(max_bytes, RECEIVE_STAMP_SPACE)
             except (BlockingIOError, InterruptedError):
                 try:
                     await self._wait(False, timeout)
@@ -85,11 +104,7 @@ class TimedStream(httpcore.AsyncNetworkStream):
                 raise httpcore.ReadError(str(exc) or type(exc).__name__) from exc
             self._replied = True
             if data:  # an end of stream keeps the stamp of the last bytes
-                self.received_ns = time.time_ns()
-                for level, kind, value in ancillary:
-                    if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-                        seconds, nanoseconds = _TIMESPEC.unpack_from(value)
-                        self.received_ns = seconds * 1_000_000_000 + nanoseconds
+                self.received_ns = receive_stamp(ancillary)
             return data
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
