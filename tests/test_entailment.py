@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -21,7 +22,14 @@ from assay.estimators.entailment import (
     entailment_support,
     evidence_windows,
 )
-from assay.models.entailment import DEFAULT_WEIGHTS, LABELS, EntailmentModel, training_facts
+from assay.models.entailment import (
+    DEFAULT_WEIGHTS,
+    FROZEN_KEY,
+    LABELS,
+    EntailmentModel,
+    base_model_path,
+    training_facts,
+)
 
 
 @pytest.fixture(scope="module")
@@ -132,28 +140,70 @@ def test_pairs_are_memoised_and_deduplicated(model: EntailmentModel) -> None:
     np.testing.assert_array_equal(first[0], again[0])
 
 
-def test_a_users_model_folder_runs_the_same_way(model: EntailmentModel, tmp_path) -> None:
+@pytest.fixture(scope="module")
+def saved_folder(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The shipped classifier built by transformers (all-MiniLM-L6-v2's configuration and
+    word embeddings, the shipped weights) and saved with ``save_pretrained``: a user's
+    own BertForSequenceClassification folder."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+    base = base_model_path()
+    config = AutoConfig.from_pretrained(
+        base, num_labels=3, id2label=dict(enumerate(LABELS)),
+        label2id={v: k for k, v in enumerate(LABELS)},
+    )  # fmt: skip
+    hf_model = AutoModelForSequenceClassification.from_config(config)
+    weights = {k: v.float() for k, v in load_file(str(DEFAULT_WEIGHTS)).items()}
+    base_weights = load_file(f"{base}/model.safetensors")
+    weights[FROZEN_KEY] = base_weights["embeddings.word_embeddings.weight"]
+    missing, unexpected = hf_model.load_state_dict(weights, strict=False)
+    assert not unexpected and all(k.endswith("position_ids") for k in missing)
+    folder = tmp_path_factory.mktemp("models") / "my-nli"
+    with torch.no_grad():
+        hf_model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(base).save_pretrained(folder)
+    return str(folder)
+
+
+PAIRS = [
+    ("A dog runs in a park.", "An animal is outside."),
+    ("A dog runs.", "A cat sleeps."),
+    (" ".join(SENTENCES * 4), "Marie Curie won two Nobel Prizes."),  # cut at 128 pieces
+]
+
+
+def test_the_shipped_model_runs_in_plain_torch_as_transformers_runs_it(
+    model: EntailmentModel, saved_folder: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shipped classifier (plain torch) against the same weights run by transformers
+    (the folder forced through transformers' path): the same probabilities."""
+    import assay.models.entailment as entailment
+
+    assert model.engine == "assay"
+    monkeypatch.setattr(entailment, "read_bert_folder", lambda path: None)
+    by_transformers = EntailmentModel(saved_folder)
+    assert by_transformers.engine == "transformers"
+    np.testing.assert_allclose(
+        model.probabilities(PAIRS), by_transformers.probabilities(PAIRS), atol=1e-5
+    )
+
+
+def test_a_users_model_folder_runs_the_same_way(model: EntailmentModel, saved_folder: str) -> None:
     """The shipped model saved as an ordinary transformers folder and loaded through
-    ``entailment_model`` gives the same probabilities."""
-    folder = tmp_path / "my-nli"
-    model._model.save_pretrained(folder)
-    model._tokenizer.save_pretrained(folder)
-    own = EntailmentModel(str(folder))
-    assert own.name == "my-nli"
-    pairs = [("A dog runs in a park.", "An animal is outside."), ("A dog runs.", "A cat sleeps.")]
-    np.testing.assert_allclose(own.probabilities(pairs), model.probabilities(pairs), atol=1e-5)
+    ``entailment_model`` gives the same probabilities, in plain torch."""
+    own = EntailmentModel(saved_folder)
+    assert own.name == "my-nli" and own.engine == "assay"
+    np.testing.assert_allclose(own.probabilities(PAIRS), model.probabilities(PAIRS), atol=1e-5)
 
 
-def test_a_two_way_models_not_entailed_is_neutral(model: EntailmentModel, tmp_path) -> None:
+def test_a_two_way_models_not_entailed_is_neutral(saved_folder: str, tmp_path) -> None:
     folder = tmp_path / "two-way"
-    model._model.config.id2label = {0: "ENTAILMENT", 1: "not_entailment", 2: "contradiction"}
-    try:
-        model._model.save_pretrained(folder)
-    finally:
-        model._model.config.id2label = dict(enumerate(LABELS))
-    model._tokenizer.save_pretrained(folder)
+    shutil.copytree(saved_folder, folder)
     config = json.loads((folder / "config.json").read_text())
-    assert config["id2label"]["1"] == "not_entailment"
+    config["id2label"] = {"0": "ENTAILMENT", "1": "not_entailment", "2": "contradiction"}
+    (folder / "config.json").write_text(json.dumps(config))
     own = EntailmentModel(str(folder))
     assert own._columns == [0, 1, 2]
 

@@ -270,9 +270,9 @@ class AssayConfig(BaseSettings):
         ge=1,
         validation_alias=_env("ASSAY_TOKENS_PER_BATCH", "tokens_per_batch"),
         description=(
-            "BERTScore's forward passes by padded tokens instead of texts: a pass of short "
-            "texts holds many, one of long texts few. Default: 65536 on CUDA, batch_size "
-            "texts on the CPU."
+            "Forward passes of BERTScore and the MiniLM embedder by padded tokens instead of "
+            "texts: a pass of short texts holds many, one of long texts few. Default: 65536 "
+            "on CUDA, batch_size texts on the CPU."
         ),
     )
     device: Literal["auto", "cpu", "cuda"] = Field(

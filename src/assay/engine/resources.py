@@ -63,6 +63,7 @@ class Resources:
                 batch_size=self.config.batch_size,
                 device=self.config.device,
                 precision=self.config.embedder_precision,
+                tokens_per_batch=self.config.tokens_per_batch,
             )
 
     @cached_property

@@ -1,4 +1,5 @@
-"""Where the torch models run (``device``), and how many threads a model may use."""
+"""Where the torch models run (``device``), how many threads a model may use, and how many
+tokens a forward pass holds on CUDA."""
 
 from __future__ import annotations
 
@@ -6,7 +7,11 @@ import os
 
 from assay.core.extras import ModelUnavailable
 
-__all__ = ["model_threads", "torch_device"]
+__all__ = ["DEFAULT_TOKENS_PER_BATCH", "model_threads", "torch_device"]
+
+#: padded tokens per forward pass on CUDA when ``tokens_per_batch`` is not set (BERTScore's
+#: token encoder and the mean-pooled BERT embedder)
+DEFAULT_TOKENS_PER_BATCH = 65_536
 
 
 def torch_device(setting: str) -> str:

@@ -13,6 +13,7 @@ import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -267,7 +268,11 @@ ST_PRECISIONS = {"float32": "", "bfloat16": "/bf16", "float16": "/fp16"}
 
 class SentenceTransformerEmbedder(Embedder):
     """Any sentence-transformers model from a local folder (no hub download), on
-    ``device`` (auto, cpu or cuda: see `assay.models.device.torch_device`).
+    ``device`` (auto, cpu or cuda: see `assay.models.device.torch_device`). A BERT with
+    mean pooling (the shipped all-MiniLM-L6-v2) runs in plain torch
+    (`assay.models.bert.MeanPooledBert`: the same vectors, without importing
+    sentence-transformers, 4.2 s of start-up here); any other model runs in
+    sentence-transformers. ``engine`` says which.
 
     ``precision`` ``bfloat16`` or ``float16`` casts the model's weights to that format
     (the whole model, as ``SentenceTransformer.half()`` does; meant for CUDA GPUs); the
@@ -281,6 +286,7 @@ class SentenceTransformerEmbedder(Embedder):
         batch_size: int = 64,
         device: str = "cpu",
         precision: str = "float32",
+        tokens_per_batch: int | None = None,
     ) -> None:
         super().__init__(cache, batch_size)
         if not os.path.isdir(path):
@@ -288,26 +294,58 @@ class SentenceTransformerEmbedder(Embedder):
                 f"sentence-transformers model folder {path!r} does not exist; give a local "
                 "path (models are never downloaded at run time)"
             )
+        if precision not in ST_PRECISIONS:
+            raise ValueError(
+                f"embedder_precision={precision!r}: choose one of {', '.join(ST_PRECISIONS)}"
+            )
+        self.name = _local_model_name(path) + ST_PRECISIONS[precision]
+        #: what runs the model: ``assay`` (`assay.models.bert.MeanPooledBert`, a BERT with
+        #: mean pooling) or ``sentence-transformers`` (any other model)
+        self.engine = "assay"
+        self._model: Any = _mean_pooled_bert(
+            path, torch_device(device), precision, tokens_per_batch
+        )
+        if self._model is not None:
+            return
+        self.engine = "sentence-transformers"
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise ModelUnavailable(
                 "local models need 'sentence-transformers' (pip install sentence-transformers)"
             ) from exc
-        if precision not in ST_PRECISIONS:
-            raise ValueError(
-                f"embedder_precision={precision!r}: choose one of {', '.join(ST_PRECISIONS)}"
-            )
         self._model = SentenceTransformer(path, device=torch_device(device), local_files_only=True)
         if precision != "float32":
             import torch
 
             self._model.to(getattr(torch, precision))
-        self.name = _local_model_name(path) + ST_PRECISIONS[precision]
 
     def _encode(self, texts: list[str]) -> np.ndarray:
+        if self.engine == "assay":
+            return self._model.encode(texts).numpy()
         vectors = self._model.encode(texts, batch_size=self.batch_size, convert_to_tensor=True)
         return vectors.float().cpu().numpy()
+
+
+def _mean_pooled_bert(path: str, device: str, precision: str, tokens_per_batch: int | None) -> Any:
+    """The folder's model in plain torch (`assay.models.bert.MeanPooledBert`) when it is a
+    BERT with mean pooling, else None."""
+    from assay.models.bert_files import read_sentence_folder
+
+    try:
+        folder = read_sentence_folder(path)
+        if folder is None:
+            return None
+        import torch
+
+        from assay.models.bert import MeanPooledBert
+    except ImportError as exc:
+        raise ModelUnavailable(
+            "local models need 'torch', 'tokenizers' and 'safetensors' "
+            "(pip install torch==2.13.0 sentence-transformers)"
+        ) from exc
+    dtype = None if precision == "float32" else getattr(torch, precision)
+    return MeanPooledBert(folder, device, dtype, tokens_per_batch)
 
 
 class OpenAICompatibleEmbedder(Embedder):
@@ -389,18 +427,25 @@ def make_embedder(
     batch_size: int = 64,
     device: str = "cpu",
     precision: str = "float32",
+    tokens_per_batch: int | None = None,
 ) -> Embedder:
     """An embedder from its configuration string (see `AssayConfig.embedder`); the
-    sentence-transformers ones run on ``device`` (auto, cpu or cuda) in ``precision``."""
+    sentence-transformers ones run on ``device`` (auto, cpu or cuda) in ``precision``, a
+    BERT with mean pooling in passes of ``tokens_per_batch`` padded tokens (None: CUDA's
+    default, one pass a batch on the CPU)."""
     if spec in USE_SPECS:
         return USEMultilingualEmbedder(cache, batch_size)
     if spec in E5_SPECS:
         return E5SmallEmbedder(cache, batch_size)
     if spec in _MINILM_SPECS:
-        return SentenceTransformerEmbedder(minilm_path(), cache, batch_size, device, precision)
+        return SentenceTransformerEmbedder(
+            minilm_path(), cache, batch_size, device, precision, tokens_per_batch
+        )
     if spec.startswith("sentence-transformers:"):
         path = spec.split(":", 1)[1]
-        return SentenceTransformerEmbedder(path, cache, batch_size, device, precision)
+        return SentenceTransformerEmbedder(
+            path, cache, batch_size, device, precision, tokens_per_batch
+        )
     if spec.startswith("openai:"):
         if not base_url:
             raise ModelUnavailable(

@@ -33,10 +33,12 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from assay.core.extras import ModelUnavailable
+from assay.models.bert_files import WordPieces, read_bert_folder
 from assay.models.device import model_threads
 from assay.models.embedders import minilm_path
 
@@ -91,6 +93,10 @@ def _label_columns(id2label: dict) -> list[int | None]:
 class EntailmentModel:
     """The entailment classifier, loaded once.
 
+    A BERT classifier (the shipped one, or a user's ``BertForSequenceClassification``
+    folder with a ``tokenizer.json``) runs in plain torch (`assay.models.bert`), without
+    importing transformers; any other model runs in transformers. ``engine`` says which.
+
     Args:
         model_path: ``None`` for the shipped model; else a local folder holding a
             sequence-classification transformer (config.json, weights, tokenizer) whose
@@ -104,10 +110,9 @@ class EntailmentModel:
     ) -> None:
         try:
             import torch
-            from transformers import AutoModelForSequenceClassification, AutoTokenizer
         except ImportError as exc:
             raise ModelUnavailable(
-                "the entailment model needs torch and transformers (pip install 'assay[models]')"
+                "the entailment model needs torch (pip install 'assay[models]')"
             ) from exc
         self.device = device
         self.batch_size = int(batch_size)
@@ -115,8 +120,7 @@ class EntailmentModel:
         self._memo: dict[tuple[str, str], np.ndarray] = {}
         if model_path is None:
             self.name = SHIPPED_NAME
-            self._tokenizer = AutoTokenizer.from_pretrained(base_model_path())
-            self._model = _shipped_model()
+            self._classifier: _Classifier = _shipped_classifier()
         else:
             if not os.path.isdir(model_path):
                 raise ModelUnavailable(
@@ -125,10 +129,11 @@ class EntailmentModel:
                     "it unset for the shipped model; models are never downloaded at run time"
                 )
             self.name = os.path.basename(os.path.normpath(model_path))
-            self._tokenizer = AutoTokenizer.from_pretrained(model_path)
-            self._model = AutoModelForSequenceClassification.from_pretrained(model_path)
-        self._columns = _label_columns(self._model.config.id2label)
-        self._model.to(device).eval()
+            self._classifier = _folder_classifier(model_path)
+        #: what runs the model: ``assay`` (`assay.models.bert`) or ``transformers``
+        self.engine = self._classifier.engine
+        self._columns = _label_columns(self._classifier.id2label)
+        self._classifier.model.to(device).eval()
         if device == "cpu":
             torch.set_num_threads(model_threads())
 
@@ -154,28 +159,102 @@ class EntailmentModel:
         with torch.inference_mode():
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start : start + self.batch_size]
-                batch = self._tokenizer(
-                    [pairs[i][0] for i in chunk],
-                    [pairs[i][1] for i in chunk],
-                    truncation="longest_first",
-                    max_length=MAX_LENGTH,
-                    padding=True,
-                    return_tensors="pt",
-                ).to(self.device)
-                logits = self._model(**batch).logits.float()
-                probs = torch.softmax(logits, dim=-1).cpu().numpy()
+                logits = self._classifier.logits([pairs[i] for i in chunk], self.device)
+                probs = torch.softmax(logits.float(), dim=-1).cpu().numpy()
                 for k, column in enumerate(self._columns):
                     if column is not None:
                         out[chunk, k] = probs[:, column]
         return out
 
 
-def _shipped_model():
-    """The shipped classifier: all-MiniLM-L6-v2's configuration and word embeddings with
-    the trained weights of ``DEFAULT_WEIGHTS``, in float32."""
-    import torch
+class _Classifier:
+    """A sequence classifier and its tokenizer: ``logits(pairs, device)`` for a batch of
+    (premise, hypothesis) pairs cut to `MAX_LENGTH` word pieces, longer text first."""
+
+    engine = ""
+    model: Any
+    id2label: dict[Any, str]
+
+    def logits(self, pairs: list[tuple[str, str]], device: str) -> Any:
+        raise NotImplementedError
+
+
+class _BertClassifier(_Classifier):
+    """A BERT classifier in plain torch (`assay.models.bert.BertEncoder.classify`)."""
+
+    engine = "assay"
+
+    def __init__(self, model: Any, pieces: WordPieces, id2label: dict[Any, str]) -> None:
+        self.model, self.id2label = model, id2label
+        self._backend = pieces.backend
+        self._backend.no_padding()
+        self._backend.enable_truncation(MAX_LENGTH, strategy="longest_first")
+        self._pad = pieces.pad_id
+
+    def logits(self, pairs: list[tuple[str, str]], device: str) -> Any:
+        import torch
+
+        encodings = self._backend.encode_batch(pairs, add_special_tokens=True)
+        width = max(len(e.ids) for e in encodings)
+        ids = torch.full((len(pairs), width), self._pad, dtype=torch.long)
+        types = torch.zeros((len(pairs), width), dtype=torch.long)
+        mask = torch.zeros((len(pairs), width), dtype=torch.long)
+        for row, e in enumerate(encodings):
+            ids[row, : len(e.ids)] = torch.tensor(e.ids)
+            types[row, : len(e.ids)] = torch.tensor(e.type_ids)
+            mask[row, : len(e.ids)] = 1
+        return self.model.classify(ids.to(device), mask.to(device), types.to(device))
+
+
+class _TransformersClassifier(_Classifier):
+    """Any sequence-classification model that transformers loads."""
+
+    engine = "transformers"
+
+    def __init__(self, path: str) -> None:
+        try:
+            from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        except ImportError as exc:
+            raise ModelUnavailable(
+                f"the entailment model in {path!r} is not a BERT classifier that Assay runs "
+                "itself and needs transformers (pip install 'assay[models]')"
+            ) from exc
+        self._tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model = AutoModelForSequenceClassification.from_pretrained(path)
+        self.id2label = self.model.config.id2label
+
+    def logits(self, pairs: list[tuple[str, str]], device: str) -> Any:
+        batch = self._tokenizer(
+            [p for p, _ in pairs],
+            [h for _, h in pairs],
+            truncation="longest_first",
+            max_length=MAX_LENGTH,
+            padding=True,
+            return_tensors="pt",
+        ).to(device)
+        return self.model(**batch).logits
+
+
+def _folder_classifier(path: str) -> _Classifier:
+    """A user's folder: a ``BertForSequenceClassification`` in plain torch, anything else
+    in transformers."""
+    found = read_bert_folder(path)
+    if found is None or found[0].get("architectures") != ["BertForSequenceClassification"]:
+        return _TransformersClassifier(path)
+    from assay.models.bert import load_bert
+
+    config, pieces = found
+    id2label = config.get("id2label") or {}
+    model = load_bert(path, config, pooler=True, num_labels=len(id2label))
+    return _BertClassifier(model, pieces, id2label)
+
+
+def _shipped_classifier() -> _Classifier:
+    """The shipped classifier: all-MiniLM-L6-v2's configuration, tokenizer and word
+    embeddings with the trained weights of ``DEFAULT_WEIGHTS``, in float32."""
     from safetensors.torch import load_file
-    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    from assay.models.bert import load_bert
 
     if not DEFAULT_WEIGHTS.is_file():
         raise ModelUnavailable(
@@ -183,34 +262,13 @@ def _shipped_model():
             "assay, or make them with scripts/train_entailment.py"
         )
     base = base_model_path()
-    config = AutoConfig.from_pretrained(
-        base, num_labels=len(LABELS), id2label=dict(enumerate(LABELS)),
-        label2id={v: k for k, v in enumerate(LABELS)},
-    )  # fmt: skip
-    model = AutoModelForSequenceClassification.from_config(config)
-    weights = {k: v.to(torch.float32) for k, v in load_file(str(DEFAULT_WEIGHTS)).items()}
-    weights[FROZEN_KEY] = _word_embeddings(base)
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    # position ids are a buffer some transformers versions keep in the state dict
-    missing = [k for k in missing if not k.endswith("position_ids")]
-    if missing or unexpected:
-        raise ModelUnavailable(
-            f"the entailment weights do not fit the model: missing {missing}, "
-            f"unexpected {unexpected}"
-        )
-    return model
-
-
-def _word_embeddings(base: str):
-    """all-MiniLM-L6-v2's word-piece embeddings, read from its safetensors file."""
-    from safetensors import safe_open
-
-    path = Path(base) / "model.safetensors"
-    with safe_open(str(path), framework="pt") as handle:
-        keys = [k for k in handle.keys() if k.endswith("embeddings.word_embeddings.weight")]  # noqa: SIM118
-        if not keys:
-            raise ModelUnavailable(f"{path} holds no word embeddings")
-        return handle.get_tensor(keys[0]).float()
+    found = read_bert_folder(base)
+    if found is None:
+        raise ModelUnavailable(f"{base} is not the BERT folder of all-MiniLM-L6-v2")
+    config, pieces = found
+    trained = load_file(str(DEFAULT_WEIGHTS))  # all but the word embeddings (from base)
+    model = load_bert(base, config, pooler=True, num_labels=len(LABELS), weights=trained)
+    return _BertClassifier(model, pieces, dict(enumerate(LABELS)))
 
 
 def training_facts() -> dict:

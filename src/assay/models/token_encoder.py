@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 
 from assay.core.extras import ModelUnavailable
+from assay.models.bert_files import WordPieces, read_bert_folder
+from assay.models.device import DEFAULT_TOKENS_PER_BATCH
 
 __all__ = ["AUTOCAST_PRECISIONS", "TokenEncoder", "TokenRows"]
 
@@ -48,8 +50,6 @@ _MATCH_BATCH = 256
 #: similarities (pairs x candidate width x reference width) per ``bmm`` on CUDA: 256 MiB
 #: of float32
 _MATCH_ELEMENTS = 1 << 26
-#: padded tokens per forward pass on CUDA when the caller gives none
-DEFAULT_TOKENS_PER_BATCH = 65_536
 #: the number formats run under autocast, by name
 AUTOCAST_PRECISIONS = ("bfloat16", "float16")
 
@@ -71,8 +71,25 @@ def _cut_layers(model: Any, num_layers: int) -> bool:
     return False
 
 
-def _load(path: str) -> tuple[Any, Any]:
-    """The fast tokenizer and the model of a local transformer folder."""
+def _load_native(path: str, num_layers: int) -> tuple[WordPieces, Any] | None:
+    """The folder's tokenizer and its model cut after ``num_layers`` layers, in plain
+    torch (`assay.models.bert`), or None when it is not a BERT that runs there."""
+    try:
+        found = read_bert_folder(path)
+        from assay.models import bert
+    except ImportError as exc:
+        raise ModelUnavailable(
+            "BERTScore needs the packages 'torch', 'tokenizers' and 'safetensors' "
+            "(pip install torch==2.13.0 transformers)"
+        ) from exc
+    if found is None:
+        return None
+    config, pieces = found
+    return pieces, bert.load_bert(path, config, num_layers)
+
+
+def _load_transformers(path: str) -> tuple[WordPieces, Any]:
+    """The fast tokenizer and the model of a local transformer folder, by transformers."""
     try:
         import torch  # noqa: F401  (TokenEncoder runs it; missing, the same message)
         from transformers import AutoModel, AutoTokenizer
@@ -103,7 +120,19 @@ def _load(path: str) -> tuple[Any, Any]:
             f"the tokenizer in {path!r} has no fast (Rust) version; BERTScore needs a "
             "tokenizer.json or a tokenizer transformers can convert"
         )
-    return tokenizer, model
+    limit = int(tokenizer.model_max_length)
+    if limit > 100_000:  # "no limit" in the tokenizer files: the model's positions
+        limit = int(getattr(model.config, "max_position_embeddings", 512))
+    backend = tokenizer.backend_tokenizer
+    pieces = WordPieces(
+        backend=type(backend).from_str(backend.to_str()),
+        max_length=limit,
+        pad_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0,
+        special_ids=tuple(
+            sorted(t for t in (tokenizer.cls_token_id, tokenizer.sep_token_id) if t is not None)
+        ),
+    )
+    return pieces, model
 
 
 class TokenRows:
@@ -153,14 +182,21 @@ class TokenEncoder:
         precision: str = "float32",
         tokens_per_batch: int | None = None,
     ) -> None:
-        tokenizer, model = _load(path)  # raises ModelUnavailable without torch
+        native = _load_native(path, num_layers)  # raises ModelUnavailable without torch
         import torch
 
         self._torch = torch
-        model.eval()
-        if hasattr(model, "encoder") and hasattr(model, "decoder"):
-            model = model.encoder
-        self._hidden_index = None if _cut_layers(model, num_layers) else num_layers
+        if native is not None:
+            pieces, model = native
+            self._hidden_index: int | None = None
+        else:
+            pieces, model = _load_transformers(path)
+            model.eval()
+            if hasattr(model, "encoder") and hasattr(model, "decoder"):
+                model = model.encoder
+            self._hidden_index = None if _cut_layers(model, num_layers) else num_layers
+        #: what runs the model: ``assay`` (`assay.models.bert`) or ``transformers``
+        self.engine = "transformers" if native is None else "assay"
         self._device = torch.device(device)
         self._cuda = self._device.type == "cuda"
         self._model = model.to(self._device)
@@ -173,20 +209,12 @@ class TokenEncoder:
         if tokens_per_batch is None and self._cuda:
             tokens_per_batch = DEFAULT_TOKENS_PER_BATCH
         self.tokens_per_batch = tokens_per_batch
-        self.tokenizer = tokenizer
-        limit = int(tokenizer.model_max_length)
-        if limit > 100_000:  # "no limit" in the tokenizer files: the model's positions
-            limit = int(getattr(model.config, "max_position_embeddings", 512))
-        self.max_length = limit
-        backend = tokenizer.backend_tokenizer
-        self._backend = type(backend).from_str(backend.to_str())
+        self.max_length = pieces.max_length
+        self._backend = pieces.backend
         self._backend.no_padding()
-        self._backend.enable_truncation(limit)
-        self._pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        self._unweighted = np.array(
-            sorted(t for t in (tokenizer.cls_token_id, tokenizer.sep_token_id) if t is not None),
-            dtype=np.int64,
-        )
+        self._backend.enable_truncation(pieces.max_length)
+        self._pad = pieces.pad_id
+        self._unweighted = np.array(pieces.special_ids, dtype=np.int64)
 
     def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids of each text, as bert-score encodes them."""
@@ -241,6 +269,8 @@ class TokenEncoder:
         return self._run_model(input_ids, mask)
 
     def _run_model(self, input_ids: Any, mask: Any) -> Any:
+        if self.engine == "assay":
+            return self._model(input_ids, mask)
         if self._hidden_index is None:
             return self._model(input_ids=input_ids, attention_mask=mask)[0]
         out = self._model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
