@@ -235,11 +235,14 @@ def evaluate_command(
     err = consoles.messages()
 
     scaled: Any = None
+    resources: Resources | None = None
 
     def fail(message: str) -> NoReturn:
         err.print(f"[red]error:[/red] {escape(message)}")
         if hasattr(scaled, "close"):  # a Ray instance started to read the data
             scaled.close()
+        if resources is not None:  # its models may be loading
+            resources.close()
         raise typer.Exit(EXIT_BAD_INPUT)
 
     if output_format not in {"table", "json"}:
@@ -298,6 +301,9 @@ def evaluate_command(
         or any(key in ctx.meta for key in (EXTRA_SAMPLES, PREPARE_SAMPLES))
     )
     show_progress = not quiet and sys.stderr.isatty()
+    resources = Resources(config)
+    if scaled is None:  # the models load while the data is read
+        resources.load_in_background(m.needs for m in metrics)
     try:
         if keep:  # with Ray, tasks on the cluster parse the data (assay.inputs.locations)
             reader = read_samples if scaled is None else scaled.read_samples
@@ -369,7 +375,6 @@ def evaluate_command(
             f"[yellow]note:[/yellow] {escape(str(out))} will hold only the samples scored "
             "now; the stored run holds them all"
         )
-    resources = Resources(config)
     outputs = RunOutputs(out, sink, recorder, store_errors, err)
     interrupted = stopped = False
     evaluation: Evaluation | None = None

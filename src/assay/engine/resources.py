@@ -7,9 +7,11 @@ embedder, one BERTScore model and one spaCy pipeline serve every metric.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import warnings
+from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +19,13 @@ from typing import TYPE_CHECKING, Any
 from assay.core.config import AssayConfig, AssayWarning, load_config
 from assay.core.extras import ModelUnavailable, needs_extra
 from assay.models.cache import EmbeddingCache
-from assay.models.embedders import USE_SPECS, Embedder, USEMultilingualEmbedder, make_embedder
+from assay.models.embedders import (
+    USE_SPECS,
+    Embedder,
+    USEMultilingualEmbedder,
+    make_embedder,
+    runs_on_torch,
+)
 
 if TYPE_CHECKING:
     from assay.judge.client import JudgeClient
@@ -45,6 +53,41 @@ class Resources:
     def __init__(self, config: AssayConfig | None = None, **overrides: Any) -> None:
         self.config = config or load_config(overrides)
         self._lock = threading.Lock()
+        self._loading: threading.Thread | None = None
+
+    def load_in_background(self, needs: Iterable[frozenset[str]]) -> None:
+        """Start loading, in a thread, the torch models that the run's metrics (``needs``:
+        each metric's ``needs``) are sure to use: BERTScore's scorer when one needs
+        ``bertscore``, the run's embedder when it is a torch model and a metric needs
+        nothing else (the judged and safety metrics use it only in some setups). The run
+        reads its data meanwhile (and on a GPU, CUDA starts); `wait_for_loading` waits
+        for the thread before the first model call. A model that fails to load is not
+        kept: the metric that asks for it gets the error then, as without this. Once a
+        run only."""
+        if self._loading is not None:
+            return
+        needs = list(needs)
+        names = []
+        if any("bertscore" in n for n in needs):
+            names.append("bertscorer")
+        if runs_on_torch(self.config.embedder) and frozenset({"embedder"}) in needs:
+            names.append("embedder")
+        names = [name for name in names if name not in self.__dict__]
+        if not names:
+            return
+
+        def load() -> None:
+            for name in names:
+                with contextlib.suppress(Exception):  # asked again, it raises in its metric
+                    getattr(self, name)
+
+        self._loading = threading.Thread(target=load, name="assay-load-models", daemon=True)
+        self._loading.start()
+
+    def wait_for_loading(self) -> None:
+        """Wait until the models `load_in_background` loads are loaded (or failed)."""
+        if self._loading is not None:
+            self._loading.join()
 
     @cached_property
     def cache(self) -> EmbeddingCache:
@@ -193,6 +236,7 @@ class Resources:
         return judge.usage.to_dict() if judge is not None else None
 
     def close(self) -> None:
+        self.wait_for_loading()
         if "cache" in self.__dict__:
             self.cache.close()
         judge = self.__dict__.get("judge")

@@ -252,6 +252,8 @@ def evaluate(
     scaled = _scaled(executor)
     if not keep and scaled is not None:
         raise ValueError("a streamed run (keep=False) is scored by the local executor only")
+    if scaled is None:  # loaded while the samples (or the first chunk) are read
+        res.load_in_background(m.needs for m in unique)
     stream = _sample_stream(data, cfg.max_json_depth)
     samples = list(stream) if keep else []
     tally = RunTally(unique, cfg, group_by)
@@ -277,7 +279,7 @@ def evaluate(
         tally.add_all(zip(samples, evaluation.results, strict=True))  # in sample order
         evaluation.judge_usage = scaled.judge_usage()
     else:
-        chunks = _chunked(samples if keep else stream, chunk_size)
+        chunks = _after_loading(_chunked(samples if keep else stream, chunk_size), res)
         ahead = _asks_ahead(unique, cfg)
         index = 0
         for chunk, rows in score_chunks(unique, chunks, res, seconds, ahead=ahead):
@@ -296,6 +298,16 @@ def evaluate(
     evaluation.seconds_by_metric = dict(seconds)
     evaluation.wall_seconds = time.perf_counter() - started
     return evaluation
+
+
+def _after_loading(chunks: Iterator[list[Sample]], res: Resources) -> Iterator[list[Sample]]:
+    """``chunks``, the first once it is read and the models `Resources.load_in_background`
+    loads are loaded (so no metric loads one a second time)."""
+    first = next(chunks, None)
+    res.wait_for_loading()
+    if first is not None:
+        yield first
+        yield from chunks
 
 
 def _asks_ahead(metrics: Sequence[Metric], config: AssayConfig) -> bool:
