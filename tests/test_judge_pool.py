@@ -1,5 +1,6 @@
-"""`LinearPool` (assay.core.http_pool) against httpcore's own `AsyncConnectionPool`: the same
-connections closed, kept and assigned for every pool state, and a real client through it."""
+"""`LinearPool` (assay.core.http_pool, the pool of ``assay run``'s targets) against
+httpcore's own `AsyncConnectionPool`: the same connections closed, kept and assigned for
+every pool state, and a real client through it."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import random
 from typing import Any
 
 import httpcore
+import httpx
 from httpcore._async.connection_pool import AsyncPoolRequest
 
-from assay.core.http_pool import LinearPool
-from assay.judge.http import ChatCompletions
+from assay.core.http_pool import LinearPool, linear_transport
 from judge_server import JudgeServer
 
 ORIGINS = ("http://a.test", "http://b.test")
@@ -111,19 +112,22 @@ def test_linear_pool_decides_as_httpcore_does() -> None:
     assert expired_closed > 20
 
 
-def test_chat_completions_uses_the_linear_pool_and_answers_concurrent_requests() -> None:
+def test_a_client_through_the_linear_pool_answers_concurrent_requests() -> None:
+    """``assay run``'s targets: 100 requests at once through a client whose transport is
+    `linear_transport`'s."""
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
     with JudgeServer(delay=0.05) as server:
-        api = ChatCompletions(server.url, None, timeout=10.0)
+        transport = linear_transport(limits)
         body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
         async def run() -> list[Any]:
-            try:
-                return await asyncio.gather(*(api.create(body) for _ in range(100)))
-            finally:
-                await api.close()
+            async with httpx.AsyncClient(transport=transport, limits=limits) as client:
+                url = server.url.rstrip("/") + "/chat/completions"
+                replies = await asyncio.gather(*(client.post(url, json=body) for _ in range(100)))
+                return [r.json() for r in replies]
 
         replies = asyncio.run(run())
-        pool = api._client._transport._pool
+        pool = transport._pool
         assert type(pool) is LinearPool
         assert len(replies) == 100
         assert all(r["choices"][0]["message"]["content"] for r in replies)
@@ -134,10 +138,7 @@ def test_chat_completions_uses_the_linear_pool_and_answers_concurrent_requests()
 
 def test_another_httpcore_keeps_its_own_pool(monkeypatch: Any) -> None:
     # LinearPool re-implements httpcore 1.0's private bookkeeping: under another release
-    # the client keeps httpx's own pool (correct, only slower with many in flight)
+    # the transport keeps httpcore's own pool (correct, only slower with many in flight)
     monkeypatch.setattr(httpcore, "__version__", "1.1.0")
-    api = ChatCompletions("http://127.0.0.1:9/v1", None, timeout=1.0)
-    try:
-        assert type(api._client._transport._pool) is httpcore.AsyncConnectionPool
-    finally:
-        asyncio.run(api.close())
+    transport = linear_transport(httpx.Limits(max_keepalive_connections=64))
+    assert type(transport._pool) is httpcore.AsyncConnectionPool

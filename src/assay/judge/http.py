@@ -16,8 +16,10 @@ are raised as:
 The ``openai`` package is not used: it costs about a second of import time on each
 ``assay evaluate`` with a judge, for one request shape.
 
-The connection pool is `assay.core.http_pool.LinearPool` (httpcore's, its bookkeeping
-linear in the number of connections).
+The exchange on the wire is `assay.core.http_lean.LeanTransport` (HTTP/1.1 over asyncio's
+own connections: about a fifth of the CPU a request of httpx's default transport); a URL
+that an ``HTTP(S)_PROXY`` variable sends through a proxy goes through httpx's own proxy
+transport.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from assay.core.http_pool import linear_transport
+from assay.core.http_lean import LeanTransport
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -80,15 +82,16 @@ class ChatCompletions:
 
     def __init__(self, base_url: str | None, api_key: str | None, timeout: float) -> None:
         url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/"
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-        transport = linear_transport(limits)
+        # httpx builds the proxy transports of HTTP(S)_PROXY / NO_PROXY (it does only for
+        # a client given no transport); the requests that go direct then take the lean one
         self._client = httpx.AsyncClient(
             base_url=url,
             headers={"Authorization": f"Bearer {api_key or 'not-needed'}"},
             timeout=timeout,
-            limits=limits,
-            transport=transport,
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
         )
+        if isinstance(getattr(self._client, "_transport", None), httpx.AsyncBaseTransport):
+            self._client._transport = LeanTransport(max_idle=64)
 
     async def create(self, body: Mapping[str, Any]) -> Any:
         """The server's reply to one chat-completions request (decoded JSON, or text)."""

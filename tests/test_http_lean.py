@@ -1,0 +1,262 @@
+"""`LeanTransport` (assay.core.http_lean) under httpx's client, against real servers on
+127.0.0.1: the judge's test server with many requests at once, and a raw TCP server that
+answers each request with scripted bytes (chunked bodies cut anywhere, bodies to the end
+of the connection, interim replies, gzip, a server that closes, one that is not HTTP)."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from assay.core.http_lean import LeanTransport
+from assay.judge.http import ChatCompletions
+from judge_server import JudgeServer
+
+#: a reply: the request's bytes -> the chunks to send (with a pause between), then
+#: whether to close the connection (True; "reset": with a TCP RST)
+Script = Callable[[bytes], tuple[list[bytes], bool | str]]
+
+
+@contextmanager
+def raw_server(script: Script) -> Iterator[dict[str, Any]]:
+    """A TCP server answering each request on a connection by ``script``; yields its
+    facts (``url``, ``connections`` made so far)."""
+    facts: dict[str, Any] = {"connections": 0}
+    listener = socket.create_server(("127.0.0.1", 0))
+    facts["url"] = f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+    def serve(conn: socket.socket) -> None:
+        buffer = b""
+        with conn:
+            while True:
+                while b"\r\n\r\n" not in buffer:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buffer += data
+                head, _, rest = buffer.partition(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                while len(rest) < length:
+                    rest += conn.recv(65536)
+                request, buffer = head + b"\r\n\r\n" + rest[:length], rest[length:]
+                pieces, close = script(request)
+                for piece in pieces:
+                    conn.sendall(piece)
+                    threading.Event().wait(0.002)
+                if close == "reset":  # RST instead of FIN
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                if close:
+                    return
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            facts["connections"] += 1
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield facts
+    finally:
+        listener.close()
+
+
+def fetch(
+    url: str, count: int = 1, method: str = "POST", pause: float = 0.0, **kwargs: Any
+) -> list[httpx.Response]:
+    """``count`` requests one after the other through one client on the lean transport,
+    ``pause`` seconds apart (a blocking sleep: the event loop sees nothing meanwhile)."""
+
+    async def run() -> list[httpx.Response]:
+        async with httpx.AsyncClient(transport=LeanTransport(), timeout=5.0) as client:
+            replies = []
+            for _ in range(count):
+                response = await client.request(method, url, json={"q": 1}, **kwargs)
+                await response.aread()
+                replies.append(response)
+                time.sleep(pause)
+            return replies
+
+    return asyncio.run(run())
+
+
+def fixed(*pieces: bytes, close: bool | str = False) -> Script:
+    return lambda request: (list(pieces), close)
+
+
+JSON_BODY = b'{"answer": "ok", "n": 12345}'
+PLAIN = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+    len(JSON_BODY),
+    JSON_BODY,
+)
+
+
+def chunked(body: bytes, sizes: list[int]) -> bytes:
+    """``body`` in chunks of ``sizes`` (the rest in one), with an extension and a trailer."""
+    out, start = [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"], 0
+    for size in [*sizes, len(body)]:
+        part = body[start : start + size]
+        if part:
+            out.append(b"%x;ext=1\r\n%s\r\n" % (len(part), part))
+        start += len(part)
+    out.append(b"0\r\nX-Trailer: yes\r\n\r\n")
+    return b"".join(out)
+
+
+def test_the_judge_client_answers_many_requests_at_once_on_kept_connections() -> None:
+    with JudgeServer(delay=0.05) as server:
+        api = ChatCompletions(server.url, None, timeout=10.0)
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+        async def run() -> tuple[list[Any], int, list[Any]]:
+            try:
+                first = await asyncio.gather(*(api.create(body) for _ in range(100)))
+                kept = len(api._client._transport._idle)
+                second = await asyncio.gather(*(api.create(body) for _ in range(64)))
+                return first, kept, second
+            finally:
+                await api.close()
+
+        first, kept, second = asyncio.run(run())
+        assert type(api._client._transport) is LeanTransport
+        assert server.calls == 164
+        assert all(r["choices"][0]["message"]["content"] for r in [*first, *second])
+        assert kept == 64  # 100 connections at once, the 64 latest kept
+
+
+def test_a_kept_connection_carries_the_next_requests() -> None:
+    with raw_server(fixed(PLAIN)) as facts:
+        replies = fetch(facts["url"] + "/v1/x", count=3)
+    assert [r.json() for r in replies] == [json.loads(JSON_BODY)] * 3
+    assert facts["connections"] == 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(sizes=st.lists(st.integers(1, 9), max_size=6), cut=st.integers(1, 40))
+def test_chunked_bodies_cut_anywhere_give_the_body(sizes: list[int], cut: int) -> None:
+    reply = chunked(JSON_BODY, sizes)
+    pieces = [reply[i : i + cut] for i in range(0, len(reply), cut)]
+    with raw_server(fixed(*pieces)) as facts:
+        replies = fetch(facts["url"], count=2)
+    assert [r.content for r in replies] == [JSON_BODY, JSON_BODY]
+    assert facts["connections"] == 1  # the trailer read, the connection kept
+
+
+def test_a_body_to_the_end_of_the_connection_and_connection_close() -> None:
+    to_eof = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nall of it"
+    with raw_server(fixed(to_eof, close=True)) as facts:
+        replies = fetch(facts["url"], count=2)
+    assert [r.text for r in replies] == ["all of it"] * 2
+    assert facts["connections"] == 2  # not reused
+    closing = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"
+    with raw_server(fixed(closing, close=True)) as facts:
+        assert [r.text for r in fetch(facts["url"], count=2)] == ["ok", "ok"]
+    assert facts["connections"] == 2
+
+
+def test_interim_replies_no_body_statuses_and_head() -> None:
+    interim = b"HTTP/1.1 100 Continue\r\n\r\n" + PLAIN
+    with raw_server(fixed(interim)) as facts:
+        assert fetch(facts["url"])[0].json() == json.loads(JSON_BODY)
+    no_content = b"HTTP/1.1 204 No Content\r\n\r\n"
+    with raw_server(fixed(no_content)) as facts:
+        replies = fetch(facts["url"], count=2)
+    assert [(r.status_code, r.content) for r in replies] == [(204, b"")] * 2
+    assert facts["connections"] == 1
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n"  # HEAD: the length, no body
+    with raw_server(fixed(head)) as facts:
+        replies = fetch(facts["url"], count=2, method="HEAD")
+    assert [(r.status_code, r.content, r.headers["content-length"]) for r in replies] == [
+        (200, b"", "500")
+    ] * 2
+
+
+def test_a_gzip_body_is_decoded_by_httpx() -> None:
+    packed = gzip.compress(JSON_BODY)
+    reply = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(packed)
+    with raw_server(fixed(reply + packed)) as facts:
+        assert fetch(facts["url"])[0].json() == json.loads(JSON_BODY)
+
+
+def test_a_connection_the_server_closed_while_idle_is_not_used() -> None:
+    """The server closes each connection after its reply, without saying so; by the next
+    request the end of file has arrived but the event loop has not run: the socket is
+    readable, and a new connection is made."""
+    with raw_server(fixed(PLAIN, close=True)) as facts:
+        replies = fetch(facts["url"], count=3, pause=0.1)
+    assert [r.status_code for r in replies] == [200, 200, 200]
+    assert facts["connections"] == 3
+
+
+@pytest.mark.parametrize(
+    ("reply", "error", "message"),
+    [
+        (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", httpx.RemoteProtocolError, "not an HTTP/1.1"),
+        (b"HTTP/1.1 200 OK\r\nbroken header\r\n\r\n", httpx.RemoteProtocolError, "malformed"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", httpx.RemoteProtocolError, "Length"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", httpx.RemoteProtocolError,
+         "chunk size"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhalf", httpx.RemoteProtocolError,
+         "before the whole reply"),
+        (b"HTTP/1.1 200 O", httpx.RemoteProtocolError, "before the whole reply"),
+    ],
+)  # fmt: skip
+def test_replies_that_are_not_http_or_stop_short_raise_httpx_errors(
+    reply: bytes, error: type[Exception], message: str
+) -> None:
+    with raw_server(fixed(reply, close=True)) as facts, pytest.raises(error, match=message):
+        fetch(facts["url"])
+
+
+def test_a_reset_connection_is_a_read_error() -> None:
+    half = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhalf"
+    with raw_server(fixed(half, close="reset")) as facts, pytest.raises(httpx.ReadError):
+        fetch(facts["url"])
+
+
+def test_timeouts_and_refused_connections() -> None:
+    with raw_server(fixed()) as facts, pytest.raises(httpx.ReadTimeout):  # never answers
+        fetch(facts["url"], timeout=0.3)
+    unused = socket.socket()
+    unused.bind(("127.0.0.1", 0))
+    port = unused.getsockname()[1]
+    unused.close()
+    with pytest.raises(httpx.ConnectError):
+        fetch(f"http://127.0.0.1:{port}/")
+
+
+def test_a_proxied_url_goes_through_httpx_own_proxy_transport(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    api = ChatCompletions("https://api.openai.com/v1", "key", timeout=5.0)
+    local = ChatCompletions("http://127.0.0.1:8000/v1", "key", timeout=5.0)
+    try:
+        proxied = api._client._transport_for_url(httpx.URL("https://api.openai.com/v1/x"))
+        direct = local._client._transport_for_url(httpx.URL("http://127.0.0.1:8000/v1/x"))
+        assert not isinstance(proxied, LeanTransport)
+        assert isinstance(direct, LeanTransport)
+    finally:
+        asyncio.run(api.close())
+        asyncio.run(local.close())
