@@ -181,3 +181,19 @@ def test_passes_by_tokens_give_the_one_pass_vectors() -> None:
     assert [p.tolist() for p in passes] == [[3], [2, 0, 1, 4]]
     one_pass = MeanPooledBert(folder).encode(TEXTS).numpy()
     np.testing.assert_allclose(by_tokens.encode(TEXTS).numpy(), one_pass, atol=1e-6)
+
+
+def test_the_callers_padding_flag_gives_the_same_states() -> None:
+    """``padded`` from the caller (no wait for the device) against the mask read on the
+    device: a batch without padding runs without a mask, one with padding with it."""
+    found = read_bert_folder(minilm_path())
+    assert found is not None
+    model = load_bert(minilm_path(), found[0], num_layers=2)
+    ids, mask = padded_batch(["one two three", "four five six"])  # equal lengths
+    assert bool(mask.all())
+    with torch.inference_mode():
+        read = model(ids, mask)
+        told = model(ids, mask, padded=False)
+        masked = model(ids, mask, padded=True)  # an all-ones mask changes nothing
+    np.testing.assert_array_equal(read.numpy(), told.numpy())
+    np.testing.assert_allclose(masked.numpy(), read.numpy(), atol=1e-6)

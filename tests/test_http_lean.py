@@ -241,7 +241,7 @@ def test_timeouts_and_refused_connections() -> None:
     unused.bind(("127.0.0.1", 0))
     port = unused.getsockname()[1]
     unused.close()
-    with pytest.raises(httpx.ConnectError):
+    with pytest.raises(httpx.ConnectError, match=f"127.0.0.1:{port}: Connection refused"):
         fetch(f"http://127.0.0.1:{port}/")
 
 
@@ -260,3 +260,114 @@ def test_a_proxied_url_goes_through_httpx_own_proxy_transport(
     finally:
         asyncio.run(api.close())
         asyncio.run(local.close())
+
+
+def self_signed(tmp_path: Any) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 signed by its own key: (cert file, key file)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(cert_file), str(key_file)
+
+
+def test_https_verifies_the_server_and_keeps_the_connection(tmp_path: Any) -> None:
+    """A TLS server with a self-signed certificate: refused with the default authorities,
+    answered over one kept connection with a context that trusts it."""
+    import ssl
+
+    cert, key = self_signed(tmp_path)
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    connections = []
+
+    def serve() -> None:
+        while True:
+            try:
+                raw, _ = listener.accept()
+            except OSError:
+                return
+            connections.append(raw)
+            try:
+                conn = server_context.wrap_socket(raw, server_side=True)
+            except (ssl.SSLError, OSError):  # the client refused the certificate
+                continue
+            with conn:
+                buffer = b""
+                while True:
+                    while b"\r\n\r\n" not in buffer:
+                        data = conn.recv(65536)
+                        if not data:
+                            break
+                        buffer += data
+                    if b"\r\n\r\n" not in buffer:
+                        break
+                    head, _, rest = buffer.partition(b"\r\n\r\n")
+                    length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                    while len(rest) < length:
+                        rest += conn.recv(65536)
+                    buffer = rest[length:]
+                    conn.sendall(PLAIN)
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"https://127.0.0.1:{port}/v1/x"
+
+    async def run(transport: LeanTransport, count: int) -> list[Any]:
+        async with httpx.AsyncClient(transport=transport, timeout=5.0) as client:
+            return [(await client.post(url, json={"q": 1})).json() for _ in range(count)]
+
+    try:
+        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            asyncio.run(run(LeanTransport(), 1))
+        trusting = ssl.create_default_context(cafile=cert)
+        assert (
+            asyncio.run(run(LeanTransport(ssl_context=trusting), 3)) == [json.loads(JSON_BODY)] * 3
+        )
+        assert len(connections) == 2  # the refused one, then one for the three requests
+    finally:
+        listener.close()
+
+
+def test_a_request_on_a_closed_connection_fails_at_once() -> None:
+    from assay.core.http_lean import _Exchange
+
+    async def run() -> None:
+        exchange = _Exchange()
+        exchange.connection_lost(None)  # the server went away while it was idle
+        with pytest.raises(httpx.WriteError, match="closed"):
+            await asyncio.wait_for(exchange.send(b"GET / HTTP/1.1\r\n\r\n", False), 1.0)
+
+    asyncio.run(run())

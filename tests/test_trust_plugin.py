@@ -143,8 +143,8 @@ def test_an_uncomputed_metric_never_passes_a_gate(pytester, cache_dir, monkeypat
         ],
         "test_judge_fails": [
             "  factual_accuracy errored: JudgeUnreachable: the judge at http://127.0.0.1:1/v1 "
-            "cannot be reached (after 0 retries: CouldNotConnect: ConnectError: All connection "
-            "attempts failed) [method: llm]",
+            "cannot be reached (after 0 retries: CouldNotConnect: ConnectError: cannot connect "
+            "to 127.0.0.1:1: Connection refused) [method: llm]",
             "    reason: judge call failed",
         ],
         "test_gated_na": [

@@ -32,6 +32,7 @@ connection broke) and `httpx.RemoteProtocolError` (a reply that is not HTTP/1.1)
 from __future__ import annotations
 
 import asyncio
+import os
 import select
 import ssl
 from collections import deque
@@ -105,12 +106,14 @@ class _Exchange(asyncio.Protocol):
     def send(self, data: bytes, head_only: bool) -> asyncio.Future[Any]:
         """Write a request; the future gets (status, headers, body, reusable)."""
         self._reply = asyncio.get_running_loop().create_future()
+        if self.closed or self.transport is None or self.transport.is_closing():
+            self._reply.set_exception(httpx.WriteError("the connection was closed"))
+            return self._reply
         self._head_only = head_only
         self._status, self._headers, self._length = 0, [], None
         self._chunked = self._reading_body = False
         self._body = bytearray()
         self._chunk_left = -1
-        assert self.transport is not None
         self.transport.write(data)
         return self._reply
 
@@ -233,12 +236,15 @@ class LeanTransport(httpx.AsyncBaseTransport):
 
     Args:
         max_idle: idle connections kept for later requests, all origins together.
+        ssl_context: how ``https`` servers are verified; default httpx's
+            (``httpx.create_ssl_context()``: certifi's authorities, ``SSL_CERT_FILE`` and
+            ``SSL_CERT_DIR`` honoured).
     """
 
-    def __init__(self, max_idle: int = 64) -> None:
+    def __init__(self, max_idle: int = 64, ssl_context: ssl.SSLContext | None = None) -> None:
         self.max_idle = max_idle
         self._idle: deque[tuple[tuple[bytes, bytes, int], _Exchange]] = deque()
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl = ssl_context
 
     async def _connect(self, url: httpx.URL, timeout: float | None) -> _Exchange:
         loop = asyncio.get_running_loop()
@@ -260,7 +266,9 @@ class LeanTransport(httpx.AsyncBaseTransport):
         except TimeoutError as exc:
             raise httpx.ConnectTimeout(f"no connection to {url.host}:{port} in time") from exc
         except OSError as exc:
-            raise httpx.ConnectError(f"{type(exc).__name__}: {exc}") from exc
+            plain = exc.errno and not isinstance(exc, ssl.SSLError)  # TLS: its own words
+            reason = os.strerror(exc.errno) if plain else str(exc)
+            raise httpx.ConnectError(f"cannot connect to {url.host}:{port}: {reason}") from exc
         return exchange
 
     def _take_idle(self, origin: tuple[bytes, bytes, int]) -> _Exchange | None:

@@ -81,9 +81,10 @@ class BertEncoder(nn.Module):
     """BERT's embeddings and its first ``num_layers`` layers, with the pooler and a
     classifier of ``num_labels`` outputs when asked for (see the module).
 
-    ``forward(input_ids, attention_mask, token_type_ids=None)`` gives the last kept
-    layer's hidden states, shape (batch, length, hidden); `classify` the classifier's
-    logits.
+    ``forward(input_ids, attention_mask, token_type_ids=None, padded=None)`` gives the
+    last kept layer's hidden states, shape (batch, length, hidden) (``padded``: whether
+    the mask holds a 0, when the caller knows; else it is read from the mask); `classify`
+    the classifier's logits.
     """
 
     def __init__(
@@ -113,6 +114,7 @@ class BertEncoder(nn.Module):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
+        padded: bool | None = None,
     ) -> torch.Tensor:
         length = input_ids.shape[1]
         positions = torch.arange(length, device=input_ids.device)
@@ -122,8 +124,11 @@ class BertEncoder(nn.Module):
         else:
             x = x + functional.embedding(token_type_ids, self.token_type)
         x = self.embedding_norm(x)
-        # a padded key takes no part; with no padding in the batch no mask (faster kernels)
-        keep = None if bool(attention_mask.all()) else attention_mask.bool()[:, None, None, :]
+        # a padded key takes no part; with no padding in the batch no mask (faster kernels;
+        # ``padded`` from the caller spares a wait for the device to find out)
+        if padded is None:
+            padded = not bool(attention_mask.all())
+        keep = attention_mask.bool()[:, None, None, :] if padded else None
         for layer in self.layers:
             x = layer(x, keep)
         return x
@@ -308,7 +313,7 @@ class MeanPooledBert:
                     count=int(widths.sum()),
                 )
                 mask = self._to_device(inside.astype(np.int64))
-                hidden = self.model(self._to_device(input_ids), mask)
+                hidden = self.model(self._to_device(input_ids), mask, padded=not bool(inside.all()))
                 weights = mask.unsqueeze(-1).to(hidden.dtype)
                 vectors = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
                 if self.folder.normalize:

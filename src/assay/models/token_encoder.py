@@ -253,7 +253,9 @@ class TokenEncoder:
                 input_ids = np.full(inside.shape, self._pad, dtype=np.int64)
                 input_ids[inside] = rows.flat[starts[first] : starts[stop]]
                 hidden = self._forward(
-                    self._to_device(input_ids), self._to_device(inside.astype(np.int64))
+                    self._to_device(input_ids),
+                    self._to_device(inside.astype(np.int64)),
+                    padded=not bool(inside.all()),
                 )
                 hidden = torch.nn.functional.normalize(hidden.float(), dim=-1)
                 keep = self._to_device(np.flatnonzero(inside.ravel()))
@@ -262,15 +264,15 @@ class TokenEncoder:
             parts.append(torch.zeros((1, width), device=self._device))
             return torch.cat(parts)
 
-    def _forward(self, input_ids: Any, mask: Any) -> Any:
+    def _forward(self, input_ids: Any, mask: Any, padded: bool) -> Any:
         if self._autocast is not None:
             with self._torch.autocast(self._device.type, dtype=self._autocast):
-                return self._run_model(input_ids, mask)
-        return self._run_model(input_ids, mask)
+                return self._run_model(input_ids, mask, padded)
+        return self._run_model(input_ids, mask, padded)
 
-    def _run_model(self, input_ids: Any, mask: Any) -> Any:
+    def _run_model(self, input_ids: Any, mask: Any, padded: bool) -> Any:
         if self.engine == "assay":
-            return self._model(input_ids, mask)
+            return self._model(input_ids, mask, padded=padded)
         if self._hidden_index is None:
             return self._model(input_ids=input_ids, attention_mask=mask)[0]
         out = self._model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
