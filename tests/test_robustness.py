@@ -526,6 +526,27 @@ def _cache_warning(path) -> tuple[EmbeddingCache, str]:
     return cache, messages[0]
 
 
+def test_the_cache_memory_starts_over_when_full(tmp_path, monkeypatch):
+    """A streamed run embeds any number of texts: the vectors held in memory stay under
+    the limit, in memory only and on disk (which keeps them all)."""
+    import assay.models.cache as cache_module
+
+    monkeypatch.setattr(cache_module, "MEMORY_LIMIT", 10)
+    for cache in (EmbeddingCache(None), EmbeddingCache(tmp_path / "embeddings.sqlite")):
+        for start in range(0, 35, 7):
+            cache.put_many(
+                "m", {f"t{i}": np.full(3, i, np.float32) for i in range(start, start + 7)}
+            )
+            assert len(cache._memory) <= 10
+        held = cache.get_many("m", [f"t{i}" for i in range(35)])
+        assert len(cache._memory) <= 10  # read back from disk: still under the limit
+        assert sorted(held, key=lambda t: int(t[1:])) == (
+            [f"t{i}" for i in range(35)] if cache.on_disk else [f"t{i}" for i in range(28, 35)]
+        )
+        assert all(float(held[t][0]) == float(t[1:]) for t in held)
+        cache.close()
+
+
 def test_a_corrupt_cache_file_falls_back_to_memory_with_a_warning(tmp_path):
     path = tmp_path / "embeddings.sqlite"
     path.write_bytes(b"not a database " * 100)

@@ -37,7 +37,7 @@ from torch import nn
 from torch.nn import functional
 
 from assay.core.extras import ModelUnavailable
-from assay.models.bert_files import SentenceFolder
+from assay.models.bert_files import SentenceFolder, encode_batch
 from assay.models.device import DEFAULT_TOKENS_PER_BATCH
 
 __all__ = ["ACTIVATIONS", "BertEncoder", "MeanPooledBert", "load_bert"]
@@ -298,7 +298,7 @@ class MeanPooledBert:
         """One vector per text, float32 on the CPU, shape (texts, hidden)."""
         if self.folder.lowercase:
             texts = [t.lower() for t in texts]
-        ids = [e.ids for e in self._backend.encode_batch(texts, add_special_tokens=True)]
+        ids = [e.ids for e in encode_batch(self._backend, texts)]
         lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
         passes = self._passes(lengths)
         pooled = []

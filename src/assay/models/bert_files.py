@@ -13,6 +13,7 @@ __all__ = [
     "ACTIVATION_NAMES",
     "SentenceFolder",
     "WordPieces",
+    "encode_batch",
     "read_bert_folder",
     "read_sentence_folder",
 ]
@@ -41,6 +42,14 @@ class WordPieces:
     max_length: int
     pad_id: int
     special_ids: tuple[int, ...]
+
+
+def encode_batch(backend: Any, texts: list[str]) -> list[Any]:
+    """The encodings of ``texts`` (special tokens added) from a ``tokenizers.Tokenizer``:
+    ``encode_batch_fast`` where the release has it (the same ids without the character
+    offsets, about a tenth faster), else ``encode_batch``."""
+    encode = getattr(backend, "encode_batch_fast", backend.encode_batch)
+    return encode(texts, add_special_tokens=True)
 
 
 def _read_json(path: Path) -> dict[str, Any]:

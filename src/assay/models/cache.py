@@ -24,10 +24,14 @@ import numpy as np
 
 from assay.core.config import AssayWarning
 
-__all__ = ["EmbeddingCache", "text_key"]
+__all__ = ["MEMORY_LIMIT", "EmbeddingCache", "text_key"]
 
 #: seconds to wait for another process's write lock before giving up on the disk cache
 BUSY_TIMEOUT = 10.0
+#: vectors kept in memory (about 150 MB of 384-d ones); the memory starts over when
+#: full, so a streamed run's memory stays flat however many texts it embeds (the disk
+#: cache, when on, keeps them all)
+MEMORY_LIMIT = 100_000
 
 
 def text_key(text: str) -> bytes:
@@ -35,7 +39,8 @@ def text_key(text: str) -> bytes:
 
 
 class EmbeddingCache:
-    """Embedding vectors by (model id, text); ``path=None`` keeps them in memory only."""
+    """Embedding vectors by (model id, text); ``path=None`` keeps them in memory only (at
+    most `MEMORY_LIMIT` at once, in either case)."""
 
     def __init__(self, path: str | Path | None, timeout: float = BUSY_TIMEOUT) -> None:
         self._memory: dict[tuple[str, bytes], np.ndarray] = {}
@@ -114,6 +119,8 @@ class EmbeddingCache:
                             vec = np.frombuffer(blob, dtype=np.float32)
                             if not np.all(np.isfinite(vec)):
                                 continue
+                            if len(self._memory) >= MEMORY_LIMIT:
+                                self._memory.clear()
                             self._memory[(model, key)] = vec
                             found[missing[key]] = vec
                 except sqlite3.Error as exc:
@@ -121,12 +128,15 @@ class EmbeddingCache:
         return found
 
     def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
+        if len(self._memory) + len(items) > MEMORY_LIMIT:
+            self._memory.clear()
         rows = []
         for text, vec in items.items():
             key = text_key(text)
             arr = np.ascontiguousarray(vec, dtype=np.float32)
             self._memory[(model, key)] = arr
-            rows.append((model, key, int(arr.shape[0]), arr.tobytes()))
+            if self._db is not None:
+                rows.append((model, key, int(arr.shape[0]), arr.tobytes()))
         if rows and self._db is not None:
             with self._lock:
                 try:

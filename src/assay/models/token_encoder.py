@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from assay.core.extras import ModelUnavailable
-from assay.models.bert_files import WordPieces, read_bert_folder
+from assay.models.bert_files import WordPieces, encode_batch, read_bert_folder
 from assay.models.device import DEFAULT_TOKENS_PER_BATCH
 
 __all__ = ["AUTOCAST_PRECISIONS", "TokenEncoder", "TokenRows"]
@@ -218,7 +218,7 @@ class TokenEncoder:
 
     def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids of each text, as bert-score encodes them."""
-        encodings = self._backend.encode_batch([t.strip() for t in texts], add_special_tokens=True)
+        encodings = encode_batch(self._backend, [t.strip() for t in texts])
         return [e.ids for e in encodings]
 
     # ---- embedding ----------------------------------------------------------------
