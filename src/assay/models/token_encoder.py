@@ -1,6 +1,10 @@
 """`TokenEncoder`: a transformer cut after a layer, and BERTScore's greedy token matching.
 
-The work of `assay.models.bertscore.BERTScorer`, in three steps per call:
+The transformer of a BERT folder (the shipped all-MiniLM-L6-v2) runs in Assay's own plain
+torch (`assay.models.bert`, built with only the layers kept; its tokenizer read from
+``tokenizer.json``); any other architecture is loaded by transformers' ``AutoModel`` and
+cut after the layer. ``engine`` says which. The work of
+`assay.models.bertscore.BERTScorer`, in three steps per call:
 
 1. Tokenise every distinct text once with the tokenizer's Rust backend (``tokenizers``),
    as bert-score does: stripped, special tokens added, truncated at the model's maximum
