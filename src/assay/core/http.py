@@ -1,6 +1,7 @@
 """HTTP details shared by Assay's clients (the judge, a remote embedding endpoint, the
-targets of ``assay run``): ``Retry-After``, and the circuit that stops calling a server
-that cannot be reached."""
+targets of ``assay run``): ``Retry-After``, the circuit that stops calling a server that
+cannot be reached, and a client over Assay's own transport that still honours proxy
+variables."""
 
 from __future__ import annotations
 
@@ -10,8 +11,15 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["UNREACHABLE_AFTER", "ConnectCircuit", "Unreachable", "retry_after_seconds"]
+__all__ = [
+    "UNREACHABLE_AFTER",
+    "ConnectCircuit",
+    "Unreachable",
+    "client_over",
+    "retry_after_seconds",
+]
 
 #: calls in a row that fail to connect after their retries before the circuit opens (one
 #: is enough while the server has never been reached)
@@ -67,3 +75,21 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
             parsed = parsed.replace(tzinfo=datetime.UTC)
         seconds = parsed.timestamp() - time.time()
     return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def client_over(transport: Any, **options: Any) -> Any:
+    """An ``httpx.AsyncClient`` (``options`` passed on) whose direct requests go through
+    ``transport``, while a URL that ``HTTP(S)_PROXY`` or ``ALL_PROXY`` sends through a
+    proxy (and ``NO_PROXY`` does not exempt) goes through httpx's own proxy transport.
+
+    httpx reads those variables only for a client given no transport, so the client is
+    built without one and ``transport`` then takes the place of its default one; where a
+    release of httpx keeps that elsewhere, the client is given ``transport`` (and then
+    ignores the variables, as a client given a transport does)."""
+    import httpx
+
+    client = httpx.AsyncClient(**options)
+    if isinstance(getattr(client, "_transport", None), httpx.AsyncBaseTransport):
+        client._transport = transport
+        return client
+    return httpx.AsyncClient(transport=transport, **options)

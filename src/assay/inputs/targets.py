@@ -45,7 +45,7 @@ from typing import Any
 
 import httpx
 
-from assay.core.http import ConnectCircuit, Unreachable
+from assay.core.http import ConnectCircuit, Unreachable, client_over
 from assay.core.http_pool import linear_transport
 from assay.core.sample import Sample, TargetCall
 from assay.core.steps import Turn
@@ -239,9 +239,9 @@ def call_target(
         limits = httpx.Limits(
             max_connections=settings.concurrency, max_keepalive_connections=settings.concurrency
         )
-        transport = linear_transport(limits, timed=True)
+        transport = linear_transport(limits, timed=True)  # direct calls; proxied: httpx's
         timeout = httpx.Timeout(settings.timeout)
-        async with httpx.AsyncClient(transport=transport, timeout=timeout) as client:
+        async with client_over(transport, timeout=timeout, limits=limits) as client:
             caller = _Caller(target, client, settings, ConnectCircuit())
 
             async def one(sample: Sample) -> Sample:

@@ -29,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from assay.core.http import client_over
 from assay.core.http_lean import LeanTransport
 
 __all__ = [
@@ -82,16 +83,14 @@ class ChatCompletions:
 
     def __init__(self, base_url: str | None, api_key: str | None, timeout: float) -> None:
         url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/"
-        # httpx builds the proxy transports of HTTP(S)_PROXY / NO_PROXY (it does only for
-        # a client given no transport); the requests that go direct then take the lean one
-        self._client = httpx.AsyncClient(
+        # requests that go direct take the lean transport; proxied ones httpx's own
+        self._client = client_over(
+            LeanTransport(max_idle=64),
             base_url=url,
             headers={"Authorization": f"Bearer {api_key or 'not-needed'}"},
             timeout=timeout,
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
         )
-        if isinstance(getattr(self._client, "_transport", None), httpx.AsyncBaseTransport):
-            self._client._transport = LeanTransport(max_idle=64)
 
     async def create(self, body: Mapping[str, Any]) -> Any:
         """The server's reply to one chat-completions request (decoded JSON, or text)."""
