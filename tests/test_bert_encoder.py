@@ -17,6 +17,7 @@ from assay.models.bert import ACTIVATIONS, MeanPooledBert, load_bert
 from assay.models.bert_files import ACTIVATION_NAMES, read_bert_folder, read_sentence_folder
 from assay.models.bertscore import BERTScorer
 from assay.models.embedders import SentenceTransformerEmbedder, minilm_path
+from assay.models.token_batches import TokenRows
 
 TEXTS = [
     "A cat was sitting on the mat.",
@@ -174,11 +175,11 @@ def test_passes_by_tokens_give_the_one_pass_vectors() -> None:
     folder = read_sentence_folder(minilm_path())
     assert folder is not None
     by_tokens = MeanPooledBert(folder, tokens_per_batch=300)
-    lengths = np.array([len(e.ids) for e in by_tokens._backend.encode_batch(TEXTS)])
-    passes = by_tokens._passes(lengths)
+    rows = TokenRows([e.ids for e in by_tokens._backend.encode_batch(TEXTS)])
+    passes = [rows.order[first:stop].tolist() for first, stop in by_tokens._passes(rows.by_length)]
     # 256 tokens alone; then 12, 10, 5 and 3 tokens: 4 rows of 12 padded tokens
-    assert lengths.tolist() == [10, 5, 12, 256, 3]
-    assert [p.tolist() for p in passes] == [[3], [2, 0, 1, 4]]
+    assert rows.lengths.tolist() == [10, 5, 12, 256, 3]
+    assert passes == [[3], [2, 0, 1, 4]]
     one_pass = MeanPooledBert(folder).encode(TEXTS).numpy()
     np.testing.assert_allclose(by_tokens.encode(TEXTS).numpy(), one_pass, atol=1e-6)
 

@@ -27,7 +27,7 @@ sentence-transformers' on the shipped model.
 
 from __future__ import annotations
 
-import itertools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from torch.nn import functional
 from assay.core.extras import ModelUnavailable
 from assay.models.bert_files import SentenceFolder, encode_batch
 from assay.models.device import DEFAULT_TOKENS_PER_BATCH
+from assay.models.token_batches import TokenRows, padded_ids, to_device, token_passes
 
 __all__ = ["ACTIVATIONS", "BertEncoder", "MeanPooledBert", "load_bert"]
 
@@ -269,57 +270,35 @@ class MeanPooledBert:
         backend.enable_truncation(folder.max_seq_length)
         self._backend = backend
         self._pad = folder.pieces.pad_id
-        self._cuda = self.device.type == "cuda"
-        if tokens_per_batch is None and self._cuda:
+        if tokens_per_batch is None and self.device.type == "cuda":
             tokens_per_batch = DEFAULT_TOKENS_PER_BATCH
         #: padded tokens per forward pass (None: all the texts of a call in one pass)
         self.tokens_per_batch = tokens_per_batch
 
-    def _passes(self, lengths: np.ndarray) -> list[np.ndarray]:
-        """The texts of each forward pass, longest first: one pass, or passes of at most
-        ``tokens_per_batch`` padded tokens (at least one text each)."""
-        order = np.argsort(-lengths, kind="stable")
-        if self.tokens_per_batch is None:
-            return [order]
-        passes, start = [], 0
-        while start < len(order):
-            rows = max(1, self.tokens_per_batch // max(1, int(lengths[order[start]])))
-            passes.append(order[start : start + rows])
-            start += rows
-        return passes
-
-    def _to_device(self, array: np.ndarray) -> torch.Tensor:
-        tensor = torch.from_numpy(array)
-        if self._cuda:
-            return tensor.pin_memory().to(self.device, non_blocking=True)
-        return tensor
+    def _passes(self, by_length: np.ndarray) -> Iterator[tuple[int, int]]:
+        """(start, stop) of each forward pass over texts sorted longest first: one pass,
+        or passes of at most ``tokens_per_batch`` padded tokens (at least one text each)."""
+        return token_passes(by_length, len(by_length), self.tokens_per_batch)
 
     def encode(self, texts: list[str]) -> torch.Tensor:
         """One vector per text, float32 on the CPU, shape (texts, hidden)."""
         if self.folder.lowercase:
             texts = [t.lower() for t in texts]
-        ids = [e.ids for e in encode_batch(self._backend, texts)]
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        passes = self._passes(lengths)
+        rows = TokenRows([e.ids for e in encode_batch(self._backend, texts)])
         pooled = []
         with torch.inference_mode():
-            for rows in passes:
-                widths = lengths[rows]
-                inside = np.arange(int(widths[0]))[None, :] < widths[:, None]
-                input_ids = np.full(inside.shape, self._pad, dtype=np.int64)
-                input_ids[inside] = np.fromiter(
-                    itertools.chain.from_iterable(ids[i] for i in rows.tolist()),
-                    dtype=np.int64,
-                    count=int(widths.sum()),
+            for first, stop in self._passes(rows.by_length):
+                input_ids, inside = padded_ids(rows, first, stop, self._pad)
+                mask = to_device(inside.astype(np.int64), self.device)
+                hidden = self.model(
+                    to_device(input_ids, self.device), mask, padded=not bool(inside.all())
                 )
-                mask = self._to_device(inside.astype(np.int64))
-                hidden = self.model(self._to_device(input_ids), mask, padded=not bool(inside.all()))
                 weights = mask.unsqueeze(-1).to(hidden.dtype)
                 vectors = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
                 if self.folder.normalize:
                     vectors = functional.normalize(vectors, p=2, dim=1)
                 pooled.append(vectors)
-            in_passes = torch.cat(pooled).float().cpu()  # one copy back
-        out = torch.empty_like(in_passes)
-        out[torch.from_numpy(np.concatenate(passes))] = in_passes
+            in_row_order = torch.cat(pooled).float().cpu()  # one copy back
+        out = torch.empty_like(in_row_order)
+        out[torch.from_numpy(rows.order)] = in_row_order
         return out

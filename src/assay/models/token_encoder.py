@@ -34,7 +34,6 @@ normalisation, and the matching is float32.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -43,8 +42,9 @@ import numpy as np
 from assay.core.extras import ModelUnavailable
 from assay.models.bert_files import WordPieces, encode_batch, read_bert_folder
 from assay.models.device import DEFAULT_TOKENS_PER_BATCH
+from assay.models.token_batches import TokenRows, padded_ids, to_device, token_passes
 
-__all__ = ["AUTOCAST_PRECISIONS", "TokenEncoder", "TokenRows"]
+__all__ = ["AUTOCAST_PRECISIONS", "TokenEncoder"]
 
 #: fast tokenizers that need a space before the first word to tokenise it like later words
 #: (bert-score encodes with ``add_prefix_space=True`` for GPT-2 and RoBERTa tokenizers)
@@ -139,32 +139,6 @@ def _load_transformers(path: str) -> tuple[WordPieces, Any]:
     return pieces, model
 
 
-class TokenRows:
-    """Where each text's tokens go in the concatenated vectors: texts longest first
-    (stable), each text's tokens in consecutive rows.
-
-    Attributes:
-        lengths: tokens of each text, in the texts' order.
-        offsets: the row of each text's first token, in the texts' order.
-        by_length: the lengths in row order (longest first).
-        starts: the first row of each text in row order, and the total at the end.
-        flat: the token ids in row order.
-    """
-
-    def __init__(self, ids: list[list[int]]) -> None:
-        self.lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        order = np.argsort(-self.lengths, kind="stable")
-        self.by_length = self.lengths[order]
-        self.starts = np.concatenate([[0], np.cumsum(self.by_length)]).astype(np.int64)
-        self.offsets = np.empty_like(self.lengths)
-        self.offsets[order] = self.starts[:-1]
-        self.flat = np.fromiter(
-            itertools.chain.from_iterable(ids[i] for i in order.tolist()),
-            dtype=np.int64,
-            count=int(self.starts[-1]),
-        )
-
-
 class TokenEncoder:
     """A transformer cut after ``num_layers`` layers, with its fast tokenizer, that scores
     (candidate, reference) pairs with BERTScore's greedy matching (see the module).
@@ -202,7 +176,6 @@ class TokenEncoder:
         #: what runs the model: ``assay`` (`assay.models.bert`) or ``transformers``
         self.engine = "transformers" if native is None else "assay"
         self._device = torch.device(device)
-        self._cuda = self._device.type == "cuda"
         self._model = model.to(self._device)
         self._autocast = getattr(torch, precision) if precision in AUTOCAST_PRECISIONS else None
         if self._autocast is not None:
@@ -210,7 +183,7 @@ class TokenEncoder:
             for module in self._model.modules():
                 if isinstance(module, torch.nn.Linear):
                     module.to(self._autocast)
-        if tokens_per_batch is None and self._cuda:
+        if tokens_per_batch is None and self._device.type == "cuda":
             tokens_per_batch = DEFAULT_TOKENS_PER_BATCH
         self.tokens_per_batch = tokens_per_batch
         self.max_length = pieces.max_length
@@ -228,34 +201,19 @@ class TokenEncoder:
     # ---- embedding ----------------------------------------------------------------
     def _passes(self, lengths: np.ndarray, batch_size: int) -> Iterator[tuple[int, int]]:
         """(start, stop) of each forward pass over texts sorted longest first."""
-        n = len(lengths)
-        start = 0
-        while start < n:
-            if self.tokens_per_batch is None:
-                rows = batch_size
-            else:
-                rows = max(1, self.tokens_per_batch // max(1, int(lengths[start])))
-            yield start, min(n, start + rows)
-            start += rows
+        return token_passes(lengths, batch_size, self.tokens_per_batch)
 
     def _to_device(self, array: np.ndarray) -> Any:
-        tensor = self._torch.from_numpy(array)
-        if self._cuda:
-            return tensor.pin_memory().to(self._device, non_blocking=True)
-        return tensor
+        return to_device(array, self._device)
 
     def embed(self, rows: TokenRows, batch_size: int) -> Any:
         """Normalised token vectors of every text, on the model's device, in the rows of
         ``rows`` (text after text, longest first), with one zero row at the end."""
         torch = self._torch
-        by_length, starts = rows.by_length, rows.starts
         parts: list[Any] = []
         with torch.inference_mode():
-            for first, stop in self._passes(by_length, batch_size):
-                widths = by_length[first:stop]
-                inside = np.arange(int(widths[0]))[None, :] < widths[:, None]
-                input_ids = np.full(inside.shape, self._pad, dtype=np.int64)
-                input_ids[inside] = rows.flat[starts[first] : starts[stop]]
+            for first, stop in self._passes(rows.by_length, batch_size):
+                input_ids, inside = padded_ids(rows, first, stop, self._pad)
                 hidden = self._forward(
                     self._to_device(input_ids),
                     self._to_device(inside.astype(np.int64)),
