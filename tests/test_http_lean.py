@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from assay.core.http_lean import LeanTransport
 from assay.judge.http import ChatCompletions
 from judge_server import JudgeServer
+from raw_http import RequestReader, accept_in_background, self_signed
 
 #: a reply: the request's bytes -> the chunks to send (with a pause between), then
 #: whether to close the connection (True; "reset": with a TCP RST)
@@ -39,23 +40,10 @@ def raw_server(script: Script) -> Iterator[dict[str, Any]]:
     facts["url"] = f"http://127.0.0.1:{listener.getsockname()[1]}"
 
     def serve(conn: socket.socket) -> None:
-        buffer = b""
+        facts["connections"] += 1
+        requests = RequestReader(conn)
         with conn:
-            while True:
-                while b"\r\n\r\n" not in buffer:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    buffer += data
-                head, _, rest = buffer.partition(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n")[1:]:
-                    name, _, value = line.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value)
-                while len(rest) < length:
-                    rest += conn.recv(65536)
-                request, buffer = head + b"\r\n\r\n" + rest[:length], rest[length:]
+            while (request := requests.next()) is not None:
                 pieces, close = script(request)
                 for piece in pieces:
                     conn.sendall(piece)
@@ -65,16 +53,7 @@ def raw_server(script: Script) -> Iterator[dict[str, Any]]:
                 if close:
                     return
 
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            facts["connections"] += 1
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
+    accept_in_background(listener, serve)
     try:
         yield facts
     finally:
@@ -262,46 +241,6 @@ def test_a_proxied_url_goes_through_httpx_own_proxy_transport(
         asyncio.run(local.close())
 
 
-def self_signed(tmp_path: Any) -> tuple[str, str]:
-    """A certificate for 127.0.0.1 signed by its own key: (cert file, key file)."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return str(cert_file), str(key_file)
-
-
 def test_https_verifies_the_server_and_keeps_the_connection(tmp_path: Any) -> None:
     """A TLS server with a self-signed certificate: refused with the default authorities,
     answered over one kept connection with a context that trusts it."""
@@ -314,35 +253,18 @@ def test_https_verifies_the_server_and_keeps_the_connection(tmp_path: Any) -> No
     port = listener.getsockname()[1]
     connections = []
 
-    def serve() -> None:
-        while True:
-            try:
-                raw, _ = listener.accept()
-            except OSError:
-                return
-            connections.append(raw)
-            try:
-                conn = server_context.wrap_socket(raw, server_side=True)
-            except (ssl.SSLError, OSError):  # the client refused the certificate
-                continue
-            with conn:
-                buffer = b""
-                while True:
-                    while b"\r\n\r\n" not in buffer:
-                        data = conn.recv(65536)
-                        if not data:
-                            break
-                        buffer += data
-                    if b"\r\n\r\n" not in buffer:
-                        break
-                    head, _, rest = buffer.partition(b"\r\n\r\n")
-                    length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
-                    while len(rest) < length:
-                        rest += conn.recv(65536)
-                    buffer = rest[length:]
-                    conn.sendall(PLAIN)
+    def serve(raw: socket.socket) -> None:
+        connections.append(raw)
+        try:
+            conn = server_context.wrap_socket(raw, server_side=True)
+        except (ssl.SSLError, OSError):  # the client refused the certificate
+            return
+        requests = RequestReader(conn)
+        with conn:
+            while requests.next() is not None:
+                conn.sendall(PLAIN)
 
-    threading.Thread(target=serve, daemon=True).start()
+    accept_in_background(listener, serve)
     url = f"https://127.0.0.1:{port}/v1/x"
 
     async def run(transport: LeanTransport, count: int) -> list[Any]:
@@ -352,7 +274,7 @@ def test_https_verifies_the_server_and_keeps_the_connection(tmp_path: Any) -> No
     try:
         with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
             asyncio.run(run(LeanTransport(), 1))
-        trusting = ssl.create_default_context(cafile=cert)
+        trusting = ssl.create_default_context(cafile=str(cert))
         assert (
             asyncio.run(run(LeanTransport(ssl_context=trusting), 3)) == [json.loads(JSON_BODY)] * 3
         )

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
@@ -18,39 +17,23 @@ from assay.core.sample import Sample
 from assay.inputs.targets import TargetSettings, call_target, parse_target
 from assay.judge.http import ChatCompletions
 from judge_server import JudgeServer
+from raw_http import RequestReader, accept_in_background
 from target_server import TargetServer
 
 
-def _read_request(conn: socket.socket) -> bytes:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return data
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    while len(body) < length:
-        body += conn.recv(65536)
-    return head + b"\r\n\r\n" + body
-
-
 @pytest.fixture
-def proxy() -> Iterator[dict]:
-    """A forward HTTP proxy: each request (absolute URL) is sent on to its server with
-    ``Connection: close`` and the whole reply returned; ``seen`` keeps the request lines."""
+def proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
+    """A forward HTTP proxy, set as ``HTTP_PROXY`` (``NO_PROXY`` unset): each request
+    (absolute URL) is sent on to its server with ``Connection: close`` and the whole reply
+    returned; ``seen`` keeps the request lines."""
     facts: dict = {"seen": []}
     listener = socket.create_server(("127.0.0.1", 0))
     facts["url"] = f"http://127.0.0.1:{listener.getsockname()[1]}"
 
     def forward(conn: socket.socket) -> None:
         with conn:
-            request = _read_request(conn)
-            if not request:
+            request = RequestReader(conn).next()
+            if request is None:
                 return
             head, _, body = request.partition(b"\r\n\r\n")
             lines = head.split(b"\r\n")
@@ -67,15 +50,10 @@ def proxy() -> Iterator[dict]:
                 while chunk := upstream.recv(65536):
                     conn.sendall(chunk)
 
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=forward, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
+    accept_in_background(listener, forward)
+    monkeypatch.setenv("HTTP_PROXY", facts["url"])
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
     try:
         yield facts
     finally:
@@ -99,9 +77,6 @@ def ask_judge(url: str) -> tuple[dict, object]:
 def test_the_judge_goes_through_the_proxy_unless_no_proxy_exempts_it(
     proxy: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("HTTP_PROXY", proxy["url"])
-    monkeypatch.delenv("NO_PROXY", raising=False)
-    monkeypatch.delenv("no_proxy", raising=False)
     with JudgeServer() as server:
         reply, transport = ask_judge(server.url)
         assert reply["choices"][0]["message"]["content"]
@@ -118,9 +93,6 @@ def test_the_judge_goes_through_the_proxy_unless_no_proxy_exempts_it(
 def test_assay_runs_targets_go_through_the_proxy(
     proxy: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("HTTP_PROXY", proxy["url"])
-    monkeypatch.delenv("NO_PROXY", raising=False)
-    monkeypatch.delenv("no_proxy", raising=False)
     settings = TargetSettings(timeout=5.0, retries=0)
     with TargetServer() as server:
         target = parse_target(f"{server.url}/rag", request='{"question": "{query}"}',

@@ -4,8 +4,6 @@ duration and first-token time are the network's even while the event loop is bus
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import ssl
 import threading
 import time
@@ -21,6 +19,7 @@ from assay.core.http_pool import linear_transport
 from assay.core.http_timing import ReceiveTimestampBackend, TimedStream, TimedTLSStream, call_times
 from assay.core.sample import Sample
 from assay.inputs.targets import TargetSettings, call_target, parse_target
+from raw_http import self_signed
 from target_server import TargetServer
 
 LIMITS = httpx.Limits(max_connections=4, max_keepalive_connections=4)
@@ -133,40 +132,8 @@ def test_connection_faults_are_httpxs_own_errors(server: TargetServer) -> None:
 
 @pytest.fixture(scope="module")
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 and its key, made with cryptography."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    folder = tmp_path_factory.mktemp("tls")
-    cert, private = folder / "cert.pem", folder / "key.pem"
-    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    private.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert, private
+    """A self-signed certificate for 127.0.0.1 and its key."""
+    return self_signed(tmp_path_factory.mktemp("tls"))
 
 
 class _SlowHandler(BaseHTTPRequestHandler):
