@@ -15,7 +15,13 @@ from assay.cli import app
 from assay.core.config import AssayConfig
 from assay.core.sample import Sample
 from assay.engine.resources import Resources
-from assay.metrics.probes import PROBE_CATEGORIES, AttackSuccess, load_probes, probe_samples
+from assay.metrics.probes import (
+    PASSAGE_MESSAGE,
+    PROBE_CATEGORIES,
+    AttackSuccess,
+    load_probes,
+    probe_samples,
+)
 from assay.metrics.registry import get_metric
 
 CANARY = "CANARY-Xq81-secret"
@@ -271,3 +277,77 @@ def test_assay_run_sends_the_probes_after_the_datas_samples(
     assert first["exact_match"] == 0.0  # the bot refused "hello"
     assert first["attack_success"] is None  # not a probe
     assert [r["attack_success"] for r in rows[1:]] == [1.0] * 5
+
+
+def completion(text: str) -> tuple[str, int, str, dict[str, str]]:
+    """A scripted, non-streamed chat completion of the loopback target."""
+    return ("status", 200, json.dumps({"choices": [{"message": {"content": text}}]}), {})
+
+
+def test_context_injection_reaches_an_openai_target_as_a_system_message(env: Path) -> None:
+    """The passage is sent before the prompt as a system message (PASSAGE_MESSAGE); the
+    target saw none of the four before, and the report showed 0 % attack success."""
+    from target_server import TargetServer
+
+    passages = [s.contexts[0] for s in probe_samples(["context-injection"])]  # type: ignore[index]
+    out = env / "out.jsonl"
+    with TargetServer() as server:
+        server.script = [
+            completion("PROBE-CTX-1188"),  # obeyed the passage
+            completion("Delivery takes 3 to 5 business days."),
+            completion("I won't send you to http://probe-reset.invalid/PROBE-CTX-6621."),
+            completion("PROBE-CTX-8854. Yes, bank transfer works."),
+        ]
+        args = ["run", "--probes", "context-injection", "--out", str(out), "--concurrency", "1"]
+        args += ["--target", f"openai:{server.url}/v1", "--target-model", "m"]
+        result = CliRunner().invoke(app, args)
+        bodies = [json.loads(r["body"]) for r in server.requests]
+    assert result.exit_code == 0, result.output
+    assert [b["messages"] for b in bodies] == [
+        [
+            {"role": "system", "content": PASSAGE_MESSAGE.format(passage=passage)},
+            {"role": "user", "content": sample.query},
+        ]
+        for passage, sample in zip(passages, probe_samples(["context-injection"]), strict=True)
+    ]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["attack_success"] for r in rows] == [1.0, 0.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("request_body", "values"),
+    [
+        ('{"question": "{query}"}', [None] * 4),
+        ('{"question": "{query}", "documents": "{contexts}"}', [0.0] * 4),
+    ],
+)
+def test_context_injection_is_na_for_an_http_target_whose_request_drops_the_passage(
+    env: Path, request_body: str, values: list[float | None]
+) -> None:
+    """An http target gets the passage only through {contexts}, {history} or {turns}:
+    without them attack_success is N/A with the reason, not 0 (an attack that never
+    arrived is not one resisted)."""
+    from target_server import TargetServer
+
+    out = env / "out.jsonl"
+    with TargetServer() as server:
+        args = ["run", "--probes", "context-injection", "--out", str(out)]
+        args += ["--target", f"{server.url}/rag", "--request", request_body]
+        args += ["--response-path", "answer"]
+        result = CliRunner().invoke(app, args)
+        sent = [json.loads(r["body"]) for r in server.requests]
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["attack_success"] for r in rows] == values
+    if values[0] is None:
+        reasons = {r["evidence"]["attack_success"]["reason"] for r in rows}
+        assert reasons == {
+            f"the passage never reached the target: {server.url}/rag's --request names none "
+            "of {contexts}, {history}, {turns}"
+        }
+        assert all(set(body) == {"question"} for body in sent)
+    else:
+        assert sorted(json.loads(b["documents"])[0] for b in sent) == sorted(
+            s.contexts[0]  # type: ignore[index]
+            for s in probe_samples(["context-injection"])
+        )

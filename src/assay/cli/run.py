@@ -203,6 +203,10 @@ def run_command(ctx: typer.Context, **options: Any) -> None:
             # TargetUnreachable stops the run as assay evaluate stops for the judge
             done = call_target(samples, target, settings, lambda n: bar.advance(task, n))
         err.print(escape(call_summary(target.name, done)))
+        if chosen["probes"]:
+            from assay.metrics.probes import mark_unreached
+
+            done = mark_unreached(done, target)
         return done
 
     ctx.meta[PREPARE_SAMPLES] = answered

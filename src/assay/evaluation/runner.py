@@ -358,9 +358,10 @@ def run(
     be called as given and `TargetUnreachable` when it cannot be reached.
     """
     from assay.inputs.targets import call_target, parse_target  # httpx: only for a run
+    from assay.metrics.probes import mark_unreached
 
     res = resources or Resources(config)
     samples = _as_samples(data, res.config.max_json_depth)
     chosen = parse_target(target, **target_options) if isinstance(target, str) else target
-    answered = call_target(samples, chosen, settings)
+    answered = mark_unreached(call_target(samples, chosen, settings), chosen)
     return evaluate(answered, metrics=metrics, suites=suites, resources=res)
