@@ -8,8 +8,11 @@
   ``{"answer": ..., "sources": [{"text": ...}, ...]}``.
 
 ``script`` is a list of what the next requests get instead of an answer, one entry a
-request: ``("status", code, body, headers)``, ``("hang", seconds)`` or ``("text",
-body)``. Every request's path, headers and body are kept in ``requests``.
+request: ``("status", code, body, headers)``, ``("hang", seconds)``, ``("text",
+body)`` or ``("reply", headers, chunks)``: status 200 with exactly these headers and the
+byte strings of ``chunks`` (an iterable, endless if need be; written until the client
+stops reading), then the connection closed. Every request's path, headers and body are
+kept in ``requests``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -53,6 +57,8 @@ class TargetServer:
                     return self._send(code, body.encode(), "application/json", headers)
                 if step is not None and step[0] == "text":
                     return self._send(200, step[1].encode(), "text/html")
+                if step is not None and step[0] == "reply":
+                    return self._reply(step[1], step[2])
                 body = json.loads(raw)
                 if self.path == "/rag":
                     question = body["question"]
@@ -87,6 +93,19 @@ class TargetServer:
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
                 self.close_connection = True
+
+            def _reply(self, headers: dict[str, str], chunks: Iterable[bytes]) -> None:
+                self.close_connection = True
+                self.send_response(200)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                try:
+                    for chunk in chunks:
+                        self.wfile.write(chunk)
+                    self.wfile.flush()
+                except OSError:  # the client stopped reading: expected
+                    return
 
             def _event(self, payload: dict[str, Any]) -> None:
                 self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")

@@ -464,16 +464,16 @@ def test_a_reply_over_the_size_limit_is_the_samples_error(
 ) -> None:
     """A reply past MAX_REPLY_BYTES is not read further (memory stays bounded); the other
     samples go on."""
-    monkeypatch.setattr("assay.inputs.target_kinds.MAX_REPLY_BYTES", 1_000)
+    monkeypatch.setattr("assay.inputs.target_replies.MAX_REPLY_BYTES", 1_000)
     server.answer_prefix = "x" * 2_000
     rag = parse_target(f"{server.url}/rag", request='{"question": "{query}"}')
     chat = parse_target(f"openai:{server.url}/v1", model="m")
-    for target in (rag, chat):
+    for target, what in ((rag, "the reply"), (chat, "the streamed text")):
         [done] = call_target([Sample(query="q")], target, FAST)
         assert done.target_call is not None
         assert (done.target_call.status, done.target_call.reason) == (
             "error",
-            "the reply is over 1,000 bytes: not read further",
+            f"{what} is over 1,000 bytes: not read further",
         )
     server.answer_prefix = ""
     [fine] = call_target([Sample(query="q")], rag, FAST)

@@ -7,6 +7,7 @@ for that attempt; `assay.inputs.targets` makes the calls (timeouts, retries, rep
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import importlib.util
 import inspect
@@ -16,6 +17,7 @@ import re
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -26,6 +28,19 @@ from assay.core.http import retry_after_seconds
 from assay.core.http_timing import call_times
 from assay.core.redaction import is_secret_name, register_secret
 from assay.core.sample import Sample
+from assay.inputs import target_replies
+from assay.inputs.target_replies import (
+    ACCEPTED_ENCODINGS,
+    CallFailed,
+    StreamedChat,
+    chat_completion,
+    finite_seconds,
+    json_kind,
+    quoted,
+    read_body,
+    stream_lines,
+    usage_counts,
+)
 
 __all__ = [
     "CallFailed",
@@ -42,34 +57,8 @@ __all__ = [
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 #: ``$NAME`` or ``${NAME}`` in a header value
 _ENV_VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
-#: most characters of a reply body quoted in an error
-_BODY_CHARS = 200
 #: headers whose value is a credential whatever their name says
 _CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
-#: most bytes of a reply read (its text, for a stream): a larger one is the sample's
-#: error, not a run that runs out of memory (the scoring limits, max_field_chars and
-#: the others, apply to what is read)
-MAX_REPLY_BYTES = 16 * 2**20
-
-
-def _too_large(status: int | None = None) -> CallFailed:
-    return CallFailed(f"the reply is over {MAX_REPLY_BYTES:,} bytes: not read further", status)
-
-
-async def _body(response: httpx.Response) -> bytes:
-    """The reply body, up to `MAX_REPLY_BYTES`; `CallFailed` past it (a declared length is
-    checked before reading, and the body then read at once; a chunked one is counted)."""
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit():
-        if int(declared) > MAX_REPLY_BYTES:
-            raise _too_large(response.status_code)
-        return await response.aread()
-    read = bytearray()
-    async for chunk in response.aiter_bytes():
-        read += chunk
-        if len(read) > MAX_REPLY_BYTES:
-            raise _too_large(response.status_code)
-    return bytes(read)
 
 
 class TargetError(ValueError):
@@ -89,21 +78,6 @@ class Reply:
     usage: dict[str, int] | None = None
 
 
-class CallFailed(Exception):
-    """One attempt failed: ``retryable`` for 429, 5xx and connection failures;
-    ``unconnected`` when no connection was made (refused, no route, connect timeout)."""
-
-    def __init__(
-        self, reason: str, http_status: int | None = None, retryable: bool = False, **extra: Any
-    ) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.http_status = http_status
-        self.retryable = retryable
-        self.retry_after: float | None = extra.get("retry_after")
-        self.unconnected: bool = extra.get("unconnected", False)
-
-
 class Target(Protocol):
     """Something that answers a sample: ``name`` (for messages; holds no secret)."""
 
@@ -114,7 +88,7 @@ class Target(Protocol):
 
 def _status_error(response: httpx.Response, body: str) -> CallFailed:
     status = response.status_code
-    shown = " ".join(body.split())[:_BODY_CHARS]
+    shown = quoted(body)
     return CallFailed(
         f"HTTP {status}: {shown}" if shown else f"HTTP {status}",
         http_status=status,
@@ -124,11 +98,12 @@ def _status_error(response: httpx.Response, body: str) -> CallFailed:
 
 
 def _json_reply(response: httpx.Response, raw: bytes) -> Any:
-    """The reply's body ``raw`` as JSON; `CallFailed` quoting its start otherwise."""
+    """The reply's body ``raw`` as JSON; `CallFailed` quoting its start otherwise (a
+    nesting too deep to parse included)."""
     try:
         return json.loads(raw)
-    except ValueError:
-        shown = " ".join(raw.decode(errors="replace").split())[:_BODY_CHARS]
+    except (ValueError, RecursionError):
+        shown = quoted(raw[:4096].decode(errors="replace"))
         raise CallFailed(
             f"the reply is not JSON: {shown!r}", http_status=response.status_code
         ) from None
@@ -165,46 +140,47 @@ class OpenAITarget:
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        headers = {"Accept-Encoding": ACCEPTED_ENCODINGS}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
         url = self.base_url.rstrip("/") + "/chat/completions"
         started = time.perf_counter()
         async with client.stream("POST", url, json=body, headers=headers) as response:
             if response.status_code >= 400:
-                raise _status_error(response, (await _body(response)).decode(errors="replace"))
+                raise _status_error(response, (await read_body(response)).decode(errors="replace"))
             if "text/event-stream" not in response.headers.get("content-type", ""):
                 # a server that does not stream: one JSON reply
-                reply = _completion(_json_reply(response, await _body(response)), None)
-                reply.duration = _network_seconds(response, started)
-                return reply
-            parts: list[str] = []
-            size = 0
-            first: float | None = None
-            usage: dict[str, int] | None = None
-            async for line in response.aiter_lines():
-                data = line.removeprefix("data:").strip() if line.startswith("data:") else ""
-                if not data:
-                    continue
-                if data == "[DONE]":
-                    break
                 try:
-                    chunk = json.loads(data)
-                except ValueError:
-                    shown = data[:_BODY_CHARS]
-                    raise CallFailed(f"a stream event is not JSON: {shown!r}") from None
-                for choice in chunk.get("choices") or []:
-                    text = (choice.get("delta") or {}).get("content")
-                    if text:
-                        if first is None:
-                            network = _network_seconds(response, started)
-                            first = time.perf_counter() - started if network is None else network
-                        parts.append(text)
-                        size += len(text)
-                        if size > MAX_REPLY_BYTES:
-                            raise _too_large(response.status_code)
-                if isinstance(chunk.get("usage"), dict):
-                    usage = _usage(chunk["usage"])
-            duration = _network_seconds(response, started)
-            return Reply("".join(parts), first_token_time=first, duration=duration, usage=usage)
+                    text, usage = chat_completion(await read_body(response))
+                except CallFailed as failed:
+                    failed.http_status = response.status_code
+                    raise
+                return Reply(text, duration=_network_seconds(response, started), usage=usage)
+            return await _streamed(response, started)
+
+
+async def _streamed(response: httpx.Response, started: float) -> Reply:
+    """A streamed chat completion read event by event (`StreamedChat`), its lines bounded
+    (`stream_lines`), up to ``data: [DONE]`` or the stream's end."""
+    chat = StreamedChat(response.status_code)
+    first: float | None = None
+    async with contextlib.aclosing(stream_lines(response)) as lines:
+        async for line in lines:
+            data = line.removeprefix("data:").strip() if line.startswith("data:") else ""
+            if not data:
+                continue
+            if data == "[DONE]":
+                break
+            try:
+                carried_text = chat.event(data)
+            except CallFailed as failed:
+                failed.http_status = response.status_code
+                raise
+            if carried_text and first is None:
+                network = _network_seconds(response, started)
+                first = time.perf_counter() - started if network is None else network
+    duration = _network_seconds(response, started)
+    return Reply("".join(chat.parts), first_token_time=first, duration=duration, usage=chat.usage)
 
 
 def _network_seconds(response: httpx.Response, started: float) -> float | None:
@@ -216,23 +192,6 @@ def _network_seconds(response: httpx.Response, started: float) -> float | None:
         return None
     seconds = (times[1] - times[0]) / 1e9
     return seconds if seconds <= time.perf_counter() - started else None
-
-
-def _usage(raw: dict[str, Any]) -> dict[str, int]:
-    keys = ("prompt_tokens", "completion_tokens", "total_tokens")
-    return {k: int(raw[k]) for k in keys if isinstance(raw.get(k), int)}
-
-
-def _completion(reply: Any, first: float | None) -> Reply:
-    """A non-streamed chat completion's answer."""
-    try:
-        content = reply["choices"][0]["message"]["content"]
-    except (KeyError, IndexError, TypeError):
-        raise CallFailed("the reply is not a chat completion (no choices[0].message)") from None
-    if not isinstance(content, str):
-        raise CallFailed("the reply's message has no text content")
-    usage = _usage(reply["usage"]) if isinstance(reply.get("usage"), dict) else None
-    return Reply(content, first_token_time=first, usage=usage)
 
 
 @dataclass
@@ -292,30 +251,47 @@ class HTTPTarget:
         return _PLACEHOLDER.sub(value, self.template)
 
     async def call(self, sample: Sample, client: httpx.AsyncClient) -> Reply:
-        headers = {"content-type": "application/json", **self.headers}
+        headers = {
+            "content-type": "application/json",
+            "accept-encoding": ACCEPTED_ENCODINGS,
+            **self.headers,
+        }
         body = self.body(sample).encode()
         started = time.perf_counter()
         async with client.stream("POST", self.url, content=body, headers=headers) as response:
-            raw = await _body(response)
+            raw = await read_body(response)
             duration = _network_seconds(response, started)
         if response.status_code >= 400:
             raise _status_error(response, raw.decode(errors="replace"))
         reply = _json_reply(response, raw)
-        answer = self._response.search(reply)
-        if answer is None:
-            raise CallFailed(f"--response-path {self.response_path!r} found nothing in the reply")
+        answer = self._pick("--response-path", self.response_path, self._response, reply)
         if not isinstance(answer, str):
-            kind = type(answer).__name__
-            raise CallFailed(f"--response-path {self.response_path!r} found a {kind}, not text")
+            kind = json_kind(answer)
+            raise CallFailed(f"--response-path {self.response_path!r} found {kind}, not text")
         contexts = None
         if self._contexts is not None:
-            found = self._contexts.search(reply)
-            if found is None:
-                path = self.contexts_path
-                raise CallFailed(f"--contexts-path {path!r} found nothing in the reply")
+            found = self._pick("--contexts-path", self.contexts_path, self._contexts, reply)
             items = found if isinstance(found, list) else [found]
-            contexts = [c if isinstance(c, str) else json.dumps(c) for c in items]
+            try:
+                contexts = [c if isinstance(c, str) else json.dumps(c) for c in items]
+            except (ValueError, RecursionError):
+                path = self.contexts_path
+                raise CallFailed(f"--contexts-path {path!r} found a value too deep") from None
         return Reply(answer, contexts=contexts, duration=duration)
+
+    @staticmethod
+    def _pick(option: str, path: str | None, compiled: Any, reply: Any) -> Any:
+        """What the compiled JMESPath ``compiled`` (``option`` ``path``) finds in ``reply``;
+        `CallFailed` when it finds nothing or fails on it (a function given the wrong
+        type, a value nested too deeply)."""
+        try:
+            found = compiled.search(reply)
+        except Exception as exc:  # jmespath's evaluation of untrusted data: that sample's
+            why = quoted(str(exc) or type(exc).__name__)
+            raise CallFailed(f"{option} {path!r} failed on the reply: {why}") from None
+        if found is None:
+            raise CallFailed(f"{option} {path!r} found nothing in the reply")
+        return found
 
 
 @dataclass
@@ -333,12 +309,14 @@ class PythonTarget:
                 found = await self.function(record)
             else:
                 found = await _in_daemon_thread(self.function, record)
-        except Exception as exc:  # the user's code failed on this sample: its error
-            raise CallFailed(f"{self.name} raised {type(exc).__name__}: {exc}") from None
+        except (Exception, SystemExit) as exc:  # the user's code failed on this sample
+            why = f"{type(exc).__name__}: {quoted(str(exc))}"
+            raise CallFailed(f"{self.name} raised {why}") from None
         elapsed = time.perf_counter() - started
         text = found.get("response") if isinstance(found, dict) else found
-        if isinstance(text, str) and len(text) > MAX_REPLY_BYTES:
-            raise _too_large()
+        limit = target_replies.MAX_REPLY_BYTES
+        if isinstance(text, str) and len(text.encode(errors="surrogatepass")) > limit:
+            raise target_replies.too_large(f"{self.name}'s reply", limit)
         if isinstance(found, str):
             return Reply(found, duration=elapsed)
         if not isinstance(found, dict) or not isinstance(found.get("response"), str):
@@ -353,7 +331,7 @@ class PythonTarget:
             raise CallFailed(f"{self.name} returned contexts that are not a list of texts")
         timing = {k: found.get(k) for k in ("duration", "first_token_time")}
         for key, seconds in timing.items():
-            if seconds is not None and not (isinstance(seconds, int | float) and seconds >= 0):
+            if seconds is not None and not finite_seconds(seconds):
                 raise CallFailed(f"{self.name} returned {key} {seconds!r}; expected seconds")
         usage = found.get("usage")
         return Reply(
@@ -361,7 +339,7 @@ class PythonTarget:
             contexts=contexts,
             first_token_time=timing["first_token_time"],
             duration=timing["duration"] if timing["duration"] is not None else elapsed,
-            usage=_usage(usage) if isinstance(usage, dict) else None,
+            usage=usage_counts(usage),
         )
 
 
@@ -423,10 +401,7 @@ def _function(spec: str) -> Callable[..., Any]:
         if module_name.endswith(".py"):
             if not os.path.isfile(module_name):
                 raise FileNotFoundError(f"no file {module_name}")
-            found = importlib.util.spec_from_file_location("assay_target", module_name)
-            assert found is not None and found.loader is not None
-            module = importlib.util.module_from_spec(found)
-            found.loader.exec_module(module)
+            module = _file_module(module_name)
         else:
             module = importlib.import_module(module_name)
     except Exception as exc:  # a module that fails to import: one line, no traceback
@@ -436,6 +411,25 @@ def _function(spec: str) -> Callable[..., Any]:
     if not callable(function):
         raise TargetError(f"python:{spec}: {module_name} has no function {attribute!r}")
     return function
+
+
+def _file_module(path: str) -> Any:
+    """The Python file ``path`` imported as a module of a name of its own, registered in
+    ``sys.modules`` before its code runs (a dataclass under ``from __future__ import
+    annotations`` looks its module up there), and taken out again when it fails."""
+    stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+    name = f"assay_target_{stem}_{uuid.uuid4().hex[:12]}"
+    found = importlib.util.spec_from_file_location(name, path)
+    if found is None or found.loader is None:
+        raise ImportError(f"{path} cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(found)
+    sys.modules[name] = module
+    try:
+        found.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
 
 
 def parse_target(

@@ -163,8 +163,8 @@ class _Caller:
                     attempts=attempt + 1,
                 )
                 return _answered(sample, None, settings.timeout, call)
-            except (CallFailed, httpx.HTTPError) as exc:
-                failed = exc if isinstance(exc, CallFailed) else _transport(exc)
+            except Exception as exc:  # any failure is this sample's alone
+                failed = _failure(exc)
                 if not failed.unconnected:
                     circuit.connected()
                 attempt += 1
@@ -196,6 +196,18 @@ class _Caller:
             call = TargetCall(target=target.name, status="ok", attempts=attempt + 1, usage=usage)
             duration = reply.duration if reply.duration is not None else elapsed
             return _answered(sample, reply, duration, call)
+
+
+def _failure(exc: Exception) -> CallFailed:
+    """What an attempt's exception says: a `CallFailed` as it is; httpx's failure as
+    `_transport` says; anything else (a reply that met a case no check foresaw) that
+    sample's error naming it, not retried."""
+    if isinstance(exc, CallFailed):
+        return exc
+    if isinstance(exc, httpx.HTTPError):
+        return _transport(exc)
+    why = " ".join(str(exc).split())[:200]
+    return CallFailed(f"the reply could not be read ({type(exc).__name__}: {why})")
 
 
 def _transport(exc: httpx.HTTPError) -> CallFailed:
