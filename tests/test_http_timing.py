@@ -4,6 +4,7 @@ duration and first-token time are the network's even while the event loop is bus
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 import threading
 import time
@@ -19,7 +20,7 @@ from assay.core.http_pool import linear_transport
 from assay.core.http_timing import ReceiveTimestampBackend, TimedStream, TimedTLSStream, call_times
 from assay.core.sample import Sample
 from assay.inputs.targets import TargetSettings, call_target, parse_target
-from raw_http import self_signed
+from raw_http import RequestReader, accept_in_background, self_signed
 from target_server import TargetServer
 
 LIMITS = httpx.Limits(max_connections=4, max_keepalive_connections=4)
@@ -185,3 +186,103 @@ def test_https_through_the_timed_stream(tls_files: tuple[Path, Path]) -> None:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def _tls_server(
+    tls_files: tuple[Path, Path], reply: bytes, close_notify: bool
+) -> tuple[socket.socket, int]:
+    """A TLS server on 127.0.0.1 that reads one request and answers ``reply``, then
+    closes the connection (with or without ``close_notify``); its listener and port."""
+    cert, key = tls_files
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer(conn: socket.socket) -> None:
+        with conn:
+            try:
+                tls = context.wrap_socket(conn, server_side=True)
+                RequestReader(tls).next()
+                tls.sendall(reply)
+                if close_notify:
+                    tls.unwrap()
+                # else the socket closes with no TLS alert: the body ends at the TCP FIN
+            except (OSError, ssl.SSLError):
+                return
+
+    accept_in_background(listener, answer)
+    return listener, listener.getsockname()[1]
+
+
+def test_a_body_ended_by_a_tls_close_without_close_notify_is_read_as_httpcore_reads_it(
+    tls_files: tuple[Path, Path],
+) -> None:
+    """A reply without a length ends when the connection does; a server that closes it
+    without ``close_notify`` (UNEXPECTED_EOF_WHILE_READING) still sent the whole body,
+    as httpcore's own streams read it. A body shorter than its declared length stays
+    httpx's error on both."""
+    body = b"the whole body, " * 1000
+    cases = {
+        "no length": (b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + body, body),
+        "short": (b"HTTP/1.1 200 OK\r\nContent-Length: 99999\r\n\r\n" + body, None),
+    }
+
+    async def get(url: str, timed: bool) -> bytes:
+        context = ssl.create_default_context(cafile=str(tls_files[0]))
+        transport = httpx.AsyncHTTPTransport(verify=context)
+        if timed:
+            transport._pool._network_backend = ReceiveTimestampBackend()
+        async with httpx.AsyncClient(transport=transport) as client:
+            response = await client.get(url)
+            if timed:
+                assert isinstance(response.extensions["network_stream"], TimedTLSStream)
+            return response.content
+
+    for name, (reply, expected) in cases.items():
+        for close_notify in (False, True):
+            listener, port = _tls_server(tls_files, reply, close_notify)
+            url = f"https://127.0.0.1:{port}/"
+            try:
+                for timed in (False, True):  # httpcore's streams, then the timed ones
+                    if expected is None:
+                        with pytest.raises(
+                            httpx.RemoteProtocolError,
+                            match=r"without sending complete message body \(received 16000 bytes",
+                        ):
+                            asyncio.run(get(url, timed))
+                    else:
+                        assert asyncio.run(get(url, timed)) == expected, (name, timed)
+            finally:
+                listener.close()
+
+
+def test_a_tls_requests_duration_starts_at_its_first_write_not_the_handshake(
+    tls_files: tuple[Path, Path],
+) -> None:
+    """On TLS 1.3 the client's last handshake write (its Finished) comes before any
+    request; a request written 0.5 s after the handshake, answered at once, is timed
+    from its own write: under 0.1 s, not 0.5 s."""
+    listener, port = _tls_server(
+        tls_files, b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", close_notify=False
+    )
+
+    async def run() -> tuple[str, int, int]:
+        context = ssl.create_default_context(cafile=str(tls_files[0]))
+        raw = await ReceiveTimestampBackend().connect_tcp("127.0.0.1", port, timeout=5)
+        tls = await raw.start_tls(context, server_hostname="127.0.0.1", timeout=5)
+        await asyncio.sleep(0.5)
+        await tls.write(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        read = b""
+        while not read.endswith(b"hello"):
+            read += await tls.read(65536, timeout=5)
+        version = tls.get_extra_info("ssl_object").version()
+        assert isinstance(tls, TimedTLSStream)
+        await tls.aclose()
+        return version, tls.sent_ns, tls.received_ns
+
+    try:
+        version, sent, received = asyncio.run(run())
+    finally:
+        listener.close()
+    assert version == "TLSv1.3"
+    assert 0 <= (received - sent) / 1e9 < 0.1

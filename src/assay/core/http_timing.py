@@ -156,9 +156,15 @@ class TimedStream(httpcore.AsyncNetworkStream):
 
 
 class TimedTLSStream(httpcore.AsyncNetworkStream):
-    """TLS over a `TimedStream` through memory buffers; its times are the raw stream's
-    (the segments that carried the encrypted bytes). TLS inside it (an HTTPS proxy's
-    tunnel) is not offered: httpcore's own ``start_tls`` raises NotImplementedError."""
+    """TLS over a `TimedStream` through memory buffers. ``received_ns`` is the raw
+    stream's (the segments that carried the encrypted bytes); ``sent_ns`` is the wall
+    clock of the request's first write of application data after a read, so that the
+    handshake's own writes (TLS 1.3's client Finished is the last) and any pause after
+    it are not counted. A server that closes the connection without ``close_notify``
+    ends the stream, as in httpcore (a body delimited by the connection's end is whole;
+    one shorter than its declared length is h11's error). TLS inside it (an HTTPS
+    proxy's tunnel) is not offered: httpcore's own ``start_tls`` raises
+    NotImplementedError."""
 
     def __init__(
         self, raw: TimedStream, context: ssl.SSLContext, server_hostname: str | None
@@ -169,10 +175,8 @@ class TimedTLSStream(httpcore.AsyncNetworkStream):
         self.tls = context.wrap_bio(
             self._incoming, self._outgoing, server_side=False, server_hostname=server_hostname
         )
-
-    @property
-    def sent_ns(self) -> int | None:
-        return self.raw.sent_ns
+        self.sent_ns: int | None = None
+        self._replied = True  # the next write of application data starts a request
 
     @property
     def received_ns(self) -> int | None:
@@ -203,16 +207,22 @@ class TimedTLSStream(httpcore.AsyncNetworkStream):
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         while True:
             try:
-                return self.tls.read(max_bytes)
+                data = self.tls.read(max_bytes)
             except ssl.SSLWantReadError:
                 await self._flush(timeout)
                 await self._fill(timeout)
-            except ssl.SSLZeroReturnError:
-                return b""
+                continue
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):  # close_notify, or none
+                data = b""
             except ssl.SSLError as exc:
                 raise httpcore.ReadError(str(exc)) from exc
+            self._replied = True
+            return data
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if self._replied and buffer:
+            self._replied = False
+            self.sent_ns = time.time_ns()
         try:
             self.tls.write(buffer)
         except ssl.SSLError as exc:
