@@ -139,9 +139,10 @@ def test_the_sdk_exporter_sends_spans_that_become_one_scored_sample(live_app: An
     assert live.backlog == 0
     status = TestClient(app, base_url="http://127.0.0.1").get("/api/live").json()
     assert status == {
-        **{"spans": 4, "traces": 1, "pending": 0, "scoring": True, "scored": 1},
+        **{"spans": 4, "traces": 1, "pending": 0, "quarantined": 0, "quarantine": []},
+        **{"scoring": True, "scored": 1, "sampled_out": 0, "unscored": 0},
         **{"metrics": METRICS, "sample_rate": 1.0, "grace_seconds": 0.5, "queue_limit": 10_000},
-        **{"rules": [], "webhook": None, "monitors": []},
+        **{"rules": [], "warnings": [], "webhook": None, "webhook_queue": None, "monitors": []},
         "last_error": None,
     }
 
@@ -415,7 +416,7 @@ def test_without_a_worker_the_receiver_only_stores(tmp_path: Path) -> None:
     assert answer.status_code == 200
     status = client.get("/api/live").json()
     assert status == {
-        **{"spans": 2, "traces": 1, "pending": 1},
+        **{"spans": 2, "traces": 1, "pending": 1, "quarantined": 0, "quarantine": []},
         **{"scoring": False, "metrics": [], "monitors": []},
     }
     store.close()

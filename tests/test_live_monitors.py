@@ -120,6 +120,7 @@ def test_a_state_change_is_posted_to_the_webhook_and_shown_without_its_secret(
     _Hooks.received.clear()
     assert [c.state for c in live.read_monitors()] == ["firing"]
     assert live.read_monitors() == []
+    assert live.webhooks is not None and live.webhooks.flush(10)  # sent in the background
     hooks.shutdown()
     hooks.server_close()
     assert _Hooks.received == [
@@ -146,7 +147,6 @@ def test_a_state_change_is_posted_to_the_webhook_and_shown_without_its_secret(
     assert 'id="live-monitors"' in page and "firing" in page
     assert SECRET_PATH not in page and SECRET_PATH not in json.dumps(status)
     # a webhook that cannot be reached is an error the status says, without its path
-    live.webhook = f"http://127.0.0.1:{hooks.server_port}/{SECRET_PATH}"
     live._hour_read = None
     store.record(
         run_id,
@@ -157,6 +157,14 @@ def test_a_state_change_is_posted_to_the_webhook_and_shown_without_its_secret(
         timestamp=previous + timedelta(hours=1, minutes=1),
     )
     assert [c.state for c in live.read_monitors(now_offset=3600)] == ["ok"]
+    assert live.webhooks.flush(10)
+    assert live.webhooks.counts == {
+        "waiting": 0,
+        "sent": 1,
+        "failed": 1,
+        "dropped": 0,
+        "limit": 100,
+    }
     assert "the monitor webhook (http://127.0.0.1/…) failed" in (live.last_error or "")
     assert SECRET_PATH not in (live.last_error or "")
     resources.close()

@@ -9,13 +9,14 @@ Answers, as the OTLP/HTTP specification says:
 
 - 200 with an ``ExportTraceServiceResponse`` in the request's encoding: empty when every
   span was taken, else its ``partialSuccess`` counting the rejected spans with the first
-  reasons;
+  reasons (a span that breaks the protocol, is over a limit of
+  `assay.inputs.otlp.limits`, or would take its trace past the spans a trace may hold);
 - 400 when the body cannot be read or every span was rejected, 413 past the body limit
   (before or after decompression), 415 for another content type or encoding, 401 without
   the token when the server has one: ``{"detail": message}``;
 - 503 with ``Retry-After`` while the scoring worker has ``live_queue_limit`` traces
-  waiting or the store is busy: the exporter sends again later, and nothing it was told
-  was taken is dropped.
+  waiting (counted as each export is stored) or the store is busy: the exporter sends
+  again later, and nothing it was told was taken is dropped.
 """
 
 from __future__ import annotations
@@ -140,39 +141,33 @@ async def receive_traces(request: Request) -> Response:
         shown = "; ".join(export.rejected[:_REASONS_SHOWN])
         return _answer(400, f"every span was rejected ({len(export.rejected)}): {shown}")
     try:
-        await run_in_threadpool(LiveTraces(request.app.state.store).ingest, export.spans)
+        ingested = await run_in_threadpool(LiveTraces(request.app.state.store).ingest, export.spans)
     except (StoreError, SQLAlchemyError) as exc:
         log.warning("spans not stored: %s", exc)
         return _answer(503, "the results store is busy: send again later", RETRY_AFTER_SECONDS)
+    if live is not None:  # counted now, not when the worker's round ends
+        live.backlog = ingested.backlog
+    rejected = export.rejected + ingested.rejected
     protobuf = media.split(";", 1)[0].strip().lower() == PROTOBUF
-    return _success(protobuf, export.rejected)
+    return _success(protobuf, rejected)
 
 
 @router.get("/api/live", tags=["live"])
 def live_status(request: Request) -> dict[str, Any]:
     """The live receiver and its scoring: spans and traces stored, traces waiting to be
-    scored, traces this server scored, the live metrics and settings, the monitor rules
-    and each one's state on each live run, the webhook's host, the last error."""
+    scored, traces quarantined (with the latest ones' reasons), what this server's worker
+    scored, sampled out and stored unscored, the live metrics and settings, the monitor
+    rules (with a warning for each on a metric not scored) and each one's state on each
+    live run, the webhook's host and queue, the last error."""
     from assay.server.errors import store_read
 
     live = request.app.state.live
     store = request.app.state.store
     with store_read():
         counts = LiveTraces(store).counts()
+        quarantined, latest = LiveTraces(store).quarantined()
         monitors = monitor_states(store)
+    counts |= {"quarantined": quarantined, "quarantine": latest}
     if live is None:
         return {**counts, "scoring": False, "metrics": [], "monitors": monitors}
-    config = live.config
-    return {
-        **counts,
-        "scoring": True,
-        "scored": live.scored,
-        "metrics": [m.name for m in live.metrics],
-        "sample_rate": config.live_sample_rate,
-        "grace_seconds": config.live_grace_seconds,
-        "queue_limit": config.live_queue_limit,
-        "rules": [m.text for m in live.monitors.monitors],
-        "webhook": live.webhook_shown,
-        "monitors": monitors,
-        "last_error": live.last_error,
-    }
+    return {**counts, **live.status(), "monitors": monitors}

@@ -13,7 +13,9 @@ A rule is ``STATISTIC OP NUMBER``, e.g. ``mean(faithfulness) < 0.7`` or
 OP is ``<``, ``<=``, ``>`` or ``>=`` and NUMBER may end in ``%`` (``5%`` is 0.05). A rule
 **fires** when its statistic meets the condition. Each rule is read on each live run
 (``live/<service.name>``) for the hour that just closed: ``firing``, ``ok``, or ``no_data``
-when the hour holds nothing to compute it from. `LiveMonitors.evaluate` stores the
+when the hour holds nothing to compute it from. A run has no state for an hour that ended
+before its first trace was stored (``traces < 1`` does not fire for the hours before a
+service existed). `LiveMonitors.evaluate` stores the
 states (one row per rule and run) and returns the ones that changed.
 """
 
@@ -26,12 +28,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from assay.core.stats import mean, percentile
 from assay.store.db import Store
-from assay.store.models import LiveMonitorState, Run, ScoringDetail, utcnow
+from assay.store.models import LiveMonitorState, Run, ScoringDetail, TestResult, utcnow
 from assay.store.queries import sample_counts
 
 __all__ = [
@@ -141,8 +143,11 @@ class LiveMonitors:
         def action(session: Session) -> list[StateChange]:
             runs = session.execute(select(Run.id, Run.name).where(Run.source == "live")).all()
             states = {(s.monitor, s.run_id): s for s in session.scalars(select(LiveMonitorState))}
+            first = _first_data(session, [run_id for run_id, _ in runs])
             changes = []
             for run_id, name in runs:
+                if run_id not in first or first[run_id] >= end:
+                    continue  # no state for an hour before the run's first trace
                 service = (name or "").removeprefix("live/")
                 for monitor in self.monitors:
                     known = states.get((monitor.text, run_id))
@@ -166,6 +171,18 @@ class LiveMonitors:
             return changes
 
         return self.store._write(action)
+
+
+def _first_data(session: Session, run_ids: list[str]) -> dict[str, datetime]:
+    """When each run's first sample was stored (runs with none are left out)."""
+    if not run_ids:
+        return {}
+    rows = session.execute(
+        select(TestResult.run_id, func.min(TestResult.timestamp))
+        .where(TestResult.run_id.in_(run_ids))
+        .group_by(TestResult.run_id)
+    ).all()
+    return {run_id: at for run_id, at in rows if at is not None}
 
 
 def monitor_states(store: Store) -> list[dict[str, Any]]:

@@ -21,22 +21,44 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from assay.inputs.otlp.limits import MAX_SPANS_PER_TRACE
 from assay.inputs.otlp.reader import MalformedSpan, Span, span_of
 from assay.store.db import Store
 from assay.store.models import LiveSpan, LiveTrace, TestResult, utcnow
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
     from sqlalchemy.orm import Session
 
     from assay.inputs.otlp.request import ReceivedSpan
 
-__all__ = ["DueTrace", "LiveTraces", "live_run_id"]
+__all__ = ["QUARANTINED", "DueTrace", "Ingested", "LiveTraces", "live_run_id"]
 
 
 def live_run_id(service: str) -> str:
     """The id of the run that holds the scored traces of ``service`` (its name is
     ``live/<service>``): the same on every restart."""
     return "live-" + hashlib.sha256(service.encode("utf-8")).hexdigest()[:16]
+
+
+#: how the sample of a quarantined trace starts its error
+QUARANTINED = "quarantined: "
+
+
+def _backlog(connection: Connection) -> int:
+    table = LiveTrace.__table__
+    return connection.scalar(select(func.count()).where(table.c.pending.is_(True))) or 0
+
+
+@dataclass(frozen=True)
+class Ingested:
+    """What one export's spans did: how many were stored, why each other one was
+    rejected (the spans a stored trace had no room for), and the traces waiting to be
+    scored once they were stored (counted in the same transaction)."""
+
+    new: int
+    rejected: list[str]
+    backlog: int
 
 
 @dataclass(frozen=True)
@@ -56,11 +78,18 @@ class LiveTraces:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def ingest(self, spans: list[ReceivedSpan], now: datetime | None = None) -> int:
+    def ingest(
+        self,
+        spans: list[ReceivedSpan],
+        now: datetime | None = None,
+        max_spans: int = MAX_SPANS_PER_TRACE,
+    ) -> Ingested:
         """Store the spans not stored yet (a retried export's are skipped) and update
-        their traces, in one transaction; returns how many were new."""
+        their traces, in one transaction; a span that would take its trace over
+        ``max_spans`` spans is rejected with the reason. Returns what was stored, what
+        was rejected and the backlog counted in the same transaction."""
         if not spans:
-            return 0
+            return Ingested(0, [], self.backlog())
         when = now or utcnow()
 
         span_table, trace_table = LiveSpan.__table__, LiveTrace.__table__
@@ -78,7 +107,7 @@ class LiveTraces:
             )
         )
 
-        def action(session: Session) -> int:
+        def action(session: Session) -> Ingested:
             connection = session.connection()
             by_trace: dict[str, dict[str, ReceivedSpan]] = defaultdict(dict)
             for received in spans:
@@ -91,14 +120,29 @@ class LiveTraces:
                     )
                 ).all()
             )
-            new = [
-                received
-                for trace_id, group in by_trace.items()
-                for span_id, received in group.items()
-                if (trace_id, span_id) not in stored
-            ]
+            known = dict(
+                connection.execute(
+                    select(trace_table.c.trace_id, trace_table.c.spans).where(
+                        trace_table.c.trace_id.in_(ids)
+                    )
+                ).all()
+            )
+            new, rejected = [], []
+            for trace_id, group in by_trace.items():
+                room = max_spans - known.get(trace_id, 0)
+                for span_id, received in group.items():
+                    if (trace_id, span_id) in stored:
+                        continue
+                    if room <= 0:
+                        rejected.append(
+                            f"span {span_id}: its trace {trace_id} has {max_spans} spans "
+                            "stored, the limit of a trace"
+                        )
+                        continue
+                    room -= 1
+                    new.append(received)
             if not new:
-                return 0
+                return Ingested(0, rejected, _backlog(connection))
             connection.execute(
                 insert(span_table),
                 [
@@ -110,11 +154,6 @@ class LiveTraces:
                     }
                     for r in new
                 ],
-            )
-            known = set(
-                connection.scalars(
-                    select(trace_table.c.trace_id).where(trace_table.c.trace_id.in_(ids))
-                )
             )
             grouped: dict[str, list[ReceivedSpan]] = defaultdict(list)
             for received in new:
@@ -142,7 +181,7 @@ class LiveTraces:
                 connection.execute(insert(trace_table), created)
             if grown:
                 connection.execute(grow, grown)
-            return len(new)
+            return Ingested(len(new), rejected, _backlog(connection))
 
         try:
             return self.store._write(action)
@@ -215,10 +254,71 @@ class LiveTraces:
 
         return action
 
-    def backlog(self) -> int:
-        """Traces with a version not scored yet (complete or not)."""
+    def quarantining(self, marks: list[tuple[DueTrace, str, int]]) -> Callable[[Session], None]:
+        """Record that each (trace, run id, sample index) had ``trace.version``
+        quarantined: it failed to assemble or to score, its sample holds the reason, and it
+        is not due again until a new span of it comes (``scored_version`` holds
+        ``-(version + 1)``, below the -1 of a trace never scored)."""
+        table = LiveTrace.__table__
+        statement = (
+            update(table)
+            .where(table.c.trace_id == bindparam("b_trace"))
+            .values(
+                scored_version=bindparam("b_mark"),
+                pending=table.c.version != bindparam("b_version"),
+                run_id=bindparam("b_run"),
+                sample_index=bindparam("b_index"),
+            )
+        )
+        params = [
+            {
+                **{"b_trace": t.trace_id, "b_version": t.version, "b_mark": -1 - t.version},
+                **{"b_run": run_id, "b_index": index},
+            }
+            for t, run_id, index in marks
+        ]
+
+        def action(session: Session) -> None:
+            if params:
+                session.connection().execute(statement, params)
+
+        return action
+
+    def quarantined(self, limit: int = 20) -> tuple[int, list[dict[str, Any]]]:
+        """How many traces are quarantined (their last version failed to assemble or to
+        score), and the ``limit`` latest: trace id, service, run, sample and reason."""
+        trace, result = LiveTrace, TestResult
+        held = trace.scored_version < -1
         with self.store.session() as session:
-            return session.scalar(select(func.count()).where(LiveTrace.pending.is_(True))) or 0
+            count = session.scalar(select(func.count()).where(held)) or 0
+            rows = session.execute(
+                select(
+                    trace.trace_id, trace.service, trace.run_id, trace.sample_index, result.error
+                )
+                .outerjoin(
+                    result,
+                    and_(result.run_id == trace.run_id, result.sample_index == trace.sample_index),
+                )
+                .where(held)
+                .order_by(trace.last_span_at.desc())
+                .limit(limit)
+            ).all()
+        return count, [
+            {
+                "trace_id": trace_id,
+                "service": service,
+                "run_id": run_id,
+                "sample_index": index,
+                "reason": (error or "").removeprefix(QUARANTINED),
+            }
+            for trace_id, service, run_id, index, error in rows
+        ]
+
+    def backlog(self) -> int:
+        """Traces with a version not scored yet (complete or not; a quarantined trace is
+        not waiting)."""
+        with self.store.session() as session:
+            return _backlog(session.connection())
 
     def next_sample_index(self, run_id: str) -> int:
         """One more than the largest sample index of ``run_id`` (0 for a new run)."""

@@ -33,7 +33,12 @@ def otlp_records(
             errors.append(InputError(source, item.line, field, item.message))
             continue
         number += 1
-        yield number, trace_record(item)
+        try:
+            record = trace_record(item)
+        except ValueError as exc:  # a value over a limit: this trace's error, not the file's
+            errors.append(InputError(source, None, f"trace {item[0].trace_id}", str(exc)))
+            continue
+        yield number, record
 
 
 def read_otlp(

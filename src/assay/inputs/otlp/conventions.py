@@ -20,10 +20,9 @@ attributes nobody read can be kept as metadata.
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
+from assay.inputs.otlp.limits import SpanOverLimit, json_value, key_index
 from assay.inputs.otlp.reader import Span
 
 __all__ = [
@@ -54,7 +53,6 @@ _ROLES_GENAI = {
     "create_agent": "agent",
     "retrieval": "retriever",
 }
-_INDEXED = re.compile(r"^(?P<prefix>.+?)\.(?P<index>\d+)\.(?P<rest>.+)$")
 
 
 def span_role(span: Span) -> str:
@@ -69,15 +67,17 @@ def span_role(span: Span) -> str:
 
 
 def indexed(attributes: dict[str, Any], prefix: str) -> tuple[list[dict[str, Any]], set[str]]:
-    """``prefix.N.rest`` attributes as a list ordered by N of ``{rest: value}`` dicts."""
+    """``prefix.N.rest`` attributes as a list ordered by N of ``{rest: value}`` dicts. A
+    key whose N is over `assay.inputs.otlp.limits.MAX_INDEX` is not read (it stays among
+    the attributes kept as metadata)."""
     found: dict[int, dict[str, Any]] = {}
     used: set[str] = set()
     for key, value in attributes.items():
         if not key.startswith(prefix + "."):
             continue
-        match = _INDEXED.match(key)
-        if match and match["prefix"] == prefix:
-            found.setdefault(int(match["index"]), {})[match["rest"]] = value
+        parts = key_index(key, prefix)
+        if parts is not None:
+            found.setdefault(parts[0], {})[parts[1]] = value
             used.add(key)
     return [found[i] for i in sorted(found)], used
 
@@ -95,11 +95,14 @@ def _text_of_parts(message: dict[str, Any]) -> str | None:
     return "\n".join(texts) if texts else None
 
 
-def _messages(value: Any) -> list[dict[str, Any]] | None:
-    """A messages attribute (JSON text or structured) as a list of role/content dicts."""
+def _messages(value: Any, key: str) -> list[dict[str, Any]] | None:
+    """A messages attribute (JSON text or structured) as a list of role/content dicts.
+    Raises `assay.inputs.otlp.limits.SpanOverLimit` for JSON text that nests too deep."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = json_value(value, key)
+        except SpanOverLimit:
+            raise
         except ValueError:
             return [{"role": "user", "content": value}]
     if isinstance(value, dict):
@@ -148,17 +151,17 @@ def llm_exchange(span: Span) -> tuple[str | None, str | None, set[str]]:
     inputs = outputs = None
     for key in ("gen_ai.input.messages", "gen_ai.prompt"):
         if key in attrs:
-            inputs, used = _messages(attrs[key]), used | {key}
+            inputs, used = _messages(attrs[key], key), used | {key}
             break
     for key in ("gen_ai.output.messages", "gen_ai.completion"):
         if key in attrs:
-            outputs, used = _messages(attrs[key]), used | {key}
+            outputs, used = _messages(attrs[key], key), used | {key}
             break
     for name, event_attributes in span.events:
         if inputs is None and name == "gen_ai.content.prompt":
-            inputs = _messages(event_attributes.get("gen_ai.prompt"))
+            inputs = _messages(event_attributes.get("gen_ai.prompt"), "gen_ai.prompt")
         if outputs is None and name == "gen_ai.content.completion":
-            outputs = _messages(event_attributes.get("gen_ai.completion"))
+            outputs = _messages(event_attributes.get("gen_ai.completion"), "gen_ai.completion")
     for prefix, content, role, is_input in (
         ("gen_ai.prompt", "content", "role", True),
         ("gen_ai.completion", "content", "role", False),
@@ -188,12 +191,14 @@ def documents(span: Span) -> tuple[list[str], set[str]]:
     return texts, used
 
 
-def _arguments(value: Any) -> dict[str, Any] | None:
+def _arguments(value: Any, key: str) -> dict[str, Any] | None:
     if value is None:
         return None
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = json_value(value, key)
+        except SpanOverLimit:
+            raise
         except ValueError:
             return {"input": value}
     return value if isinstance(value, dict) else {"input": value}
@@ -212,7 +217,7 @@ def tool_call(span: Span) -> tuple[dict[str, Any], set[str]]:
     arguments = result = None
     for key in ("gen_ai.tool.call.arguments", "tool.parameters", "input.value"):
         if key in attrs:
-            arguments, used = _arguments(attrs[key]), used | {key, "input.mime_type"}
+            arguments, used = _arguments(attrs[key], key), used | {key, "input.mime_type"}
             break
     for key in ("gen_ai.tool.call.result", "output.value"):
         if key in attrs:

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from assay.inputs.otlp.limits import MAX_VALUE_DEPTH
+
 __all__ = [
     "OTLP_HEAD_BYTES",
     "MalformedSpan",
@@ -198,13 +200,17 @@ def span_of(raw: Any, resource: dict[str, Any], line: int | None = None) -> Span
     if trace_id is None:
         return MalformedSpan(line, span_id, "span has no traceId")
     try:
+        name = _scalar_text(raw.get("name") or "", "the span's name")
         start = _nanos(raw, "startTimeUnixNano", "start_time_unix_nano")
         end = _nanos(raw, "endTimeUnixNano", "end_time_unix_nano")
         if end < start:
             raise ValueError(f"ends ({end}) before it starts ({start})")
         attributes = attributes_of(raw.get("attributes"))
         events = [
-            (str(event.get("name", "")), attributes_of(event.get("attributes")))
+            (
+                _scalar_text(event.get("name", ""), "an event name"),
+                attributes_of(event.get("attributes")),
+            )
             for event in raw.get("events") or []
             if isinstance(event, dict)
         ]
@@ -214,7 +220,7 @@ def span_of(raw: Any, resource: dict[str, Any], line: int | None = None) -> Span
         trace_id=trace_id,
         span_id=span_id,
         parent_id=_id(raw, "parentSpanId", "parent_span_id"),
-        name=str(raw.get("name") or ""),
+        name=name,
         start_ns=start,
         end_ns=end,
         error=_error(raw, events),
@@ -262,8 +268,10 @@ def _error(raw: dict[str, Any], events: list[tuple[str, dict[str, Any]]]) -> str
     return "error"
 
 
-def attributes_of(raw: Any) -> dict[str, Any]:
-    """A list of OTLP ``{"key": ..., "value": AnyValue}`` pairs as a plain dict."""
+def attributes_of(raw: Any, depth: int = 0) -> dict[str, Any]:
+    """A list of OTLP ``{"key": ..., "value": AnyValue}`` pairs as a plain dict (``depth``:
+    the kvlists it is inside). Raises ValueError for a value that nests arrays and
+    kvlists deeper than `MAX_VALUE_DEPTH` or an ``intValue`` that is not a 64-bit integer."""
     if raw is None:
         return {}
     if not isinstance(raw, list):
@@ -272,23 +280,20 @@ def attributes_of(raw: Any) -> dict[str, Any]:
     for pair in raw:
         if not isinstance(pair, dict) or not isinstance(pair.get("key"), str):
             raise ValueError("an attribute has no string key")
-        out[pair["key"]] = _any_value(pair.get("value"))
+        out[pair["key"]] = _any_value(pair.get("value"), depth)
     return out
 
 
-def _any_value(value: Any) -> Any:
+def _any_value(value: Any, depth: int) -> Any:
     """An OTLP AnyValue as a Python value; non-finite doubles stay text, never NaN."""
     if not isinstance(value, dict) or not value:
         return None
     if "stringValue" in value:
-        return str(value["stringValue"])
+        return _scalar_text(value["stringValue"], "a stringValue")
     if "boolValue" in value:
         return bool(value["boolValue"])
     if "intValue" in value:
-        try:
-            return int(value["intValue"])
-        except (TypeError, ValueError):
-            raise ValueError(f"intValue is not an integer: {value['intValue']!r}") from None
+        return _int64(value["intValue"])
     if "doubleValue" in value:
         number = value["doubleValue"]
         try:
@@ -296,14 +301,50 @@ def _any_value(value: Any) -> Any:
         except (TypeError, ValueError):
             raise ValueError(f"doubleValue is not a number: {number!r}") from None
         return number if math.isfinite(number) else str(value["doubleValue"])
+    if ("arrayValue" in value or "kvlistValue" in value) and depth >= MAX_VALUE_DEPTH:
+        raise ValueError(f"an attribute value nests arrays or kvlists over {MAX_VALUE_DEPTH} deep")
     if "arrayValue" in value:
-        items = (value["arrayValue"] or {}).get("values") or []
-        return [_any_value(item) for item in items]
+        items = _values(value["arrayValue"])
+        return [_any_value(item, depth + 1) for item in items]
     if "kvlistValue" in value:
-        return attributes_of((value["kvlistValue"] or {}).get("values") or [])
+        return attributes_of(_values(value["kvlistValue"]), depth + 1)
     if "bytesValue" in value:
         try:
             return base64.b64decode(value["bytesValue"]).decode("utf-8", "replace")
         except (TypeError, ValueError):
-            return str(value["bytesValue"])
+            return _scalar_text(value["bytesValue"], "a bytesValue")
     return None
+
+
+def _values(holder: Any) -> list[Any]:
+    values = holder.get("values") if isinstance(holder, dict) else None
+    if values is None:
+        return []
+    if not isinstance(values, list):
+        raise ValueError("an arrayValue's or kvlistValue's values are not a list")
+    return values
+
+
+def _int64(raw: Any) -> int:
+    """An ``intValue`` (a JSON number or the decimal text the JSON encoding writes) as an
+    int, held to the 64-bit range the protocol gives it."""
+    text = raw if isinstance(raw, str) else None
+    if isinstance(raw, bool) or not isinstance(raw, int | str) or (text and len(text) > 20):
+        raise ValueError(f"intValue is not a 64-bit integer: {str(raw)[:40]!r}")
+    try:
+        number = int(raw)
+    except ValueError:
+        raise ValueError(f"intValue is not an integer: {str(raw)[:40]!r}") from None
+    if not -(2**63) <= number < 2**63:
+        raise ValueError(f"intValue is not a 64-bit integer: {str(raw)[:40]!r}")
+    return number
+
+
+def _scalar_text(value: Any, what: str) -> str:
+    """A text field as text: a number or a boolean is written out, anything else (a list,
+    an object, however deep) is not text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float | bool) or value is None:
+        return str(value)
+    raise ValueError(f"{what} is not text")

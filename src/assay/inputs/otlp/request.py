@@ -7,8 +7,10 @@ encoding (``application/json``, ids in hex), optionally gzip-compressed
 
 Each span is turned into the OTLP JSON form the file reader reads
 (`assay.inputs.otlp.reader`) and checked as it checks a span, and more: the trace id must
-be 32 and the span id 16 hex digits, not all zero, and its times must be plausible (not
-before 2000, not more than a day ahead). A span that fails is rejected with its reason
+be 32 and the span id 16 hex digits, not all zero, its times must be plausible (not
+before 2000, not more than a day ahead), and it must be within the limits of
+`assay.inputs.otlp.limits` (key and value sizes, nesting, counts, indices in keys). A span
+that fails is rejected with its reason
 (the export's partial success); a body that cannot be read at all raises `BadExport`.
 """
 
@@ -23,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from assay.inputs.otlp.limits import attributes_over_limits, over_limits
 from assay.inputs.otlp.reader import MalformedSpan, Span, attributes_of, span_of
 
 __all__ = [
@@ -133,13 +136,23 @@ def _json_spans(body: bytes) -> list[tuple[Any, dict[str, Any]]]:
         resource = resource_spans.get("resource") if isinstance(resource_spans, dict) else None
         if resource is not None and not isinstance(resource, dict):
             raise BadExport("a resource is not a JSON object")
-        try:
-            attributes = attributes_of(resource.get("attributes")) if resource else {}
-        except (ValueError, RecursionError) as exc:
-            raise BadExport(f"a resource's attributes cannot be read: {exc}") from None
+        attributes = _resource_attributes(resource.get("attributes") if resource else None)
         for scope_spans in _items(resource_spans, "scopeSpans", "scope_spans"):
             out.extend((raw, attributes) for raw in _items(scope_spans, "spans"))
     return out
+
+
+def _resource_attributes(raw: Any) -> dict[str, Any]:
+    """A resource's attributes; raises `BadExport` when they do not read or are over a
+    limit of `assay.inputs.otlp.limits` (every span of the resource would be)."""
+    try:
+        attributes = attributes_of(raw)
+    except (ValueError, RecursionError) as exc:
+        raise BadExport(f"a resource's attributes cannot be read: {exc}") from None
+    why = attributes_over_limits(attributes, "a resource")
+    if why is not None:
+        raise BadExport(why)
+    return attributes
 
 
 def _items(obj: Any, *keys: str) -> list[Any]:
@@ -173,7 +186,9 @@ def _protobuf_spans(body: bytes) -> list[tuple[Any, dict[str, Any]]]:
         raise BadExport(f"the body is not a protobuf ExportTraceServiceRequest: {exc}") from None
     out: list[tuple[Any, dict[str, Any]]] = []
     for resource_spans in request.resource_spans:
-        resource = attributes_of([_key_value(kv) for kv in resource_spans.resource.attributes])
+        resource = _resource_attributes(
+            [_key_value(kv) for kv in resource_spans.resource.attributes]
+        )
         for scope_spans in resource_spans.scope_spans:
             out.extend((_span_json(span), resource) for span in scope_spans.spans)
     return out
@@ -249,6 +264,9 @@ def _checked(raw: Any, resource: dict[str, Any], now_ns: int) -> ReceivedSpan | 
             f"span {span.span_id}: its times ({span.start_ns} to {span.end_ns} ns since 1970) "
             "are not plausible: before 2000 or more than a day ahead of this server's clock"
         )
+    why = over_limits(span.attributes, span.events)
+    if why is not None:
+        return f"span {span.span_id}: {why}"
     span.trace_id, span.span_id = span.trace_id.lower(), span.span_id.lower()
     if span.parent_id is not None:
         span.parent_id = span.parent_id.lower()
