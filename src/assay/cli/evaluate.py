@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Iterator
 from itertools import chain
@@ -14,11 +13,13 @@ from rich.markup import escape
 
 from assay.cli import consoles
 from assay.cli.application import app
+from assay.cli.gate_options import check_bounds, parse_pairs
 from assay.cli.options import (
     DeviceOption,
     ExecutorOption,
     JudgeConcurrencyOption,
     JudgeRateLimitOption,
+    OutFieldsOption,
     RayAddressOption,
     StoreUrlOption,
     WorkersOption,
@@ -35,28 +36,8 @@ if TYPE_CHECKING:
 EXTRA_SAMPLES = "assay.extra_samples"
 CONFIGURE_METRICS = "assay.configure_metrics"
 PREPARE_SAMPLES = "assay.prepare_samples"
-
-
-def _parse_pairs(items: list[str], option: str) -> dict[str, float]:
-    pairs: dict[str, float] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise typer.BadParameter(f"expected METRIC=VALUE, got {item!r}", param_hint=option)
-        try:
-            number = float(value)
-        except ValueError:
-            number = math.nan
-        if not math.isfinite(number):
-            raise typer.BadParameter(
-                f"{value!r} is not a finite number in {item!r}", param_hint=option
-            ) from None
-        if name.strip() in pairs and pairs[name.strip()] != number:
-            raise typer.BadParameter(
-                f"{name.strip()} is given twice with different values", param_hint=option
-            )
-        pairs[name.strip()] = number
-    return pairs
+#: and the line saying that every call to the target failed (`assay.cli.run`)
+TARGET_FAILED = "assay.target_failed"
 
 
 @app.command("evaluate")
@@ -81,9 +62,14 @@ def evaluate_command(
     out: Annotated[
         Path | None,
         typer.Option(
-            "--out", "-o", help="Write per-sample results: .jsonl (with evidence), .csv, .parquet."
+            "--out",
+            "-o",
+            help="Write per-sample results: .jsonl (with evidence), .csv, .parquet; each row "
+            "holds the sample's query, response, expected, contexts, turns and tool calls, "
+            "then its values (docs/input.md, Output files).",
         ),
     ] = None,
+    out_fields: OutFieldsOption = None,
     fail_under: Annotated[
         list[str] | None,
         typer.Option("--fail-under", help="METRIC=VALUE: exit 1 when the metric's mean is below."),
@@ -193,11 +179,12 @@ def evaluate_command(
     """Score a dataset with a suite or chosen metrics and print mean, median, 95% CI and pass rate.
 
     Exit codes: 0 done; 1 a --fail-under/--fail-over gate failed; 2 unusable input, store
-    or output; 3 samples errored on a metric beyond --max-errors (before 1: a gate over
-    values that could not all be computed does not pass); 130 interrupted (2 when the Ray
-    cluster stopped the run, or the judge or target could not be reached: its first
-    request, or 3 in a row, failed to connect; finished samples are kept, --resume
-    continues it).
+    or output, or nothing measured (every target call failed, or the judge failed and no
+    judged metric has a value); 3 samples errored on a metric beyond --max-errors (before
+    1: a gate over values that could not all be computed does not pass); 130 interrupted
+    (2 when the Ray cluster stopped the run, or the judge or target could not be reached:
+    its first request, or 3 in a row, failed to connect; finished samples are kept,
+    --resume continues it).
     """
     from rich.progress import (
         BarColumn,
@@ -216,9 +203,10 @@ def evaluate_command(
         error_gate,
         error_notes,
         gate_failures,
+        nothing_measured,
         print_report,
     )
-    from assay.cli.run_outputs import TABLE_SUFFIXES, RunOutputs, reason
+    from assay.cli.run_outputs import TABLE_SUFFIXES, RunOutputs, chosen_fields, reason
     from assay.core.config import ConfigError, load_config
     from assay.core.extras import ModelUnavailable
     from assay.core.http import Unreachable
@@ -262,7 +250,7 @@ def evaluate_command(
             "device": device,
             "judge_concurrency": judge_concurrency,
             "judge_rate_limit": judge_rate_limit,
-            "thresholds": _parse_pairs(threshold or [], "--threshold") or None,
+            "thresholds": parse_pairs(threshold or [], "--threshold") or None,
         }
         if no_cache:
             overrides["use_cache"] = False
@@ -274,16 +262,17 @@ def evaluate_command(
         if no_judge:
             config = config.model_copy(update={"judge_model": None})
         tolerance = ErrorTolerance.parse(max_errors)
-        under = _parse_pairs(fail_under or [], "--fail-under")
-        over = _parse_pairs(fail_over or [], "--fail-over")
+        under = parse_pairs(fail_under or [], "--fail-under")
+        over = parse_pairs(fail_over or [], "--fail-over")
         # "-m bleu,rouge" is read as "-m bleu -m rouge"
         names = [n.strip() for item in metric or [] for n in item.split(",") if n.strip()]
         suites = [n.strip() for item in suite or [] for n in item.split(",") if n.strip()]
         metrics = resolve_metrics(names or None, suites or None)
+        fields = chosen_fields(out_fields, out, [m.name for m in metrics])
         configure = ctx.meta.get(CONFIGURE_METRICS)
         if configure is not None:
             metrics = configure(metrics)
-        _check_bounds(config.thresholds, under, over, [m.name for m in metrics])
+        check_bounds(config.thresholds, under, over, [m.name for m in metrics])
     except (ConfigError, KeyError, ValueError) as exc:
         fail(str(exc.args[0] if exc.args else exc))
     for name, bound in under.items():
@@ -360,7 +349,7 @@ def evaluate_command(
     sink = None
     if out is not None and out.suffix.lower() == ".jsonl":
         try:
-            sink = JsonlSink(out, append=bool(resume))
+            sink = JsonlSink(out, append=bool(resume), fields=fields)
         except OSError as exc:
             if recorder is not None:
                 recorder.store.close()
@@ -375,7 +364,7 @@ def evaluate_command(
             f"[yellow]note:[/yellow] {escape(str(out))} will hold only the samples scored "
             "now; the stored run holds them all"
         )
-    outputs = RunOutputs(out, sink, recorder, store_errors, err)
+    outputs = RunOutputs(out, sink, recorder, store_errors, err, fields)
     interrupted = stopped = False
     evaluation: Evaluation | None = None
     bad_input: InputErrors | None = None
@@ -477,7 +466,10 @@ def evaluate_command(
     elif "out" in failed:
         held = "; the results store holds every sample" if recorder is not None else ""
         err.print(f"[red]error:[/red] some results were not saved to {escape(str(out))}{held}")
-    if failed:
+    unmeasured = nothing_measured(evaluation, config.judge_model, ctx.meta.get(TARGET_FAILED))
+    if unmeasured is not None:
+        err.print(f"[red]nothing measured:[/red] {escape(unmeasured)}")
+    if failed or unmeasured is not None:
         raise typer.Exit(EXIT_BAD_INPUT)
     if too_many_errors:
         raise typer.Exit(EXIT_METRIC_ERRORS)
@@ -550,41 +542,3 @@ def _check_out(out: Path, data: Path | None) -> str | None:
     if not existed:
         out.unlink(missing_ok=True)
     return None
-
-
-def _check_range(name: str, value: float, what: str) -> None:
-    cls = metric_class(name)
-    low, high = cls.value_range
-    if value >= low and (high is None or value <= high):
-        return
-    span = f"{low:g}..{high:g}" if high is not None else f"{low:g} or more"
-    unit = "" if cls.unit in {"ratio", "score", "bool"} else f" {cls.unit}"
-    hint = ""
-    if high == 1 and 1 < value <= 100:
-        hint = f"; scores are 0..1 in Assay: did you mean {value / 100:g}?"
-    raise ValueError(f"{what}: outside the range of {name} ({span}{unit}){hint}")
-
-
-def _check_bounds(
-    thresholds: dict[str, float],
-    under: dict[str, float],
-    over: dict[str, float],
-    run: list[str],
-) -> None:
-    """Every threshold and gate names a known metric and lies in its range; a gate's
-    metric is one this run scores. Raises ValueError (or KeyError) saying which and why."""
-    for name, value in thresholds.items():
-        try:
-            metric_class(name)
-        except KeyError as exc:
-            raise ValueError(f"threshold for an {exc.args[0]}") from None
-        _check_range(name, value, f"threshold {name}={value:g}")
-    for option, pairs in (("--fail-under", under), ("--fail-over", over)):
-        for name, bound in pairs.items():
-            metric_class(name)
-            if name not in run:
-                raise ValueError(
-                    f"{option} {name}={bound:g}: {name} is not among the metrics of this run; "
-                    f"add --metric {name}"
-                )
-            _check_range(name, bound, f"{option} {name}={bound:g}")

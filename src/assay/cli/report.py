@@ -6,6 +6,9 @@ Exit codes of ``assay evaluate`` (one rule, used by the command and documented i
 - 0: done, every gate passed;
 - 1: a ``--fail-under`` / ``--fail-over`` gate failed;
 - 2: unusable input, an unusable store, or output that could not be written;
+- 2 also when the run measured nothing: every call to ``assay run``'s target failed, or
+  the judge failed and no metric that asked it has a value (`nothing_measured`: one
+  line says which and the first error). It takes precedence over 3 and 1;
 - 3: metric errors: some samples errored on a metric, beyond what ``--max-errors``
   tolerates (default: none). It takes precedence over 1: a gate over values that could
   not all be computed does not pass.
@@ -40,6 +43,7 @@ __all__ = [
     "error_gate",
     "error_notes",
     "gate_failures",
+    "nothing_measured",
     "print_report",
     "summary_table",
 ]
@@ -216,6 +220,42 @@ def error_notes(evaluation: Evaluation) -> list[str]:
             "each result's error is in --out and the results store"
         )
     return notes
+
+
+#: the characters of an error message that `nothing_measured` quotes
+_QUOTED_CHARS = 300
+
+
+def _one_line(message: str) -> str:
+    text = " ".join(message.split())
+    return text if len(text) <= _QUOTED_CHARS else text[: _QUOTED_CHARS - 1] + "…"
+
+
+def nothing_measured(
+    evaluation: Evaluation, judge: str | None, target_failure: str | None = None
+) -> str | None:
+    """Why the run measured nothing, in one line, or None when it measured something.
+
+    ``target_failure``: ``assay run``'s line when every call to its target failed
+    (`assay.cli.run.all_calls_failed`). Else the judge's: the judge failed questions
+    (``judge_usage["failures"]``) and no metric that asked it (a result of method
+    ``llm``) has a value on any sample; the line names those metrics and the first
+    cause of their errors. ``judge``: the judge model, for the line."""
+    if target_failure is not None:
+        return target_failure
+    failures = (evaluation.judge_usage or {}).get("failures") or 0
+    if not failures:
+        return None
+    judged = {n: t for n, t in evaluation.whole().metrics.items() if t.methods.get("llm")}
+    if not judged or any(len(t.values) for t in judged.values()):
+        return None
+    causes = error_causes(evaluation)
+    first = f"; first error: {_one_line(causes[0].message)}" if causes else ""
+    questions = f"{failures} question{'s' if failures != 1 else ''}"
+    return (
+        f"judge {judge or '?'}: {questions} failed and no judged metric has a value "
+        f"({', '.join(judged)}){first}"
+    )
 
 
 def print_report(

@@ -24,6 +24,7 @@ from assay.cli.evaluate import (
     CONFIGURE_METRICS,
     EXTRA_SAMPLES,
     PREPARE_SAMPLES,
+    TARGET_FAILED,
     evaluate_command,
 )
 
@@ -203,6 +204,7 @@ def run_command(ctx: typer.Context, **options: Any) -> None:
             # TargetUnreachable stops the run as assay evaluate stops for the judge
             done = call_target(samples, target, settings, lambda n: bar.advance(task, n))
         err.print(escape(call_summary(target.name, done)))
+        ctx.meta[TARGET_FAILED] = all_calls_failed(target.name, done)
         if chosen["probes"]:
             from assay.metrics.probes import mark_unreached
 
@@ -257,6 +259,17 @@ def _use_probes(ctx: typer.Context, options: dict[str, Any], probes: str) -> Non
             options["metric"] = ["attack_success"]
     if not options.get("group_by"):
         options["group_by"] = "probe_category"
+
+
+def all_calls_failed(name: str, samples: list[Any]) -> str | None:
+    """One line when every call to the target failed (the run measured nothing): how
+    many, and the first sample's reason; None when any call succeeded."""
+    if not samples or any(s.target_call.status == "ok" for s in samples):
+        return None
+    first = samples[0].target_call
+    why = " ".join(str(first.reason or first.status).split())
+    calls = f"{len(samples)} call{'s' if len(samples) != 1 else ''}"
+    return f"target {name}: all {calls} failed; first: {why}"
 
 
 def call_summary(name: str, samples: list[Any]) -> str:
