@@ -9,11 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
-from judge_server import JudgeServer
-from target_server import TargetServer
 from typer.testing import CliRunner
 
 from assay.cli import app
+from judge_server import JudgeServer
+from target_server import TargetServer
 
 
 def flat(text: str) -> str:
