@@ -63,7 +63,12 @@ def test_parquet_rows_are_the_samples_the_same_rows_give_as_jsonl(tmp_path: Path
     jsonl.write_text("".join(json.dumps(row) + "\n" for row in JSONL_ROWS))
     from_jsonl, jsonl_errors = read_samples(jsonl)
     assert jsonl_errors == []
-    assert from_parquet == from_jsonl
+    # the same samples; the ids of rows without one say where each came from
+    assert [s.id for s in from_parquet] == ["row-1", "row-2"]
+    assert [s.id for s in from_jsonl] == ["line-1", "line-2"]
+    assert [s.model_copy(update={"id": None}) for s in from_parquet] == [
+        s.model_copy(update={"id": None}) for s in from_jsonl
+    ]
     first, second = from_parquet
     assert (first.query, first.response, first.expected) == ("What is 2+2?", "4", "4")
     assert first.contexts == ["two plus two", "is four"]

@@ -223,3 +223,64 @@ def test_a_record_parses_as_the_standard_decoder_parses_it() -> None:
         assert [type(v) for v in got.values()] == [type(v) for v in expected.values()]
 
     check()
+
+
+def test_samples_without_an_id_get_their_position_in_every_reader(tmp_path):
+    """An id-less record's id is where it is: the line (JSONL, CSV: the header is line 1),
+    the item of a JSON array, the row of a Parquet file or DataFrame; a given id is kept,
+    and reading the file again gives the same ids."""
+    jsonl = tmp_path / "d.jsonl"
+    jsonl.write_text(
+        '{"response": "a"}\n\n{"id": "mine", "response": "b"}\nnot json\n{"response": "c"}\n',
+        encoding="utf-8",
+    )
+    samples, errors = read_samples(jsonl)
+    assert [e.line for e in errors] == [4]
+    assert [s.id for s in samples] == ["line-1", "mine", "line-5"]
+    assert [s.id for s in read_samples(jsonl)[0]] == ["line-1", "mine", "line-5"]
+
+    csv = tmp_path / "d.csv"
+    csv.write_text('response,id\na,\n"two\nlines",x\nc,\n', encoding="utf-8")
+    assert [s.id for s in read_samples(csv)[0]] == ["line-2", "x", "line-5"]
+
+    array = tmp_path / "d.json"
+    array.write_text('[{"response": "a"}, {"response": "b", "id": 9}, {"response": "c"}]')
+    assert [s.id for s in read_samples(array)[0]] == ["item-1", "9", "item-3"]
+
+    parquet = tmp_path / "d.parquet"
+    pd.DataFrame({"response": ["a", "b"]}).to_parquet(parquet, index=False)
+    assert [s.id for s in read_samples(parquet)[0]] == ["row-1", "row-2"]
+    frame, _ = samples_from_dataframe(pd.DataFrame({"response": ["a", "b"]}))
+    assert [s.id for s in frame] == ["row-1", "row-2"]
+
+
+def test_a_conversation_file_without_ids_gets_line_ids(tmp_path):
+    chats = tmp_path / "chats.jsonl"
+    turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    chats.write_text(
+        "\n".join(json.dumps({"messages": turns, "scenario": f"s{i}"}) for i in range(3)) + "\n",
+        encoding="utf-8",
+    )
+    samples, errors = read_samples(chats)
+    assert errors == []
+    assert [s.id for s in samples] == ["line-1", "line-2", "line-3"]
+    assert samples[2].turns[1].content == "hello"
+
+
+def test_line_ids_count_from_the_file_start_when_it_is_read_in_pieces(tmp_path):
+    """A file read in byte-range pieces (a URL, the Ray executor) numbers the id-less
+    lines of each piece from the file's first line, as a whole read does."""
+    from assay.inputs.locations import read_location
+
+    path = tmp_path / "d.jsonl"
+    rows = [
+        {"response": "x" * 40} if i % 3 else {"id": f"k{i}", "response": "y"} for i in range(41)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    whole = [s.id for s in read_samples(path)[0]]
+    assert whole[:4] == ["k0", "line-2", "line-3", "k3"]
+    assert whole[-1] == "line-41"
+    for piece_bytes in (1, 64, 300):
+        pieced, errors = read_location(path.as_uri(), piece_bytes=piece_bytes)
+        assert errors == []
+        assert [s.id for s in pieced] == whole

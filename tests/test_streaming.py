@@ -122,7 +122,7 @@ def test_stream_samples_reads_what_read_samples_reads(tmp_path):
     listed, errors = read_samples(path)
     stream = stream_samples(path, count_lines=True)
     assert stream.lines == 4
-    assert [s.id for s in stream.samples] == [s.id for s in listed] == ["a", None]
+    assert [s.id for s in stream.samples] == [s.id for s in listed] == ["a", "line-4"]
     assert [str(e) for e in stream.errors] == [str(e) for e in errors]
     assert [e.line for e in errors] == [2, 3]
     strict = stream_samples(path, strict=True)

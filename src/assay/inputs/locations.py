@@ -52,6 +52,7 @@ from assay.inputs.records import (
     InputErrors,
     depth_setting,
     in_file_order,
+    position_id,
     samples_from_records,
 )
 
@@ -146,12 +147,15 @@ class PieceResult:
     """A parsed piece: its valid samples in file order, its records' errors (JSONL lines
     counted from the piece's first line), the lines it spans (JSONL), and ``fatal``: the
     errors that make the whole file unreadable (not Parquet, not a JSON array, a failed
-    read), raised as `InputErrors` by `read_location`."""
+    read), raised as `InputErrors` by `read_location`. ``positioned``: (index in
+    ``samples``, line in the piece) of each sample whose id is its line (JSONL), which
+    `read_location` renumbers from the file's first line."""
 
     samples: list[Sample]
     errors: list[InputError]
     lines: int = 0
     fatal: list[InputError] = field(default_factory=list)
+    positioned: list[tuple[int, int]] = field(default_factory=list)
 
 
 def _through_newline(handle: IO[bytes]) -> bytes:
@@ -219,8 +223,14 @@ def read_piece(piece: Piece) -> PieceResult:
             else:
                 whole = io.TextIOWrapper(raw, piece.encoding, errors="surrogateescape").read()
                 records, unit = json_items(whole, piece.source, errors, False)
+            positioned: list[tuple[int, int]] = []
             samples, more = samples_from_records(
-                records, piece.source, False, unit, max_json_depth=piece.max_json_depth
+                records,
+                piece.source,
+                False,
+                unit,
+                max_json_depth=piece.max_json_depth,
+                positioned=positioned,
             )
     except InputErrors as exc:
         return PieceResult([], [], fatal=exc.errors)
@@ -229,7 +239,7 @@ def read_piece(piece: Piece) -> PieceResult:
         return PieceResult(
             [], [], fatal=[InputError(piece.source, None, None, f"cannot read: {reason}")]
         )
-    return PieceResult(samples, errors + more, lines)
+    return PieceResult(samples, errors + more, lines, positioned=positioned)
 
 
 def _unreachable(source: str, exc: BaseException) -> InputErrors:
@@ -363,6 +373,9 @@ def read_location(
     for result in results:
         if result.fatal:
             raise InputErrors(result.fatal)
+        if lines:  # a JSONL piece after the first: its lines counted from the file's
+            for index, line in result.positioned:
+                result.samples[index].id = position_id("line", line + lines)
         samples += result.samples
         errors += [
             replace(e, line=e.line + lines) if e.line is not None and lines else e

@@ -20,6 +20,11 @@ What the readers accept, and what they reject (every rejection names file, line,
   cell is absent (`assay.inputs.parquet`).
 * A record with no known field (only unknown keys, or all empty) is an error: nothing in
   it could be scored, and it usually means misspelt column names.
+* A record without an id gets one from where it is (`position_id`): ``line-N`` (JSONL
+  and CSV: the line it starts on, 1-based, a CSV header being line 1), ``item-N`` (the
+  N-th object of a JSON array, or of a list given to `assay.evaluate`) or ``row-N``
+  (Parquet, a DataFrame). The same file gives the same ids on every run, so ``--resume``,
+  ``assay compare`` and the dashboard match its samples; an id given is kept as it is.
 * A field nesting objects/arrays deeper than ``max_json_depth`` (500 by default) is an
   error of its record; the other limits (``max_field_chars``, ``max_contexts``) are
   applied per metric when scoring (``docs/input.md``, "Limits").
@@ -55,6 +60,7 @@ __all__ = [
     "iter_samples",
     "json_object",
     "loads_json",
+    "position_id",
     "samples_from_dataframe",
     "samples_from_records",
 ]
@@ -365,6 +371,12 @@ def _to_sample(
     return sample, []
 
 
+def position_id(unit: str, position: int) -> str:
+    """The id of a sample given without one: its unit and 1-based position in its input,
+    ``line-3``, ``item-3`` or ``row-3``."""
+    return f"{unit}-{position}"
+
+
 def samples_from_records(
     records: Iterable[tuple[int | None, Any]],
     source: str = "<records>",
@@ -372,16 +384,27 @@ def samples_from_records(
     unit: str = "line",
     *,
     max_json_depth: int | None = None,
+    positioned: list[tuple[int, int]] | None = None,
 ) -> tuple[list[Sample], list[InputError]]:
     """Validate (position, record) pairs into samples, collecting errors.
 
-    ``unit`` names the position in messages: line, item or row. A field nesting deeper
-    than ``max_json_depth`` levels (default: the configured ``max_json_depth``) makes its
-    record an error.
+    ``unit`` names the position in messages, and in the id of a record without one
+    (`position_id`): line, item or row. A field nesting deeper than ``max_json_depth``
+    levels (default: the configured ``max_json_depth``) makes its record an error.
+    ``positioned``: where to add (index in the samples returned, position) for each
+    sample whose id is its position (a piece of a file renumbers them).
     """
     errors: list[InputError] = []
     samples = list(
-        iter_samples(records, source, strict, unit, errors=errors, max_json_depth=max_json_depth)
+        iter_samples(
+            records,
+            source,
+            strict,
+            unit,
+            errors=errors,
+            max_json_depth=max_json_depth,
+            positioned=positioned,
+        )
     )
     return samples, errors
 
@@ -394,10 +417,13 @@ def iter_samples(
     *,
     errors: list[InputError],
     max_json_depth: int | None = None,
+    positioned: list[tuple[int, int]] | None = None,
 ) -> Iterator[Sample]:
     """`samples_from_records` one sample at a time, as the records are read: the errors
-    of the invalid records are appended to ``errors`` as they are met."""
+    of the invalid records are appended to ``errors`` as they are met, and a sample
+    without an id gets `position_id` (noted in ``positioned`` when given)."""
     depth = depth_setting(max_json_depth)
+    index = 0
     for line, record in records:
         sample, problems = _to_sample(record, source, line, unit, depth)
         if problems:
@@ -405,6 +431,11 @@ def iter_samples(
                 raise InputErrors(problems)
             errors.extend(problems)
         elif sample is not None:
+            if sample.id is None and line is not None:
+                sample.id = position_id(unit, line)
+                if positioned is not None:
+                    positioned.append((index, line))
+            index += 1
             yield sample
 
 
