@@ -164,6 +164,8 @@ def serve_command(
     if live is None:
         scored = "off: traces are stored, for a server with the worker to score"
     err.print(f"OTLP/HTTP traces at /v1/traces; live scoring: {scored}", highlight=False)
+    for warning in live.warnings if live is not None else []:
+        err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     try:
         app_ = create_app(
             store, token=token, allowed_hosts=allowed_host or None, resources=resources, live=live

@@ -139,9 +139,8 @@ class LiveScoring:
         self.monitors = LiveMonitors(
             store, parse_monitors(config.live_monitors, known.__contains__)
         )
+        #: said by ``assay serve`` at start, and shown in ``/api/live`` and the overview
         self.warnings = unscored_rules(self.monitors.monitors, [m.name for m in self.metrics])
-        for warning in self.warnings:
-            log.warning("%s", warning)
         self.webhook = config.live_webhook or None
         register_secret(self.webhook)
         self.webhooks: WebhookQueue | None = None

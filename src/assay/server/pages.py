@@ -25,6 +25,7 @@ from assay.server.transcripts import page_sample, readable
 from assay.server.views import REPORT_TAGS, compare_view, metric_families
 from assay.store.db import Store
 from assay.store.live_monitors import monitor_states
+from assay.store.live_traces import LiveTraces
 from assay.store.queries import metric_meta
 
 __all__ = ["environment", "router"]
@@ -188,15 +189,20 @@ def overview(
     request: Request,
     hours: Annotated[float | None, Query(gt=0, le=MAX_HOURS)] = None,
 ) -> HTMLResponse:
+    live = request.app.state.live
     with store_read():
         stats = _store(request).statistics(hours=hours)
         monitors = monitor_states(_store(request))
+        quarantined, quarantine = LiveTraces(_store(request)).quarantined()
     return render(
         request,
         "overview.html",
         active="overview",
         stats=stats,
         monitors=monitors,
+        quarantined=quarantined,
+        quarantine=quarantine,
+        live_warnings=live.warnings if live is not None else [],
         families=metric_families(stats["metrics"]),
         hours=hours,
         windows=HISTORY_WINDOWS,

@@ -1,0 +1,201 @@
+"""One hostile trace never stops live scoring: a trace that fails to assemble, to score
+or to be stored is quarantined (an error sample whose error gives the reason, counted and
+listed in ``/api/live``, shown on the overview) and the traces after it are scored. Each
+case sends its exports over a real socket to ``POST /v1/traces``.
+
+Before: one span whose ``gen_ai.prompt`` held 100,000 ``[`` then 100,000 ``]`` (or whose
+key held a 5,000-digit index) left 0 of 6 later traces scored, a traceback every 0.2 s,
+and a backlog of 0."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from assay.core.config import AssayConfig
+from assay.engine.resources import Resources
+from assay.inputs.otlp.reader import span_of
+from assay.inputs.otlp.request import ReceivedSpan
+from assay.metrics.registry import resolve_metrics
+from assay.server.app import create_app
+from assay.server.live import running_server
+from assay.server.live_scoring import LiveScoring
+from assay.store.db import Store
+from assay.store.live_traces import live_run_id
+from assay.store.models import TestResult
+
+HOSTILE = "ffffffffffffffffffffffffffffff01"
+GOOD = [f"{i + 1:032x}" for i in range(6)]
+SPAN, LATE_SPAN = "1111111111111111", "2222222222222222"
+HEADERS = {"content-type": "application/json"}
+RESOURCE = {"attributes": [{"key": "service.name", "value": {"stringValue": "bot"}}]}
+DEEP_PROMPT = "[" * 100_000 + "]" * 100_000
+
+
+def _span(trace: str, span: str, prompt: str, **extra: Any) -> dict[str, Any]:
+    now = time.time_ns()
+    return {
+        "traceId": trace,
+        "spanId": span,
+        "name": "chat",
+        "startTimeUnixNano": str(now - 2 * 10**9),
+        "endTimeUnixNano": str(now),
+        "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+            {"key": "gen_ai.prompt", "value": {"stringValue": prompt}},
+        ],
+        **extra,
+    }
+
+
+def _body(*spans: dict[str, Any]) -> bytes:
+    scope = {"spans": list(spans)}
+    return json.dumps({"resourceSpans": [{"resource": RESOURCE, "scopeSpans": [scope]}]}).encode()
+
+
+@pytest.fixture()
+def live_server(tmp_path: Path) -> Any:
+    store = Store(f"sqlite:///{tmp_path / 'q.db'}")
+    config = AssayConfig(cache_dir=str(tmp_path / "cache"), live_grace_seconds=0)
+    resources = Resources(config)
+    live = LiveScoring(store, config, resolve_metrics(["e2e_latency"]), resources)
+    app = create_app(store, resources=resources, live=live)
+    with running_server(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        yield client, live, store
+    live.stop()
+    resources.close()
+    store.close()
+
+
+def _rows(store: Store) -> dict[str, tuple[str, str | None, int]]:
+    """sample id -> (status, error, number of scores) of the live run ``live/bot``."""
+    with store.session() as session:
+        rows = session.scalars(select(TestResult).where(TestResult.run_id == live_run_id("bot")))
+        return {r.sample_id: (r.status, r.error, len(r.scores)) for r in rows}
+
+
+def _send_good(client: httpx.Client) -> None:
+    for trace in GOOD:
+        answer = client.post("/v1/traces", content=_body(_span(trace, SPAN, "hi")), headers=HEADERS)
+        assert answer.status_code == 200
+
+
+def test_a_prompt_nested_100000_deep_is_quarantined_and_6_of_6_later_traces_are_scored(
+    live_server: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    client, live, store = live_server
+    hostile = client.post(
+        "/v1/traces", content=_body(_span(HOSTILE, SPAN, DEEP_PROMPT)), headers=HEADERS
+    )
+    assert hostile.status_code == 200  # a JSON-looking text is only read by the worker
+    _send_good(client)
+    assert live.backlog == 7  # counted at ingest, before any round
+    with caplog.at_level(logging.WARNING, logger="assay.live"):
+        assert live.run_once(now_offset=1) == 7
+        assert live.run_once(now_offset=1) == 0  # never retried in a loop
+    reason = "the trace does not assemble: SpanOverLimit: gen_ai.prompt nests deeper than 64 levels"
+    rows = _rows(store)
+    assert rows.pop(HOSTILE) == ("error", f"quarantined: {reason}", 0)
+    assert rows == {trace: ("ungated", None, 1) for trace in GOOD}
+    assert [r.getMessage() for r in caplog.records] == [f"trace {HOSTILE} quarantined: {reason}"]
+    assert not any(r.exc_info for r in caplog.records)
+    status = client.get("/api/live").json()
+    assert (status["pending"], status["scored"], status["quarantined"]) == (0, 6, 1)
+    assert status["quarantine"] == [
+        {
+            "trace_id": HOSTILE,
+            "service": "bot",
+            "run_id": live_run_id("bot"),
+            "sample_index": 0,
+            "reason": reason,
+        }
+    ]
+    assert live.backlog == 0
+    page = client.get("/").text
+    assert 'id="live-quarantine"' in page and "1 received traces failed" in page
+    assert "gen_ai.prompt nests deeper than 64 levels" in page
+    # a new span of the quarantined trace makes it due once more: tried once, set aside again
+    late = _body(_span(HOSTILE, LATE_SPAN, "fine", parentSpanId=SPAN))
+    assert client.post("/v1/traces", content=late, headers=HEADERS).status_code == 200
+    assert live.backlog == 1
+    assert live.run_once(now_offset=1) == 1
+    assert live.run_once(now_offset=1) == 0
+    assert _rows(store)[HOSTILE] == ("error", f"quarantined: {reason}", 0)
+    assert client.get("/api/live").json()["quarantined"] == 1
+
+
+def test_a_5000_digit_index_is_refused_at_the_door_and_read_safely_when_stored(
+    live_server: Any,
+) -> None:
+    client, live, store = live_server
+    key = "gen_ai.prompt." + "9" * 5000 + ".content"
+    span = _span(HOSTILE, SPAN, "hi")
+    span["attributes"].append({"key": key, "value": {"stringValue": "x"}})
+    answer = client.post("/v1/traces", content=_body(span), headers=HEADERS)
+    assert answer.status_code == 400
+    assert "an attribute key of 5022 characters" in answer.json()["detail"]
+    # a span stored without the receiver's checks (an older server's): the index is not
+    # read, the key is kept among the step's attributes, and the trace is scored
+    raw = _span(HOSTILE, SPAN, "hi")
+    raw["attributes"].append({"key": key, "value": {"stringValue": "x"}})
+    resource = {"service.name": "bot"}
+    live.traces.ingest([ReceivedSpan(span_of(raw, resource), raw, resource, "bot")])
+    _send_good(client)
+    assert live.run_once(now_offset=1) == 7
+    assert _rows(store) == {trace: ("ungated", None, 1) for trace in [HOSTILE, *GOOD]}
+    assert client.get("/api/live").json()["quarantined"] == 0
+
+
+def test_a_trace_whose_scoring_raises_is_quarantined_and_the_others_scored(
+    live_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import assay.evaluation.runner as runner
+
+    client, live, store = live_server
+    real = runner.evaluate
+
+    def evaluate(samples: list[Any], **kwargs: Any) -> Any:
+        if any(s.id == HOSTILE for s in samples):
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(samples, **kwargs)
+
+    monkeypatch.setattr(runner, "evaluate", evaluate)
+    hostile = _body(_span(HOSTILE, SPAN, "hi"))
+    assert client.post("/v1/traces", content=hostile, headers=HEADERS).status_code == 200
+    _send_good(client)
+    assert live.run_once(now_offset=1) == 7
+    rows = _rows(store)
+    reason = "scoring failed: RecursionError: maximum recursion depth exceeded"
+    assert rows.pop(HOSTILE) == ("error", f"quarantined: {reason}", 0)
+    assert rows == {trace: ("ungated", None, 1) for trace in GOOD}
+    assert (live.scored, live.quarantined) == (6, 1)
+
+
+def test_a_trace_that_cannot_be_stored_is_quarantined_and_its_batch_stored(
+    live_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, live, store = live_server
+    real = store.record_many
+
+    def record_many(rows: list[dict[str, Any]], then: Any = None) -> None:
+        if any(r["sample"].id == HOSTILE and r["status"] != "error" for r in rows):
+            raise ValueError("a value the database refuses")
+        real(rows, then=then)
+
+    monkeypatch.setattr(store, "record_many", record_many)
+    hostile = _body(_span(HOSTILE, SPAN, "hi"))
+    assert client.post("/v1/traces", content=hostile, headers=HEADERS).status_code == 200
+    _send_good(client)
+    assert live.run_once(now_offset=1) == 7
+    rows = _rows(store)
+    reason = "the trace cannot be stored: ValueError: a value the database refuses"
+    assert rows.pop(HOSTILE) == ("error", f"quarantined: {reason}", 0)
+    assert rows == {trace: ("ungated", None, 1) for trace in GOOD}
+    assert live.run_once(now_offset=1) == 0
