@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -419,4 +420,70 @@ def test_without_a_worker_the_receiver_only_stores(tmp_path: Path) -> None:
         **{"spans": 2, "traces": 1, "pending": 1, "quarantined": 0, "quarantine": []},
         **{"scoring": False, "metrics": [], "monitors": []},
     }
+    store.close()
+
+
+def test_the_backlog_is_counted_at_ingest_so_the_limit_holds_during_a_slow_round(
+    tmp_path: Path,
+) -> None:
+    """Before: the count was read only when a round ended; with ``queue_limit=3`` and a
+    round that had not ended, 200 exports got 200 and 201 traces were pending."""
+    store = Store(f"sqlite:///{tmp_path / 'q3.db'}")
+    config = AssayConfig(cache_dir=str(tmp_path), live_grace_seconds=0, live_queue_limit=3)
+    resources = Resources(config)
+    live = LiveScoring(store, config, [], resources)  # its round never runs: infinitely slow
+    app = create_app(store, resources=resources, live=live)
+    with running_server(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        codes = [
+            client.post(
+                "/v1/traces",
+                content=_export(_span(f"{i + 1:032x}", ROOT_SPAN)),
+                headers={"content-type": "application/json"},
+            ).status_code
+            for i in range(200)
+        ]
+        assert codes == [200] * 3 + [503] * 197
+        assert live.traces.counts()["pending"] == 3
+        assert live.run_once(now_offset=1) == 3  # the round ends: room again
+        assert live.backlog == 0
+        again = client.post(
+            "/v1/traces",
+            content=_export(_span(f"{201:032x}", ROOT_SPAN)),
+            headers={"content-type": "application/json"},
+        )
+        assert again.status_code == 200
+        assert live.backlog == 1
+    resources.close()
+    store.close()
+
+
+def test_api_live_counts_the_traces_scored_and_those_the_sample_rate_left_out(
+    tmp_path: Path,
+) -> None:
+    """Before: with a sample rate of 0.25, 7 of 20 traces were scored and /api/live said
+    ``scored: 20``. Ids are chosen so that 7 fall under 0.25 (first 8 hex digits below
+    0x40000000)."""
+    store = Store(f"sqlite:///{tmp_path / 'rate.db'}")
+    config = AssayConfig(cache_dir=str(tmp_path), live_grace_seconds=0, live_sample_rate=0.25)
+    resources = Resources(config)
+    live = LiveScoring(store, config, resolve_metrics(["e2e_latency"]), resources)
+    ids = [f"{i % 4:x}{i + 1:031x}" for i in range(7)]
+    ids += [f"{4 + i % 12:x}{i + 1:031x}" for i in range(13)]
+    assert sum(sampled_in(t, 0.25) for t in ids) == 7
+    client = TestClient(
+        create_app(store, resources=resources, live=live), base_url="http://127.0.0.1"
+    )
+    for trace in ids:
+        answer = client.post(
+            "/v1/traces",
+            content=_export(_span(trace, ROOT_SPAN)),
+            headers={"content-type": "application/json"},
+        )
+        assert answer.status_code == 200
+    assert live.run_once(now_offset=1) == 20
+    status = client.get("/api/live").json()
+    assert (status["scored"], status["sampled_out"], status["unscored"]) == (7, 13, 0)
+    stored = _stored(store, "svc")
+    assert sorted(len(scores) for _, scores in stored) == [0] * 13 + [1] * 7
+    resources.close()
     store.close()
