@@ -208,3 +208,161 @@ def test_the_live_table_of_the_project_file_sets_the_live_settings(tmp_path: Pat
     (tmp_path / "pyproject.toml").write_text("[tool.assay]\nlive = 3\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"'live' must be a table: \[tool.assay.live\]"):
         load_config(project_dir=tmp_path)
+
+
+class _Silent:
+    """A webhook that accepts connections, reads the requests and never answers."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.held: list[Any] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def close(self) -> None:
+        self.server.close()
+        for conn in self.held:
+            conn.close()
+
+
+def test_a_webhook_that_never_answers_does_not_delay_scoring(tmp_path: Path) -> None:
+    """Before: each state change was POSTed on the worker thread, 5 s each; with 3 rules,
+    2 services and a silent webhook nothing was scored for 30 s."""
+    import time
+
+    from test_live import _export, _span
+
+    silent = _Silent()
+    store = Store(f"sqlite:///{tmp_path / 'slow.db'}")
+    previous = closed_hour(utcnow())
+    for service in ("bot", "helper"):
+        _live_run(store, service, previous, [(100.0, 1.0, "passed"), (300.0, 2.0, "passed")])
+    config = AssayConfig(
+        cache_dir=str(tmp_path),
+        live_grace_seconds=0,
+        live_monitors="mean(e2e_latency) > 150; traces < 5; timeout_rate > 5%",
+        live_webhook=f"http://127.0.0.1:{silent.port}/{SECRET_PATH}",
+    )
+    resources = Resources(config)
+    live = LiveScoring(store, config, [], resources)
+    client = TestClient(create_app(store, live=live), base_url="http://127.0.0.1")
+    trace = "5b8efff798038103d269b633813fc60c"
+    body = _export(_span(trace, "eee19b7ec3c1b174"), service="bot")
+    assert client.post("/v1/traces", content=body, headers={"content-type": "application/json"})
+    started = time.monotonic()
+    assert len(live.read_monitors()) == 6  # 3 rules on 2 services, all queued
+    assert live.run_once(now_offset=1) == 1
+    assert time.monotonic() - started < 1.0
+    deadline = time.monotonic() + 5
+    while live.webhooks.counts["waiting"] != 6 or not silent.held:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert live.webhooks.counts == {
+        "waiting": 6,
+        "sent": 0,
+        "failed": 0,
+        "dropped": 0,
+        "limit": 100,
+    }
+    live.stop(timeout=0.1)
+    silent.close()
+    resources.close()
+    store.close()
+
+
+def test_a_full_webhook_queue_drops_the_oldest_change_and_counts_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import time
+
+    from assay.server.live_webhook import WebhookQueue
+
+    silent = _Silent()
+    queue = WebhookQueue(f"http://127.0.0.1:{silent.port}/hook", "http://127.0.0.1/…", limit=2)
+    queue.send({"monitor": "m0", "service": "s"})
+    deadline = time.monotonic() + 5
+    while not silent.held:  # the first change is in flight, waiting for an answer
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    with caplog.at_level("WARNING", logger="assay.live"):
+        for i in range(1, 5):
+            queue.send({"monitor": f"m{i}", "service": "s"})
+    assert queue.counts == {"waiting": 3, "sent": 0, "failed": 0, "dropped": 2, "limit": 2}
+    assert [r.getMessage() for r in caplog.records] == [
+        "the monitor webhook (http://127.0.0.1/…) is behind: 2 changes waiting; dropped the "
+        f"oldest (m{i} on s), {i} dropped in all"
+        for i in (1, 2)
+    ]
+    assert [p["monitor"] for p in queue._waiting] == ["m3", "m4"]
+    queue.close(timeout=0.1)
+    silent.close()
+
+
+def test_no_monitor_state_before_a_service_first_traces(tmp_path: Path) -> None:
+    """Before: a 'traces < 1' rule fired at start-up for the hour before any service
+    existed, and called the webhook."""
+    hooks = ThreadingHTTPServer(("127.0.0.1", 0), _Hooks)
+    threading.Thread(target=hooks.serve_forever, daemon=True).start()
+    store = Store(f"sqlite:///{tmp_path / 'first.db'}")
+    now = utcnow()
+    this_hour = closed_hour(now) + timedelta(hours=1)
+    run_id = _live_run(store, "new", this_hour, [])
+    store.record(run_id, 0, Sample(id="t0", response="a"), {}, status="passed", timestamp=now)
+    config = AssayConfig(
+        cache_dir=str(tmp_path),
+        live_monitors="traces < 1",
+        live_webhook=f"http://127.0.0.1:{hooks.server_port}/hook",
+    )
+    resources = Resources(config)
+    live = LiveScoring(store, config, [], resources)
+    _Hooks.received.clear()
+    assert live.read_monitors() == []  # the hour before the first trace: no state at all
+    assert live.webhooks.flush(10)
+    client = TestClient(create_app(store, live=live), base_url="http://127.0.0.1")
+    assert client.get("/api/live").json()["monitors"] == []
+    # the hour of the first trace, once closed, is read: one trace, the rule holds
+    changes = live.read_monitors(now_offset=3600)
+    assert [(c.monitor, c.state, c.previous, c.value) for c in changes] == [
+        ("traces < 1", "ok", None, 1.0)
+    ]
+    assert live.webhooks.flush(10)
+    hooks.shutdown()
+    hooks.server_close()
+    assert [(path, body["state"]) for path, body in _Hooks.received] == [("/hook", "ok")]
+    live.stop()
+    resources.close()
+    store.close()
+
+
+def test_a_rule_on_a_metric_not_scored_is_warned_at_start_and_shown(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'warn.db'}")
+    config = AssayConfig(
+        cache_dir=str(tmp_path), live_monitors="mean(faithfulness) < 0.7; traces < 1"
+    )
+    resources = Resources(config)
+    from assay.metrics.registry import resolve_metrics
+
+    live = LiveScoring(store, config, resolve_metrics(["e2e_latency"]), resources)
+    warning = (
+        "monitor 'mean(faithfulness) < 0.7' reads 'faithfulness', which live scoring does "
+        "not score (the live metrics: e2e_latency): it will stay without data; add "
+        "faithfulness to --live-metrics"
+    )
+    assert live.warnings == [warning]
+    client = TestClient(create_app(store, live=live), base_url="http://127.0.0.1")
+    assert client.get("/api/live").json()["warnings"] == [warning]
+    page = client.get("/").text
+    assert 'id="live-warnings"' in page
+    assert "reads &#39;faithfulness&#39;, which live scoring does not score" in page
+    resources.close()
+    store.close()
