@@ -92,3 +92,47 @@ def test_an_evaluation_whose_judge_replies_all_fail_exits_2_with_one_line(
         "unparsable after a JSON-only retry: no JSON found in reply: 'I am unable to comply "
         "with the requested format today.'"
     )
+
+
+def test_a_composite_from_some_of_its_parts_says_how_many_in_the_table(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The judge's RAG verdicts never parse, its generated questions do: ragas_score is
+    answer_relevance alone on both samples (it printed mean 0.8, 0 errors, the 3 missing
+    parts only in details.unavailable). The table's partial column, the line under it
+    and the JSON summary say: 2 values, from 1 of 4 parts."""
+    monkeypatch.setenv("ASSAY_JUDGE_API_KEY", "test-key")
+    data = env / "d.jsonl"
+    rows = [
+        {"query": "Capital of France?", "response": "Paris.", "contexts": ["Paris is in France."]},
+        {"query": "Who wrote Hamlet?", "response": "Shakespeare.", "contexts": ["By Shakespeare."]},
+    ]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = env / "out.jsonl"
+    with JudgeServer() as server:
+        server.script = lambda task, blocks, body: "no verdict" if task == "rag_verdicts" else None
+        args = ["evaluate", str(data), "-m", "ragas_score", "--no-cache", "--out", str(out)]
+        args += ["--judge-url", server.url, "--judge-model", "scripted"]
+        table = CliRunner().invoke(app, args)
+        as_json = CliRunner().invoke(app, [*args, "--format", "json"])
+    assert table.exit_code == 0, table.output
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    for row in results:
+        evidence = row["evidence"]["ragas_score"]["details"]
+        assert sorted(evidence["unavailable"]) == [
+            "context_precision",
+            "context_recall",
+            "faithfulness",
+        ]
+        assert evidence["weights"] == {"answer_relevance": 1.0}
+    said = flat(table.output)
+    assert "│ partial │" in said.replace("┃", "│")
+    assert "│ 2 (1 of 4) │" in said
+    assert (
+        "composites built from some of their parts (details.unavailable names the others "
+        "and why): ragas_score 2 of 2 values (2 from 1 of 4 parts)"
+    ) in said
+    payload = json.loads(as_json.stdout[as_json.stdout.index("{") :])
+    [summary] = payload["metrics"]
+    assert (summary["n"], summary["n_error"], summary["n_partial"]) == (2, 0, 2)
+    assert summary["partial_parts"] == {"1 of 4": 2}

@@ -122,12 +122,16 @@ def _fmt(value: float | None, unit: str) -> str:
 
 def summary_table(summaries: list[MetricSummary], title: str | None = None) -> Table:
     """Per metric: n, N/A (missing input), errors, mean, median, CI, pass rate, method, time;
-    and, where any value came from an estimator outside its training domain
-    (``details["in_domain"]`` false), how many, after the errors."""
+    where any value came from an estimator outside its training domain
+    (``details["in_domain"]`` false), how many, after the errors; and where any value is
+    a composite built from some of its parts (``details["unavailable"]``), how many and
+    from how many parts ("2 (1 of 4)")."""
     table = Table(title=title, title_justify="left")
     out_of_domain = any(s.n_out_of_domain for s in summaries)
+    partial = any(s.n_partial for s in summaries)
     columns = ("metric", "n", "N/A", "errors")
     columns += ("out of domain",) if out_of_domain else ()
+    columns += ("partial",) if partial else ()
     columns += ("mean", "median", "95% CI", "pass rate")
     for column in (*columns, "method", "time"):
         table.add_column(
@@ -148,6 +152,8 @@ def summary_table(summaries: list[MetricSummary], title: str | None = None) -> T
         counts = [str(s.n), str(s.n_na), f"[red]{s.n_error}[/red]" if s.n_error else "0"]
         if out_of_domain:
             counts.append(f"[yellow]{s.n_out_of_domain}[/yellow]" if s.n_out_of_domain else "0")
+        if partial:
+            counts.append(f"[yellow]{_partial(s)}[/yellow]" if s.n_partial else "0")
         table.add_row(
             f"{s.name} {arrow}",
             *counts,
@@ -159,6 +165,15 @@ def summary_table(summaries: list[MetricSummary], title: str | None = None) -> T
             f"{s.seconds:.2f}s",
         )
     return table
+
+
+def _partial(summary: MetricSummary) -> str:
+    """How many values were built from some of the parts, and from how many: "2 (1 of
+    4)", or "3 (1 of 4: 2, 3 of 4: 1)"."""
+    parts = summary.partial_parts
+    if len(parts) == 1:
+        return f"{summary.n_partial} ({next(iter(parts))})"
+    return f"{summary.n_partial} (" + ", ".join(f"{k}: {n}" for k, n in parts.items()) + ")"
 
 
 def gate_failures(
@@ -311,6 +326,18 @@ def print_report(
             "values from an estimator outside its training domain (details.in_domain "
             "false, reasons in details.out_of_domain; a judge reads such text better): "
             + ", ".join(unlike)
+        )
+    partial = [
+        f"{s.name} {s.n_partial} of {s.n} values ("
+        + ", ".join(f"{n} from {k} parts" for k, n in s.partial_parts.items())
+        + ")"
+        for s in summaries
+        if s.n_partial
+    ]
+    if partial:
+        stdout.print(
+            "composites built from some of their parts (details.unavailable names the "
+            "others and why): " + "; ".join(partial)
         )
     shared = evaluation.seconds_by_metric.get("asks")
     if shared is not None:  # the metrics' time column is their own work after these calls

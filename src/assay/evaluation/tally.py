@@ -4,7 +4,8 @@ per sample but 8 bytes a value).
 
 Per metric it keeps the values in sample order as a float array (the mean, median,
 percentiles and bootstrap interval are computed from it exactly as from the list of
-results) and running counts: N/A, errors, out-of-domain values, passes, methods. For
+results) and running counts: N/A, errors, out-of-domain values, partial composites,
+passes, methods. For
 the run it keeps the label counts, the error causes and, for ``--group-by``, one tally
 per group. Fed the same rows in the same order, its summaries equal those computed from
 the kept results.
@@ -16,7 +17,7 @@ import re
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,6 +36,7 @@ __all__ = [
     "MetricTally",
     "RunTally",
     "applied_threshold",
+    "partial_parts",
     "passes",
 ]
 
@@ -60,6 +62,13 @@ def applied_threshold(
     if per_sample is not None:
         return float(per_sample)
     return config.threshold_for(metric)
+
+
+def partial_parts(components: dict[str, Any], missing: dict[str, Any]) -> str:
+    """ "k of n": the parts a composite's value was built from, of all its parts (its
+    ``components``, or the missing ones alone when it lists none)."""
+    total = len(components) or len(missing)
+    return f"{total - len(missing)} of {total}"
 
 
 @dataclass(frozen=True)
@@ -95,6 +104,10 @@ class MetricSummary:
     methods: dict[str, int]
     higher_is_better: bool
     unit: str
+    #: values of a composite built from some of its parts (``details["unavailable"]``
+    #: names the parts missing), and how many of them by "k of n" parts used
+    n_partial: int = 0
+    partial_parts: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -110,6 +123,7 @@ class MetricTally:
         "n_error",
         "n_na",
         "n_out_of_domain",
+        "partial",
         "passed",
         "reasons",
         "results",
@@ -123,6 +137,7 @@ class MetricTally:
         self.n_na = 0
         self.n_error = 0
         self.n_out_of_domain = 0
+        self.partial: Counter[str] = Counter()
         self.judged = 0  # results with a value and a threshold
         self.passed = 0
         self.methods: Counter[str] = Counter()
@@ -146,8 +161,12 @@ class MetricTally:
         self.reasons = None
         if result.error is not None:
             self.n_error += 1
-        if isinstance(details, dict) and details.get("in_domain") is False:
-            self.n_out_of_domain += 1
+        if isinstance(details, dict):
+            if details.get("in_domain") is False:
+                self.n_out_of_domain += 1
+            missing = details.get("unavailable")
+            if missing and isinstance(missing, dict):
+                self.partial[partial_parts(result.components, missing)] += 1
         threshold = applied_threshold(self.metric, result, config)
         if threshold is not None:
             self.judged += 1
@@ -176,6 +195,8 @@ class MetricTally:
             methods=dict(self.methods),
             higher_is_better=self.metric.higher_is_better,
             unit=self.metric.unit,
+            n_partial=sum(self.partial.values()),
+            partial_parts=dict(sorted(self.partial.items())),
         )
 
     def why_none(self) -> str:
