@@ -381,8 +381,9 @@ class RagasScore(JudgedMetric):
     specification: 0-100), higher is better. Components: the four values; details: the renormalised
     weights. Declares the asks of the four (no call of its own: scored with them, they
     are asked once; run alone, it asks their 2 questions per sample). Weaknesses: a
-    missing metric silently shifts the weight onto the others, so composites over
-    different subsets are not comparable; check ``details["weights"]``.
+    missing metric shifts the weight onto the others, so composites over different
+    subsets are not comparable; ``details["unavailable"]`` names the missing ones and why,
+    and the run's table counts such values in its ``partial`` column ("2 (1 of 4)").
     """
 
     name = "ragas_score"
