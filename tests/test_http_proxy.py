@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from assay.core.http_lean import LeanTransport
+from assay.core.http_aiohttp import AiohttpTransport
 from assay.core.sample import Sample
 from assay.inputs.targets import TargetSettings, call_target, parse_target
 from assay.judge.http import ChatCompletions
@@ -80,13 +80,13 @@ def test_the_judge_goes_through_the_proxy_unless_no_proxy_exempts_it(
     with JudgeServer() as server:
         reply, transport = ask_judge(server.url)
         assert reply["choices"][0]["message"]["content"]
-        assert not isinstance(transport, LeanTransport)
+        assert not isinstance(transport, AiohttpTransport)
         assert proxy["seen"] == [f"POST {server.url.rstrip('/')}/chat/completions HTTP/1.1"]
         assert server.calls == 1
         monkeypatch.setenv("NO_PROXY", "127.0.0.1")
         reply, transport = ask_judge(server.url)
         assert reply["choices"][0]["message"]["content"]
-        assert isinstance(transport, LeanTransport)
+        assert isinstance(transport, AiohttpTransport)
         assert len(proxy["seen"]) == 1 and server.calls == 2  # the second went direct
 
 

@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = [
     "DEFAULT_MAX_JSON_DEPTH",
+    "DEFAULT_MAX_REPLY_BYTES",
     "MAX_JSON_DEPTH_CEILING",
     "AssayConfig",
     "AssayNote",
@@ -28,6 +29,8 @@ __all__ = [
     "raise_hint",
 ]
 
+#: default largest reply body read from another server (``max_reply_bytes``): 16 MiB
+DEFAULT_MAX_REPLY_BYTES = 16 * 2**20
 #: default deepest nesting of a JSON field or document (``max_json_depth``)
 DEFAULT_MAX_JSON_DEPTH = 500
 #: highest ``max_json_depth`` allowed: Python's JSON parser and encoder spend one level of
@@ -302,6 +305,16 @@ class AssayConfig(BaseSettings):
         description=(
             "Deepest nesting of objects/arrays in a JSON field (input records and json-eval "
             f"documents); at most {MAX_JSON_DEPTH_CEILING}, which Python's parser can hold."
+        ),
+    )
+    max_reply_bytes: int = Field(
+        DEFAULT_MAX_REPLY_BYTES,
+        ge=1,
+        validation_alias=_env("ASSAY_MAX_REPLY_BYTES", "max_reply_bytes"),
+        description=(
+            "Largest reply body read from the judge or an embeddings endpoint, in bytes "
+            "after decompression, counted as they arrive; a reply over it is that call's "
+            "error and is not read further (docs/security.md)."
         ),
     )
     max_contexts: int = Field(

@@ -1,7 +1,7 @@
 """HTTP details shared by Assay's clients (the judge, a remote embedding endpoint, the
 targets of ``assay run``): ``Retry-After``, the circuit that stops calling a server that
-cannot be reached, and a client over Assay's own transport that still honours proxy
-variables."""
+cannot be reached, a client over Assay's own transport that still honours proxy
+variables, and reading a reply's body with a bound (`read_bounded`)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from assay.core.config import over_limit
+
 __all__ = [
     "UNREACHABLE_AFTER",
     "ConnectCircuit",
+    "ReplyTooLarge",
     "Unreachable",
     "client_over",
+    "read_bounded",
+    "read_bounded_sync",
     "retry_after_seconds",
 ]
 
@@ -93,3 +98,38 @@ def client_over(transport: Any, **options: Any) -> Any:
         client._transport = transport
         return client
     return httpx.AsyncClient(transport=transport, **options)
+
+
+class ReplyTooLarge(Exception):
+    """A reply's body is over the read limit (``max_reply_bytes``): it was not read
+    further and its connection was closed. The message names the limit and the setting."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(over_limit("the reply's body has more bytes", limit, "max_reply_bytes"))
+        self.limit = limit
+
+
+async def read_bounded(response: Any, limit: int) -> bytes:
+    """The decoded body of an ``httpx.Response`` opened as a stream, read as it arrives
+    and counted after decompression (a gzip bomb stops at ``limit`` too).
+
+    Raises `ReplyTooLarge` once more than ``limit`` bytes have come (the caller's
+    ``stream`` block then closes the response, and with it the connection, half read)."""
+    parts, size = [], 0
+    async for part in response.aiter_bytes():
+        size += len(part)
+        if size > limit:
+            raise ReplyTooLarge(limit)
+        parts.append(part)
+    return b"".join(parts)
+
+
+def read_bounded_sync(response: Any, limit: int) -> bytes:
+    """`read_bounded` for a response of a synchronous ``httpx.Client``."""
+    parts, size = [], 0
+    for part in response.iter_bytes():
+        size += len(part)
+        if size > limit:
+            raise ReplyTooLarge(limit)
+        parts.append(part)
+    return b"".join(parts)

@@ -1,5 +1,5 @@
 """An httpx transport whose connection pool stays cheap with many requests in flight, for
-``assay run``'s targets (the judge's requests go through `assay.core.http_lean`).
+``assay run``'s targets (the judge's requests go through `assay.core.http_aiohttp`).
 
 The connection pool is httpcore's with one change (`LinearPool`): httpcore 1.0's
 ``_assign_requests_to_connections``, run as each request enters and leaves the pool,

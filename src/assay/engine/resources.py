@@ -107,6 +107,7 @@ class Resources:
                 device=self.config.device,
                 precision=self.config.embedder_precision,
                 tokens_per_batch=self.config.tokens_per_batch,
+                max_reply_bytes=self.config.max_reply_bytes,
             )
 
     @cached_property

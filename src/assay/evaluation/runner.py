@@ -297,6 +297,8 @@ def evaluate(
             evaluation.judge_usage = judge()
     evaluation.seconds_by_metric = dict(seconds)
     evaluation.wall_seconds = time.perf_counter() - started
+    if resources is None:  # made for this run: its judge's connections closed with it
+        res.close()
     return evaluation
 
 
@@ -364,4 +366,8 @@ def run(
     samples = _as_samples(data, res.config.max_json_depth)
     chosen = parse_target(target, **target_options) if isinstance(target, str) else target
     answered = mark_unreached(call_target(samples, chosen, settings), chosen)
-    return evaluate(answered, metrics=metrics, suites=suites, resources=res)
+    try:
+        return evaluate(answered, metrics=metrics, suites=suites, resources=res)
+    finally:
+        if resources is None:  # made for this run: its judge's connections closed with it
+            res.close()

@@ -59,7 +59,8 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from assay.core.http import ConnectCircuit, Unreachable, retry_after_seconds
+from assay.core.config import DEFAULT_MAX_REPLY_BYTES
+from assay.core.http import ConnectCircuit, ReplyTooLarge, Unreachable, retry_after_seconds
 from assay.judge.aio import in_background_loop, run_async, run_sync
 from assay.judge.cache import JudgeCache, cache_key
 from assay.judge.parsing import ParseError, parse_reply
@@ -142,6 +143,8 @@ class JudgeClient:
         rate_limit: most request attempts a second, retries included (None: no limit;
             as ``judge_rate_limit``); bursts of at most ``max(1, rate_limit)``. A client
             given a ``budget`` leaves this to the budget.
+        max_reply_bytes: largest reply body read, after decompression (as
+            ``max_reply_bytes``); a reply over it is that call's `JudgeError`, not retried.
     """
 
     def __init__(
@@ -161,6 +164,7 @@ class JudgeClient:
         backoff_max: float = 20.0,
         max_tokens: int | None = None,
         rate_limit: float | None = None,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         if not model:
             raise ValueError("JudgeClient needs a model name (ASSAY_JUDGE_MODEL)")
@@ -188,6 +192,7 @@ class JudgeClient:
         self.backoff_max = backoff_max
         self.max_tokens = max_tokens
         self.rate_limit = rate_limit
+        self.max_reply_bytes = max_reply_bytes
         self._bucket = TokenBucket(rate_limit) if rate_limit is not None else None
         self._api: Any = None
         #: request slots shared with other processes; None: this client's own semaphore
@@ -232,6 +237,7 @@ class JudgeClient:
             price_prompt=config.judge_price_prompt,
             price_completion=config.judge_price_completion,
             rate_limit=config.judge_rate_limit,
+            max_reply_bytes=config.max_reply_bytes,
         )
 
     def __repr__(self) -> str:
@@ -367,7 +373,9 @@ class JudgeClient:
             from assay.judge.http import ChatCompletions
 
             # no retries there: they are ours (backoff with jitter, counted in usage)
-            self._api = ChatCompletions(self.base_url, self.api_key, self.timeout)
+            self._api = ChatCompletions(
+                self.base_url, self.api_key, self.timeout, self.max_reply_bytes
+            )
         return self._api
 
     def _sem(self) -> AbstractAsyncContextManager[object]:
@@ -437,6 +445,10 @@ class JudgeClient:
                     completion = await asyncio.wait_for(self._client().create(kwargs), self.timeout)
                 except (TimeoutError, ConnectionFailed, HTTPStatusError) as exc:
                     error = exc
+                except ReplyTooLarge as exc:  # the same URL would send it again: no retry
+                    raise JudgeError(
+                        f"judge server at {self.base_url} sent a reply too large: {exc}"
+                    ) from None
                 except ValueError as exc:  # a body that is not JSON though it says it is
                     raise JudgeError(
                         f"judge server at {self.base_url} sent a body that is not valid JSON "

@@ -11,26 +11,29 @@ are raised as:
 - `ConnectionFailed`: no connection, or it broke mid-reply;
 - `HTTPStatusError`: an HTTP status of 400 or more (``status_code``, ``headers`` for
   ``Retry-After``, and the server's error message);
-- `ValueError`: a body that says it is JSON and is not.
+- `ValueError`: a body that says it is JSON and is not;
+- `assay.core.http.ReplyTooLarge`: a body over ``max_reply_bytes`` (counted after
+  decompression, as it arrives): not read further, its connection closed.
 
 The ``openai`` package is not used: it costs about a second of import time on each
 ``assay evaluate`` with a judge, for one request shape.
 
-The exchange on the wire is `assay.core.http_lean.LeanTransport` (HTTP/1.1 over asyncio's
-own connections: about a fifth of the CPU a request of httpx's default transport); a URL
-that an ``HTTP(S)_PROXY`` variable sends through a proxy goes through httpx's own proxy
-transport.
+The exchange on the wire is `assay.core.http_aiohttp.AiohttpTransport` (aiohttp's pool
+and C parser under httpx's client); a URL that an ``HTTP(S)_PROXY`` variable sends
+through a proxy goes through httpx's own proxy transport.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
-from assay.core.http import client_over
-from assay.core.http_lean import LeanTransport
+from assay.core.config import DEFAULT_MAX_REPLY_BYTES
+from assay.core.http import client_over, read_bounded
+from assay.core.http_aiohttp import AiohttpTransport
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -63,29 +66,45 @@ class HTTPStatusError(Exception):
         self.headers = headers
 
 
-def _error_message(response: httpx.Response) -> str:
+def _text(response: httpx.Response, body: bytes) -> str:
+    """The body as text, in the reply's charset (UTF-8 when it names none or a wrong one)."""
+    try:
+        return body.decode(response.charset_encoding or "utf-8", errors="replace")
+    except LookupError:
+        return body.decode("utf-8", errors="replace")
+
+
+def _error_message(response: httpx.Response, body: bytes) -> str:
     """The server's own error text: ``error.message`` of an OpenAI-style body, else the
     body's start."""
     try:
-        body = response.json()
+        parsed = json.loads(body)
     except ValueError:
-        body = None
-    if isinstance(body, dict):
-        error = body.get("error")
+        parsed = None
+    if isinstance(parsed, dict):
+        error = parsed.get("error")
         if isinstance(error, dict) and isinstance(error.get("message"), str):
             return error["message"][:_ERROR_BODY_CHARS]
-        return str(body)[:_ERROR_BODY_CHARS]
-    return " ".join(response.text.split())[:_ERROR_BODY_CHARS]
+        return str(parsed)[:_ERROR_BODY_CHARS]
+    return " ".join(_text(response, body).split())[:_ERROR_BODY_CHARS]
 
 
 class ChatCompletions:
-    """A connection pool to one server's chat-completions endpoint."""
+    """A connection pool to one server's chat-completions endpoint; a reply's body is
+    read up to ``max_reply_bytes``."""
 
-    def __init__(self, base_url: str | None, api_key: str | None, timeout: float) -> None:
+    def __init__(
+        self,
+        base_url: str | None,
+        api_key: str | None,
+        timeout: float,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+    ) -> None:
         url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/"
-        # requests that go direct take the lean transport; proxied ones httpx's own
+        self.max_reply_bytes = max_reply_bytes
+        # requests that go direct take aiohttp's transport; proxied ones httpx's own
         self._client = client_over(
-            LeanTransport(max_idle=64),
+            AiohttpTransport(max_connections=None),
             base_url=url,
             headers={"Authorization": f"Bearer {api_key or 'not-needed'}"},
             timeout=timeout,
@@ -95,7 +114,8 @@ class ChatCompletions:
     async def create(self, body: Mapping[str, Any]) -> Any:
         """The server's reply to one chat-completions request (decoded JSON, or text)."""
         try:
-            response = await self._client.post("chat/completions", json=dict(body))
+            async with self._client.stream("POST", "chat/completions", json=dict(body)) as response:
+                content = await read_bounded(response, self.max_reply_bytes)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise CouldNotConnect(
                 f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -107,10 +127,11 @@ class ChatCompletions:
                 f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             ) from exc
         if response.status_code >= 400:
-            raise HTTPStatusError(response.status_code, _error_message(response), response.headers)
+            message = _error_message(response, content)
+            raise HTTPStatusError(response.status_code, message, response.headers)
         if "json" not in response.headers.get("content-type", "").lower():
-            return response.text
-        return response.json()
+            return _text(response, content)
+        return json.loads(content)
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -9,6 +9,7 @@ naming the package to install. Nothing downloads at run time.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from abc import ABC, abstractmethod
@@ -17,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from assay.core.config import DEFAULT_MAX_REPLY_BYTES
 from assay.core.extras import ModelUnavailable
-from assay.core.http import retry_after_seconds
+from assay.core.http import ReplyTooLarge, read_bounded_sync, retry_after_seconds
 from assay.core.redaction import redact_url
 from assay.models.cache import EmbeddingCache
 from assay.models.device import model_threads, torch_device
@@ -352,7 +354,9 @@ class OpenAICompatibleEmbedder(Embedder):
     """An OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, vLLM, Ollama, llama.cpp),
     over httpx: a 429, a 5xx or a broken connection is tried again up to ``max_retries``
     times with exponential backoff (``Retry-After`` honoured, at most 30 s); any other
-    failure raises `EmbeddingServerError` naming the status and the server's message."""
+    failure raises `EmbeddingServerError` naming the status and the server's message. A
+    reply's body is read up to ``max_reply_bytes`` (after decompression, as it arrives):
+    one over it is an `EmbeddingServerError` naming the limit, not retried."""
 
     def __init__(
         self,
@@ -363,6 +367,7 @@ class OpenAICompatibleEmbedder(Embedder):
         batch_size: int = 64,
         timeout: float = 60.0,
         max_retries: int = 3,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         super().__init__(cache, batch_size)
         import httpx
@@ -374,6 +379,7 @@ class OpenAICompatibleEmbedder(Embedder):
         )
         self._model = model
         self._max_retries = max_retries
+        self._max_reply_bytes = max_reply_bytes
         self.name = f"openai:{model}@{redact_url(base_url)}"
 
     def _encode(self, texts: list[str]) -> np.ndarray:
@@ -392,13 +398,18 @@ class OpenAICompatibleEmbedder(Embedder):
         for attempt in range(self._max_retries + 1):
             wait = min(30.0, 0.5 * 2**attempt)
             try:
-                response = self._client.post("embeddings", json=body)
+                with self._client.stream("POST", "embeddings", json=body) as response:
+                    content = read_bounded_sync(response, self._max_reply_bytes)
             except httpx.TransportError as exc:  # timeouts and broken connections
                 problem = f"{type(exc).__name__}: {exc}"
+            except ReplyTooLarge as exc:  # the same request would get it again
+                problem = str(exc)
+                break
             else:
                 if response.status_code < 400:
-                    return response.json()
-                problem = f"HTTP {response.status_code}: {' '.join(response.text.split())[:300]}"
+                    return json.loads(content)
+                text = content.decode("utf-8", errors="replace")
+                problem = f"HTTP {response.status_code}: {' '.join(text.split())[:300]}"
                 if response.status_code != 429 and response.status_code < 500:
                     break
                 retry_after = retry_after_seconds(response.headers)
@@ -428,11 +439,13 @@ def make_embedder(
     device: str = "cpu",
     precision: str = "float32",
     tokens_per_batch: int | None = None,
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
 ) -> Embedder:
     """An embedder from its configuration string (see `AssayConfig.embedder`); the
     sentence-transformers ones run on ``device`` (auto, cpu or cuda) in ``precision``, a
     BERT with mean pooling in passes of ``tokens_per_batch`` padded tokens (None: CUDA's
-    default, one pass a batch on the CPU)."""
+    default, one pass a batch on the CPU); an ``openai:`` one reads replies up to
+    ``max_reply_bytes``."""
     if spec in USE_SPECS:
         return USEMultilingualEmbedder(cache, batch_size)
     if spec in E5_SPECS:
@@ -451,7 +464,14 @@ def make_embedder(
             raise ModelUnavailable(
                 "embedder 'openai:MODEL' needs embedding_base_url (ASSAY_EMBEDDING_BASE_URL)"
             )
-        return OpenAICompatibleEmbedder(spec.split(":", 1)[1], base_url, api_key, cache, batch_size)
+        return OpenAICompatibleEmbedder(
+            spec.split(":", 1)[1],
+            base_url,
+            api_key,
+            cache,
+            batch_size,
+            max_reply_bytes=max_reply_bytes,
+        )
     raise ModelUnavailable(
         f"unknown embedder {spec!r}: use use-multilingual, e5-small, minilm, "
         "sentence-transformers:PATH or openai:MODEL"

@@ -1,7 +1,9 @@
-"""`LeanTransport` (assay.core.http_lean) under httpx's client, against real servers on
-127.0.0.1: the judge's test server with many requests at once, and a raw TCP server that
-answers each request with scripted bytes (chunked bodies cut anywhere, bodies to the end
-of the connection, interim replies, gzip, a server that closes, one that is not HTTP)."""
+"""The judge's transport (`assay.core.http_aiohttp.AiohttpTransport`: httpx-aiohttp under
+httpx's client) against real servers on 127.0.0.1: the judge's test server with many
+requests at once, and a raw TCP server that answers each request with scripted bytes
+(chunked bodies cut anywhere, bodies to the end of the connection, interim replies, gzip,
+a server that closes, one that is not HTTP, malformed chunked bodies, connections that
+must not be reused). Its parser is fuzzed against h11's in test_judge_transport_fuzz."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import asyncio
 import gzip
 import json
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -21,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assay.core.http_lean import LeanTransport
+from assay.core.http_aiohttp import AiohttpTransport
 from assay.judge.http import ChatCompletions
 from judge_server import JudgeServer
 from raw_http import RequestReader, accept_in_background, self_signed
@@ -63,17 +66,31 @@ def raw_server(script: Script) -> Iterator[dict[str, Any]]:
 def fetch(
     url: str, count: int = 1, method: str = "POST", pause: float = 0.0, **kwargs: Any
 ) -> list[httpx.Response]:
-    """``count`` requests one after the other through one client on the lean transport,
-    ``pause`` seconds apart (a blocking sleep: the event loop sees nothing meanwhile)."""
+    """``count`` requests one after the other through one client on the judge's
+    transport, ``pause`` seconds apart (the event loop runs meanwhile)."""
+    replies = outcomes(url, count, method, pause, **kwargs)
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies  # type: ignore[return-value]
 
-    async def run() -> list[httpx.Response]:
-        async with httpx.AsyncClient(transport=LeanTransport(), timeout=5.0) as client:
-            replies = []
+
+def outcomes(
+    url: str, count: int = 1, method: str = "POST", pause: float = 0.0, **kwargs: Any
+) -> list[httpx.Response | Exception]:
+    """`fetch`, each request's failure kept in its place instead of raised."""
+
+    async def run() -> list[httpx.Response | Exception]:
+        async with httpx.AsyncClient(transport=AiohttpTransport(), timeout=5.0) as client:
+            replies: list[httpx.Response | Exception] = []
             for _ in range(count):
-                response = await client.request(method, url, json={"q": 1}, **kwargs)
-                await response.aread()
-                replies.append(response)
-                time.sleep(pause)
+                try:
+                    response = await client.request(method, url, json={"q": 1}, **kwargs)
+                    await response.aread()
+                    replies.append(response)
+                except httpx.TransportError as exc:
+                    replies.append(exc)
+                await asyncio.sleep(pause)
             return replies
 
     return asyncio.run(run())
@@ -107,20 +124,18 @@ def test_the_judge_client_answers_many_requests_at_once_on_kept_connections() ->
         api = ChatCompletions(server.url, None, timeout=10.0)
         body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
-        async def run() -> tuple[list[Any], int, list[Any]]:
+        async def run() -> tuple[list[Any], list[Any]]:
             try:
                 first = await asyncio.gather(*(api.create(body) for _ in range(100)))
-                kept = len(api._client._transport._idle)
                 second = await asyncio.gather(*(api.create(body) for _ in range(64)))
-                return first, kept, second
+                return first, second
             finally:
                 await api.close()
 
-        first, kept, second = asyncio.run(run())
-        assert type(api._client._transport) is LeanTransport
+        first, second = asyncio.run(run())
+        assert type(api._client._transport) is AiohttpTransport
         assert server.calls == 164
         assert all(r["choices"][0]["message"]["content"] for r in [*first, *second])
-        assert kept == 64  # 100 connections at once, the 64 latest kept
 
 
 def test_a_kept_connection_carries_the_next_requests() -> None:
@@ -179,8 +194,7 @@ def test_a_gzip_body_is_decoded_by_httpx() -> None:
 
 def test_a_connection_the_server_closed_while_idle_is_not_used() -> None:
     """The server closes each connection after its reply, without saying so; by the next
-    request the end of file has arrived but the event loop has not run: the socket is
-    readable, and a new connection is made."""
+    request the end of file has arrived and a new connection is made."""
     with raw_server(fixed(PLAIN, close=True)) as facts:
         replies = fetch(facts["url"], count=3, pause=0.1)
     assert [r.status_code for r in replies] == [200, 200, 200]
@@ -190,14 +204,17 @@ def test_a_connection_the_server_closed_while_idle_is_not_used() -> None:
 @pytest.mark.parametrize(
     ("reply", "error", "message"),
     [
-        (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", httpx.RemoteProtocolError, "not an HTTP/1.1"),
-        (b"HTTP/1.1 200 OK\r\nbroken header\r\n\r\n", httpx.RemoteProtocolError, "malformed"),
-        (b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", httpx.RemoteProtocolError, "Length"),
+        (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", httpx.RemoteProtocolError,
+         "not HTTP/1.1: Bad status line"),
+        (b"HTTP/1.1 200 OK\r\nbroken header\r\n\r\n", httpx.RemoteProtocolError,
+         "Invalid header token"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", httpx.RemoteProtocolError,
+         "Invalid character in Content-Length"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", httpx.RemoteProtocolError,
-         "chunk size"),
+         "Invalid character in chunk size"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhalf", httpx.RemoteProtocolError,
-         "before the whole reply"),
-        (b"HTTP/1.1 200 O", httpx.RemoteProtocolError, "before the whole reply"),
+         r"received 4 of 100 bytes"),
+        (b"HTTP/1.1 200 O", httpx.RemoteProtocolError, "closed the connection before the reply"),
     ],
 )  # fmt: skip
 def test_replies_that_are_not_http_or_stop_short_raise_httpx_errors(
@@ -207,9 +224,12 @@ def test_replies_that_are_not_http_or_stop_short_raise_httpx_errors(
         fetch(facts["url"])
 
 
-def test_a_reset_connection_is_a_read_error() -> None:
+def test_a_reset_connection_is_an_incomplete_body() -> None:
     half = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhalf"
-    with raw_server(fixed(half, close="reset")) as facts, pytest.raises(httpx.ReadError):
+    with (
+        raw_server(fixed(half, close="reset")) as facts,
+        pytest.raises(httpx.RemoteProtocolError, match="received 4 of 100 bytes"),
+    ):
         fetch(facts["url"])
 
 
@@ -220,7 +240,9 @@ def test_timeouts_and_refused_connections() -> None:
     unused.bind(("127.0.0.1", 0))
     port = unused.getsockname()[1]
     unused.close()
-    with pytest.raises(httpx.ConnectError, match=f"127.0.0.1:{port}: Connection refused"):
+    with pytest.raises(
+        httpx.ConnectError, match=f"connect to 127.0.0.1:{port}: Connection refused"
+    ):
         fetch(f"http://127.0.0.1:{port}/")
 
 
@@ -234,8 +256,8 @@ def test_a_proxied_url_goes_through_httpx_own_proxy_transport(
     try:
         proxied = api._client._transport_for_url(httpx.URL("https://api.openai.com/v1/x"))
         direct = local._client._transport_for_url(httpx.URL("http://127.0.0.1:8000/v1/x"))
-        assert not isinstance(proxied, LeanTransport)
-        assert isinstance(direct, LeanTransport)
+        assert not isinstance(proxied, AiohttpTransport)
+        assert isinstance(direct, AiohttpTransport)
     finally:
         asyncio.run(api.close())
         asyncio.run(local.close())
@@ -244,8 +266,6 @@ def test_a_proxied_url_goes_through_httpx_own_proxy_transport(
 def test_https_verifies_the_server_and_keeps_the_connection(tmp_path: Any) -> None:
     """A TLS server with a self-signed certificate: refused with the default authorities,
     answered over one kept connection with a context that trusts it."""
-    import ssl
-
     cert, key = self_signed(tmp_path)
     server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_context.load_cert_chain(cert, key)
@@ -267,29 +287,100 @@ def test_https_verifies_the_server_and_keeps_the_connection(tmp_path: Any) -> No
     accept_in_background(listener, serve)
     url = f"https://127.0.0.1:{port}/v1/x"
 
-    async def run(transport: LeanTransport, count: int) -> list[Any]:
+    async def run(context: ssl.SSLContext | None, count: int) -> list[Any]:
+        transport = AiohttpTransport(ssl_context=context)
         async with httpx.AsyncClient(transport=transport, timeout=5.0) as client:
             return [(await client.post(url, json={"q": 1})).json() for _ in range(count)]
 
     try:
         with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
-            asyncio.run(run(LeanTransport(), 1))
+            asyncio.run(run(None, 1))
         trusting = ssl.create_default_context(cafile=str(cert))
-        assert (
-            asyncio.run(run(LeanTransport(ssl_context=trusting), 3)) == [json.loads(JSON_BODY)] * 3
-        )
+        assert asyncio.run(run(trusting, 3)) == [json.loads(JSON_BODY)] * 3
         assert len(connections) == 2  # the refused one, then one for the three requests
     finally:
         listener.close()
 
 
-def test_a_request_on_a_closed_connection_fails_at_once() -> None:
-    from assay.core.http_lean import _Exchange
+# ---- malformed chunked bodies, connections that must not be reused, smaller faults ----
 
-    async def run() -> None:
-        exchange = _Exchange()
-        exchange.connection_lost(None)  # the server went away while it was idle
-        with pytest.raises(httpx.WriteError, match="closed"):
-            await asyncio.wait_for(exchange.send(b"GET / HTTP/1.1\r\n\r\n", False), 1.0)
 
-    asyncio.run(run())
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"-1\r\nx\r\n0\r\n\r\n", "Invalid character in chunk size: b'-1'"),
+        (b"+0\r\n\r\n", "Invalid character in chunk size: b'+0'"),
+        (b"0x5\r\nhello\r\n0\r\n\r\n", "Invalid character in chunk size: b'0x5'"),
+        # no CRLF after the 5 bytes of the first chunk ("helloabc" once read as the body)
+        (b"5\r\nhelloXY3\r\nabc\r\n0\r\n\r\n", "Expected LF after chunk data"),
+    ],
+)
+def test_malformed_chunked_bodies_are_refused_and_the_connection_dropped(
+    body: bytes, message: str
+) -> None:
+    reply = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + body
+    with raw_server(fixed(reply)) as facts:
+        replies = outcomes(facts["url"], count=2)
+    assert [type(r) for r in replies] == [httpx.RemoteProtocolError] * 2
+    assert all(message in str(r) for r in replies)
+    assert facts["connections"] == 2  # the connection that sent it is not used again
+
+
+def test_connection_close_on_either_side_and_http_1_0_end_the_connection() -> None:
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    with raw_server(fixed(ok)) as facts:  # the request says close
+        replies = fetch(facts["url"], count=2, headers={"Connection": "close"})
+    assert [r.content for r in replies] == [b"ok", b"ok"]
+    assert facts["connections"] == 2
+    with raw_server(fixed(ok.replace(b"HTTP/1.1", b"HTTP/1.0"))) as facts:  # no keep-alive
+        assert [r.content for r in fetch(facts["url"], count=2)] == [b"ok", b"ok"]
+    assert facts["connections"] == 2
+    kept = ok.replace(b"HTTP/1.1 200 OK", b"HTTP/1.0 200 OK\r\nConnection: keep-alive")
+    with raw_server(fixed(kept)) as facts:  # HTTP/1.0 that asks to keep it: kept
+        assert [r.content for r in fetch(facts["url"], count=2)] == [b"ok", b"ok"]
+    assert facts["connections"] == 1
+
+
+def test_two_thousand_interim_replies_then_the_reply() -> None:
+    interim = b"HTTP/1.1 100 Continue\r\n\r\n" * 2000
+    with raw_server(fixed(interim + PLAIN)) as facts:
+        replies = fetch(facts["url"], count=2)
+    assert [r.json() for r in replies] == [json.loads(JSON_BODY)] * 2
+    assert facts["connections"] == 1
+
+
+def test_a_reply_with_bare_line_feeds_is_read_as_h11_reads_it() -> None:
+    import h11
+
+    reply = b"HTTP/1.1 200 OK\nContent-Type: application/json\nContent-Length: %d\n\n%s" % (
+        len(JSON_BODY),
+        JSON_BODY,
+    )
+    reference = h11.Connection(h11.CLIENT)
+    reference.send(h11.Request(method="POST", target="/", headers=[("Host", "x")]))
+    reference.receive_data(reply)
+    head, data = reference.next_event(), reference.next_event()
+    assert (head.status_code, data.data) == (200, JSON_BODY)
+    with raw_server(fixed(reply)) as facts:
+        started = time.perf_counter()
+        replies = fetch(facts["url"], count=2)
+    assert time.perf_counter() - started < 2.0  # no wait for a read timeout
+    assert [(r.status_code, r.content) for r in replies] == [(200, JSON_BODY)] * 2
+    assert replies[0].headers["content-type"] == "application/json"
+
+
+def test_a_host_that_does_not_resolve_is_named() -> None:
+    with pytest.raises(httpx.ConnectError, match=r"^could not resolve host nosuch\.invalid: "):
+        fetch("http://nosuch.invalid/v1/chat/completions")
+    api = ChatCompletions("http://nosuch.invalid/v1", None, timeout=5.0)
+
+    async def ask() -> None:
+        try:
+            await api.create({"model": "m", "messages": []})
+        finally:
+            await api.close()
+
+    from assay.judge.http import CouldNotConnect
+
+    with pytest.raises(CouldNotConnect, match="ConnectError: could not resolve host nosuch"):
+        asyncio.run(ask())
