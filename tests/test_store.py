@@ -503,3 +503,52 @@ def test_a_sample_no_threshold_decided_is_ungated_and_left_out_of_pass_rates(sto
     store.start_run("none", metrics=["rouge"])
     store.record("none", 0, Sample(id="x"), {}, status="ungated")
     assert store.statistics(run_id="none")["pass_rate"] is None  # nothing was gated
+
+
+def test_the_contexts_of_a_sample_are_stored_and_read_back(store):
+    """The texts a sample was scored with (retrieved by the application) are kept with it;
+    a sample without contexts stores NULL."""
+    store.start_run("ctx")
+    docs = ["Paris is the capital of France.", "Lyon is on the Rhône; 2 rivers meet there."]
+    with_docs = Sample(id="a", query="capital?", response="Paris", contexts=docs)
+    store.record("ctx", 0, with_docs, {"m": r("m", 1.0)}, status="passed")
+    store.record("ctx", 1, Sample(id="b", response="x"), {}, status="ungated")
+    first, second = store.run_detail("ctx")["samples"]
+    assert first["contexts"] == docs
+    assert second["contexts"] is None
+    assert store.sample_detail("ctx", 0)["contexts"] == docs
+
+
+def test_stored_contexts_are_bounded_in_count_and_length(store):
+    from assay.store.transcript import MAX_STORED_CHARS, MAX_STORED_ITEMS, cut_marker
+
+    store.start_run("big")
+    long_text = "y" * (MAX_STORED_CHARS + 5)
+    many = [long_text, *(f"doc {i}" for i in range(MAX_STORED_ITEMS + 2))]
+    store.record("big", 0, Sample(id="a", response="r", contexts=many), {}, status="ungated")
+    stored = store.sample_detail("big", 0)["contexts"]
+    assert len(stored) == MAX_STORED_ITEMS + 1
+    assert stored[0] == "y" * MAX_STORED_CHARS + cut_marker(5)
+    assert stored[1] == "doc 0"
+    assert stored[-2] == f"doc {MAX_STORED_ITEMS - 2}"
+    assert stored[-1] == "[3 more contexts not stored]"  # 1,003 given, 1,000 kept
+
+
+def test_revision_0009_adds_the_contexts_column_to_an_existing_store(tmp_path):
+    path = tmp_path / "old.db"
+    store_at_revision(
+        path,
+        "0008",
+        "INSERT INTO test_results (run_id, sample_index, test_name, status, timestamp, "
+        "query, tags) VALUES ('old', 0, 't', 'passed', '2026-11-27 10:00:00', 'q?', '{}')",
+    )
+    store = Store(str(path))  # upgrades to the newest revision on open
+    old = store.sample_detail("old", 0)
+    assert (old["query"], old["contexts"]) == ("q?", None)
+    store.start_run("new")
+    store.record("new", 0, Sample(response="r", contexts=["c1"]), {}, status="passed")
+    assert store.sample_detail("new", 0)["contexts"] == ["c1"]
+    store.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0009",)]
+    conn.close()

@@ -138,7 +138,7 @@ def test_revision_0006_adds_the_columns_to_an_existing_store(tmp_path: Path) -> 
     assert store.sample_detail("new", 0)["turns"] == [{"role": "user", "content": "hi"}]
     store.close()
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0008",)]
+    assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0009",)]
     conn.close()
 
 

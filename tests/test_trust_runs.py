@@ -372,7 +372,7 @@ def test_four_processes_on_one_new_sqlite_file_all_succeed(env):
     runs = conn.execute("SELECT status, COUNT(*) FROM runs GROUP BY status").fetchall()
     assert runs == [("finished", 4)]
     assert conn.execute("SELECT COUNT(*) FROM test_results").fetchone() == (8,)
-    assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0008",)]
+    assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0009",)]
     conn.close()
 
 

@@ -42,7 +42,7 @@ from assay.store.models import (
     ValidationDetail,
     utcnow,
 )
-from assay.store.transcript import stored_items
+from assay.store.transcript import stored_items, stored_texts
 
 __all__ = [
     "DEFAULT_URL_ENV",
@@ -323,7 +323,8 @@ class Store:
     ) -> int:
         """Store one finished sample/test with its metric values; returns its row id.
         A conversation's turns, an agent's trace and its reference tool calls are stored
-        as `assay.store.transcript.stored_items` says (redacted, bounded).
+        as `assay.store.transcript.stored_items` says (redacted, bounded), its contexts as
+        `assay.store.transcript.stored_texts` says (bounded).
 
         ``options``: ``status`` (required), ``duration``, ``test_name``, ``quality``,
         ``validation``, ``error``, ``timestamp`` and ``replace`` (see `_recording`).
@@ -393,6 +394,7 @@ class Store:
                     "query": sample.query,
                     "response": sample.response,
                     "expected": sample.expected,
+                    "contexts": stored_texts(sample.contexts),
                     "tags": dict(sample.tags),
                     "error": redact_text(error, secrets) if error else error,
                     "turns": stored_items(sample.turns, secrets),

@@ -159,6 +159,9 @@ class TestResult(Base):
     query: Mapped[str | None] = mapped_column(SafeText)
     response: Mapped[str | None] = mapped_column(SafeText)
     expected: Mapped[str | None] = mapped_column(SafeText)
+    #: the retrieved texts the sample held or its target returned, as
+    #: `assay.store.transcript.stored_texts` writes them (revision 0009; NULL without)
+    contexts: Mapped[list[Any] | None] = mapped_column(SafeJSON)
     tags: Mapped[dict[str, Any]] = mapped_column(default=dict)
     error: Mapped[str | None] = mapped_column(SafeText)
     # a conversation's turns, an agent's trace and its reference tool calls, as written by

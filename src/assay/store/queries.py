@@ -527,8 +527,8 @@ def sample_detail(session: Session, run_id: str, index: int) -> dict[str, Any] |
 def sample_rows(session: Session, results: Sequence[TestResult]) -> list[dict[str, Any]]:
     """The samples as the dashboard shows them: texts, tags, error, each score's value,
     evidence, components and signature, the quality checks and validation (written by the
-    pytest plugin; empty / None otherwise), and the conversation ``turns``, agent
-    ``trace`` and ``expected_tool_calls`` (None when not stored)."""
+    pytest plugin; empty / None otherwise), the ``contexts``, and the conversation
+    ``turns``, agent ``trace`` and ``expected_tool_calls`` (None when not stored)."""
     ids = [r.id for r in results]
     scores: dict[int, list[ScoringDetail]] = {}
     checks: dict[int, dict[str, bool]] = {}
@@ -562,6 +562,7 @@ def sample_rows(session: Session, results: Sequence[TestResult]) -> list[dict[st
             "query": r.query,
             "response": r.response,
             "expected": r.expected,
+            "contexts": r.contexts,
             "tags": r.tags,
             "error": r.error,
             "scores": {

@@ -14,6 +14,10 @@ into the JSON the ``test_results`` columns of the same names hold:
   text ends with `cut_marker`). The limit per string equals the default
   ``max_field_chars``, the longest text a metric reads by default; query and response are
   stored whole, as before.
+
+`stored_texts` does the same for a sample's ``contexts`` (a list of texts; not redacted,
+as query and response are not): at most `MAX_STORED_ITEMS` texts, then one last text
+saying how many more there were, each cut at `MAX_STORED_CHARS` characters.
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ __all__ = [
     "MAX_STORED_ITEMS",
     "OMITTED_KEY",
     "cut_marker",
+    "omitted_texts",
     "stored_items",
+    "stored_texts",
 ]
 
 #: most turns / steps / reference calls stored per sample
@@ -87,4 +93,19 @@ def stored_items(
     out: list[dict[str, Any]] = _cut_strings(redact(kept, secrets, by_name=False))
     if len(items) > MAX_STORED_ITEMS:
         out.append({OMITTED_KEY: len(items) - MAX_STORED_ITEMS})
+    return out
+
+
+def omitted_texts(count: int) -> str:
+    """The last stored context of a sample that had more: ``[3 more contexts not stored]``."""
+    return f"[{count:,} more contexts not stored]"
+
+
+def stored_texts(texts: Sequence[str] | None) -> list[str] | None:
+    """The stored form of a sample's ``contexts`` (module docstring); None for None."""
+    if texts is None:
+        return None
+    out = [_cut(text) for text in texts[:MAX_STORED_ITEMS]]
+    if len(texts) > MAX_STORED_ITEMS:
+        out.append(omitted_texts(len(texts) - MAX_STORED_ITEMS))
     return out
