@@ -76,7 +76,9 @@ def test_csv_and_parquet_outputs(env):
         )
         assert result.exit_code == 0, result.output
         frame = pd.read_csv(env / name) if name.endswith("csv") else pd.read_parquet(env / name)
-        assert frame.to_dict(orient="records") == [{"id": "x", "exact_match": 1.0}]
+        assert frame.to_dict(orient="records") == [
+            {"id": "x", "response": "a", "expected": "a", "exact_match": 1.0}
+        ]
 
 
 def test_group_by_prints_a_table_per_tag_value(env):

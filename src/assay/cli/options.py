@@ -12,6 +12,7 @@ __all__ = [
     "ExecutorOption",
     "JudgeConcurrencyOption",
     "JudgeRateLimitOption",
+    "OutFieldsOption",
     "RayAddressOption",
     "StoreUrlOption",
     "WorkersOption",
@@ -23,6 +24,18 @@ StoreUrlOption = Annotated[
     typer.Option(
         "--db",
         help="Results store URL or SQLite path (default: ASSAY_DATABASE_URL, else ./assay.db).",
+    ),
+]
+
+#: ``--out-fields``: the fields of each ``--out`` row (`assay.cli.run_outputs.chosen_fields`)
+OutFieldsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--out-fields",
+        help="Keep only these fields in each --out row, comma separated, in this order, e.g. "
+        "id,response,faithfulness: id, query, response, expected, contexts, turns, trace, "
+        "expected_tool_calls, duration, first_token_time, target.status, a metric, "
+        "METRIC.COMPONENT, tag.KEY, evidence (.jsonl). Default: every field.",
     ),
 ]
 

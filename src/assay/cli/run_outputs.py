@@ -17,16 +17,53 @@ from rich.markup import escape
 
 from assay.core.result import MetricResult
 from assay.core.sample import Sample
-from assay.evaluation.runner import Evaluation, flat_row
-from assay.outputs.sinks import JsonlSink, write_table
+from assay.evaluation.runner import Evaluation
+from assay.outputs.sinks import EVIDENCE, SAMPLE_FIELDS, JsonlSink, output_row, write_table
 
 if TYPE_CHECKING:
     from assay.store.recorder import RunRecorder
 
-__all__ = ["TABLE_SUFFIXES", "RunOutputs", "reason"]
+__all__ = ["OUT_FIELDS", "TABLE_SUFFIXES", "RunOutputs", "chosen_fields", "reason"]
 
 #: ``--out`` suffixes written as one table at the end of the run
 TABLE_SUFFIXES = frozenset({".csv", ".parquet"})
+
+#: the keys of a row that do not depend on the run's metrics or the data's tags
+OUT_FIELDS = (
+    "id",
+    *SAMPLE_FIELDS,
+    "target.status",
+    "target.http_status",
+    "target.reason",
+    "duration",
+    "first_token_time",
+)
+
+
+def chosen_fields(given: str | None, out: Path | None, metrics: list[str]) -> list[str] | None:
+    """The keys ``--out-fields`` keeps (comma separated; each once, in the order given),
+    or None (all). Raises ValueError naming an unknown field and listing the valid ones:
+    `OUT_FIELDS`, the run's ``metrics``, ``METRIC.COMPONENT`` of one of them, ``tag.KEY``
+    and, for a .jsonl ``out``, ``evidence``."""
+    if given is None:
+        return None
+    if out is None:
+        raise ValueError("--out-fields chooses the fields of --out FILE: give --out too")
+    names = list(dict.fromkeys(n.strip() for n in given.split(",") if n.strip()))
+    if not names:
+        raise ValueError("--out-fields: give field names, comma separated (e.g. id,response)")
+    jsonl = out.suffix.lower() == ".jsonl"
+    valid = [*OUT_FIELDS, *([EVIDENCE] if jsonl else []), *metrics]
+    for name in names:
+        head, dot, tail = name.partition(".")
+        if name in valid or (dot and tail and (head == "tag" or head in metrics)):
+            continue
+        where = "" if jsonl or name != EVIDENCE else " (evidence is written to .jsonl only)"
+        raise ValueError(
+            f"--out-fields: unknown field {name!r}{where}; valid: {', '.join(valid)}, "
+            "tag.KEY (a tag) and METRIC.COMPONENT (a metric's component)"
+        )
+    return names
 
 
 def reason(exc: BaseException) -> str:
@@ -38,8 +75,9 @@ def reason(exc: BaseException) -> str:
 
 class RunOutputs:
     """The outputs of one run: ``out`` (a .jsonl sink written sample by sample, or a
-    table), the store's ``recorder``, and which of them failed (``failed``: "out",
-    "store", "stdout"). ``store_errors``: what a failing store raises."""
+    table, of `assay.outputs.sinks.output_row` rows), the store's ``recorder``, and which
+    of them failed (``failed``: "out", "store", "stdout"). ``store_errors``: what a
+    failing store raises; ``fields``: a table's ``--out-fields``."""
 
     def __init__(
         self,
@@ -48,8 +86,10 @@ class RunOutputs:
         recorder: RunRecorder | None,
         store_errors: tuple[type[BaseException], ...],
         err: Console,
+        fields: list[str] | None = None,
     ) -> None:
         self.out = out
+        self.fields = fields  # --out-fields of a table (a JsonlSink keeps its own)
         self.sink = sink
         self.recorder = recorder
         self.store_errors = store_errors
@@ -79,11 +119,11 @@ class RunOutputs:
         self.finished += 1
         if self.sink is not None:
             try:
-                self.sink.write(flat_row(sample, results), sample, results)
+                self.sink.write(output_row(sample, results), sample, results)
             except OSError as exc:
                 self._drop_sink(exc, going_on=True)
         elif self.table:
-            self.rows.append((index, flat_row(sample, results)))
+            self.rows.append((index, output_row(sample, results)))
         if self.recorder is not None and "store" not in self.failed:
             try:
                 self.recorder(index, sample, results)
@@ -125,7 +165,7 @@ class RunOutputs:
         if self.out is not None and self.table and self.rows:
             try:
                 self.rows.sort(key=lambda pair: pair[0])
-                write_table([row for _, row in self.rows], self.out)
+                write_table([row for _, row in self.rows], self.out, self.fields)
             except (OSError, ValueError, ImportError) as exc:
                 self.output_failed("out", f"writing {self.out}", exc, going_on=False)
 
