@@ -54,7 +54,8 @@ def test_a_run_whose_target_calls_all_fail_exits_2_with_one_line(env: Path, answ
     line = [ln for ln in result.output.splitlines() if ln.startswith("nothing measured")]
     assert len(line) == 1
     assert said.endswith(
-        f"nothing measured: target {url}/rag: all 8 calls failed; first: "
+        f"nothing measured: target {url}/rag: every sample's call failed (8 samples, 8 "
+        "calls); first: "
         "--response-path 'reply' found nothing in the reply"
     )
 

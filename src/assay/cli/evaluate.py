@@ -445,7 +445,8 @@ def evaluate_command(
     evaluation.input_errors = input_errors
     failed = outputs.failed
     try:
-        print_report(evaluation, group_by, output_format, out if "out" not in failed else None)
+        shown_out = out if "out" not in failed else None
+        print_report(evaluation, group_by, output_format, shown_out, recorder is not None)
     except OSError as exc:
         consoles.silence_stdout()
         outputs.output_failed("stdout", "writing the results to standard output", exc, False)

@@ -274,15 +274,23 @@ def nothing_measured(
 
 
 def print_report(
-    evaluation: Evaluation, group_by: str | None, output_format: str, out: Path | None
+    evaluation: Evaluation,
+    group_by: str | None,
+    output_format: str,
+    out: Path | None,
+    stored: bool = True,
 ) -> None:
+    """The summary table (or JSON) of the run. ``stored``: whether the run is in the
+    results store; its id is shown only then (``run_id`` null and ``stored`` false in
+    JSON), since ``assay compare`` and ``--resume`` know no other."""
     stdout = consoles.results()
     keys = [k.strip() for k in group_by.split(",") if k.strip()] if group_by else []
     summaries = evaluation.summary()
     seconds = evaluation.seconds_by_metric
     if output_format == "json":
         payload: dict[str, Any] = {
-            "run_id": evaluation.run_id,
+            "run_id": evaluation.run_id if stored else None,
+            "stored": stored,
             "samples": evaluation.n_samples,
             "skipped_records": len(evaluation.input_errors),
             "wall_seconds": round(evaluation.wall_seconds, 3),
@@ -306,7 +314,8 @@ def print_report(
         summary_table(
             summaries,
             title=f"{evaluation.n_samples} samples, {len(summaries)} metrics, "
-            f"{evaluation.wall_seconds:.1f}s (run {evaluation.run_id})",
+            f"{evaluation.wall_seconds:.1f}s "
+            + (f"(run {evaluation.run_id})" if stored else "(not stored: --store keeps it)"),
         )
     )
     for values, group in evaluation.group_tallies(keys).items() if keys else []:

@@ -268,19 +268,35 @@ def all_calls_failed(name: str, samples: list[Any]) -> str | None:
         return None
     first = samples[0].target_call
     why = " ".join(str(first.reason or first.status).split())
-    calls = f"{len(samples)} call{'s' if len(samples) != 1 else ''}"
-    return f"target {name}: all {calls} failed; first: {why}"
+    requests = _plural(sum(s.target_call.attempts for s in samples), "call")
+    counts = f"{_plural(len(samples), 'sample')}, {requests}"
+    return f"target {name}: every sample's call failed ({counts}); first: {why}"
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _calls(samples: list[Any]) -> str:
+    """The requests the samples took (every attempt, every turn of a replayed
+    conversation): "3 calls", or "4 calls for 2 samples" when they differ."""
+    requests = sum(s.target_call.attempts for s in samples)
+    if requests == len(samples):
+        return _plural(requests, "call")
+    return f"{_plural(requests, 'call')} for {_plural(len(samples), 'sample')}"
 
 
 def call_summary(name: str, samples: list[Any]) -> str:
-    """One line: the calls by outcome, and the duration and first-token percentiles."""
+    """One line: the requests sent (`_calls`), the samples' outcomes, and the duration
+    and first-token percentiles: "3 calls (2 ok, 1 timeout)", "2 calls for 1 sample (1
+    ok)"."""
     from assay.core.stats import percentile  # numpy: not for `assay --help`
 
     outcomes: dict[str, int] = {}
     for sample in samples:
         outcomes[sample.target_call.status] = outcomes.get(sample.target_call.status, 0) + 1
     counts = ", ".join(f"{n} {status}" for status, n in sorted(outcomes.items()))
-    line = f"target {name}: {len(samples)} calls ({counts})"
+    line = f"target {name}: {_calls(samples)} ({counts})"
     ok = [s for s in samples if s.target_call.status == "ok"]
     for label, values in (
         ("duration", [s.duration for s in ok if s.duration is not None]),

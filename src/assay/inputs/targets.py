@@ -120,7 +120,8 @@ class _Caller:
             assert call is not None
             if call.status != "ok":  # the conversation stops where the target failed
                 reason = f"turn {len(said) - 1}: {call.reason}"
-                failed = call.model_copy(update={"reason": reason})
+                attempts = sum(a.target_call.attempts for a in calls)  # type: ignore[union-attr]
+                failed = call.model_copy(update={"reason": reason, "attempts": attempts})
                 return answered.model_copy(update={"turns": said, "target_call": failed})
             timing = {"duration": answered.duration, "first_token_time": answered.first_token_time}
             said.append(Turn(role="assistant", content=answered.response, **timing))
