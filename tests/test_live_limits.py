@@ -355,3 +355,24 @@ def test_hostile_attributes_never_get_a_5xx_and_good_traces_are_still_scored(
     assert tracebacks.records == []
     assert grown_kib < 200_000  # the fuzzed exports and their scoring took under 200 MB more
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b'{"resourceSpans":' + b"[" * 300_000, "the body is not an export: it nests too deeply"),
+        (
+            _export(_span(TRACE, GOOD_SPAN, [_string("q", "x")])).replace(b'"x"', b'"\\ud800"'),
+            "the body is not valid JSON: a \\u escape is half of a surrogate pair",
+        ),
+    ],
+)
+def test_a_body_nested_300000_deep_or_with_half_a_surrogate_is_a_400(
+    receiver: Any, body: bytes, says: str
+) -> None:
+    """orjson 3.8 recursed on the first until the server crashed; the second parsed and
+    then could not be stored as text."""
+    client, store = receiver
+    answer = client.post("/v1/traces", content=body, headers=JSON_HEADERS)
+    assert (answer.status_code, answer.json()["detail"]) == (400, says)
+    assert LiveTraces(store).counts()["spans"] == 0

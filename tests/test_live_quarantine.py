@@ -199,3 +199,26 @@ def test_a_trace_that_cannot_be_stored_is_quarantined_and_its_batch_stored(
     assert rows.pop(HOSTILE) == ("error", f"quarantined: {reason}", 0)
     assert rows == {trace: ("ungated", None, 1) for trace in GOOD}
     assert live.run_once(now_offset=1) == 0
+
+
+def test_the_worker_thread_survives_a_prompt_nested_400000_deep(live_server: Any) -> None:
+    """In the worker's own thread (a smaller stack than the main one): orjson 3.8 parsing
+    such a value there crashed the whole process."""
+    client, live, store = live_server
+    deep = "[" * 400_000 + "]" * 400_000
+    hostile = _body(_span(HOSTILE, SPAN, deep))
+    assert client.post("/v1/traces", content=hostile, headers=HEADERS).status_code == 200
+    _send_good(client)
+    live.start()
+    deadline = time.monotonic() + 30
+    while live.traces.counts()["pending"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    rows = _rows(store)
+    assert rows.pop(HOSTILE)[0:2] == (
+        "error",
+        "quarantined: the trace does not assemble: SpanOverLimit: gen_ai.prompt nests "
+        "deeper than 64 levels",
+    )
+    assert rows == {trace: ("ungated", None, 1) for trace in GOOD}
+    assert live.last_error is None

@@ -17,13 +17,12 @@ that fails is rejected with its reason
 from __future__ import annotations
 
 import base64
+import json
 import re
 import time
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
-
-import orjson
 
 from assay.inputs.otlp.limits import attributes_over_limits, over_limits
 from assay.inputs.otlp.reader import MalformedSpan, Span, attributes_of, span_of
@@ -43,6 +42,7 @@ JSON = "application/json"
 _EARLIEST_NS = 946_684_800 * 10**9
 #: how far ahead of this server's clock a span may end (clocks drift; a day is absurd)
 _AHEAD_NS = 86_400 * 10**9
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _HEX_ID = {32: re.compile("[0-9a-f]{32}"), 16: re.compile("[0-9a-f]{16}")}
 
 
@@ -125,10 +125,21 @@ def _decompressed(body: bytes, encoding: str, max_bytes: int) -> bytes:
 
 
 def _json_spans(body: bytes) -> list[tuple[Any, dict[str, Any]]]:
+    # the standard library's parser stops at the recursion limit; orjson 3.8 recursed
+    # until a body of 200,000 '[' crashed the server
     try:
-        document = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
+        document = json.loads(body)
+    except RecursionError:
+        raise BadExport("the body is not an export: it nests too deeply") from None
+    except ValueError as exc:
         raise BadExport(f"the body is not valid JSON: {exc}") from None
+    if _SURROGATE_ESCAPE.search(body):  # \ud800 alone parses, but is no text to store
+        try:
+            json.dumps(document, ensure_ascii=False).encode("utf-8")
+        except (UnicodeEncodeError, RecursionError):
+            raise BadExport(
+                "the body is not valid JSON: a \\u escape is half of a surrogate pair"
+            ) from None
     if not isinstance(document, dict):
         raise BadExport("the body is not an ExportTraceServiceRequest: expected a JSON object")
     out: list[tuple[Any, dict[str, Any]]] = []
