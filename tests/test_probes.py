@@ -165,7 +165,9 @@ def test_assay_run_probes_reports_attack_success_per_category_and_keeps_the_cana
     assert (summary["name"], summary["mean"]) == ("attack_success", 1.0)
     # the canary is in no setting, signature or evidence: only in the replies that leaked
     # it, stored as the application said them (the evidence of the leak)
-    assert CANARY.encode() not in out.read_bytes()
+    # (--out rows carry the response: the 4 that leaked it, and nothing else does)
+    assert sum(CANARY in row.pop("response") for row in rows) == 4
+    assert CANARY not in json.dumps(rows)
     connection = sqlite3.connect(db)
     tables = [t for (t,) in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     found = {
