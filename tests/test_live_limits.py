@@ -376,3 +376,31 @@ def test_a_body_nested_300000_deep_or_with_half_a_surrogate_is_a_400(
     answer = client.post("/v1/traces", content=body, headers=JSON_HEADERS)
     assert (answer.status_code, answer.json()["detail"]) == (400, says)
     assert LiveTraces(store).counts()["spans"] == 0
+
+
+def test_a_round_reads_at_most_its_spans_into_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Here 3 spans a round: traces of 2 spans are taken one a round (a round's first
+    trace is taken whatever its size)."""
+    from fastapi.testclient import TestClient
+
+    import assay.server.live_scoring as live_scoring
+
+    monkeypatch.setattr(live_scoring, "ROUND_SPANS", 3)
+    store = Store(f"sqlite:///{tmp_path / 'round.db'}")
+    config = AssayConfig(cache_dir=str(tmp_path), live_grace_seconds=0)
+    resources = Resources(config)
+    live = LiveScoring(store, config, [], resources)
+    client = TestClient(
+        create_app(store, resources=resources, live=live), base_url="http://127.0.0.1"
+    )
+    for t in range(3):
+        trace = f"{t + 1:032x}"
+        child = _span(trace, BAD_SPAN, [], parentSpanId=GOOD_SPAN)
+        body = _export(_span(trace, GOOD_SPAN, []), child)
+        assert client.post("/v1/traces", content=body, headers=JSON_HEADERS).status_code == 200
+    assert [live.run_once(now_offset=1) for _ in range(4)] == [1, 1, 1, 0]
+    assert live.unscored == 3
+    resources.close()
+    store.close()

@@ -57,6 +57,8 @@ ROUND = 256
 WRITE_BATCH = 16
 #: seconds after which a trace whose root never came is scored from the spans it has
 ORPHAN_SECONDS = 300.0
+#: spans read into memory in one round (its first trace is read whatever its size)
+ROUND_SPANS = 20_000
 #: seconds a trace whose quarantine could not even be stored waits before another try
 HOLD_SECONDS = 60.0
 #: characters of an exception's message kept as a quarantine's reason
@@ -85,6 +87,18 @@ def unscored_rules(rules: Sequence[Any], metrics: Sequence[str]) -> list[str]:
         for rule in rules
         if rule.metric is not None and rule.metric not in metrics
     ]
+
+
+def _within_spans(due: list[DueTrace]) -> list[DueTrace]:
+    """The first of ``due`` whose spans add up to at most `ROUND_SPANS` (at least one):
+    memory holds a round's spans, and a trace may have up to 10,000."""
+    taken, spans = [], 0
+    for trace in due:
+        spans += trace.spans
+        if taken and spans > ROUND_SPANS:
+            break
+        taken.append(trace)
+    return taken
 
 
 def _reason(exc: BaseException) -> str:
@@ -199,7 +213,7 @@ class LiveScoring:
                 ROUND + len(self._held),
                 now=now,
             )
-            due = [d for d in due if d.trace_id not in self._held][:ROUND]
+            due = _within_spans([d for d in due if d.trace_id not in self._held][:ROUND])
             if due:
                 spans = self.traces.spans_of([d.trace_id for d in due])
                 by_service: dict[str, list[DueTrace]] = defaultdict(list)

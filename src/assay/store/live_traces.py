@@ -63,13 +63,14 @@ class Ingested:
 
 @dataclass(frozen=True)
 class DueTrace:
-    """A trace to score: its id, service, the version read, and its sample index in its
-    run when an earlier version was scored."""
+    """A trace to score: its id, service, the version read, its sample index in its run
+    when an earlier version was scored, and how many spans it has."""
 
     trace_id: str
     service: str
     version: int
     sample_index: int | None
+    spans: int = 0
 
 
 class LiveTraces:
@@ -201,7 +202,13 @@ class LiveTraces:
         quiet = when - timedelta(seconds=grace_seconds)
         forsaken = when - timedelta(seconds=orphan_seconds)
         stmt = (
-            select(LiveTrace.trace_id, LiveTrace.service, LiveTrace.version, LiveTrace.sample_index)
+            select(
+                LiveTrace.trace_id,
+                LiveTrace.service,
+                LiveTrace.version,
+                LiveTrace.sample_index,
+                LiveTrace.spans,
+            )
             .where(
                 LiveTrace.pending.is_(True),
                 or_(
