@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from assay.core.config import over_limit
+from assay.core.config import raise_hint
 
 __all__ = [
     "UNREACHABLE_AFTER",
@@ -105,7 +105,10 @@ class ReplyTooLarge(Exception):
     further and its connection was closed. The message names the limit and the setting."""
 
     def __init__(self, limit: int) -> None:
-        super().__init__(over_limit("the reply's body has more bytes", limit, "max_reply_bytes"))
+        super().__init__(
+            f"the reply's body is over the limit of {limit:,} bytes (max_reply_bytes) and was "
+            f"not read further; {raise_hint('max_reply_bytes')}"
+        )
         self.limit = limit
 
 
