@@ -37,6 +37,9 @@ class TargetServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # each write goes out at once: no 40 ms wait for a delayed ACK between a
+            # reply's head and its body
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # quiet
                 return

@@ -298,7 +298,7 @@ class StreamedChat:
             raise CallFailed(f"{where} is not JSON: {quoted(data)!r}") from None
         if not isinstance(chunk, dict):
             raise CallFailed(f"{where} is {json_kind(chunk)}, not an object")
-        if "error" in chunk and not chunk.get("choices"):
+        if chunk.get("error") is not None and not chunk.get("choices"):
             raise CallFailed(f"{where} is an error: {_error_message(chunk['error'])}")
         texts = [t for t in _choice_texts(chunk.get("choices"), "delta", where) if t]
         for text in texts:
@@ -321,7 +321,7 @@ def chat_completion(raw: bytes) -> tuple[str, dict[str, int] | None]:
         raise CallFailed(f"the reply is not JSON: {shown!r}") from None
     if not isinstance(reply, dict):
         raise CallFailed(f"the reply is {json_kind(reply)}, not a chat completion")
-    if "error" in reply and not reply.get("choices"):
+    if reply.get("error") is not None and not reply.get("choices"):
         raise CallFailed(f"the reply is an error: {_error_message(reply['error'])}")
     choices = reply.get("choices")
     _choice_texts(choices, "message", "the reply")  # each part of the right type
