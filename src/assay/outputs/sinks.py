@@ -59,24 +59,27 @@ SAMPLE_FIELDS = (
 #: the fields holding objects (turns, steps, calls): JSON text in a table, redacted as
 #: evidence is
 ITEM_FIELDS = ("turns", "trace", "expected_tool_calls")
+_TEXT_FIELDS = tuple(name for name in SAMPLE_FIELDS if name not in ITEM_FIELDS)
 #: the key of a JSONL line's per-metric evidence
 EVIDENCE = "evidence"
 
 
 def output_row(sample: Sample, results: dict[str, MetricResult]) -> dict[str, Any]:
     """The row of one scored sample in an ``--out`` file (module docstring)."""
-    scored = flat_row(sample, results)
-    row: dict[str, Any] = {"id": scored.pop("id")}
-    for name in SAMPLE_FIELDS:
-        value = getattr(sample, name)
-        if value is None:
+    fields = sample.__dict__
+    row: dict[str, Any] = {"id": sample.id}
+    for name in _TEXT_FIELDS:
+        value = fields[name]
+        if value is not None:
+            row[name] = value
+    for name in ITEM_FIELDS:
+        items = fields[name]
+        if items is None:
             continue
-        if name in ITEM_FIELDS:
-            if name == "trace" and sample.turns and value == trace_from_turns(sample.turns):
-                continue  # the conversation's own tool calls: ``turns`` holds them
-            value = [item.model_dump(mode="json", exclude_none=True) for item in value]
-        row[name] = value
-    row.update(scored)
+        if name == "trace" and sample.turns and items == trace_from_turns(sample.turns):
+            continue  # the conversation's own tool calls: ``turns`` holds them
+        row[name] = [item.model_dump(mode="json", exclude_none=True) for item in items]
+    row.update(flat_row(sample, results))  # its "id" keeps its place, first
     return row
 
 
