@@ -224,3 +224,26 @@ def test_tool_calls_are_in_the_row_once(tmp_path: Path) -> None:
     assert [c["name"] for t in row["turns"] for c in t.get("tool_calls", [])] == [
         c.name for c in chat.trace
     ]
+
+
+def test_the_dashboard_shows_a_samples_stored_contexts(tmp_path: Path) -> None:
+    """The run page's sample view lists the contexts in order, escaped; the API's sample
+    holds them."""
+    from fastapi.testclient import TestClient
+
+    from assay.server import create_app
+
+    store = Store(str(tmp_path / "d.db"))
+    store.start_run("ctx")
+    docs = ["Paris is the capital.", "<script>alert(1)</script> is a doc too"]
+    sample = Sample(id="line-1", query="capital?", response="Paris", contexts=docs)
+    store.record("ctx", 0, sample, {}, status="ungated")
+    client = TestClient(create_app(store, token="", allowed_hosts=["testserver"]))
+    page = client.get("/runs/ctx")
+    assert page.status_code == 200
+    assert "<h4>Contexts (2)</h4>" in page.text
+    assert '<li class="text context-text">Paris is the capital.</li>' in page.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; is a doc too" in page.text
+    assert "<script>alert(1)" not in page.text
+    assert client.get("/api/runs/ctx/samples/0").json()["contexts"] == docs
+    store.close()
