@@ -159,6 +159,16 @@ def test_events_and_resources_are_held_to_the_same_limits(receiver: Any) -> None
         f"the span has {MAX_EVENTS + 1} events, over the limit of {MAX_EVENTS}"
         in (answer.json()["detail"])
     )
+    for span, says in [
+        (_span(TRACE, BAD_SPAN, [], name="n" * 1025), "the span's name has 1025 characters"),
+        (
+            _span(TRACE, BAD_SPAN, [], events=[{"name": "n" * 1025}]),
+            "an event's name has 1025 characters",
+        ),
+    ]:
+        answer = client.post("/v1/traces", content=_export(span), headers=JSON_HEADERS)
+        assert answer.status_code == 400
+        assert f"{says}, over the limit of {MAX_KEY_CHARS}" in answer.json()["detail"]
     event = {"name": "prompt", "attributes": [_string("k" * (MAX_KEY_CHARS + 1), "v")]}
     answer = client.post(
         "/v1/traces",

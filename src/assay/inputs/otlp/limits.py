@@ -8,7 +8,8 @@ SDK or an OpenInference instrumentation writes:
 ===================================  ==========  ==========================================
 what                                 default     past it
 ===================================  ==========  ==========================================
-characters of an attribute key       1,024       the span is rejected
+characters of an attribute key, a    1,024       the span is rejected
+span's name or an event's name
 characters of an attribute value     4,194,304   the span is rejected (text of a value's
                                                  arrays and kvlists summed)
 nesting of arrayValue / kvlistValue  32          the span is rejected
@@ -158,9 +159,15 @@ def attributes_over_limits(attributes: dict[str, Any], where: str) -> str | None
     return None
 
 
-def over_limits(attributes: dict[str, Any], events: list[tuple[str, dict[str, Any]]]) -> str | None:
-    """Why a span with these attributes and events is over a limit of this module, or
-    None when it is within them all."""
+def over_limits(
+    name: str, attributes: dict[str, Any], events: list[tuple[str, dict[str, Any]]]
+) -> str | None:
+    """Why a span with this name, attributes and events is over a limit of this module,
+    or None when it is within them all (a span's or an event's name is held to the
+    length of a key)."""
+    for text, what in [(name, "the span's name"), *((e, "an event's name") for e, _ in events)]:
+        if len(text) > MAX_KEY_CHARS:
+            return f"{what} has {len(text)} characters, over the limit of {MAX_KEY_CHARS}"
     if len(events) > MAX_EVENTS:
         return f"the span has {len(events)} events, over the limit of {MAX_EVENTS}"
     why = attributes_over_limits(attributes, "the span")

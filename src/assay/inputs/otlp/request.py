@@ -275,7 +275,7 @@ def _checked(raw: Any, resource: dict[str, Any], now_ns: int) -> ReceivedSpan | 
             f"span {span.span_id}: its times ({span.start_ns} to {span.end_ns} ns since 1970) "
             "are not plausible: before 2000 or more than a day ahead of this server's clock"
         )
-    why = over_limits(span.attributes, span.events)
+    why = over_limits(span.name, span.attributes, span.events)
     if why is not None:
         return f"span {span.span_id}: {why}"
     span.trace_id, span.span_id = span.trace_id.lower(), span.span_id.lower()
