@@ -7,6 +7,7 @@ limit, and memory stays bounded."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 import textwrap
 import tracemalloc
@@ -16,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from assay.cli import app
 from assay.core.sample import Sample
 from assay.inputs.target_kinds import Reply
 from assay.inputs.targets import TargetSettings, call_target, parse_target
@@ -389,3 +392,63 @@ def test_a_python_file_with_postponed_annotations_and_a_dataclass_imports(
     assert not [n for n in set(sys.modules) - before if "broken" in n]
     for name in added:
         del sys.modules[name]
+
+
+def lone_surrogates(sample: dict) -> Any:
+    if sample["query"] == "raise":
+        raise ValueError("bad \ud800 value")
+    return {"response": "bad \udfff text", "contexts": ["c \ud800"]}
+
+
+def test_a_reply_with_lone_surrogates_is_stored_with_replacement_characters(
+    server: TargetServer, env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """JSON may escape a lone surrogate ("\\ud800"), and a function may return one; no
+    UTF-8 file or database takes it (the store failed with UnicodeEncodeError and a
+    traceback after every call had been made). Each becomes U+FFFD, in replies, contexts
+    and reasons alike."""
+    server.script = [
+        ("reply", JSON, [b'{"answer": "x\\ud800y", "sources": ["\\udc00"]}']),
+        ("reply", JSON, [b'{"answer": "\\ud800"}']),
+    ]
+    rag = parse_target(f"{server.url}/rag", response_path="answer", contexts_path="sources")
+    length = parse_target(f"{server.url}/rag", response_path="abs(answer)")
+    [ok] = call_target([Sample(query="q")], rag, ONE_BY_ONE)
+    [failed] = call_target([Sample(query="q")], length, ONE_BY_ONE)
+    assert (ok.response, ok.contexts) == ("x\ufffdy", ["\ufffd"])
+    assert failed.target_call.reason == (
+        "--response-path 'abs(answer)' failed on the reply: In function abs(), invalid type "
+        "for value: \ufffd, expected one of: ['number'], received: \"string\""
+    )
+    monkeypatch.setitem(sys.modules, "surrogate_app", sys.modules[__name__])
+    data = env / "d.jsonl"
+    data.write_text('{"query": "q", "expected": "x"}\n{"query": "raise", "expected": "x"}\n')
+    db, out = env / "runs.db", env / "out.jsonl"
+    args = ["run", str(data), "--target", "python:surrogate_app:lone_surrogates"]
+    args += ["-m", "exact_match", "--out", str(out), "--store", "--db", str(db)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [(r.get("response"), r["target.reason"]) for r in rows] == [
+        ("bad \ufffd text", None),
+        (None, "python:surrogate_app:lone_surrogates raised ValueError: bad \ufffd value"),
+    ]
+    stored = sqlite3.connect(db).execute("SELECT COUNT(*) FROM test_results").fetchone()
+    assert stored == (2,)
+
+
+def test_the_documented_limits_are_the_ones_applied() -> None:
+    """docs/run.md states each limit of a reply with its default and its error."""
+    from assay.inputs import target_replies
+
+    doc = (Path(__file__).parent.parent / "docs" / "run.md").read_text()
+    limits = {
+        "MAX_REPLY_BYTES": (16 * MiB, "the reply is over 16,777,216 bytes"),
+        "MAX_STREAM_LINE_BYTES": (MiB, "a line of the stream is over 1,048,576 bytes"),
+        "MAX_STREAM_BYTES": (64 * MiB, "the stream is over 67,108,864 bytes"),
+    }
+    for name, (default, error) in limits.items():
+        assert getattr(target_replies, name) == default
+        assert name in doc and f"`{error}: not read further`" in doc
+    assert "`the streamed text is over 16,777,216 bytes: not read further`" in doc
+    assert "| 16 MiB |" in doc and "| 1 MiB |" in doc and "| 64 MiB |" in doc

@@ -40,6 +40,7 @@ from assay.inputs.target_replies import (
     read_body,
     stream_lines,
     usage_counts,
+    valid_text,
 )
 
 __all__ = [
@@ -76,6 +77,12 @@ class Reply:
     first_token_time: float | None = None
     duration: float | None = None
     usage: dict[str, int] | None = None
+
+    def __post_init__(self) -> None:
+        # what the target said is kept as text any file or database takes
+        self.response = valid_text(self.response)
+        if self.contexts is not None:
+            self.contexts = [valid_text(c) for c in self.contexts]
 
 
 class Target(Protocol):

@@ -40,6 +40,7 @@ __all__ = [
     "read_body",
     "stream_lines",
     "usage_counts",
+    "valid_text",
 ]
 
 #: most decoded bytes of a reply body read (and of the text of a streamed reply, in
@@ -60,6 +61,19 @@ _QUOTED_CHARS = 200
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 #: the largest token count kept (a 64-bit integer column)
 _MAX_COUNT = 2**63 - 1
+#: a code point of a UTF-16 surrogate: alone in a Python string (JSON's "\ud800"), it
+#: cannot be written as UTF-8
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with each lone surrogate (which no UTF-8 file or database takes) replaced
+    by U+FFFD; ``text`` itself when it has none."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 class CallFailed(Exception):
@@ -69,6 +83,7 @@ class CallFailed(Exception):
     def __init__(
         self, reason: str, http_status: int | None = None, retryable: bool = False, **extra: Any
     ) -> None:
+        reason = valid_text(reason)
         super().__init__(reason)
         self.reason = reason
         self.http_status = http_status
