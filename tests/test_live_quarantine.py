@@ -222,3 +222,27 @@ def test_the_worker_thread_survives_a_prompt_nested_400000_deep(live_server: Any
     )
     assert rows == {trace: ("ungated", None, 1) for trace in GOOD}
     assert live.last_error is None
+
+
+def test_a_scored_trace_whose_new_version_cannot_be_stored_is_quarantined_in_its_sample(
+    live_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, live, store = live_server
+    first = _body(_span(HOSTILE, SPAN, "hi"))
+    assert client.post("/v1/traces", content=first, headers=HEADERS).status_code == 200
+    assert live.run_once(now_offset=1) == 1
+    assert _rows(store) == {HOSTILE: ("ungated", None, 1)}
+    real = store.record_many
+
+    def record_many(rows: list[dict[str, Any]], then: Any = None) -> None:
+        if any(r["sample"].id == HOSTILE and r["status"] != "error" for r in rows):
+            raise ValueError("a value the database refuses")
+        real(rows, then=then)
+
+    monkeypatch.setattr(store, "record_many", record_many)
+    late = _body(_span(HOSTILE, LATE_SPAN, "more", parentSpanId=SPAN))
+    assert client.post("/v1/traces", content=late, headers=HEADERS).status_code == 200
+    assert live.run_once(now_offset=1) == 1
+    reason = "the trace cannot be stored: ValueError: a value the database refuses"
+    assert _rows(store) == {HOSTILE: ("error", f"quarantined: {reason}", 0)}  # the same sample
+    assert (live.quarantined, live._held) == (1, {})

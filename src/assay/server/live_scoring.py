@@ -438,6 +438,7 @@ class LiveScoring:
             "sample": sample,
             "results": {},
             "status": "error",
+            "replace": trace.sample_index is not None,
         }
 
     def warm_up(self) -> None:
