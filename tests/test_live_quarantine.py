@@ -30,6 +30,7 @@ from assay.server.live_scoring import LiveScoring
 from assay.store.db import Store
 from assay.store.live_traces import live_run_id
 from assay.store.models import TestResult
+from pg_databases import fresh_postgres
 
 HOSTILE = "ffffffffffffffffffffffffffffff01"
 GOOD = [f"{i + 1:032x}" for i in range(6)]
@@ -60,9 +61,18 @@ def _body(*spans: dict[str, Any]) -> bytes:
     return json.dumps({"resourceSpans": [{"resource": RESOURCE, "scopeSpans": [scope]}]}).encode()
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'q.db'}"
+        return
+    with fresh_postgres("assay_quarantine") as url:
+        yield url
+
+
 @pytest.fixture()
-def live_server(tmp_path: Path) -> Any:
-    store = Store(f"sqlite:///{tmp_path / 'q.db'}")
+def live_server(tmp_path: Path, store_url: str) -> Any:
+    store = Store(store_url)
     config = AssayConfig(cache_dir=str(tmp_path / "cache"), live_grace_seconds=0)
     resources = Resources(config)
     live = LiveScoring(store, config, resolve_metrics(["e2e_latency"]), resources)
