@@ -132,3 +132,25 @@ def test_an_unregistered_metric_is_stored_too(pytester, cache_dir, monkeypatch):
     assert conn.execute("SELECT metric_name, metric_value FROM scoring_details").fetchall() == [
         ("shout_ratio", 0.5)
     ]
+
+
+def test_a_store_in_a_missing_folder_is_refused_naming_the_folder(inner):
+    """--assay-store=<missing folder>/x.db made the folders; now the store is refused
+    (as assay evaluate --db refuses it, exit 2), the warning names the folder, the
+    session goes on and its results are spooled, and no folder is made."""
+    db = inner.path / "nonexistent" / "dir" / "x.db"
+    result = inner.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:playwright", f"--assay-store={db}"
+    )
+    result.assert_outcomes(passed=2, failed=2, skipped=1)
+    result.stdout.re_match_lines(
+        [
+            re.escape(
+                f"WARNING: the results store could not be written: sqlite:///{db}: "
+                f"FileNotFoundError: the folder {db.parent} does not exist (the results "
+                "store creates no folders: create it, or check the path)"
+            )
+        ]
+    )
+    assert not (inner.path / "nonexistent").exists()
+    assert len(list((inner.path / ".assay-spool").glob("*.jsonl"))) == 1

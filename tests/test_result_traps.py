@@ -1,12 +1,15 @@
-"""Smaller traps in what a run reports: a run id shown for a run that was not stored
-(``assay compare`` rejected it), and the count of a replayed conversation's calls ("1
-calls" for 2 requests). The target is a real loopback server (tests/target_server.py)."""
+"""Smaller traps in what a run reports and where it is kept: a run id shown for a run
+that was not stored (``assay compare`` rejected it), the count of a replayed
+conversation's calls ("1 calls" for 2 requests), a store path in a missing folder (the
+folders were made), and ``create_app`` given a path (500 on every request). The target is
+a real loopback server (tests/target_server.py)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from assay.cli import app
@@ -78,3 +81,37 @@ def test_a_conversation_stopped_by_a_failed_turn_counts_the_turns_before_it(env:
         f"nothing measured: target openai:{url}/v1 (model m): every sample's call failed "
         "(1 sample, 2 calls); first: turn 2: "
     ) in said
+
+
+def test_assay_evaluate_refuses_a_store_in_a_missing_folder_and_makes_none(env: Path) -> None:
+    data = env / "d.jsonl"
+    data.write_text(json.dumps({"id": "a", "response": "x", "expected": "x"}) + "\n")
+    db = env / "nonexistent" / "dir" / "x.db"
+    result = CliRunner().invoke(app, ["evaluate", str(data), "-m", "exact_match", "--db", str(db)])
+    assert result.exit_code == 2
+    assert flat(result.output) == (
+        f"error: the results store cannot be used: cannot open the results store "
+        f"sqlite:///{db}: the folder {db.parent} does not exist (the results store creates "
+        "no folders: create it, or check the path)"
+    )
+    assert not (env / "nonexistent").exists()
+
+
+def test_create_app_opens_a_path_or_url_and_refuses_anything_else(
+    env: Path,
+) -> None:
+    """create_app("assay.db") was taken as the store and every request answered 500."""
+    from fastapi.testclient import TestClient
+
+    from assay.server.app import create_app
+    from assay.store.db import StoreError
+
+    for store in ("runs.db", env / "runs2.db", f"sqlite:///{env / 'runs3.db'}"):
+        client = TestClient(create_app(store, token=""), base_url="http://localhost")
+        response = client.get("/api/runs")
+        assert (response.status_code, response.json()) == (200, [])
+    assert {p.name for p in env.glob("runs*.db")} == {"runs.db", "runs2.db", "runs3.db"}
+    with pytest.raises(TypeError, match="store must be a Store, a path or a database URL, not int"):
+        create_app(42)  # type: ignore[arg-type]
+    with pytest.raises(StoreError, match="unsupported database URL scheme 'mysql'"):
+        create_app("mysql://u@h/db")

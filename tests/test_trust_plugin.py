@@ -267,7 +267,8 @@ def test_an_unwritable_sqlite_path_warns_and_spools_where_asked(inner):
         result,
         re.escape(
             f"WARNING: the results store could not be written: sqlite:///{db}: "
-            f"NotADirectoryError: [Errno 20] Not a directory: '{db.parent}'"
+            f"FileNotFoundError: the folder {db.parent} does not exist (the results store "
+            "creates no folders: create it, or check the path)"
         ),
         inner.path / "kept" / f"{head['run_id']}.jsonl",
     )

@@ -26,7 +26,7 @@ from assay.server import api, otlp_receiver, pages
 from assay.server.errors import StrictJSONResponse, install_error_handlers
 from assay.server.guard import ALLOWED_HOSTS_ENV, WRITE_METHODS, RequestGuard
 from assay.server.otlp_receiver import RECEIVER_MEDIA_TYPES
-from assay.store.db import Store, default_url
+from assay.store.db import Store
 
 if TYPE_CHECKING:
     from starlette.middleware.base import RequestResponseEndpoint
@@ -77,7 +77,7 @@ API_DOCS_HTML = """<!doctype html>
 
 
 def create_app(
-    store: Store | None = None,
+    store: Store | str | os.PathLike[str] | None = None,
     token: str | None = None,
     *,
     resources: Resources | None = None,
@@ -89,8 +89,10 @@ def create_app(
     """The Assay API and dashboard over ``store`` (default: `assay.store.db.default_url`).
 
     Args:
-        store: the results store; opened from ``ASSAY_DATABASE_URL`` / ``./assay.db``
-            when not given.
+        store: the results store, or its path or database URL (opened here: a URL the
+            store does not support raises `assay.store.db.StoreError` now, not a 500 on
+            every request); opened from ``ASSAY_DATABASE_URL`` / ``./assay.db`` when not
+            given. Anything else raises TypeError.
         token: bearer token required on every write request; default ``ASSAY_API_TOKEN``.
             Empty means no token (writes open: bind to loopback only).
         resources: shared models for ``/api/evaluate`` and ``/api/json-eval``
@@ -106,6 +108,13 @@ def create_app(
             turns exports away with 503 when full); without one, spans are stored and
             scored by the next server started with one.
     """
+    if store is None or isinstance(store, (str, os.PathLike)):
+        store = Store(None if store is None else os.fspath(store))
+    elif not isinstance(store, Store):
+        raise TypeError(
+            "create_app: store must be a Store, a path or a database URL, not "
+            f"{type(store).__name__}"
+        )
     token = token if token is not None else os.environ.get(TOKEN_ENV)
     if max_body_bytes is None:
         max_body_bytes = _body_limit_from_env()
@@ -125,7 +134,7 @@ def create_app(
         default_response_class=StrictJSONResponse,
     )
     install_error_handlers(app)
-    app.state.store = store if store is not None else Store(default_url())
+    app.state.store = store
     app.state.api_token = token or None
     app.state.resources = resources
     app.state.max_samples = max_samples

@@ -127,8 +127,12 @@ class Store:
     def _make_engine(self) -> Engine:
         if self.dialect == "sqlite":
             path = self.url.split("///", 1)[1] if "///" in self.url else ""
-            if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            folder = Path(path).expanduser().parent if path and path != ":memory:" else None
+            if folder is not None and not folder.is_dir():  # a typo must not make folders
+                raise FileNotFoundError(
+                    f"the folder {folder} does not exist (the results store creates no "
+                    "folders: create it, or check the path)"
+                )
             engine = create_engine(self.url, connect_args={"timeout": 10})
 
             @event.listens_for(engine, "connect")
