@@ -207,12 +207,12 @@ def well_formed_streams(draw: st.DrawFn) -> tuple[tuple, str]:
         lines += [b"data: [DONE]", b"data: " + _json(events[0] if events else {}, True)]
     body = b"".join(line + ends[i % len(ends)] for i, line in enumerate(lines))
     headers = {"content-type": "text/event-stream"}
-    coding = draw(st.sampled_from([None, "gzip", "deflate"]))
+    coding = draw(st.sampled_from([None, "gzip", "deflate", "raw deflate"]))
     if coding is not None:
-        wbits = zlib.MAX_WBITS | 16 if coding == "gzip" else zlib.MAX_WBITS
-        packer = zlib.compressobj(6, zlib.DEFLATED, wbits)
+        wbits = {"gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS}.get(coding)
+        packer = zlib.compressobj(6, zlib.DEFLATED, wbits or -zlib.MAX_WBITS)
         body = packer.compress(body) + packer.flush()
-        headers["content-encoding"] = coding
+        headers["content-encoding"] = coding.removeprefix("raw ")
     points = sorted(set(draw(st.lists(st.integers(0, len(body)), max_size=6))))
     chunks = [body[a:b] for a, b in zip([0, *points], [*points, len(body)], strict=True)]
     return ("reply", headers, [c for c in chunks if c]), "".join(texts)

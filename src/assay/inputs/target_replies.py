@@ -36,9 +36,13 @@ __all__ = [
     "CallFailed",
     "StreamedChat",
     "chat_completion",
+    "decoded_pieces",
+    "finite_seconds",
     "json_kind",
+    "quoted",
     "read_body",
     "stream_lines",
+    "too_large",
     "usage_counts",
     "valid_text",
 ]
@@ -116,31 +120,21 @@ def json_kind(value: Any) -> str:
 
 class _Inflater:
     """One ``gzip`` or ``deflate`` coding undone by pieces of at most `PIECE_BYTES`
-    (``deflate`` is zlib's format, or the raw one some servers send, as httpx reads it)."""
+    (``deflate`` is zlib's format, or the raw one some servers send, as httpx reads it:
+    its first two bytes tell which)."""
 
     def __init__(self, coding: str) -> None:
         self.coding = coding
         gzip = coding in ("gzip", "x-gzip")
         self._zlib = zlib.decompressobj(zlib.MAX_WBITS | 16 if gzip else zlib.MAX_WBITS)
-        self._raw_fallback = not gzip
-        self._started = False
+        self._head: bytearray | None = None if gzip else bytearray()
 
     def feed(self, data: bytes) -> Iterator[bytes]:
-        """What ``data`` decodes to, piece by piece (``b""`` at the end: flushes)."""
+        """What ``data`` decodes to, piece by piece: all of it (each ``decompress`` that
+        fills less than a piece has used up its input and holds nothing back)."""
         try:
-            if not self._started and self._raw_fallback and data:
-                self._started = True
-                try:
-                    first = self._zlib.decompress(data, PIECE_BYTES)
-                except zlib.error:  # not zlib's wrapper: raw deflate
-                    self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
-                    first = self._zlib.decompress(data, PIECE_BYTES)
-                yield first
-                data = self._zlib.unconsumed_tail
-                if not data and len(first) < PIECE_BYTES:
-                    return
             while True:
-                out = self._zlib.decompress(data, PIECE_BYTES)
+                out = self._decompress(data)
                 if out:
                     yield out
                 data = self._zlib.unconsumed_tail
@@ -148,6 +142,17 @@ class _Inflater:
                     return
         except zlib.error as exc:
             raise CallFailed(f"the reply's {self.coding} body cannot be decoded: {exc}") from None
+
+    def _decompress(self, data: bytes) -> bytes:
+        if self._head is not None:  # deflate, until its first two bytes tell which kind
+            self._head += data
+            if len(self._head) < 2:
+                return b""
+            data, self._head = bytes(self._head), None
+            method, flags = data[0], data[1]
+            if method & 0x0F != 8 or (method * 256 + flags) % 31:  # no zlib header: raw
+                self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+        return self._zlib.decompress(data, PIECE_BYTES)
 
 
 def _inflaters(response: httpx.Response) -> list[_Inflater]:
@@ -168,7 +173,7 @@ def _decoded(data: bytes, inflaters: list[_Inflater]) -> Iterator[bytes]:
 
 
 async def decoded_pieces(response: httpx.Response, limit: int, what: str) -> AsyncIterator[bytes]:
-    """The reply's body decoded, in pieces of at most 64 KiB; `CallFailed` as soon as its
+    """The reply's body decoded, in pieces of at most `PIECE_BYTES`; `CallFailed` as soon as its
     decoded bytes pass ``limit`` (``what`` names the limit in the error)."""
     inflaters = _inflaters(response)
     size = 0
@@ -178,13 +183,6 @@ async def decoded_pieces(response: httpx.Response, limit: int, what: str) -> Asy
             if size > limit:
                 raise too_large(what, limit, response.status_code)
             yield piece
-    for index, inflater in enumerate(inflaters):  # the codings' ends, flushed in turn
-        for piece in inflater.feed(b""):
-            for tail in _decoded(piece, inflaters[index + 1 :]):
-                size += len(tail)
-                if size > limit:
-                    raise too_large(what, limit, response.status_code)
-                yield tail
 
 
 def too_large(what: str, limit: int, status: int | None = None) -> CallFailed:
