@@ -259,6 +259,16 @@ _VALUES = st.recursive(
     ),
     max_leaves=8,
 ) | st.integers(MAX_VALUE_DEPTH - 1, MAX_VALUE_DEPTH + 40).map(_nested)
+_STATUSES = st.one_of(
+    st.none(),
+    st.fixed_dictionaries(
+        {
+            "code": st.sampled_from([0, 1, 2, "2", "STATUS_CODE_ERROR", [2], {}, None, 2.0]),
+            "message": st.one_of(st.text(max_size=10), st.lists(st.integers(), max_size=2)),
+        }
+    ),
+    st.sampled_from([[1], "x", 3]),
+)
 _ATTRIBUTES = st.lists(st.fixed_dictionaries({"key": _KEYS, "value": _VALUES}), max_size=6)
 
 
@@ -313,11 +323,15 @@ def test_hostile_attributes_never_get_a_5xx_and_good_traces_are_still_scored(
                 derandomize=True,
                 suppress_health_check=list(HealthCheck),
             )
-            @given(attributes=_ATTRIBUTES, events=st.lists(_ATTRIBUTES, max_size=2))
-            def post(attributes: list[Any], events: list[list[Any]]) -> None:
+            @given(
+                attributes=_ATTRIBUTES,
+                events=st.lists(_ATTRIBUTES, max_size=2),
+                status=_STATUSES,
+            )
+            def post(attributes: list[Any], events: list[list[Any]], status: Any) -> None:
                 sent[0] += 1
                 trace = f"{sent[0]:032x}"
-                span = _span(trace, GOOD_SPAN, [CHAT, *attributes])
+                span = _span(trace, GOOD_SPAN, [CHAT, *attributes], status=status)
                 span["events"] = [
                     {"name": "gen_ai.content.prompt", "attributes": e} for e in events
                 ]

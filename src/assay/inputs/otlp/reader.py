@@ -257,7 +257,8 @@ def _nanos(raw: dict[str, Any], *keys: str) -> int:
 
 def _error(raw: dict[str, Any], events: list[tuple[str, dict[str, Any]]]) -> str | None:
     status = raw.get("status")
-    if not isinstance(status, dict) or status.get("code") not in _STATUS_ERROR:
+    code = status.get("code") if isinstance(status, dict) else None
+    if not isinstance(code, int | str) or code not in _STATUS_ERROR:
         return None
     message = status.get("message")
     if isinstance(message, str) and message:
