@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 import time
 import zlib
@@ -128,7 +129,7 @@ def _json_spans(body: bytes) -> list[tuple[Any, dict[str, Any]]]:
     # the standard library's parser stops at the recursion limit; orjson 3.8 recursed
     # until a body of 200,000 '[' crashed the server
     try:
-        document = json.loads(body)
+        document = json.loads(body, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
         raise BadExport("the body is not an export: it nests too deeply") from None
     except ValueError as exc:
@@ -164,6 +165,19 @@ def _resource_attributes(raw: Any) -> dict[str, Any]:
     if why is not None:
         raise BadExport(why)
     return attributes
+
+
+def _no_constant(token: str) -> float:
+    raise ValueError(f"{token} is not JSON (a doubleValue writes it as the text {token!r})")
+
+
+def _finite(token: str) -> float:
+    """A JSON number as a float; one that overflows to infinity is refused (it could not
+    be stored as JSON again)."""
+    number = float(token)
+    if not math.isfinite(number):
+        raise ValueError(f"the number {token[:40]} is out of a double's range")
+    return number
 
 
 def _items(obj: Any, *keys: str) -> list[Any]:
