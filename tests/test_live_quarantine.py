@@ -36,7 +36,6 @@ HOSTILE = "ffffffffffffffffffffffffffffff01"
 GOOD = [f"{i + 1:032x}" for i in range(6)]
 SPAN, LATE_SPAN = "1111111111111111", "2222222222222222"
 HEADERS = {"content-type": "application/json"}
-RESOURCE = {"attributes": [{"key": "service.name", "value": {"stringValue": "bot"}}]}
 DEEP_PROMPT = "[" * 100_000 + "]" * 100_000
 
 
@@ -56,9 +55,10 @@ def _span(trace: str, span: str, prompt: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _body(*spans: dict[str, Any]) -> bytes:
+def _body(*spans: dict[str, Any], service: str = "bot") -> bytes:
     scope = {"spans": list(spans)}
-    return json.dumps({"resourceSpans": [{"resource": RESOURCE, "scopeSpans": [scope]}]}).encode()
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]}
+    return json.dumps({"resourceSpans": [{"resource": resource, "scopeSpans": [scope]}]}).encode()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -256,3 +256,44 @@ def test_a_scored_trace_whose_new_version_cannot_be_stored_is_quarantined_in_its
     reason = "the trace cannot be stored: ValueError: a value the database refuses"
     assert _rows(store) == {HOSTILE: ("error", f"quarantined: {reason}", 0)}  # the same sample
     assert (live.quarantined, live._held) == (1, {})
+
+
+def test_a_service_name_of_300_characters_is_scored_into_a_run_named_within_256(
+    live_server: Any,
+) -> None:
+    """On PostgreSQL the run's name ('live/' and 300 characters) did not fit its column:
+    every round failed on it, and no trace of any service was scored."""
+    client, live, _ = live_server
+    long_name = "s" * 300
+    body = _body(_span(HOSTILE, SPAN, "hi"), service=long_name)
+    assert client.post("/v1/traces", content=body, headers=HEADERS).status_code == 200
+    _send_good(client)
+    assert live.run_once(now_offset=1) == 7
+    assert (live.scored, live.last_error) == (7, None)
+    run = client.get(f"/api/runs/{live_run_id(long_name[:256])}").json()["run"]
+    assert run["name"] == "live/" + "s" * 251
+
+
+def test_a_service_whose_run_cannot_start_is_held_and_the_others_scored(
+    live_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, live, store = live_server
+    real = store.start_run
+
+    def start_run(run_id: str, **kwargs: Any) -> str:
+        if kwargs["name"] == "live/broken":
+            raise ValueError("a run the database refuses")
+        return real(run_id, **kwargs)
+
+    monkeypatch.setattr(store, "start_run", start_run)
+    body = _body(_span(HOSTILE, SPAN, "hi"), service="broken")
+    assert client.post("/v1/traces", content=body, headers=HEADERS).status_code == 200
+    _send_good(client)
+    assert live.run_once(now_offset=1) == 7
+    assert live.run_once(now_offset=1) == 0  # held for a minute, not retried in a loop
+    assert live.scored == 6
+    assert live.last_error == (
+        "the run of service 'broken' cannot be stored: ValueError: a run the database refuses"
+    )
+    assert live.backlog == 1  # still waiting: the queue limit counts it
+    assert _rows(store) == {trace: ("ungated", None, 1) for trace in GOOD}

@@ -220,7 +220,12 @@ class LiveScoring:
                 for trace in due:
                     by_service[trace.service].append(trace)
                 for service, traces in by_service.items():
-                    self._score(service, traces, spans)
+                    try:
+                        self._score(service, traces, spans)
+                    except (StoreError, OSError):
+                        raise  # the store is busy or gone: the round waits and tries again
+                    except Exception as exc:  # its run cannot be started: hold, go on
+                        self._hold(traces, f"the run of service {service[:80]!r}", exc)
             self.backlog = self.traces.backlog()
             return len(due)
 
@@ -244,6 +249,13 @@ class LiveScoring:
             if self.webhooks is not None:
                 self.webhooks.send(change.to_dict())
         return changes
+
+    def _hold(self, traces: list[DueTrace], what: str, exc: Exception) -> None:
+        """Set ``traces`` aside for `HOLD_SECONDS` (they stay pending), saying why."""
+        until = time.monotonic() + HOLD_SECONDS
+        self._held.update((t.trace_id, until) for t in traces)
+        self.last_error = f"{what} cannot be stored: {_reason(exc)}"
+        log.warning("%s; %d traces wait %d s", self.last_error, len(traces), HOLD_SECONDS)
 
     def _webhook_failed(self, message: str) -> None:
         self.last_error = message
@@ -421,9 +433,7 @@ class LiveScoring:
         except (StoreError, OSError):
             raise
         except Exception as exc:
-            self._held[key] = time.monotonic() + HOLD_SECONDS
-            self.last_error = f"trace {key} cannot be stored nor quarantined: {_reason(exc)}"
-            log.warning("%s; trying again in %d s", self.last_error, HOLD_SECONDS)
+            self._hold([trace], f"trace {key}, nor its quarantine,", exc)
 
     def _quarantine_row(
         self, run_id: str, trace: DueTrace, index: int, sample: Sample | None
@@ -458,7 +468,7 @@ class LiveScoring:
         if run_id not in self._runs:
             self.store.start_run(
                 run_id,
-                name=f"live/{service}",
+                name=f"live/{service}"[:256],
                 source="live",
                 metrics=[m.name for m in self.metrics],
                 tags={"service": service},
