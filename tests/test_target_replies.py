@@ -163,6 +163,9 @@ def odd_replies(sample: dict) -> Any:
         "list": ["a"],
         "nan": {"response": "x", "duration": float("nan")},
         "bool": {"response": "x", "first_token_time": True},
+        "huge": {"response": "x", "duration": 10**5000},
+        "negative": {"response": "x", "duration": -1},
+        "text": {"response": "x", "first_token_time": "0.5"},
         "contexts": {"response": "x", "contexts": "c"},
         "usage": {"response": "x", "usage": {"completion_tokens": 10**30, "prompt_tokens": 4}},
     }.get(sample["query"]) or sys.exit(3)
@@ -173,13 +176,16 @@ def test_a_python_target_returning_odd_types_or_exiting_is_that_samples_error(
 ) -> None:
     monkeypatch.setitem(sys.modules, "odd_app", sys.modules[__name__])
     target = parse_target("python:odd_app:odd_replies")
-    queries = ["list", "nan", "bool", "contexts", "exit", "usage"]
+    queries = ["list", "nan", "bool", "huge", "negative", "text", "contexts", "exit", "usage"]
     done = call_target([Sample(query=q) for q in queries], target, ONE_BY_ONE)
     name = "python:odd_app:odd_replies"
     assert _outcomes(done) == [
         ("error", f"{name} returned a list; expected text or a dict with 'response'", None),
         ("error", f"{name} returned duration nan; expected seconds", None),
         ("error", f"{name} returned first_token_time True; expected seconds", None),
+        ("error", f"{name} returned duration a number; expected seconds", None),
+        ("error", f"{name} returned duration -1; expected seconds", None),
+        ("error", f"{name} returned first_token_time text; expected seconds", None),
         ("error", f"{name} returned contexts that are not a list of texts", None),
         ("error", f"{name} raised SystemExit: 3", None),
         ("ok", None, "x"),

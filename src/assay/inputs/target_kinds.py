@@ -339,7 +339,11 @@ class PythonTarget:
         timing = {k: found.get(k) for k in ("duration", "first_token_time")}
         for key, seconds in timing.items():
             if seconds is not None and not finite_seconds(seconds):
-                raise CallFailed(f"{self.name} returned {key} {seconds!r}; expected seconds")
+                small = isinstance(seconds, float) or (
+                    isinstance(seconds, int) and abs(seconds) < 10**18
+                )
+                shown = repr(seconds) if small else json_kind(seconds)
+                raise CallFailed(f"{self.name} returned {key} {shown}; expected seconds")
         usage = found.get("usage")
         return Reply(
             found["response"],

@@ -347,10 +347,11 @@ def chat_completion(raw: bytes) -> tuple[str, dict[str, int] | None]:
 
 
 def finite_seconds(value: Any) -> bool:
-    """Whether ``value`` is a number of seconds: finite, not negative, not a bool."""
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value >= 0
-    )
+    """Whether ``value`` is a number of seconds: finite, not negative, not a bool (an
+    integer too large for a float is not)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value) and value >= 0
+    except OverflowError:
+        return False
