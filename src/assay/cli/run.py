@@ -151,9 +151,10 @@ def run_command(ctx: typer.Context, **options: Any) -> None:
     target; the reply becomes the response, with its duration and time to first token,
     and the run goes on as assay evaluate does, with the same options and exit codes.
     A call past --timeout or failing for good leaves its sample's metrics N/A, with the
-    reason. A target that cannot be called as given (a malformed --request or path, an
-    unset variable, a function that cannot be imported) exits 2 with one line before any
-    call.
+    reason; when every sample's call failed the run measured nothing and exits 2 with one
+    line saying why, after the report. A target that cannot be called as given (a
+    malformed --request or path, an unset variable, a function that cannot be imported)
+    exits 2 with one line before any call.
     """
     from assay.inputs.targets import (
         TargetError,
