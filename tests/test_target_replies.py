@@ -323,8 +323,15 @@ def test_a_streams_long_line_stops_at_the_line_limit_with_memory_bounded(
 ) -> None:
     """A 200 MiB ``data:`` line is not buffered: the call fails once the line passes 1 MiB
     (plain or gzip-compressed)."""
+    served = [0]
+
+    def counted(chunks: Iterator[bytes]) -> Iterator[bytes]:
+        for chunk in chunks:
+            served[0] += len(chunk)
+            yield chunk
+
     server.script = [
-        ("reply", SSE, _long_line()),
+        ("reply", SSE, counted(_long_line())),
         ("reply", {**SSE, "content-encoding": "gzip"}, _gzipped(_long_line())),
     ]
     chat = parse_target(f"openai:{server.url}/v1", model="m")
@@ -334,6 +341,9 @@ def test_a_streams_long_line_stops_at_the_line_limit_with_memory_bounded(
             ("error", "a line of the stream is over 1,048,576 bytes: not read further", None)
         ]
         assert peak < 20 * MiB
+    # the client stopped reading: the server wrote what the sockets' buffers held, and
+    # then its writes failed, far from the 200 MiB
+    assert served[0] < 32 * MiB
 
 
 def test_a_streams_text_is_counted_in_bytes_and_the_stream_in_all(server: TargetServer) -> None:
