@@ -107,7 +107,7 @@ def test_a_replayed_conversation_keeps_its_turns_in_the_out_file(
         {"messages": [{"role": "user", "content": "Bye."}]},
     ]
     data = _jsonl(env / "chats.jsonl", chats)
-    for out in ("c.jsonl", "c.csv"):
+    for out in ("c.jsonl", "c.csv", "c.parquet"):
         args = ["run", str(data), "--target", f"openai:{server.url}/v1", "--target-model", "m"]
         result = CliRunner().invoke(app, [*args, "-m", "exact_match", "--out", out])
         assert result.exit_code == 0, result.output
@@ -123,6 +123,16 @@ def test_a_replayed_conversation_keeps_its_turns_in_the_out_file(
     table = pd.read_csv(env / "c.csv")
     assert list(table["id"]) == ["line-1", "line-2"]
     assert [t["content"] for t in json.loads(table["turns"][1])] == ["Bye.", "Answer: Bye."]
+    # each --out file reads back as input: the replies can be scored again without the target
+    again = {name: read_samples(env / name) for name in ("c.jsonl", "c.csv", "c.parquet")}
+    for name, (samples, errors) in again.items():
+        assert errors == [], name
+        assert [s.id for s in samples] == ["line-1", "line-2"], name
+        assert [s.response for s in samples] == ["Answer: Hi, I am Lena.", "Answer: Bye."]
+        assert [[t.content for t in s.turns or []] for s in samples] == [
+            ["Hi, I am Lena.", "Answer: Hi, I am Lena."],
+            ["Bye.", "Answer: Bye."],
+        ], name
 
 
 def test_out_fields_trims_the_rows_in_the_order_given(server: TargetServer, env: Path) -> None:
@@ -130,7 +140,8 @@ def test_out_fields_trims_the_rows_in_the_order_given(server: TargetServer, env:
     fields = "id,response,exact_match,contexts"
     _run_rag(server, data, "--out", "t.jsonl", "--out-fields", fields)
     _run_rag(server, data, "--out", "t.csv", "--out-fields", fields)
-    _run_rag(server, data, "--out", "e.jsonl", "--out-fields", "evidence,id,tag.none")
+    said = _run_rag(server, data, "--out", "e.jsonl", "--out-fields", "evidence,id,tag.none")
+    assert "note: --out-fields: no sample had tag.none: written as null" in said
     rows = [json.loads(line) for line in (env / "t.jsonl").read_text().splitlines()]
     assert rows == [
         {

@@ -99,6 +99,8 @@ class RunOutputs:
         self.table = out is not None and out.suffix.lower() in TABLE_SUFFIXES
         # (sample index, flat row) for a table --out (a Ray run finishes chunks in any order)
         self.rows: list[tuple[int, dict[str, Any]]] = []
+        # the --out-fields no row has had yet (a misspelt component, a tag no sample has)
+        self.unseen = {f for f in fields if f != EVIDENCE} if fields is not None else set()
 
     def output_failed(self, output: str, what: str, exc: BaseException, going_on: bool) -> None:
         """Say that ``output`` failed (and, ``going_on``, where every sample still goes)."""
@@ -117,13 +119,17 @@ class RunOutputs:
     def __call__(self, index: int, sample: Sample, results: dict[str, MetricResult]) -> None:
         """Write one scored sample to every output that has not failed."""
         self.finished += 1
-        if self.sink is not None:
-            try:
-                self.sink.write(output_row(sample, results), sample, results)
-            except OSError as exc:
-                self._drop_sink(exc, going_on=True)
-        elif self.table:
-            self.rows.append((index, output_row(sample, results)))
+        if self.sink is not None or self.table:
+            row = output_row(sample, results)
+            if self.unseen:
+                self.unseen.difference_update(row)
+            if self.sink is not None:
+                try:
+                    self.sink.write(row, sample, results)
+                except OSError as exc:
+                    self._drop_sink(exc, going_on=True)
+            else:
+                self.rows.append((index, row))
         if self.recorder is not None and "store" not in self.failed:
             try:
                 self.recorder(index, sample, results)
@@ -168,6 +174,12 @@ class RunOutputs:
                 write_table([row for _, row in self.rows], self.out, self.fields)
             except (OSError, ValueError, ImportError) as exc:
                 self.output_failed("out", f"writing {self.out}", exc, going_on=False)
+        if evaluation is not None and self.finished and self.unseen and self.fields:
+            empty = ", ".join(f for f in self.fields if f in self.unseen)
+            self.err.print(
+                f"[yellow]note:[/yellow] --out-fields: no sample had {escape(empty)}: "
+                "written as null"
+            )
 
     def where(self) -> str:
         """Where the samples finished before an interrupt are (or why they are nowhere)."""

@@ -11,16 +11,23 @@ null cell is a missing field, and a null field of a struct is a missing key (a s
 column gives every row every field of its type, so absent and null cannot be told apart);
 a null *inside* a list is kept, and is an error where the field needs text. Rows are
 numbered from 1 in messages (``row 3``). pyarrow comes with the ``pandas`` extra.
+
+``turns``, ``trace`` and ``expected_tool_calls`` (under any of their names) given as
+text holding a JSON array are read as that array: how an Assay ``--out`` Parquet file
+holds them (`assay.outputs.sinks`), so it reads back as input; text that is not a JSON
+array is left as it is, for validation to reject.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from assay.core.extras import require
-from assay.inputs.records import InputError, InputErrors, JsonObject, json_object
+from assay.core.sample import Sample, key_lookup
+from assay.inputs.records import InputError, InputErrors, JsonObject, json_object, loads_json
 
 __all__ = ["parquet_records"]
 
@@ -51,6 +58,25 @@ def _python(value: Any) -> Any:
             stack.extend((item, index, entry) for index, entry in enumerate(item))
         parent[key] = item
     return root[0]
+
+
+#: the fields of objects an Assay --out Parquet file holds as JSON text
+_ITEM_FIELDS = frozenset({"turns", "trace", "expected_tool_calls"})
+
+
+def _items_from_text(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with its turns, trace and reference calls given as JSON array text
+    parsed (module docstring)."""
+    lookup = key_lookup(Sample)
+    for key, value in record.items():
+        if type(value) is not str or not value.lstrip().startswith("["):
+            continue
+        if lookup.get(key, lookup.get(key.lower())) in _ITEM_FIELDS:
+            try:
+                record[key] = loads_json(value)
+            except (json.JSONDecodeError, RecursionError):
+                continue  # left as text: validation says the field needs a list
+    return record
 
 
 def parquet_records(
@@ -85,7 +111,7 @@ def parquet_records(
                 for batch in handle.iter_batches(batch_size=BATCH_ROWS, row_groups=row_groups):
                     for record in batch.to_pylist():
                         number += 1
-                        yield number, _python(record)
+                        yield number, _items_from_text(_python(record))
             except pyarrow.ArrowException as exc:
                 message = f"cannot read the rows after row {number}: {exc}"
                 raise InputErrors([InputError(source, None, None, message)]) from None
