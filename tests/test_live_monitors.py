@@ -366,3 +366,24 @@ def test_a_rule_on_a_metric_not_scored_is_warned_at_start_and_shown(tmp_path: Pa
     assert "reads &#39;faithfulness&#39;, which live scoring does not score" in page
     resources.close()
     store.close()
+
+
+def test_serve_warns_at_start_of_a_rule_on_a_metric_not_scored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from assay.cli import app
+
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)  # start, then stop
+    monkeypatch.setenv("ASSAY_CACHE_DIR", str(tmp_path / "cache"))
+    rules = ["--live-monitor", "mean(faithfulness) < 0.7", "--live-monitor", "traces < 1"]
+    db = f"sqlite:///{tmp_path / 'w.db'}"
+    result = CliRunner().invoke(app, ["serve", "--db", db, "--live-metrics", "e2e_latency", *rules])
+    assert result.exit_code == 0, result.output
+    assert (
+        "warning: monitor 'mean(faithfulness) < 0.7' reads 'faithfulness', which live "
+        "scoring does not score (the live metrics: e2e_latency): it will stay without data; "
+        "add faithfulness to --live-metrics"
+    ) in " ".join(result.output.split())
