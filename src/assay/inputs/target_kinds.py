@@ -169,7 +169,7 @@ class OpenAITarget:
 async def _streamed(response: httpx.Response, started: float) -> Reply:
     """A streamed chat completion read event by event (`StreamedChat`), its lines bounded
     (`stream_lines`), up to ``data: [DONE]`` or the stream's end."""
-    chat = StreamedChat(response.status_code)
+    chat = StreamedChat()
     first: float | None = None
     async with contextlib.aclosing(stream_lines(response)) as lines:
         async for line in lines:

@@ -293,11 +293,10 @@ class StreamedChat:
     """The events of a streamed chat completion, read one ``data:`` line at a time: the
     text so far (`MAX_REPLY_BYTES` of UTF-8 at most) and the usage."""
 
-    def __init__(self, status: int) -> None:
+    def __init__(self) -> None:
         self.parts: list[str] = []
         self.usage: dict[str, int] | None = None
         self.events = 0
-        self._status = status
         self._size = 0
 
     def event(self, data: str) -> bool:
@@ -317,7 +316,7 @@ class StreamedChat:
         for text in texts:
             self._size += len(text.encode(errors="surrogatepass"))
             if self._size > MAX_REPLY_BYTES:
-                raise too_large("the streamed text", MAX_REPLY_BYTES, self._status)
+                raise too_large("the streamed text", MAX_REPLY_BYTES)
             self.parts.append(text)
         if isinstance(chunk.get("usage"), dict):
             self.usage = usage_counts(chunk["usage"])
