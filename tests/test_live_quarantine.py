@@ -297,3 +297,27 @@ def test_a_service_whose_run_cannot_start_is_held_and_the_others_scored(
     )
     assert live.backlog == 1  # still waiting: the queue limit counts it
     assert _rows(store) == {trace: ("ungated", None, 1) for trace in GOOD}
+
+
+def test_a_trace_whose_row_cannot_be_made_is_quarantined_and_the_others_scored(
+    live_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from assay.store.recorder import RunRecorder
+
+    client, live, store = live_server
+    real = RunRecorder.row
+
+    def row(self: RunRecorder, index: int, sample: Any, results: dict) -> dict[str, Any]:
+        if sample.id == HOSTILE:
+            raise TypeError("a check that does not expect this sample")
+        return real(self, index, sample, results)
+
+    monkeypatch.setattr(RunRecorder, "row", row)
+    hostile = _body(_span(HOSTILE, SPAN, "hi"))
+    assert client.post("/v1/traces", content=hostile, headers=HEADERS).status_code == 200
+    _send_good(client)
+    assert live.run_once(now_offset=1) == 7
+    rows = _rows(store)
+    reason = "the trace cannot be stored: TypeError: a check that does not expect this sample"
+    assert rows.pop(HOSTILE) == ("error", f"quarantined: {reason}", 0)
+    assert rows == {trace: ("ungated", None, 1) for trace in GOOD}

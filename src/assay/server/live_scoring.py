@@ -313,15 +313,16 @@ class LiveScoring:
         rows: dict[str, dict] = {}
         for trace in traces:
             key = trace.trace_id
+            if key not in failed:
+                recorder = scoring if key in results else unscored
+                try:
+                    rows[key] = recorder.row(indices[key], samples[key], results.get(key, {}))
+                    rows[key]["replace"] = trace.sample_index is not None
+                except Exception as exc:  # its checks fail on this sample: its error
+                    failed[key] = f"the trace cannot be stored: {_reason(exc)}"
             if key in failed:
                 rows[key] = self._quarantine_row(run_id, trace, indices[key], samples.get(key))
-            elif key in results:
-                rows[key] = scoring.row(indices[key], samples[key], results[key])
-            else:
-                rows[key] = unscored.row(indices[key], samples[key], {})
-            rows[key]["replace"] = trace.sample_index is not None
-        for key, reason in failed.items():
-            rows[key]["error"] = QUARANTINED + reason
+                rows[key]["error"] = QUARANTINED + failed[key]
         # short transactions: the receiver's writes wait for none of them long
         for start in range(0, len(traces), WRITE_BATCH):
             batch = traces[start : start + WRITE_BATCH]
