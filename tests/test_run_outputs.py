@@ -258,3 +258,32 @@ def test_the_dashboard_shows_a_samples_stored_contexts(tmp_path: Path) -> None:
     assert "<script>alert(1)" not in page.text
     assert client.get("/api/runs/ctx/samples/0").json()["contexts"] == docs
     store.close()
+
+
+def test_a_jsonl_line_redacts_known_secrets_in_turns_as_the_store_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool call that carried a configured key is written with the key cut out (as the
+    store keeps turns); the response is written as the application said it."""
+    from assay.core.result import MetricResult
+    from assay.outputs.sinks import JsonlSink
+
+    secret = "sk-judge-Tt38vRR1secret"
+    monkeypatch.setenv("ASSAY_JUDGE_API_KEY", secret)
+    turns = [
+        {"role": "user", "content": "look it up"},
+        {
+            "role": "assistant",
+            "tool_calls": [{"name": "search", "arguments": {"auth": f"key {secret}"}}],
+        },
+        {"role": "assistant", "content": "found"},
+    ]
+    sample = Sample(id="s", response="found", turns=turns)
+    results = {"m": MetricResult("m", 1.0)}
+    sink = JsonlSink(tmp_path / "o.jsonl")
+    sink.write(output_row(sample, results), sample, results)
+    sink.close()
+    line = json.loads((tmp_path / "o.jsonl").read_text())
+    assert secret not in json.dumps(line)
+    assert line["turns"][1]["tool_calls"][0]["arguments"] == {"auth": "key [redacted]"}
+    assert (line["response"], line["m"]) == ("found", 1.0)
