@@ -1,4 +1,4 @@
-"""The judge's transport (`assay.core.http_aiohttp.AiohttpTransport`: httpx-aiohttp under
+"""The judge's transport (`assay.core.http_aiohttp.AiohttpTransport`: aiohttp under
 httpx's client) against real servers on 127.0.0.1: the judge's test server with many
 requests at once, and a raw TCP server that answers each request with scripted bytes
 (chunked bodies cut anywhere, bodies to the end of the connection, interim replies, gzip,

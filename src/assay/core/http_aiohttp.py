@@ -1,6 +1,6 @@
-"""`AiohttpTransport`: the judge's HTTP/1.1 transport under httpx's client, aiohttp's
-connection pool and C parser through the ``httpx-aiohttp`` package, with aiohttp's
-failures raised as the exceptions httpx's own transport raises.
+"""`AiohttpTransport`: the judge's HTTP/1.1 transport under httpx's client: aiohttp's
+connection pool and C parser carry the exchange, and aiohttp's failures are raised as
+the exceptions httpx's own transport raises.
 
 Why aiohttp: the judge sends many small requests at once, and httpx's default transport
 (httpcore, h11, anyio) spends about 1 ms of CPU on each; aiohttp's pool and parser are
@@ -12,9 +12,12 @@ decoding of the body (aiohttp's own decompression is off) and proxies: a URL tha
 ``HTTP(S)_PROXY`` variable sends through a proxy is mounted on httpx's own proxy
 transport (`assay.core.http.client_over`); this transport never reads the environment.
 
-httpx-aiohttp maps aiohttp's exceptions loosely (a refused connection or a server that
-hangs up mid-reply both become `httpx.ConnectTimeout`, a malformed reply is not mapped
-at all), so each failure is mapped here again, from the exception aiohttp raised:
+The ``httpx-aiohttp`` package does the same in less: it maps aiohttp's exceptions
+loosely (a refused connection and a server that hangs up mid-reply both become
+`httpx.ConnectTimeout`, a malformed reply is not mapped at all), a reason phrase that is
+not UTF-8 escapes it as a `UnicodeEncodeError`, and a request's ``Connection: close`` is
+not honoured; this module is its own adapter, and maps each failure from the exception
+aiohttp raised:
 
 =====================================================  ===============================
 aiohttp                                                httpx
@@ -47,7 +50,7 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import httpx
-import httpx_aiohttp
+import yarl
 
 __all__ = ["AiohttpTransport", "as_httpx_error"]
 
@@ -62,13 +65,8 @@ def _reason(error: aiohttp.ClientConnectorError) -> str:
     return os.strerror(cause.errno)
 
 
-def as_httpx_error(error: BaseException) -> BaseException:
-    """The httpx exception that stands for ``error``, an aiohttp exception (or one that
-    httpx-aiohttp mapped from it: its cause is then mapped); anything else unchanged."""
-    if isinstance(error, httpx.HTTPError) and isinstance(error.__cause__, aiohttp.ClientError):
-        error = error.__cause__
-    if not isinstance(error, aiohttp.ClientError):
-        return error
+def as_httpx_error(error: aiohttp.ClientError) -> httpx.TransportError:
+    """The httpx exception that stands for ``error``, an aiohttp exception."""
     mapped: httpx.TransportError
     if isinstance(error, aiohttp.ClientConnectorDNSError):
         mapped = httpx.ConnectError(f"could not resolve host {error.host}: {_reason(error)}")
@@ -92,21 +90,23 @@ def as_httpx_error(error: BaseException) -> BaseException:
     return mapped
 
 
-class _MappedStream(httpx.AsyncByteStream):
-    """httpx-aiohttp's body stream, its failures raised as httpx's (`as_httpx_error`)."""
+class _Body(httpx.AsyncByteStream):
+    """An aiohttp reply's body as it arrives, its failures raised as httpx's; closed
+    before its end, the connection is closed with it (aiohttp reuses only a connection
+    whose reply was read whole)."""
 
-    def __init__(self, stream: httpx.AsyncByteStream) -> None:
-        self._stream = stream
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
-            async for chunk in self._stream:
+            async for chunk in self._response.content.iter_any():
                 yield chunk
-        except (aiohttp.ClientError, httpx.HTTPError) as exc:
+        except aiohttp.ClientError as exc:
             raise as_httpx_error(exc) from exc
 
     async def aclose(self) -> None:
-        await self._stream.aclose()
+        self._response.release()
 
 
 def _says_close(headers: httpx.Headers) -> bool:
@@ -119,8 +119,9 @@ def _says_close(headers: httpx.Headers) -> bool:
     )
 
 
-class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
-    """httpx-aiohttp's transport over one aiohttp session (see the module).
+class AiohttpTransport(httpx.AsyncBaseTransport):
+    """An httpx transport over aiohttp sessions (see the module), made on the first
+    request in the event loop that uses them.
 
     Args:
         max_connections: connections open at once, all origins together (None: no limit).
@@ -135,55 +136,71 @@ class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
         max_connections: int | None = None,
         keepalive_expiry: float = 5.0,
         ssl_context: ssl.SSLContext | None = None,
-        *,
-        force_close: bool = False,
     ) -> None:
-        context = ssl_context if ssl_context is not None else httpx.create_ssl_context()
-        super().__init__(verify=context, client=self._session)
-        self._max_connections = max_connections
-        self._keepalive_expiry = keepalive_expiry
-        self._force_close = force_close
+        self.max_connections = max_connections
+        self.keepalive_expiry = keepalive_expiry
+        self.ssl_context = ssl_context if ssl_context is not None else httpx.create_ssl_context()
+        self._kept: aiohttp.ClientSession | None = None
         # requests that say Connection: close, on connections never reused (aiohttp's
         # pool reads only the reply's Connection header)
-        self._closing: AiohttpTransport | None = None
+        self._closing: aiohttp.ClientSession | None = None
 
-    def _session(self) -> aiohttp.ClientSession:
-        """The aiohttp session, made on the first request (in the loop that uses it)."""
-        connector = aiohttp.TCPConnector(
-            limit=self._max_connections or 0,
-            keepalive_timeout=None if self._force_close else self._keepalive_expiry,
-            force_close=self._force_close,
-            ssl=self.ssl_context,
-        )
-        # httpx keeps the cookies: aiohttp's jar would only filter them again per request
-        return aiohttp.ClientSession(
-            connector=connector, trust_env=False, cookie_jar=aiohttp.DummyCookieJar()
-        )
+    def _session(self, close: bool) -> aiohttp.ClientSession:
+        session = self._closing if close else self._kept
+        if session is None:
+            connector = aiohttp.TCPConnector(
+                limit=self.max_connections or 0,
+                keepalive_timeout=None if close else self.keepalive_expiry,
+                force_close=close,
+                ssl=self.ssl_context,
+            )
+            # httpx keeps the cookies: aiohttp's jar would only filter them again
+            session = aiohttp.ClientSession(
+                connector=connector, trust_env=False, cookie_jar=aiohttp.DummyCookieJar()
+            )
+            if close:
+                self._closing = session
+            else:
+                self._kept = session
+        return session
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if not self._force_close and _says_close(request.headers):
-            if self._closing is None:
-                self._closing = AiohttpTransport(
-                    self._max_connections, ssl_context=self.ssl_context, force_close=True
-                )
-            return await self._closing.handle_async_request(request)
+        timeouts = request.extensions.get("timeout", {})
+        body = await request.aread()
+        session = self._session(close=_says_close(request.headers))
         try:
-            response = await super().handle_async_request(request)
-        except (aiohttp.ClientError, httpx.HTTPError) as exc:
+            response = await session.request(
+                request.method,
+                yarl.URL(str(request.url), encoded=True),  # as httpx encoded it
+                headers=list(request.headers.multi_items()),
+                data=body or None,
+                allow_redirects=False,  # httpx follows them, if asked
+                auto_decompress=False,  # httpx decodes the body
+                timeout=aiohttp.ClientTimeout(
+                    total=None,
+                    connect=timeouts.get("pool"),
+                    sock_connect=timeouts.get("connect"),
+                    sock_read=timeouts.get("read"),
+                ),
+                server_hostname=request.extensions.get("sni_hostname"),
+            )
+        except aiohttp.ClientError as exc:
             raise as_httpx_error(exc) from exc
-        assert isinstance(response.stream, httpx.AsyncByteStream)
+        version = b"HTTP/%d.%d" % (response.version.major, response.version.minor)
+        reason = (response.reason or "").encode("utf-8", "replace")  # may not be text
         return httpx.Response(
-            response.status_code,
-            headers=response.headers.raw,
-            stream=_MappedStream(response.stream),
+            response.status,
+            headers=response.raw_headers,
+            stream=_Body(response),
             request=request,
-            extensions=response.extensions,
+            extensions={"http_version": version, "reason_phrase": reason},
         )
 
     async def aclose(self) -> None:
-        if self._closing is not None:
-            await self._closing.aclose()
-        await super().aclose()
+        for session in (self._kept, self._closing):
+            if session is not None:
+                await session.close()
+        self._kept = self._closing = None
 
     def __repr__(self) -> str:
-        return f"AiohttpTransport(max_connections={self._max_connections})"
+        return f"AiohttpTransport(max_connections={self.max_connections})"
