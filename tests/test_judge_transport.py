@@ -384,3 +384,10 @@ def test_a_host_that_does_not_resolve_is_named() -> None:
 
     with pytest.raises(CouldNotConnect, match="ConnectError: could not resolve host nosuch"):
         asyncio.run(ask())
+
+
+def test_a_reason_phrase_that_is_not_utf8_is_read() -> None:
+    """httpx-aiohttp had let it escape as a UnicodeEncodeError, past httpx's errors."""
+    with raw_server(fixed(b"HTTP/1.1 200 \xff\xfe\r\nContent-Length: 2\r\n\r\nok")) as facts:
+        (reply,) = fetch(facts["url"])
+    assert (reply.status_code, reply.content) == (200, b"ok")
