@@ -5,6 +5,8 @@ limit and gives a clear per-sample (or per-record) error one past it."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -380,3 +382,32 @@ def test_deep_evidence_and_lone_surrogates_are_written_as_utf8_json(
     assert row["id"] == "s\ufffd1"
     assert row["evidence"]["deep_evidence"]["details"]["nested"] == _deep("key [redacted]", 600)
     assert run.results[0]["deep_evidence"].value == 1.0
+
+
+def test_a_line_nested_millions_deep_is_a_record_error_not_a_crash(tmp_path) -> None:
+    """orjson 3.8 parsed without a depth limit and crashed the process (SIGSEGV) on a
+    JSONL line of 2,000,000 ``[`` read in a thread (200,000 were enough there); the
+    reader runs in a child process so that a crash fails this test instead of pytest."""
+    path = tmp_path / "bomb.jsonl"
+    depth = 2_000_000
+    path.write_text(
+        '{"response": "a"}\n{"response": "b", "x": ' + "[" * depth + "]" * depth + "}\n",
+        encoding="utf-8",
+    )
+    script = (
+        "import sys, threading\n"
+        "from assay.inputs.read import read_samples\n"
+        "out = {}\n"
+        "def read(): out['r'] = read_samples(sys.argv[1])\n"
+        "t = threading.Thread(target=read); t.start(); t.join()\n"
+        "samples, errors = out['r']\n"
+        "print([s.response for s in samples]); print([str(e) for e in errors])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == [
+        "['a']",
+        repr([f"{path} line 2: not usable JSON: nested too deeply"]),
+    ]
