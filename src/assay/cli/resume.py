@@ -60,6 +60,7 @@ _OPERATIONAL = frozenset(
         "judge_rate_limit",
         "judge_timeout",
         "judge_max_retries",
+        "max_reply_bytes",  # a reply over it is an error, never a different value
         "judge_cache",
         "judge_price_prompt",
         "judge_price_completion",
