@@ -38,6 +38,10 @@ probability ``rate`` (a seeded RNG); ``storm(seconds)`` answers every request 42
 
 ``faults_served`` counts the faults given, by kind.
 
+``batch`` is the server's OpenAI Batch API (``/v1/files``, ``/v1/batches``: see
+`judge_batch_api`); the lines it answers are counted in ``batch_lines`` and kept in
+``batch_requests``, not in ``calls``.
+
 ``calls`` counts every request received; ``requests`` keeps their JSON bodies and
 ``arrivals`` the ``time.monotonic()`` each arrived at;
 ``prompt_tokens`` / ``completion_tokens`` total the usage it reported.
@@ -60,6 +64,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from assay.text.tokenize import content_words, sentences
+from judge_batch_api import BatchAPI
 
 __all__ = ["FAULTS", "JudgeServer", "parse_blocks", "scripted_reply"]
 
@@ -286,6 +291,9 @@ class JudgeServer:
         self._stopping = threading.Event()
         self.calls = 0
         self.requests: list[dict[str, Any]] = []
+        self.batch_lines = 0
+        self.batch_requests: list[dict[str, Any]] = []
+        self.batch = BatchAPI(self)
         self.arrivals: list[float] = []
         self.prompt_tokens = 0
         self.completion_tokens = 0
@@ -326,6 +334,9 @@ class JudgeServer:
         with self._lock:
             self.calls = 0
             self.requests = []
+            self.batch_lines = 0
+            self.batch_requests = []
+            self.batch = BatchAPI(self)
             self.arrivals = []
             self.prompt_tokens = 0
             self.completion_tokens = 0
@@ -390,13 +401,17 @@ class JudgeServer:
 
     # ---- one request ---------------------------------------------------------------------
     def handle(
-        self, body: dict[str, Any]
+        self, body: dict[str, Any], via_batch: bool = False
     ) -> tuple[int, dict[str, Any] | str, dict[str, str], str | None]:
         """(status, JSON reply or HTML text, extra headers, transport fault or None) for
-        one request body."""
+        one request body (a batch line's with ``via_batch``)."""
         with self._lock:
-            self.calls += 1
-            self.requests.append(body)
+            if via_batch:
+                self.batch_lines += 1
+                self.batch_requests.append(body)
+            else:
+                self.calls += 1
+                self.requests.append(body)
             self.arrivals.append(time.monotonic())
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
@@ -452,7 +467,7 @@ class JudgeServer:
                 self.prompt_tokens += p_tok
                 self.completion_tokens += c_tok
             completion = {
-                "id": f"chatcmpl-{self.calls}",
+                "id": f"chatcmpl-{self.calls + self.batch_lines}",
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": body.get("model", "test-judge"),
@@ -545,8 +560,23 @@ def _handler(owner: JudgeServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
+        def _reply(self, reply: tuple[int, dict[str, Any] | bytes]) -> None:
+            """A Batch API reply: JSON, or a file's bytes."""
+            status, payload = reply
+            if isinstance(payload, dict):
+                self._send(status, payload, {})
+                return
+            self.send_response(status)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
         def do_GET(self) -> None:
-            if self.path.rstrip("/").endswith("/stats"):
+            batch_reply = owner.batch.get(self.path)
+            if batch_reply is not None:
+                self._reply(batch_reply)
+            elif self.path.rstrip("/").endswith("/stats"):
                 stats = {
                     "calls": owner.calls,
                     "max_in_flight": owner.max_in_flight,
@@ -560,6 +590,10 @@ def _handler(owner: JudgeServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
+            batch_reply = owner.batch.post(self.path, self.headers.get("Content-Type", ""), raw)
+            if batch_reply is not None:
+                self._reply(batch_reply)
+                return
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
                 return

@@ -389,6 +389,34 @@ class AssayConfig(BaseSettings):
         validation_alias=_env("ASSAY_JUDGE_PRICE_COMPLETION", "judge_price_completion"),
         description="Price per 1M completion tokens, for the run's judge cost.",
     )
+    judge_batch: bool = Field(
+        False,
+        validation_alias=_env("ASSAY_JUDGE_BATCH", "judge_batch"),
+        description=(
+            "Send the judge's requests through the OpenAI Batch API (half price, replies "
+            "within 24 h): one batch per round of a chunk; docs/batch.md."
+        ),
+    )
+    judge_batch_poll: float = Field(
+        5.0,
+        gt=0,
+        allow_inf_nan=False,
+        validation_alias=_env("ASSAY_JUDGE_BATCH_POLL", "judge_batch_poll"),
+        description=(
+            "Seconds before a batch is first polled; each later poll waits twice as long, "
+            "up to 60 s (or this, when longer)."
+        ),
+    )
+    judge_batch_wait: float = Field(
+        90_000.0,
+        gt=0,
+        allow_inf_nan=False,
+        validation_alias=_env("ASSAY_JUDGE_BATCH_WAIT", "judge_batch_wait"),
+        description=(
+            "Most seconds a run waits for one batch (default 25 h: its 24 h window and an "
+            "hour); past it the batch's questions fail and a re-run collects the batch."
+        ),
+    )
     answer_correctness_weights: dict[str, float] = Field(
         default_factory=lambda: {"relevance": 0.7, "faithfulness": 0.3},
         validation_alias=_env("ASSAY_ANSWER_CORRECTNESS_WEIGHTS", "answer_correctness_weights"),

@@ -165,7 +165,8 @@ def _run_round(asks: list[Ask], answers: Answers, res: Resources) -> None:
 
 
 def _run_judge(asks: list[Ask], answers: Answers, res: Resources) -> None:
-    """The judge asks, concurrently through the run's `JudgeClient`; without a judge
+    """The judge asks, concurrently through the run's `JudgeClient` (`JudgeClient.ask_all`:
+    direct calls, or the Batch API's batches with ``judge_batch``); without a judge
     (``answers.model`` None) each ask's answer is an error saying so. A judge that cannot
     be reached (its circuit opened, `JudgeUnreachable`) stops the run: the error is
     raised, not given to each ask."""
@@ -175,14 +176,12 @@ def _run_judge(asks: list[Ask], answers: Answers, res: Resources) -> None:
             answers.put(ask, ValueError("a judge ask without a judge (no judge configured)"))
         return
 
-    async def one(ask: Ask) -> Any:
-        assert ask.prompt is not None
-        try:
-            return await judge.ask(ask.prompt, **ask.values)
-        except Exception as exc:  # the ask's answer: its metric reports it per sample
-            return exc
-
-    replies = judge.gather(one(a) for a in asks)
+    # each failure is its ask's answer (its metric reports it per sample); with
+    # judge_batch the client sends the round's uncached questions as batches
+    questions = [(a.prompt, a.values) for a in asks if a.prompt is not None]
+    if len(questions) != len(asks):
+        raise ValueError("a judge ask without a prompt")
+    replies = judge.run(judge.ask_all(questions))
     if judge.unreachable is not None:
         from assay.judge.client import JudgeUnreachable
 

@@ -38,10 +38,16 @@ values) it:
    conflicting scores ambiguous); if that fails, asks once more for "only the JSON",
    then gives up with `JudgeError`.
 
+With a `BatchTransport` (``batch``: ``judge_batch``), `ask_all` first sends the
+questions that neither the memo nor the cache answers through the OpenAI Batch API
+(`assay.judge.batch`), and each question then takes its batch reply where step 3 would
+send a request: parsed, cached and counted as a direct reply is (a JSON-only retry is
+sent directly); a question the batch did not answer is asked directly.
+
 Every request is counted in `usage` (calls, retries, tokens from the server's
-``usage``, latency, cost when prices are set). All requests run on one background event
-loop (`assay.judge.aio`), so sync code, async code and notebooks share one connection
-pool, semaphore and memo.
+``usage``, latency, cost when prices are set; batch lines apart, at the batch price).
+All requests run on one background event loop (`assay.judge.aio`), so sync code, async
+code and notebooks share one connection pool, semaphore and memo.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ import contextlib
 import dataclasses
 import random
 import time
-from collections.abc import Awaitable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,9 +66,18 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from pydantic import BaseModel
 
 from assay.core.config import DEFAULT_MAX_REPLY_BYTES
-from assay.core.http import ConnectCircuit, ReplyTooLarge, Unreachable, retry_after_seconds
+from assay.core.http import ConnectCircuit, ReplyTooLarge, retry_after_seconds
 from assay.judge.aio import in_background_loop, run_async, run_sync
+from assay.judge.batch import BatchLedger, BatchPending, BatchTransport, LineFailed, Outcome
 from assay.judge.cache import JudgeCache, cache_key
+from assay.judge.completion import (
+    JudgeError,
+    JudgeUnreachable,
+    completion_content,
+    describe_failure,
+    json_field,
+    token_count,
+)
 from assay.judge.parsing import ParseError, parse_reply
 from assay.judge.prompts import Prompt
 from assay.judge.rate import TokenBucket
@@ -71,7 +86,14 @@ from assay.judge.usage import JudgeUsage
 if TYPE_CHECKING:
     from assay.core.config import AssayConfig
 
-__all__ = ["STRUCTURED_MODES", "JudgeClient", "JudgeError", "JudgeReply", "SharedBudget"]
+__all__ = [
+    "STRUCTURED_MODES",
+    "JudgeClient",
+    "JudgeError",
+    "JudgeReply",
+    "JudgeUnreachable",
+    "SharedBudget",
+]
 
 T = TypeVar("T", bound=BaseModel)
 R = TypeVar("R")
@@ -92,16 +114,6 @@ class SharedBudget(Protocol):
     def hold_off(self, seconds: float) -> None:
         """Pause every holder's next requests for ``seconds`` (a server's Retry-After)."""
         ...
-
-
-class JudgeError(RuntimeError):
-    """A judge question failed for good (after retries, or unparsable twice)."""
-
-
-class JudgeUnreachable(JudgeError, Unreachable):
-    """The judge server cannot be reached: the client's circuit is open (a question
-    failed to connect before the server ever answered, or `UNREACHABLE_AFTER` did in a
-    row)."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +157,7 @@ class JudgeClient:
             given a ``budget`` leaves this to the budget.
         max_reply_bytes: largest reply body read, after decompression (as
             ``max_reply_bytes``); a reply over it is that call's `JudgeError`, not retried.
+        batch: send `ask_all`'s questions through the Batch API (None: direct calls).
     """
 
     def __init__(
@@ -165,6 +178,7 @@ class JudgeClient:
         max_tokens: int | None = None,
         rate_limit: float | None = None,
         max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+        batch: BatchTransport | None = None,
     ) -> None:
         if not model:
             raise ValueError("JudgeClient needs a model name (ASSAY_JUDGE_MODEL)")
@@ -193,6 +207,10 @@ class JudgeClient:
         self.max_tokens = max_tokens
         self.rate_limit = rate_limit
         self.max_reply_bytes = max_reply_bytes
+        self.batch = batch
+        self.usage.batch_mode = batch is not None
+        #: batch outcomes by cache key, each taken by its question's first request
+        self._fetched: dict[str, Outcome] = {}
         self._bucket = TokenBucket(rate_limit) if rate_limit is not None else None
         self._api: Any = None
         #: request slots shared with other processes; None: this client's own semaphore
@@ -226,6 +244,12 @@ class JudgeClient:
             return None
         enabled = config.judge_cache and config.use_cache
         cache = JudgeCache(Path(config.cache_dir) / "judge.sqlite" if enabled else None)
+        batch = None
+        if config.judge_batch:  # the ledger is state, not a cache: kept with --no-cache
+            ledger = BatchLedger(Path(config.cache_dir) / "judge_batches.sqlite")
+            batch = BatchTransport(
+                ledger, poll=config.judge_batch_poll, wait=config.judge_batch_wait
+            )
         return cls(
             model,
             config.judge_base_url,
@@ -238,6 +262,7 @@ class JudgeClient:
             price_completion=config.judge_price_completion,
             rate_limit=config.judge_rate_limit,
             max_reply_bytes=config.max_reply_bytes,
+            batch=batch,
         )
 
     def __repr__(self) -> str:
@@ -271,6 +296,8 @@ class JudgeClient:
             with contextlib.suppress(Exception):  # closing is best effort
                 run_sync(api.close())
         self.cache.close()
+        if self.batch is not None:
+            self.batch.ledger.close()
 
     # ---- asking --------------------------------------------------------------------------
     def params(self, prompt: Prompt[Any]) -> dict[str, Any]:
@@ -286,10 +313,7 @@ class JudgeClient:
         if not in_background_loop():
             return await run_async(self.ask(prompt, **values))
         messages = prompt.render(**values)
-        # the endpoint is part of the key: the same model name on two servers (a local
-        # quantised build and the provider's) may answer differently
-        endpoint = (self.base_url or "default").rstrip("/")
-        key = cache_key(self.model, messages, {**self.params(prompt), "endpoint": endpoint})
+        key = self._key(prompt, messages)
         pending = self._memo.get(key)
         if pending is not None:
             self.usage.add("memo_hits")
@@ -313,6 +337,72 @@ class JudgeClient:
         future.set_result(reply)
         return reply
 
+    def _key(self, prompt: Prompt[Any], messages: list[dict[str, str]]) -> str:
+        """The question's cache key. The endpoint is part of it: the same model name on
+        two servers (a local quantised build and the provider's) may answer differently."""
+        endpoint = (self.base_url or "default").rstrip("/")
+        return cache_key(self.model, messages, {**self.params(prompt), "endpoint": endpoint})
+
+    async def ask_all(
+        self, questions: Sequence[tuple[Prompt[Any], Mapping[str, Any]]]
+    ) -> list[JudgeReply[Any] | Exception]:
+        """The answers to many questions (prompt and block values), in order; a question
+        that fails has its exception as its answer. With ``batch``, the questions the
+        memo and the cache do not answer go through the Batch API first."""
+        if not in_background_loop():
+            return await run_async(self.ask_all(questions))
+        if self.batch is not None:
+            await self._by_batch(questions)
+
+        async def one(prompt: Prompt[Any], values: Mapping[str, Any]) -> Any:
+            try:
+                return await self.ask(prompt, **values)
+            except Exception as exc:  # the question's answer
+                return exc
+
+        return list(await asyncio.gather(*(one(p, v) for p, v in questions)))
+
+    async def _by_batch(self, questions: Sequence[tuple[Prompt[Any], Mapping[str, Any]]]) -> None:
+        """Send the questions no memo or cache answers as one round of batches; their
+        outcomes wait in ``_fetched`` for the questions' first request (`_first`)."""
+        assert self.batch is not None
+        requests: dict[str, dict[str, Any]] = {}
+        for prompt, values in questions:
+            try:
+                messages = prompt.render(**values)
+            except Exception:  # `ask` raises it again as the question's answer
+                continue
+            key = self._key(prompt, messages)
+            if key in self._memo or key in requests or self.cache.get(key) is not None:
+                continue
+            requests[key] = self._body(prompt, messages, self.mode)
+        if not requests:
+            return
+        created, resumed = self.batch.created, self.batch.resumed
+        self._fetched.update(await self.batch.collect(self._client(), requests))
+        self.usage.add("batches", self.batch.created - created)
+        self.usage.add("batches_resumed", self.batch.resumed - resumed)
+
+    async def _first(
+        self, prompt: Prompt[Any], messages: list[dict[str, str]], key: str
+    ) -> tuple[str, int, int]:
+        """The question's first reply: its batch line's when a batch answered it, else
+        a direct request (`_request`)."""
+        fetched = self._fetched.pop(key, None)
+        if isinstance(fetched, BatchPending):
+            self.usage.add("batch_pending")
+            raise JudgeError(f"judge batch not collected: {fetched.reason}")
+        if fetched is None or isinstance(fetched, LineFailed):
+            if fetched is not None:
+                self.usage.add("batch_failed")
+            return await self._request(prompt, messages)
+        self._circuit.answered()
+        usage = json_field(fetched.completion, "usage")
+        p_tok = token_count(json_field(usage, "prompt_tokens"))
+        c_tok = token_count(json_field(usage, "completion_tokens"))
+        self.usage.record_batch_line(p_tok, c_tok)  # paid for, at the batch price
+        return completion_content(fetched.completion, self.base_url, self.max_tokens), p_tok, c_tok
+
     async def _answer(
         self,
         prompt: Prompt[T],
@@ -329,7 +419,7 @@ class JudgeClient:
             else:
                 self.usage.add("cache_hits")
                 return JudgeReply(output, cached.content, "cache", prompt.signature, self.model)
-        content, p_tok, c_tok = await self._request(prompt, messages)
+        content, p_tok, c_tok = await self._first(prompt, messages, key)
         try:
             output = self._parse(prompt, content, values)
         except ParseError as exc:
@@ -414,6 +504,18 @@ class JudgeClient:
                     self._probed = True
         return await self._send(prompt, messages)
 
+    def _body(
+        self, prompt: Prompt[Any], messages: list[dict[str, str]], mode: str
+    ) -> dict[str, Any]:
+        """The chat-completions request of ``messages`` in structured-output ``mode``."""
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": 0}
+        response_format = prompt.response_format(mode)
+        if response_format is not None:
+            body["response_format"] = response_format
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
+        return body
+
     async def _send(
         self, prompt: Prompt[Any], messages: list[dict[str, str]]
     ) -> tuple[str, int, int]:
@@ -424,16 +526,7 @@ class JudgeClient:
         while True:
             if self.unreachable is not None:
                 raise JudgeUnreachable(self.unreachable)
-            kwargs: dict[str, Any] = {
-                "model": self.model,
-                "messages": messages,
-                "temperature": 0,
-            }
-            response_format = prompt.response_format(mode)
-            if response_format is not None:
-                kwargs["response_format"] = response_format
-            if self.max_tokens is not None:
-                kwargs["max_tokens"] = self.max_tokens
+            kwargs = self._body(prompt, messages, mode)
             error: BaseException | None = None
             async with self._sem():
                 await self._hold_off()
@@ -458,17 +551,17 @@ class JudgeClient:
                 latency = time.perf_counter() - started
             if error is None:
                 self._circuit.answered()
-                usage = _field(completion, "usage")
-                p_tok = _int(_field(usage, "prompt_tokens"))
-                c_tok = _int(_field(usage, "completion_tokens"))
+                usage = json_field(completion, "usage")
+                p_tok = token_count(json_field(usage, "prompt_tokens"))
+                c_tok = token_count(json_field(usage, "completion_tokens"))
                 self.usage.record_call(prompt.name, latency, p_tok, c_tok)  # paid for
-                if isinstance(_field(completion, "choices"), list) and STRUCTURED_MODES.index(
+                if isinstance(json_field(completion, "choices"), list) and STRUCTURED_MODES.index(
                     mode
                 ) > STRUCTURED_MODES.index(self.mode):
                     # the server took this format (even if this reply is of no use):
                     # start here from now on
                     self.mode = mode
-                return self._content(completion), p_tok, c_tok
+                return completion_content(completion, self.base_url, self.max_tokens), p_tok, c_tok
             if not isinstance(error, CouldNotConnect):
                 self._circuit.connected()  # the server was reached (it failed)
             status = getattr(error, "status_code", None)
@@ -480,16 +573,16 @@ class JudgeClient:
                 continue
             retryable = status is None or status in _RETRY_STATUS or status >= 500
             if not retryable:
-                raise JudgeError(f"judge request failed: {_describe(error)}") from None
+                raise JudgeError(f"judge request failed: {describe_failure(error)}") from None
             attempt += 1
             if attempt > self.max_retries:
-                failed = f"after {self.max_retries} retries: {_describe(error)}"
+                failed = f"after {self.max_retries} retries: {describe_failure(error)}"
                 why = f"the judge at {self.base_url} cannot be reached ({failed})"
                 if isinstance(error, CouldNotConnect) and self._circuit.could_not_connect(why):
                     raise JudgeUnreachable(why) from None
                 raise JudgeError(f"judge request failed {failed}") from None
             self.usage.add("retries")
-            retry_after = _retry_after(error)
+            retry_after = retry_after_seconds(getattr(error, "headers", None))
             if retry_after:
                 # the server asked this client to wait: no request of any question goes
                 # before then (a 429 storm is not fed by the other questions in flight)
@@ -504,68 +597,3 @@ class JudgeClient:
         loop = asyncio.get_running_loop()
         while (wait := self._quiet_until - loop.time()) > 0:
             await asyncio.sleep(wait)
-
-    def _content(self, completion: Any) -> str:
-        """The reply text of a chat completion; `JudgeError` with the reason for anything
-        else (a per-sample error: asking the same question again gets the same reply)."""
-        choices = _field(completion, "choices")
-        if not isinstance(choices, list):
-            if isinstance(completion, str):
-                got = "text: " + " ".join(completion.split())[:120]
-            else:
-                shown = (
-                    {k: v for k, v in completion.items() if v is not None}
-                    if isinstance(completion, dict)
-                    else completion
-                )
-                got = f"JSON without 'choices': {str(shown)[:120]}"
-            raise JudgeError(
-                f"judge server at {self.base_url} did not answer with a chat completion "
-                f"({got}); is base_url its OpenAI-compatible /v1 address?"
-            )
-        if not choices:
-            raise JudgeError("the judge's reply has no choices (an empty 'choices' list)")
-        choice = choices[0]
-        message = _field(choice, "message")
-        if message is None:
-            raise JudgeError("the judge's reply has no message (choices[0] has no 'message')")
-        content = _field(message, "content")
-        refusal = _field(message, "refusal")
-        if refusal:
-            raise JudgeError(f"the judge refused to answer: {refusal}")
-        finish = _field(choice, "finish_reason")
-        if finish == "length":
-            raise JudgeError(
-                "the judge's reply was cut off at the token limit (finish_reason 'length')"
-                + (f"; max_tokens is {self.max_tokens}" if self.max_tokens else "")
-            )
-        if finish == "content_filter":
-            raise JudgeError("the judge's reply was withheld by the server's content filter")
-        if not isinstance(content, str) or not content.strip():
-            shown = "null" if content is None else repr(content)[:40]
-            raise JudgeError(f"the judge's reply has no content (message.content is {shown})")
-        return content
-
-
-def _field(value: Any, name: str) -> Any:
-    """``value[name]`` of a JSON object; None for anything else (a reply of another shape)."""
-    return value.get(name) if isinstance(value, dict) else None
-
-
-def _int(value: Any) -> int:
-    try:
-        return max(0, int(value or 0))
-    except (TypeError, ValueError):
-        return 0
-
-
-def _describe(error: BaseException) -> str:
-    if isinstance(error, TimeoutError):
-        return "timed out"
-    status = getattr(error, "status_code", None)
-    text = str(error).splitlines()[0] if str(error) else type(error).__name__
-    return f"HTTP {status}: {text}" if status else f"{type(error).__name__}: {text}"
-
-
-def _retry_after(error: BaseException) -> float | None:
-    return retry_after_seconds(getattr(error, "headers", None))

@@ -1,10 +1,12 @@
-"""The judge's HTTP transport: one OpenAI-compatible ``POST /chat/completions`` over httpx.
+"""The judge's HTTP transport: OpenAI-compatible ``POST /chat/completions`` over httpx.
 
 `ChatCompletions` sends the request body as JSON to ``{base_url}/chat/completions`` with
 ``Authorization: Bearer <key>``, and returns the reply as the server sent it: the decoded
 JSON (normally a chat completion: a dict with ``choices``), or the text of a body that is
 not JSON (an HTML page from a wrong ``base_url``). It makes no retry and no check of its
-own: `assay.judge.client.JudgeClient` decides what a reply or a failure means. Failures
+own: `assay.judge.client.JudgeClient` decides what a reply or a failure means. `call`
+sends any other request to the same server on the same pool (the Batch API's files and
+batches, `assay.judge.batch`), read with the same bound. Failures
 are raised as:
 
 - `TimeoutError`: the server did not answer within the timeout;
@@ -113,8 +115,15 @@ class ChatCompletions:
 
     async def create(self, body: Mapping[str, Any]) -> Any:
         """The server's reply to one chat-completions request (decoded JSON, or text)."""
+        return await self.call("POST", "chat/completions", json=dict(body))
+
+    async def call(self, method: str, path: str, *, raw: bool = False, **request: Any) -> Any:
+        """The server's reply to ``method path`` (relative to the base URL; ``request``
+        is passed to httpx: ``json``, ``files``, ``data``), its body read up to
+        ``max_reply_bytes``: decoded JSON, the text of a body that is not JSON, or the
+        bytes themselves with ``raw`` (a file's content). Failures as `create`'s."""
         try:
-            async with self._client.stream("POST", "chat/completions", json=dict(body)) as response:
+            async with self._client.stream(method, path, **request) as response:
                 content = await read_bounded(response, self.max_reply_bytes)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise CouldNotConnect(
@@ -129,6 +138,8 @@ class ChatCompletions:
         if response.status_code >= 400:
             message = _error_message(response, content)
             raise HTTPStatusError(response.status_code, message, response.headers)
+        if raw:
+            return content
         if "json" not in response.headers.get("content-type", "").lower():
             return _text(response, content)
         return json.loads(content)

@@ -6,6 +6,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from assay.judge.batch import BATCH_PRICE
+
 __all__ = ["JudgeUsage"]
 
 
@@ -20,7 +22,17 @@ class JudgeUsage:
         failures: judge questions that finally failed (their metric result is None).
         cache_hits: questions answered from the persistent cache (no request).
         memo_hits: questions already asked in this run by another metric (no request).
-        prompt_tokens, completion_tokens: as reported by the server's ``usage``.
+        prompt_tokens, completion_tokens: as reported by the server's ``usage`` (direct
+            calls and batch lines together).
+        batch_calls: requests answered through the Batch API (``judge_batch``), counted
+            apart from ``calls``; batch_prompt_tokens, batch_completion_tokens: their
+            tokens (also in the totals), priced at `BATCH_PRICE` of the direct price.
+        batches, batches_resumed: batches created, and batches a stopped run had left
+            that this one collected (without sending their requests again).
+        batch_failed: requests a batch did not answer (an error line, a missing line, a
+            failed batch), then asked directly (and counted in ``calls``).
+        batch_pending: requests whose batch was still running after ``judge_batch_wait``
+            (the sample's error; a re-run collects the batch).
         latency_seconds: summed wall time of the requests that got a reply.
         max_latency_seconds: the slowest such request.
         price_prompt, price_completion: price per 1M tokens, when configured.
@@ -34,10 +46,19 @@ class JudgeUsage:
     memo_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    batch_calls: int = 0
+    batch_prompt_tokens: int = 0
+    batch_completion_tokens: int = 0
+    batches: int = 0
+    batches_resumed: int = 0
+    batch_failed: int = 0
+    batch_pending: int = 0
     latency_seconds: float = 0.0
     max_latency_seconds: float = 0.0
     price_prompt: float | None = None
     price_completion: float | None = None
+    #: the client sends through the Batch API: the batch counters are reported
+    batch_mode: bool = False
     by_prompt: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -52,18 +73,28 @@ class JudgeUsage:
             self.completion_tokens += completion_tokens
             self.by_prompt[prompt] = self.by_prompt.get(prompt, 0) + 1
 
+    def record_batch_line(self, prompt_tokens: int, completion_tokens: int) -> None:
+        """Count one request answered by a batch line."""
+        with self._lock:
+            self.batch_calls += 1
+            self.batch_prompt_tokens += prompt_tokens
+            self.batch_completion_tokens += completion_tokens
+            self.prompt_tokens += prompt_tokens
+            self.completion_tokens += completion_tokens
+
     def add(self, counter: str, n: int = 1) -> None:
         with self._lock:
             setattr(self, counter, getattr(self, counter) + n)
 
     @property
     def cost(self) -> float | None:
-        """Cost in the price's currency, when both per-1M-token prices are configured."""
+        """Cost in the price's currency, when both per-1M-token prices are configured: the
+        direct calls' tokens at the prices, the batch lines' at `BATCH_PRICE` of them."""
         if self.price_prompt is None or self.price_completion is None:
             return None
-        return (
-            self.prompt_tokens * self.price_prompt + self.completion_tokens * self.price_completion
-        ) / 1_000_000
+        prompt = self.prompt_tokens - self.batch_prompt_tokens * (1 - BATCH_PRICE)
+        completion = self.completion_tokens - self.batch_completion_tokens * (1 - BATCH_PRICE)
+        return (prompt * self.price_prompt + completion * self.price_completion) / 1_000_000
 
     @property
     def mean_latency_seconds(self) -> float | None:
@@ -82,11 +113,21 @@ class JudgeUsage:
                 "memo_hits": self.memo_hits,
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
+                "batch_calls": self.batch_calls,
+                "batch_prompt_tokens": self.batch_prompt_tokens,
+                "batch_completion_tokens": self.batch_completion_tokens,
+                "batches": self.batches,
+                "batches_resumed": self.batches_resumed,
+                "batch_failed": self.batch_failed,
+                "batch_pending": self.batch_pending,
                 "latency_seconds": self.latency_seconds,
             }
 
     def to_dict(self) -> dict[str, Any]:
+        """The counters, totals, latencies and cost (the batch counters in batch mode)."""
         out: dict[str, Any] = self.snapshot()
+        if not self.batch_mode:  # direct calls only: the batch counters say nothing
+            out = {k: v for k, v in out.items() if not k.startswith("batch")}
         out["max_latency_seconds"] = self.max_latency_seconds
         out["mean_latency_seconds"] = self.mean_latency_seconds
         out["total_tokens"] = self.prompt_tokens + self.completion_tokens

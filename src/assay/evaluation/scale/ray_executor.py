@@ -407,6 +407,17 @@ def merge_usage(usages: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
         "latency_seconds",
         "total_tokens",
     )
+    batched = (  # with judge_batch (`assay.judge.usage.JudgeUsage`)
+        "batch_calls",
+        "batch_prompt_tokens",
+        "batch_completion_tokens",
+        "batches",
+        "batches_resumed",
+        "batch_failed",
+        "batch_pending",
+    )
+    if any("batch_calls" in u for u in usages):
+        summed = (*summed, *batched)
     out: dict[str, Any] = {key: sum(u.get(key, 0) for u in usages) for key in summed}
     out["max_latency_seconds"] = max(u.get("max_latency_seconds", 0.0) for u in usages)
     by_prompt: dict[str, int] = {}
