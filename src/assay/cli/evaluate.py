@@ -17,6 +17,7 @@ from assay.cli.gate_options import check_bounds, parse_pairs
 from assay.cli.options import (
     DeviceOption,
     ExecutorOption,
+    JudgeBatchOption,
     JudgeConcurrencyOption,
     JudgeRateLimitOption,
     OutFieldsOption,
@@ -124,6 +125,7 @@ def evaluate_command(
     ] = None,
     judge_concurrency: JudgeConcurrencyOption = None,
     judge_rate_limit: JudgeRateLimitOption = None,
+    judge_batch: JudgeBatchOption = False,
     no_judge: Annotated[
         bool,
         typer.Option("--no-judge", help="Ignore any configured judge: local estimators only."),
@@ -254,6 +256,8 @@ def evaluate_command(
         }
         if no_cache:
             overrides["use_cache"] = False
+        if judge_batch:
+            overrides["judge_batch"] = True
         if judge_url:
             overrides["judge_base_url"] = judge_url
         if judge_model:
