@@ -10,6 +10,7 @@ import typer
 __all__ = [
     "DeviceOption",
     "ExecutorOption",
+    "JudgeBatchOption",
     "JudgeConcurrencyOption",
     "JudgeRateLimitOption",
     "OutFieldsOption",
@@ -109,5 +110,16 @@ JudgeRateLimitOption = Annotated[
         help="Judge requests per second, retries included, a positive number (on Ray: "
         "across the cluster); overrides judge_rate_limit / ASSAY_JUDGE_RATE_LIMIT "
         "(default: no limit).",
+    ),
+]
+
+#: ``--judge-batch``: the judge's requests through the OpenAI Batch API
+JudgeBatchOption = Annotated[
+    bool,
+    typer.Option(
+        "--judge-batch",
+        help="Send the judge's requests through the OpenAI Batch API: half the price, "
+        "replies within 24 h; a stopped run's batches are collected by the next "
+        "(judge_batch / ASSAY_JUDGE_BATCH; docs/batch.md).",
     ),
 ]

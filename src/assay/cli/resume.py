@@ -64,6 +64,9 @@ _OPERATIONAL = frozenset(
         "judge_cache",
         "judge_price_prompt",
         "judge_price_completion",
+        "judge_batch",  # the same requests, by batch: the same replies and values
+        "judge_batch_poll",
+        "judge_batch_wait",
         "judge_model",  # in the fingerprint's "judge"
         "judge_base_url",
     }
