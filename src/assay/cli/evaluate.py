@@ -39,6 +39,9 @@ CONFIGURE_METRICS = "assay.configure_metrics"
 PREPARE_SAMPLES = "assay.prepare_samples"
 #: and the line saying that every call to the target failed (`assay.cli.run`)
 TARGET_FAILED = "assay.target_failed"
+#: where the command leaves the run's `Evaluation` before its exit (for assay run's
+#: comparison of several targets)
+EVALUATED = "assay.evaluated"
 
 
 @app.command("evaluate")
@@ -447,6 +450,7 @@ def evaluate_command(
         # the summary and every gate cover the whole run: stored samples too
         evaluation = whole_run(evaluation, all_samples, opened.todo, opened.stored)
     evaluation.input_errors = input_errors
+    ctx.meta[EVALUATED] = evaluation
     failed = outputs.failed
     try:
         shown_out = out if "out" not in failed else None

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import inspect
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,21 +29,37 @@ from assay.cli.evaluate import (
     TARGET_FAILED,
     evaluate_command,
 )
+from assay.cli.run_targets import run_several, target_names
 
 
 def target_options(
     target: Annotated[
-        str,
+        list[str],
         typer.Option(
             "--target",
             help="What answers each sample: openai:BASE_URL (an OpenAI-compatible "
             "/chat/completions, streamed; with --target-model), http(s)://URL (a JSON POST; "
             "see --request, --response-path) or python:MODULE:FUNCTION (called with the "
-            "sample as a dict; returns the answer, or a dict with 'response', 'contexts').",
+            "sample as a dict; returns the answer, or a dict with 'response', 'contexts'). "
+            "Repeat it to compare targets on the same samples against the first "
+            "(docs/run.md, Comparing targets).",
         ),
     ],
+    target_name: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--target-name",
+            help="A name per --target, in order (default: derived from the target); it "
+            "names the target's --out file and stored run.",
+        ),
+    ] = None,
     target_model: Annotated[
-        str | None, typer.Option("--target-model", help="The model an openai: target asks.")
+        list[str] | None,
+        typer.Option(
+            "--target-model",
+            help="The model an openai: target asks: once for every target, or once per "
+            "--target, in order.",
+        ),
     ] = None,
     target_key_env: Annotated[
         str | None,
@@ -156,12 +174,7 @@ def run_command(ctx: typer.Context, **options: Any) -> None:
     malformed --request or path, an unset variable, a function that cannot be imported)
     exits 2 with one line before any call.
     """
-    from assay.inputs.targets import (
-        TargetError,
-        TargetSettings,
-        call_target,
-        parse_target,
-    )
+    from assay.inputs.targets import TargetError, TargetSettings, parse_target
 
     err = consoles.messages()
     chosen = {name: options.pop(name) for name in TARGET_PARAMETERS}
@@ -172,22 +185,57 @@ def run_command(ctx: typer.Context, **options: Any) -> None:
         raise typer.Exit(2)
     if chosen["canary"]:
         ctx.meta[CONFIGURE_METRICS] = _with_canary(chosen["canary"])
+    specs, models = chosen["target"], chosen["target_model"] or [None]
     try:
-        target = parse_target(
-            chosen["target"],
-            model=chosen["target_model"],
-            key_env=chosen["target_key_env"],
-            request=chosen["request"],
-            response_path=chosen["response_path"],
-            contexts_path=chosen["contexts_path"],
-            headers=chosen["header"] or (),
-        )
-    except TargetError as exc:
+        if len(models) not in {1, len(specs)}:
+            raise TargetError(
+                f"--target-model is given {len(models)} times for {len(specs)} targets; give "
+                "it once, or once per --target"
+            )
+        models = models * len(specs) if len(models) == 1 else models
+        names = target_names(specs, chosen["target_name"], models)
+        targets = [
+            parse_target(
+                spec,
+                model=model,
+                key_env=chosen["target_key_env"],
+                request=chosen["request"],
+                response_path=chosen["response_path"],
+                contexts_path=chosen["contexts_path"],
+                headers=chosen["header"] or (),
+            )
+            for spec, model in zip(specs, models, strict=True)
+        ]
+    except (TargetError, ValueError) as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
     settings = TargetSettings(
         timeout=chosen["timeout"], concurrency=chosen["concurrency"], retries=chosen["retries"]
     )
+    if len(targets) > 1:
+        answering = partial(_answering, ctx, options, chosen, settings)
+        run_several(ctx, options, targets, names, answering, evaluate_command)
+        return
+    if chosen["target_name"] and not options.get("run_name"):
+        options["run_name"] = names[0]
+    ctx.meta[PREPARE_SAMPLES] = _answering(ctx, options, chosen, settings, targets[0])
+    evaluate_command(ctx, **options)
+
+
+def _answering(
+    ctx: typer.Context,
+    options: dict[str, Any],
+    chosen: dict[str, Any],
+    settings: Any,
+    target: Any,
+    label: str | None = None,
+) -> Callable[[list[Any]], list[Any]]:
+    """The step that has ``target`` answer the samples (the evaluate command's
+    ``PREPARE_SAMPLES``), saying how its calls went (naming it ``label``, else its
+    spec)."""
+    from assay.inputs.targets import call_target
+
+    err = consoles.messages()
 
     def answered(samples: list[Any]) -> list[Any]:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -204,16 +252,15 @@ def run_command(ctx: typer.Context, **options: Any) -> None:
             task = bar.add_task("calls", total=len(samples))
             # TargetUnreachable stops the run as assay evaluate stops for the judge
             done = call_target(samples, target, settings, lambda n: bar.advance(task, n))
-        err.print(escape(call_summary(target.name, done)))
-        ctx.meta[TARGET_FAILED] = all_calls_failed(target.name, done)
+        err.print(escape(call_summary(label or target.name, done)))
+        ctx.meta[TARGET_FAILED] = all_calls_failed(label or target.name, done)
         if chosen["probes"]:
             from assay.metrics.probes import mark_unreached
 
             done = mark_unreached(done, target)
         return done
 
-    ctx.meta[PREPARE_SAMPLES] = answered
-    evaluate_command(ctx, **options)
+    return answered
 
 
 def _with_canary(canary: str) -> Any:

@@ -74,8 +74,9 @@ def metric_families(averages: dict[str, dict[str, Any]]) -> dict[str, list[dict[
 
 
 def compare_view(store: Store, a: str, b: str) -> list[dict[str, Any]]:
-    """`Store.compare` rows plus ``unit``, ``higher_is_better`` and a ``display`` block
-    (means, difference and CI on the 0–100 view for ratio metrics)."""
+    """`Store.compare` rows plus ``unit``, ``higher_is_better``, B's ``wins`` and ``losses``
+    by that polarity and a ``display`` block (means, difference and CI on the 0–100 view
+    for ratio metrics)."""
     rows = store.compare(a, b)
     for row in rows:
         unit, higher, family, _ = metric_meta(row["metric"])
@@ -89,4 +90,8 @@ def compare_view(store: Store, a: str, b: str) -> list[dict[str, Any]]:
         }
         diff = row["diff"]
         row["better"] = None if not diff or not math.isfinite(diff) else (diff > 0) == higher
+        # B's wins and losses against A by the metric's polarity (`assay.core.paired`)
+        row["wins"], row["losses"] = (
+            (row["above"], row["below"]) if higher else (row["below"], row["above"])
+        )
     return rows

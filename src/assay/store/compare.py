@@ -1,11 +1,12 @@
 """Comparing two runs (or two tag values, e.g. method=local_search vs basic_search).
 
 Per metric: the two means and their difference (B − A). Where samples pair up (the same
-sample id in both selections) the difference is paired: a percentile-bootstrap 95% CI of
-the mean paired difference and a two-sided sign-flip randomisation p-value (under the
-null hypothesis each paired difference is as likely to have the opposite sign). Without
-pairs, the CI is a bootstrap of the difference of independent means and no p-value is
-given.
+sample id in both selections) the difference is paired (`assay.core.paired`, the
+statistics ``assay run`` with several targets prints): a percentile-bootstrap 95% CI of
+the mean paired difference, a two-sided sign-flip randomisation p-value (exact up to 12
+pairs), the pairs where B is above, level with or below A, and the samples with a value
+on one side only (left out). Without pairs, the CI is a bootstrap of the difference of
+independent means and no p-value is given.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
+from assay.core.paired import Resampler, paired_difference, paired_figures
 from assay.core.result import signature_differences
 from assay.core.stats import mean
 from assay.store.selections import Selection, selection_signatures, selection_values
@@ -37,65 +39,18 @@ class Comparison:
     ci_high: float | None
     p_value: float | None
     paired: bool
+    #: pairs where B is above, level with or below A (`assay.core.paired`), and samples
+    #: with a value on one side only
+    above: int = 0
+    level: int = 0
+    below: int = 0
+    left_out: int = 0
     #: how the metric's result signatures differ between the sides (`assay.core.result`),
     #: one line per differing part; empty when they agree or were not stored
     signature_differences: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-class _Resampler:
-    """Seeded bootstrap indices and sign flips, made once per sample size and reused
-    across the metrics of one comparison (the same pairs get the same resamples)."""
-
-    def __init__(self, n_resamples: int, seed: int) -> None:
-        self.n_resamples = n_resamples
-        self.seed = seed
-        self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-    def matrices(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """(bootstrap counts, ±1 signs), each n_resamples × n: how often each pair is
-        drawn into each resample (so a resample's mean is one row's dot product with the
-        differences: one matrix product per metric instead of a gather), and one random
-        bit per sign."""
-        if n not in self._cache:
-            rng = np.random.default_rng(self.seed)
-            size = self.n_resamples * n
-            idx = rng.integers(0, n, size=(self.n_resamples, n), dtype=np.int32)
-            idx += np.arange(0, size, n, dtype=np.int32)[:, None]  # row r counts in r*n..
-            counts = np.bincount(idx.ravel(), minlength=size).astype(np.float64)
-            bits = np.unpackbits(np.frombuffer(rng.bytes((size + 7) // 8), np.uint8), count=size)
-            signs = bits.reshape(self.n_resamples, n).astype(np.float64)
-            signs *= 2.0
-            signs -= 1.0
-            self._cache[n] = (counts.reshape(self.n_resamples, n), signs)
-        return self._cache[n]
-
-
-def paired_difference(
-    a: Sequence[float],
-    b: Sequence[float],
-    *,
-    n_resamples: int = 2000,
-    seed: int = 0,
-    resampler: _Resampler | None = None,
-) -> tuple[float, float, float, float]:
-    """Mean of b−a, its bootstrap 95% CI, and the sign-flip p-value: (mean, low, high, p)."""
-    d = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
-    if d.size == 0:
-        raise ValueError("paired_difference needs at least one pair")
-    resampler = resampler or _Resampler(n_resamples, seed)
-    counts, signs = resampler.matrices(d.size)
-    observed = float(d.mean())
-    # einsum, not BLAS: OpenBLAS's threads wait on each other on a busy machine (a gemv
-    # of 2000 x 1000 took 8-16 ms there against 1.3 ms in einsum's one loop)
-    means = np.einsum("ij,j->i", counts, d) / d.size
-    low, high = np.percentile(means, [2.5, 97.5])
-    flipped = np.abs(np.einsum("ij,j->i", signs, d)) / d.size
-    # +1 in numerator and denominator: the observed arrangement is one of the permutations
-    p = (1 + int(np.sum(flipped >= abs(observed) - 1e-12))) / (resampler.n_resamples + 1)
-    return observed, float(low), float(high), float(p)
 
 
 def unpaired_difference(
@@ -119,19 +74,17 @@ def compare(
     and signatures are read by `assay.store.selections`."""
     left, right = selection_values(session, a), selection_values(session, b)
     signatures = selection_signatures(session, a), selection_signatures(session, b)
-    resampler = _Resampler(n_resamples, seed)
+    resampler = Resampler(n_resamples, seed)
     out = []
     for metric in sorted(set(left) | set(right)):
         va, vb = left.get(metric, {}), right.get(metric, {})
         mean_a, mean_b = mean(va.values()), mean(vb.values())  # finite near 1.8e308 too
-        keys = sorted(set(va) & set(vb))
-        low = high = p = None
+        figures = paired_figures(va, vb, resampler=resampler)
+        low, high, p = figures.ci_low, figures.ci_high, figures.p_value
         diff = None if mean_a is None or mean_b is None else mean_b - mean_a
-        paired = len(keys) >= 2
+        paired = figures.n_pairs >= 2
         if paired:
-            diff, low, high, p = paired_difference(
-                [va[k] for k in keys], [vb[k] for k in keys], resampler=resampler
-            )
+            diff = figures.diff
         elif len(va) >= 2 and len(vb) >= 2:
             diff, low, high = unpaired_difference(
                 list(va.values()), list(vb.values()), n_resamples=n_resamples, seed=seed
@@ -144,11 +97,15 @@ def compare(
                 mean_a=mean_a,
                 mean_b=mean_b,
                 diff=diff,
-                n_pairs=len(keys),
+                n_pairs=figures.n_pairs,
                 ci_low=low,
                 ci_high=high,
                 p_value=p,
                 paired=paired,
+                above=figures.above,
+                level=figures.level,
+                below=figures.below,
+                left_out=figures.left_out,
                 signature_differences=signature_differences(
                     signatures[0].get(metric, set()), signatures[1].get(metric, set())
                 )

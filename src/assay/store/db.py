@@ -237,6 +237,17 @@ class Store:
 
         return self._write(action)
 
+    def tag_run(self, run_id: str, tags: dict[str, Any]) -> None:
+        """Add ``tags`` to the run's tags (a run of several targets: its comparison)."""
+
+        def action(session: Session) -> None:
+            run = session.get(Run, run_id)
+            if run is None:
+                raise StoreError(f"no run {run_id!r} in {self.safe_url}")
+            run.tags = {**(run.tags or {}), **tags}
+
+        self._write(action)
+
     def finish_run(
         self, run_id: str, status: str = "finished", judge_usage: dict[str, Any] | None = None
     ) -> None:
