@@ -39,6 +39,7 @@ __all__ = [
     "MAX_CAUSES",
     "ErrorCause",
     "ErrorTolerance",
+    "batch_line",
     "error_causes",
     "error_gate",
     "error_notes",
@@ -356,5 +357,22 @@ def print_report(
     if evaluation.judge_usage:
         u = evaluation.judge_usage
         stdout.print("judge: " + ", ".join(f"{k}={v}" for k, v in u.items()))
+        if "batch_calls" in u:
+            stdout.print(batch_line(u))
     if out is not None:
         stdout.print(f"per-sample results: {out}")
+
+
+def batch_line(usage: dict[str, Any]) -> str:
+    """What went through the Batch API (``judge_batch``), from a run's judge usage: the
+    requests by batch and directly, the batches, and the cost when prices are set."""
+    line = (
+        f"judge batch: {usage['batch_calls']} requests by batch in {usage['batches']} "
+        f"batches ({usage.get('batches_resumed', 0)} collected from a stopped run), "
+        f"{usage['calls']} directly ({usage.get('batch_failed', 0)} failed in a batch)"
+    )
+    if usage.get("batch_pending"):
+        line += f", {usage['batch_pending']} still in a batch (run again to collect them)"
+    if usage.get("cost") is not None:
+        line += f"; cost {usage['cost']:.6g}, the batch lines at half price"
+    return line

@@ -162,7 +162,8 @@ class BatchLedger:
             self._db.execute("DELETE FROM batch_requests WHERE batch_id = ?", (batch_id,))
             self._db.commit()
 
-    def __len__(self) -> int:
+    def count(self) -> int:
+        """Requests in the ledger (sent in batches not collected yet)."""
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM batch_requests").fetchone()[0])
 
