@@ -316,3 +316,25 @@ def test_a_killed_run_leaves_its_batch_to_the_next_run(server: JudgeServer, tmp_
     assert (server.batch.uploads, server.batch.created, server.calls) == (1, 1, 0)
     direct = _evaluate(RAG, server, tmp_path / "direct", "-m", "faithfulness", "--no-cache")
     assert means(resumed) == means(direct)
+
+
+def test_a_follow_up_round_is_a_second_batch(server: JudgeServer, tmp_path: Path) -> None:
+    """ragas_answer_relevance asks the judge for questions, and when none comes back
+    (the Eiffel sample here) asks the direct rubric in a follow-up round: by batch, the
+    first round's 8 requests are one batch and the follow-up's 1 a second; the means
+    are the direct run's (9 calls)."""
+
+    def no_questions_for_eiffel(task: str, blocks: dict[str, Any], body: dict[str, Any]) -> Any:
+        if task == "answer_questions" and "Eiffel" in (blocks.get("answer") or ""):
+            return {"questions": []}
+        return None
+
+    server.script = no_questions_for_eiffel
+    metric = ["-m", "ragas_answer_relevance"]
+    direct = _evaluate(RAG, server, tmp_path / "c0", *metric, "--no-cache")
+    assert server.calls == 9
+    by_batch = _evaluate(RAG, server, tmp_path / "c1", *metric, "--judge-batch")
+    usage = by_batch["judge_usage"]
+    assert (usage["calls"], usage["batch_calls"], usage["batches"]) == (0, 9, 2)
+    assert [len(server.batch.files[f"file-{n:04d}"][1].splitlines()) for n in (1, 3)] == [8, 1]
+    assert means(by_batch) == means(direct)
