@@ -17,7 +17,6 @@ from assay.cli.gate_options import check_bounds, parse_pairs
 from assay.cli.options import (
     DeviceOption,
     ExecutorOption,
-    JudgeBatchOption,
     JudgeConcurrencyOption,
     JudgeRateLimitOption,
     OutFieldsOption,
@@ -39,9 +38,6 @@ CONFIGURE_METRICS = "assay.configure_metrics"
 PREPARE_SAMPLES = "assay.prepare_samples"
 #: and the line saying that every call to the target failed (`assay.cli.run`)
 TARGET_FAILED = "assay.target_failed"
-#: where the command leaves the run's `Evaluation` before its exit (for assay run's
-#: comparison of several targets)
-EVALUATED = "assay.evaluated"
 
 
 @app.command("evaluate")
@@ -74,6 +70,14 @@ def evaluate_command(
         ),
     ] = None,
     out_fields: OutFieldsOption = None,
+    junit: Annotated[
+        Path | None,
+        typer.Option(
+            "--junit",
+            help="Write JUnit XML for a CI server: a test case per sample and gated metric, "
+            "a failure for each value under its threshold (docs/ci.md).",
+        ),
+    ] = None,
     fail_under: Annotated[
         list[str] | None,
         typer.Option("--fail-under", help="METRIC=VALUE: exit 1 when the metric's mean is below."),
@@ -128,7 +132,6 @@ def evaluate_command(
     ] = None,
     judge_concurrency: JudgeConcurrencyOption = None,
     judge_rate_limit: JudgeRateLimitOption = None,
-    judge_batch: JudgeBatchOption = False,
     no_judge: Annotated[
         bool,
         typer.Option("--no-judge", help="Ignore any configured judge: local estimators only."),
@@ -259,8 +262,6 @@ def evaluate_command(
         }
         if no_cache:
             overrides["use_cache"] = False
-        if judge_batch:
-            overrides["judge_batch"] = True
         if judge_url:
             overrides["judge_base_url"] = judge_url
         if judge_model:
@@ -371,7 +372,12 @@ def evaluate_command(
             f"[yellow]note:[/yellow] {escape(str(out))} will hold only the samples scored "
             "now; the stored run holds them all"
         )
-    outputs = RunOutputs(out, sink, recorder, store_errors, err, fields)
+    report = None
+    if junit is not None:
+        from assay.outputs.junit import JunitReport
+
+        report = JunitReport(junit, metrics, config, run_name or Path(str(data)).name)
+    outputs = RunOutputs(out, sink, recorder, store_errors, err, fields, report)
     interrupted = stopped = False
     evaluation: Evaluation | None = None
     bad_input: InputErrors | None = None
@@ -450,7 +456,6 @@ def evaluate_command(
         # the summary and every gate cover the whole run: stored samples too
         evaluation = whole_run(evaluation, all_samples, opened.todo, opened.stored)
     evaluation.input_errors = input_errors
-    ctx.meta[EVALUATED] = evaluation
     failed = outputs.failed
     try:
         shown_out = out if "out" not in failed else None

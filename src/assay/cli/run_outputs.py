@@ -21,6 +21,7 @@ from assay.evaluation.runner import Evaluation
 from assay.outputs.sinks import EVIDENCE, SAMPLE_FIELDS, JsonlSink, output_row, write_table
 
 if TYPE_CHECKING:
+    from assay.outputs.junit import JunitReport
     from assay.store.recorder import RunRecorder
 
 __all__ = ["OUT_FIELDS", "TABLE_SUFFIXES", "RunOutputs", "chosen_fields", "reason"]
@@ -76,7 +77,7 @@ def reason(exc: BaseException) -> str:
 class RunOutputs:
     """The outputs of one run: ``out`` (a .jsonl sink written sample by sample, or a
     table, of `assay.outputs.sinks.output_row` rows), the store's ``recorder``, and which
-    of them failed (``failed``: "out", "store", "stdout"). ``store_errors``: what a
+    of them failed (``failed``: "out", "store", "stdout", "junit"). ``store_errors``: what a
     failing store raises; ``fields``: a table's ``--out-fields``."""
 
     def __init__(
@@ -87,8 +88,10 @@ class RunOutputs:
         store_errors: tuple[type[BaseException], ...],
         err: Console,
         fields: list[str] | None = None,
+        junit: JunitReport | None = None,
     ) -> None:
         self.out = out
+        self.junit = junit  # --junit: its cases spool as samples finish, written at close
         self.fields = fields  # --out-fields of a table (a JsonlSink keeps its own)
         self.sink = sink
         self.recorder = recorder
@@ -130,6 +133,8 @@ class RunOutputs:
                     self._drop_sink(exc, going_on=True)
             else:
                 self.rows.append((index, row))
+        if self.junit is not None:
+            self.junit(index, sample, results)
         if self.recorder is not None and "store" not in self.failed:
             try:
                 self.recorder(index, sample, results)
@@ -174,12 +179,26 @@ class RunOutputs:
                 write_table([row for _, row in self.rows], self.out, self.fields)
             except (OSError, ValueError, ImportError) as exc:
                 self.output_failed("out", f"writing {self.out}", exc, going_on=False)
+        if self.junit is not None:
+            junit, self.junit = self.junit, None
+            self._write_junit(junit, evaluation)
         if evaluation is not None and self.finished and self.unseen and self.fields:
             empty = ", ".join(f for f in self.fields if f in self.unseen)
             self.err.print(
                 f"[yellow]note:[/yellow] --out-fields: no sample had {escape(empty)}: "
                 "written as null"
             )
+
+    def _write_junit(self, junit: JunitReport, evaluation: Evaluation | None) -> None:
+        """Write the --junit file of a finished run; an interrupted run writes none (a CI
+        server would read the samples it lacks as passed)."""
+        if evaluation is None:
+            junit.discard()
+            return
+        try:
+            junit.close(evaluation.wall_seconds)
+        except OSError as exc:
+            self.output_failed("junit", f"writing {junit.path}", exc, going_on=False)
 
     def where(self) -> str:
         """Where the samples finished before an interrupt are (or why they are nowhere)."""

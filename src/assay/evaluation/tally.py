@@ -55,11 +55,12 @@ def applied_threshold(
     """The pass threshold that judges one result, in this order: a threshold the user set
     for this metric (``thresholds`` in config or ``--threshold``), then the metric's
     per-sample threshold (``details["pass_threshold"]``, e.g. the Arabic similarity
-    threshold), then the configured or default threshold; None when the metric has none."""
+    threshold), then the configured or default threshold; None when the metric has none
+    (a metric a suite brings in ungated, `Metric.ungated`, has one only when asked for)."""
     if metric.name in config.thresholds:
         return config.thresholds[metric.name]
     per_sample = result.details.get(PASS_THRESHOLD)
-    if per_sample is not None:
+    if per_sample is not None and config.threshold_for(metric) is not None:
         return float(per_sample)
     return config.threshold_for(metric)
 

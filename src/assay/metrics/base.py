@@ -169,6 +169,16 @@ class Metric:
         twin.name = name  # type: ignore[misc]  # the instance's name shadows the class's
         return twin
 
+    def ungated(self) -> Self:
+        """This metric reporting its values without a default threshold (a copy), for a
+        suite that brings it in to inform, not to gate (`assay.metrics.registry.SUITE_GATES`):
+        only a threshold asked for (``thresholds`` in a config, ``--threshold``) gates it."""
+        twin = copy.copy(self)
+        # the instance's attributes shadow the class's
+        twin.default_threshold = None  # type: ignore[misc]
+        twin.threshold_setting = None  # type: ignore[misc]
+        return twin
+
     def params(self) -> dict[str, Any]:
         """Parameters that change the value; part of the signature. Override when any."""
         return {}

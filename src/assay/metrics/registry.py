@@ -8,6 +8,14 @@ A metric's ``aliases`` are other names of the same computation: asking for an al
 the metric reporting under that name (`get_metric`). Suites list each computation once,
 under the metric's own name; an alias asked for by name next to a suite that brings its
 metric in replaces that name, so the value is computed once and reported as asked.
+
+A suite listed in `SUITE_GATES` gates only the metrics named there: the others it brings
+in report their values without a pass/fail (`Metric.ungated`) unless asked for by name or
+given a threshold (``thresholds``, ``--threshold``, a threshold setting set in a config).
+The ``base`` suite gates what a good answer passes: it is not a fallback and it is
+classified CORRECT against the expected answer; ``exact_match`` fails every paraphrase,
+``semantic_similarity`` at 0.7 fails some, and ``response_quality`` fails prose holding a
+``>`` ("Settings > Account"), so these inform without deciding.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SUITE_DESCRIPTIONS",
+    "SUITE_GATES",
     "get_metric",
     "list_metrics",
     "load_builtin",
@@ -38,7 +47,8 @@ _REGISTRY: dict[str, type[Metric]] = {}
 _ALIASES: dict[str, str] = {}  # alias -> the metric's own name
 
 SUITE_DESCRIPTIONS: dict[str, str] = {
-    "base": "The chatbot default: answer vs expected answer, lexical and semantic.",
+    "base": "The chatbot default: answer vs expected answer, lexical and semantic; "
+    "gated on fallback_detection and answer_classification.",
     "base-model": "The chatbot hub's base-model metrics, similarity proxies included.",
     "lexical": "String-overlap metrics against the expected answer (no model).",
     "semantic": "Embedding and BERTScore similarity metrics.",
@@ -56,6 +66,12 @@ SUITE_DESCRIPTIONS: dict[str, str] = {
     "judged": "LLM-as-judge metrics (local estimators when no judge is configured).",
     "structured": "JSON output vs ground-truth JSON.",
     "all-offline": "Every metric; judged ones use their local estimator without a judge.",
+}
+
+#: the metrics a suite gates (pass/fail per sample); a suite not listed gates every metric
+#: that has a threshold
+SUITE_GATES: dict[str, frozenset[str]] = {
+    "base": frozenset({"fallback_detection", "answer_classification"}),
 }
 
 
@@ -159,8 +175,11 @@ def resolve_metrics(
     from assay.core.extras import missing_extra_of_needs, pip_command
 
     from_suites: list[str] = []
+    gating: set[str] = set()  # metrics some suite asked for gates, or that a suite gates
     for s in suites or ([] if names else ["base"]):
-        from_suites.extend(suite(s))
+        members = suite(s)
+        from_suites.extend(members)
+        gating.update(SUITE_GATES.get(s, members))
     asked = set(names or [])
     # an alias asked for by name stands in for its metric brought by a suite (computed once)
     renamed = {
@@ -178,7 +197,8 @@ def resolve_metrics(
             left_out.setdefault(extra, []).append(n)
             skipped.add(n)
             continue
-        seen[n] = get_metric(n)
+        metric = get_metric(n)
+        seen[n] = metric if n in asked or metric_class(n).name in gating else metric.ungated()
     for extra, metrics in left_out.items():
         warnings.warn(
             AssayNote(

@@ -190,7 +190,8 @@ class AnswerClassification(JudgedMetric):
     KNOW, so the mean over a run is the specification's "correct" percentage over all
     evaluations (17 of 24 = 70.8%); the label is in ``details["label"]`` and the runner
     counts labels per run (RAG specification's correct/wrong/dont_know_answers_count).
-    Inputs: response, expected (query used when present). Range 0..1, higher is better.
+    Inputs: response, expected (query used when present). Range 0..1, higher is better;
+    pass threshold 1.0 (CORRECT): with ``fallback_detection`` the gate of the ``base`` suite.
     Local estimator ``agreement_head``: CORRECT when the agreement head's calibrated
     probability (`assay.models.agreement_head`, over the rule-based agreement — cosine of
     answer and reference after removing the question's content words, halved by each
@@ -212,6 +213,8 @@ class AnswerClassification(JudgedMetric):
 
     name = "answer_classification"
     requires = ("response", "expected")
+    default_threshold = 1.0  # CORRECT
+    suites = ("judged", "base")
     needs = AGREEMENT_NEEDS
     source = Source.RAG_EVALUATION
     estimator = "agreement_head"
