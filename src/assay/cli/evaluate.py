@@ -17,6 +17,7 @@ from assay.cli.gate_options import check_bounds, parse_pairs
 from assay.cli.options import (
     DeviceOption,
     ExecutorOption,
+    JudgeBatchOption,
     JudgeConcurrencyOption,
     JudgeRateLimitOption,
     OutFieldsOption,
@@ -38,6 +39,9 @@ CONFIGURE_METRICS = "assay.configure_metrics"
 PREPARE_SAMPLES = "assay.prepare_samples"
 #: and the line saying that every call to the target failed (`assay.cli.run`)
 TARGET_FAILED = "assay.target_failed"
+#: where the command leaves the run's `Evaluation` before its exit (for assay run's
+#: comparison of several targets)
+EVALUATED = "assay.evaluated"
 
 
 @app.command("evaluate")
@@ -132,6 +136,7 @@ def evaluate_command(
     ] = None,
     judge_concurrency: JudgeConcurrencyOption = None,
     judge_rate_limit: JudgeRateLimitOption = None,
+    judge_batch: JudgeBatchOption = False,
     no_judge: Annotated[
         bool,
         typer.Option("--no-judge", help="Ignore any configured judge: local estimators only."),
@@ -262,6 +267,8 @@ def evaluate_command(
         }
         if no_cache:
             overrides["use_cache"] = False
+        if judge_batch:
+            overrides["judge_batch"] = True
         if judge_url:
             overrides["judge_base_url"] = judge_url
         if judge_model:
@@ -456,6 +463,7 @@ def evaluate_command(
         # the summary and every gate cover the whole run: stored samples too
         evaluation = whole_run(evaluation, all_samples, opened.todo, opened.stored)
     evaluation.input_errors = input_errors
+    ctx.meta[EVALUATED] = evaluation
     failed = outputs.failed
     try:
         shown_out = out if "out" not in failed else None
