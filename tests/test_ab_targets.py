@@ -11,6 +11,7 @@ worked out by hand below (`EXPECTED`).
 from __future__ import annotations
 
 import json
+import socket
 import sqlite3
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -311,3 +312,22 @@ def test_the_printed_url_opens_the_compare_page_with_the_paired_figures(
         shown = [em.nth(i).inner_text() for i in range(1, 5)]
         assert shown == ["100.00%", "60.00%", "-40.00 pts", "[-80.00, 0.00]"]
         assert dash_page.errors == []
+
+
+def test_a_target_that_cannot_be_reached_does_not_stop_the_others(
+    env: Path, two_targets: tuple[TargetServer, TargetServer]
+) -> None:
+    good, _ = two_targets
+    with socket.socket() as probe:  # free a moment ago: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}/rag"
+    args = ["run", str(_data(env)), "--target", closed, "--target", f"{good.url}/rag"]
+    args += ["--target-name", "down", "--target-name", "up", "--retries", "0"]
+    args += ["--request", '{"question": "{query}"}', "--response-path", "answer"]
+    result = CliRunner().invoke(app, [*args, "-m", "exact_match"])
+    assert result.exit_code == 2, result.output
+    output = " ".join(result.output.split())
+    assert f"error: the target {closed} cannot be reached" in output
+    assert "target up: 6 calls (6 ok)" in output  # the second target still ran
+    assert "no comparison of up with down: target down has no results" in output
+    assert "exit 2: from target down" in output
