@@ -180,7 +180,12 @@ def _run(data: Path, good: TargetServer, bad: TargetServer, *extra: str) -> Any:
     args += ["--target-name", "good", "--target-name", "bad", "--concurrency", "1"]
     args += ["--request", '{"question": "{query}"}', "--response-path", "answer"]
     args += ["-m", "exact_match", "-m", "fallback_detection", "--retries", "0", *extra]
-    # in a thread of its own: Playwright's sync API holds an event loop in this one
+    return _invoke(args)
+
+
+def _invoke(args: list[str]) -> Any:
+    """The command's result, run in a thread of its own: once the browser tests have
+    started, Playwright's sync API holds an event loop in this one."""
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(CliRunner().invoke, app, args).result()
 
@@ -272,7 +277,7 @@ def test_one_target_runs_as_before_and_resume_needs_one_target(
     data = _data(env)
     args = ["run", str(data), "--target", f"{good.url}/rag", "--request"]
     args += ['{"question": "{query}"}', "--response-path", "answer", "-m", "exact_match"]
-    result = CliRunner().invoke(app, args)
+    result = _invoke(args)
     assert result.exit_code == 0, result.output
     assert "paired by sample" not in result.output
     assert "target " + f"{good.url}/rag: 6 calls (6 ok)" in result.output
@@ -280,7 +285,7 @@ def test_one_target_runs_as_before_and_resume_needs_one_target(
     assert again.exit_code == 2
     assert "--resume continues one stored run" in again.output
     assert len(bad.requests) == 0  # refused before any call
-    names = CliRunner().invoke(app, [*args, "--target", "python:x:y", "--target-name", "a"])
+    names = _invoke([*args, "--target", "python:x:y", "--target-name", "a"])
     assert names.exit_code == 2
     assert "--target-name is given 1 times for 2 targets" in names.output
 
@@ -324,7 +329,7 @@ def test_a_target_that_cannot_be_reached_does_not_stop_the_others(
     args = ["run", str(_data(env)), "--target", closed, "--target", f"{good.url}/rag"]
     args += ["--target-name", "down", "--target-name", "up", "--retries", "0"]
     args += ["--request", '{"question": "{query}"}', "--response-path", "answer"]
-    result = CliRunner().invoke(app, [*args, "-m", "exact_match"])
+    result = _invoke([*args, "-m", "exact_match"])
     assert result.exit_code == 2, result.output
     output = " ".join(result.output.split())
     assert f"error: the target {closed} cannot be reached" in output

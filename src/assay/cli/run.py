@@ -50,7 +50,7 @@ def target_options(
         typer.Option(
             "--target-name",
             help="A name per --target, in order (default: derived from the target); it "
-            "names the target's --out file and stored run.",
+            "names the target's stored run and, with several targets, its --out file.",
         ),
     ] = None,
     target_model: Annotated[
