@@ -38,6 +38,16 @@ from assay.judge.rate import TokenBucket
 from assay.metrics.judged import _unit_score
 from judge_server import JudgeServer, parse_blocks
 
+#: the clients a test made, closed after it (their connections and aiohttp sessions)
+_MADE: list[JudgeClient] = []
+
+
+@pytest.fixture(autouse=True)
+def close_made_clients() -> Iterator[None]:
+    yield
+    while _MADE:
+        _MADE.pop().close()
+
 
 @pytest.fixture
 def server() -> Iterator[JudgeServer]:
@@ -48,12 +58,14 @@ def server() -> Iterator[JudgeServer]:
 def make_client(server: JudgeServer, cache: Path | None = None, **kwargs: object) -> JudgeClient:
     options: dict[str, object] = {"backoff_base": 0.01, "backoff_max": 0.05}
     options.update(kwargs)
-    return JudgeClient(
+    client = JudgeClient(
         "test-judge",
         server.url,
         cache=JudgeCache(cache) if cache is not None else None,
         **options,  # type: ignore[arg-type]
     )
+    _MADE.append(client)
+    return client
 
 
 def ask_relevance(client: JudgeClient, i: int = 0):
@@ -460,13 +472,17 @@ def most_in_one_second(arrivals: list[float]) -> int:
 
 
 def test_rate_limit_spaces_the_requests_evenly(server: JudgeServer) -> None:
-    """20 questions at 10/s: the bucket holds one token at the first request and gains
-    one every 0.1 s, so the k-th request is sent 0.1 * k s after the first: the last
-    1.9 s after it (the run takes at least 1.9 s), and a one-second window at the server
-    holds at most 11 (requests 0..10; the first connection's setup delays arrivals by
-    less than the 0.1 s spacing). Without a limit the same 20 go at once (concurrency
-    64, an instant server, a connection already open): well under 0.5 s."""
+    """20 questions at 10/s, after one that opens the connection (so that no connection
+    setup bunches the first arrivals) and a fresh bucket: it holds one token at the first
+    request and gains one every 0.1 s, so the k-th request is sent 0.1 * k s after the
+    first: the last 1.9 s after it (the run takes at least 1.9 s), and a one-second
+    window at the server holds at most 11 (requests 0..10). Without a limit the same 20
+    go at once (concurrency 64, an instant server, a connection already open): well
+    under 0.5 s."""
     client = make_client(server, rate_limit=10.0)
+    ask_relevance(client, -1)
+    server.reset()
+    client._bucket = TokenBucket(10.0)
     started = time.perf_counter()
     client.gather(client.ask(RELEVANCE, query=f"q{i}?", response="a") for i in range(20))
     limited = time.perf_counter() - started

@@ -391,3 +391,19 @@ def test_a_reason_phrase_that_is_not_utf8_is_read() -> None:
     with raw_server(fixed(b"HTTP/1.1 200 \xff\xfe\r\nContent-Length: 2\r\n\r\nok")) as facts:
         (reply,) = fetch(facts["url"])
     assert (reply.status_code, reply.content) == (200, b"ok")
+
+
+def test_a_user_and_password_in_the_url_are_sent_as_basic_authorization() -> None:
+    seen: list[bytes] = []
+
+    def answer(request: bytes) -> tuple[list[bytes], bool]:
+        seen.append(request)
+        return [PLAIN], False
+
+    with raw_server(answer) as facts:
+        url = facts["url"].replace("http://", "http://assay:s3cret@") + "/v1/x"
+        (reply,) = fetch(url)
+    assert reply.json() == json.loads(JSON_BODY)
+    head = seen[0].split(b"\r\n\r\n")[0].split(b"\r\n")
+    assert head[0] == b"POST /v1/x HTTP/1.1"
+    assert b"Authorization: Basic YXNzYXk6czNjcmV0" in head  # base64 of assay:s3cret

@@ -168,11 +168,14 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         timeouts = request.extensions.get("timeout", {})
         body = await request.aread()
         session = self._session(close=_says_close(request.headers))
+        raw_headers = request.headers.raw  # with httpx's spelling
         try:
             response = await session.request(
                 request.method,
-                yarl.URL(str(request.url), encoded=True),  # as httpx encoded it
-                headers=list(request.headers.multi_items()),
+                # as httpx encoded it; a user and password in it are already httpx's
+                # Authorization header (aiohttp refuses a URL with both)
+                yarl.URL(str(request.url.copy_with(userinfo=b"")), encoded=True),
+                headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw_headers],
                 data=body or None,
                 allow_redirects=False,  # httpx follows them, if asked
                 auto_decompress=False,  # httpx decodes the body
