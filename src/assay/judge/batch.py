@@ -269,7 +269,8 @@ class BatchTransport:
                 batch = await api.call("GET", f"batches/{batch_id}")
             except Exception as exc:  # judged below
                 status_code = getattr(exc, "status_code", None)
-                if status_code in (400, 404):  # the server has no such batch (any more)
+                # the server has no such batch (any more), or sends it over the bound
+                if status_code in (400, 404) or isinstance(exc, ReplyTooLarge):
                     self.ledger.forget(batch_id)
                     return dict.fromkeys(ids, LineFailed(f"batch {batch_id}: {_why(exc)}"))
                 failures += 1
