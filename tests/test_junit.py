@@ -197,3 +197,14 @@ def test_junit_from_the_cli_is_valid_for_hostile_answers(env, command):
         ("s2", "exact_match"): "pass",
     }
     assert "response: bad \\x01]]>\\x07 <x>" in root.find("testcase/failure").text
+
+
+def test_a_junit_file_that_cannot_be_written_fails_the_run_with_exit_2(env):
+    """--junit under a path that is a file: the run is scored and reported, then the one
+    line names the file and why, and the exit code is 2 (an output not written)."""
+    (env / "taken").write_text("a file, not a folder")
+    result = runner.invoke(
+        app, ["evaluate", str(CHATBOT), "-m", "exact_match", "--junit", "taken/j.xml"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "error: writing taken/j.xml failed: " in " ".join(result.stderr.split())
