@@ -134,6 +134,31 @@ def test_names_are_derived_unique_or_given_once_per_target() -> None:
     assert out_path(Path("out/results.jsonl"), "new") == Path("out/results.new.jsonl")
 
 
+def test_the_store_counts_a_sample_na_on_both_sides_as_left_out(tmp_path: Path) -> None:
+    from assay.core.result import MetricResult
+    from assay.core.sample import Sample
+
+    store = Store(str(tmp_path / "runs.db"))
+    # s1, s2 paired (0.5 -> 0.75, 0.25 -> 0.25); s3 N/A in B; s4 N/A on both sides
+    values = {"A": [0.5, 0.25, 1.0, None], "B": [0.75, 0.25, None, None]}
+    try:
+        for run, column in values.items():
+            store.start_run(run)
+            for index, value in enumerate(column):
+                result = MetricResult("rouge", value, reason=None if value is not None else "x")
+                sample = Sample(id=f"s{index + 1}")
+                store.record(run, index, sample, {"rouge": result}, status="passed")
+            store.finish_run(run)
+        [row] = store.compare("A", "B")
+    finally:
+        store.close()
+    assert (row["n_a"], row["n_b"], row["n_pairs"], row["left_out"]) == (3, 2, 2, 2)
+    assert (row["above"], row["level"], row["below"]) == (1, 1, 0)
+    assert row["mean_a"] == pytest.approx(1.75 / 3) and row["mean_b"] == 0.5
+    # paired: differences 0.25 and 0: mean 0.125; sign flips: |sum| 0.25 in 4 of 4
+    assert (row["diff"], row["p_value"]) == (0.125, 1.0)
+
+
 # ---- the command, end to end ------------------------------------------------------------
 
 FALLBACK = json.dumps({"answer": "Sorry, I didn't understand. Please try again."})

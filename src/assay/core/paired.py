@@ -154,8 +154,8 @@ class PairedFigures:
 
 
 def paired_figures(
-    a: Mapping[str, float],
-    b: Mapping[str, float],
+    a: Mapping[str, float | None],
+    b: Mapping[str, float | None],
     *,
     samples: Collection[str] | None = None,
     resampler: Resampler | None = None,
@@ -164,23 +164,27 @@ def paired_figures(
     keys with a value on both sides, in sorted key order (the bootstrap's draws follow
     it); ``samples`` (default: the keys of either side) are the samples counted as left
     out when not paired."""
-    keys = sorted(k for k in set(a) & set(b) if a[k] is not None and b[k] is not None)
+    pairs = [
+        (key, x, y)
+        for key in sorted(set(a) & set(b))
+        if (x := a[key]) is not None and (y := b[key]) is not None
+    ]
     universe = set(samples) if samples is not None else set(a) | set(b)
-    left_out = len(universe - set(keys))
+    left_out = len(universe - {key for key, _, _ in pairs})
     above = level = below = 0
-    for key in keys:
-        if _level(a[key], b[key]):
+    for _, x, y in pairs:
+        if _level(x, y):
             level += 1
-        elif b[key] > a[key]:
+        elif y > x:
             above += 1
         else:
             below += 1
     diff = low = high = p = None
-    if len(keys) >= 2:
+    if len(pairs) >= 2:
         diff, low, high, p = paired_difference(
-            [a[k] for k in keys], [b[k] for k in keys], resampler=resampler
+            [x for _, x, _ in pairs], [y for _, _, y in pairs], resampler=resampler
         )
-    return PairedFigures(len(keys), left_out, diff, low, high, p, above, level, below)
+    return PairedFigures(len(pairs), left_out, diff, low, high, p, above, level, below)
 
 
 def wins_ties_losses(figures: PairedFigures, higher_is_better: bool) -> tuple[int, int, int]:

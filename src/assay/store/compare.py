@@ -4,8 +4,8 @@ Per metric: the two means and their difference (B − A). Where samples pair up 
 sample id in both selections) the difference is paired (`assay.core.paired`, the
 statistics ``assay run`` with several targets prints): a percentile-bootstrap 95% CI of
 the mean paired difference, a two-sided sign-flip randomisation p-value (exact up to 12
-pairs), the pairs where B is above, level with or below A, and the samples with a value
-on one side only (left out). Without pairs, the CI is a bootstrap of the difference of
+pairs), the pairs where B is above, level with or below A, and the samples N/A on either
+side (left out: a sample of either selection whose value is missing on one side). Without pairs, the CI is a bootstrap of the difference of
 independent means and no p-value is given.
 """
 
@@ -40,7 +40,7 @@ class Comparison:
     p_value: float | None
     paired: bool
     #: pairs where B is above, level with or below A (`assay.core.paired`), and samples
-    #: with a value on one side only
+    #: of either side that are N/A on one side or both (not paired)
     above: int = 0
     level: int = 0
     below: int = 0
@@ -65,6 +65,10 @@ def unpaired_difference(
     return float(y.mean() - x.mean()), float(low), float(high)
 
 
+def _values(side: dict[str, float | None]) -> dict[str, float]:
+    return {key: value for key, value in side.items() if value is not None}
+
+
 def compare(
     session: Session, a: Selection, b: Selection, *, seed: int = 0, n_resamples: int = 2000
 ) -> list[Comparison]:
@@ -77,9 +81,10 @@ def compare(
     resampler = Resampler(n_resamples, seed)
     out = []
     for metric in sorted(set(left) | set(right)):
-        va, vb = left.get(metric, {}), right.get(metric, {})
+        # the samples of both sides (N/A ones too) count in the pairs' left out
+        figures = paired_figures(left.get(metric, {}), right.get(metric, {}), resampler=resampler)
+        va, vb = (_values(side.get(metric, {})) for side in (left, right))
         mean_a, mean_b = mean(va.values()), mean(vb.values())  # finite near 1.8e308 too
-        figures = paired_figures(va, vb, resampler=resampler)
         low, high, p = figures.ci_low, figures.ci_high, figures.p_value
         diff = None if mean_a is None or mean_b is None else mean_b - mean_a
         paired = figures.n_pairs >= 2

@@ -38,8 +38,9 @@ class Selection:
         return ":".join(parts) or "all"
 
 
-def selection_values(session: Session, selection: Selection) -> dict[str, dict[str, float]]:
-    """metric -> {pairing key -> value} for one selection (None values skipped).
+def selection_values(session: Session, selection: Selection) -> dict[str, dict[str, float | None]]:
+    """metric -> {pairing key -> value} for one selection (None: N/A or errored, so that
+    a comparison can count the samples left out of its pairs).
 
     The pairing key is the sample id (else the test name); a selection spanning several
     runs (a tag without a run) keys by (run, sample) so no run's value overwrites
@@ -58,11 +59,10 @@ def selection_values(session: Session, selection: Selection) -> dict[str, dict[s
     if selection.tag:  # JSON decoded per row: read only when a tag selects
         columns.append(TestResult.tags)
     stmt = select(*columns).join(TestResult, TestResult.id == ScoringDetail.test_result_id)
-    stmt = stmt.where(ScoringDetail.metric_value.is_not(None))
     if selection.run_id:
         stmt = stmt.where(ScoringDetail.run_id == selection.run_id)
     stmt = stmt.order_by(ScoringDetail.run_id, TestResult.sample_index, ScoringDetail.id)
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, float | None]] = {}
     seen: dict[tuple[str, str, str], int] = {}
     # Core rows (no ORM entity loading): a run's 10,000s of rows come back as tuples
     for metric, value, sample_id, test_name, run_id, *tags in (
@@ -76,7 +76,7 @@ def selection_values(session: Session, selection: Selection) -> dict[str, dict[s
             key = f"{key}#{occurrence}"
         if not selection.run_id:
             key = f"{run_id}/{key}"
-        out.setdefault(metric, {})[key] = float(value)
+        out.setdefault(metric, {})[key] = None if value is None else float(value)
     return out
 
 
