@@ -338,3 +338,55 @@ def test_a_follow_up_round_is_a_second_batch(server: JudgeServer, tmp_path: Path
     assert (usage["calls"], usage["batch_calls"], usage["batches"]) == (0, 9, 2)
     assert [len(server.batch.files[f"file-{n:04d}"][1].splitlines()) for n in (1, 3)] == [8, 1]
     assert means(by_batch) == means(direct)
+
+
+def test_judge_batch_in_the_project_file_makes_a_batch_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``judge_batch = true`` in [tool.assay] (and ASSAY_JUDGE_BATCH_POLL from the
+    environment) gives the judge a batch transport with those settings and its ledger
+    next to the cache; without it the judge calls directly. A poll of 0 is refused."""
+    from assay.core.config import ConfigError, load_config
+
+    monkeypatch.setenv("ASSAY_JUDGE_BATCH_POLL", "0.5")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.assay]\njudge_batch = true\njudge_batch_wait = 600\njudge_model = "m"\n'
+        f'judge_base_url = "http://127.0.0.1:9/v1"\ncache_dir = "{tmp_path / "cache"}"\n'
+    )
+    config = load_config(project_dir=tmp_path)
+    client = JudgeClient.from_config(config)
+    assert client is not None and client.batch is not None
+    assert (client.batch.poll, client.batch.wait) == (0.5, 600.0)
+    assert client.batch.ledger.path == tmp_path / "cache" / "judge_batches.sqlite"
+    client.close()
+    direct = JudgeClient.from_config(config.model_copy(update={"judge_batch": False}))
+    assert direct is not None and direct.batch is None
+    direct.close()
+    monkeypatch.setenv("ASSAY_JUDGE_BATCH_POLL", "0")
+    with pytest.raises(ConfigError) as refused:
+        load_config(project_dir=tmp_path)
+    assert str(refused.value) == (
+        "invalid configuration: environment variable 'ASSAY_JUDGE_BATCH_POLL': Input should "
+        "be greater than 0"
+    )
+
+
+def test_usage_of_ray_workers_sums_the_batch_counters() -> None:
+    """Two workers' batch usage: requests, tokens and batches summed, and the cost of
+    each (its batch lines at half price) added."""
+    from assay.evaluation.scale.ray_executor import merge_usage
+    from assay.judge.usage import JudgeUsage
+
+    usages = []
+    for lines in (3, 5):
+        usage = JudgeUsage(price_prompt=2.0, price_completion=8.0, batch_mode=True)
+        for _ in range(lines):
+            usage.record_batch_line(100, 10)
+        usage.add("batches")
+        usages.append(usage.to_dict())
+    merged = merge_usage(usages)
+    assert merged is not None
+    assert (merged["batch_calls"], merged["batches"], merged["batch_prompt_tokens"]) == (8, 2, 800)
+    assert merged["prompt_tokens"] == 800
+    # 800 prompt tokens at 2 and 80 completion tokens at 8 per 1M, half price
+    assert merged["cost"] == pytest.approx((800 * 2 + 80 * 8) / 1_000_000 / 2)
