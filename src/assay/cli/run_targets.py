@@ -5,10 +5,11 @@ Each target is run as ``assay run`` runs one (`assay.cli.run`): its calls, its r
 its gates, its ``--out`` and ``--junit`` files (``results.jsonl`` becomes
 ``results.NAME.jsonl``) and, with ``--store``, its stored run, named ``NAME``
 (``RUN_NAME: NAME`` with ``--run-name``) and tagged ``comparison`` (one id shared by the
-runs) and ``target`` (its name). Then, per target after the first, one line per metric: the paired figures of
-`assay.core.paired` (mean difference, bootstrap 95 % interval, sign-flip p-value, wins,
-ties and losses by the metric's polarity, samples left out), the figures the dashboard's
-compare page shows for the two stored runs, whose address is printed.
+runs) and ``target`` (its name). Then, per target after the first, one line per
+metric: the paired figures of `assay.core.paired` (mean difference, bootstrap 95 %
+interval, sign-flip p-value, wins, ties and losses by the metric's polarity, samples left
+out), the figures the dashboard's compare page shows for the two stored runs, whose
+address is printed.
 
 The exit code is the worst of the targets' (2, then 3, then 1, then 0, as ``assay
 evaluate`` ranks them); an interrupt stops every target (130).

@@ -4,9 +4,9 @@ Per metric: the two means and their difference (B − A). Where samples pair up 
 sample id in both selections) the difference is paired (`assay.core.paired`, the
 statistics ``assay run`` with several targets prints): a percentile-bootstrap 95% CI of
 the mean paired difference, a two-sided sign-flip randomisation p-value (exact up to 12
-pairs), the pairs where B is above, level with or below A, and the samples N/A on either
-side (left out: a sample of either selection whose value is missing on one side). Without pairs, the CI is a bootstrap of the difference of
-independent means and no p-value is given.
+pairs), the pairs where B is above, level with or below A, and the samples left out of
+the pairs (a sample of either selection that is N/A on one side or both). Without pairs,
+the CI is a bootstrap of the difference of independent means and no p-value is given.
 """
 
 from __future__ import annotations
