@@ -127,8 +127,9 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     Args:
         max_connections: connections open at once, all origins together (None: no limit).
         keepalive_expiry: seconds an idle connection is kept.
-        ssl_context: how ``https`` servers are verified; default httpx's
-            (``httpx.create_ssl_context()``: certifi's authorities, ``SSL_CERT_FILE`` and
+        ssl_context: how ``https`` servers are verified; default httpx's, made at the
+            first ``https`` request (``httpx.create_ssl_context()``, 0.1 s: certifi's
+            authorities, ``SSL_CERT_FILE`` and
             ``SSL_CERT_DIR`` honoured).
     """
 
@@ -140,7 +141,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     ) -> None:
         self.max_connections = max_connections
         self.keepalive_expiry = keepalive_expiry
-        self.ssl_context = ssl_context if ssl_context is not None else httpx.create_ssl_context()
+        self._ssl_context = ssl_context
         self._kept: aiohttp.ClientSession | None = None
         # requests that say Connection: close, on connections never reused (aiohttp's
         # pool reads only the reply's Connection header)
@@ -153,7 +154,6 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 limit=self.max_connections or 0,
                 keepalive_timeout=None if close else self.keepalive_expiry,
                 force_close=close,
-                ssl=self.ssl_context,
             )
             # httpx keeps the cookies: aiohttp's jar would only filter them again
             session = aiohttp.ClientSession(
@@ -164,6 +164,12 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             else:
                 self._kept = session
         return session
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """The context that verifies ``https`` servers (httpx's default, made once)."""
+        if self._ssl_context is None:
+            self._ssl_context = httpx.create_ssl_context()
+        return self._ssl_context
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         timeouts = request.extensions.get("timeout", {})
@@ -186,6 +192,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                     sock_connect=timeouts.get("connect"),
                     sock_read=timeouts.get("read"),
                 ),
+                ssl=self.ssl_context() if request.url.scheme == "https" else True,
                 server_hostname=request.extensions.get("sni_hostname"),
             )
         except aiohttp.ClientError as exc:

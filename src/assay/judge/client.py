@@ -55,6 +55,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import importlib
 import random
 import time
 from collections.abc import Awaitable, Coroutine, Iterable, Mapping, Sequence
@@ -225,6 +226,10 @@ class JudgeClient:
         self._probe: asyncio.Lock | None = None
         # whether the server was reached, and whether it cannot be (`unreachable`)
         self._circuit = ConnectCircuit()
+        # the HTTP modules (httpx, aiohttp: 0.3-0.4 s to import on 2 cores) are imported
+        # now, not on the judge loop at the first request, where the import would hold
+        # back every request of the run's first round (and bunch rate-limited ones)
+        importlib.import_module("assay.judge.http")
 
     @property
     def unreachable(self) -> str | None:
