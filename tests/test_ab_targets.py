@@ -361,3 +361,27 @@ def test_a_target_that_cannot_be_reached_does_not_stop_the_others(
     assert "target up: 6 calls (6 ok)" in output  # the second target still ran
     assert "no comparison of up with down: target down has no results" in output
     assert "exit 2: from target down" in output
+
+
+def test_one_target_with_two_request_templates_compares_the_prompts(
+    env: Path, two_targets: tuple[TargetServer, TargetServer]
+) -> None:
+    good, _ = two_targets
+    url = f"{good.url}/rag"
+    args = ["run", str(_data(env)), "--target", url, "--target", url, "--response-path"]
+    args += ["answer", "--request", '{"question": "{query}"}', "-m", "exact_match"]
+    args += ["--request", '{"question": "Please, {query}"}', "--concurrency", "1"]
+    result = _invoke(args)
+    assert result.exit_code == 0, result.output
+    name = url.removeprefix("http://").replace(":", "-").replace("/", "-")
+    # the second template's answers ("Answer: Please, q1") miss every expected answer:
+    # differences -1 six times; sign flips: only all + and all - reach |mean| 1, 2 of 64
+    assert (
+        f"  exact_match: 1.0000 -> 0.0000, difference -1.0000, 95% CI [-1.0000, -1.0000], "
+        f"p 0.0312; {name}-2 wins 0, ties 0, loses 6 (6 pairs, 0 left out)"
+    ) in result.output.splitlines()
+    asked = [json.loads(r["body"])["question"] for r in good.requests]
+    assert asked == [f"q{i}" for i in range(1, 7)] + [f"Please, q{i}" for i in range(1, 7)]
+    wrong = _invoke([*args, "--target-model", "a", "--target-model", "b", "--target-model", "c"])
+    assert wrong.exit_code == 2
+    assert "--target-model is given 3 times for 2 targets" in wrong.output

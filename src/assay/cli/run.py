@@ -29,7 +29,7 @@ from assay.cli.evaluate import (
     TARGET_FAILED,
     evaluate_command,
 )
-from assay.cli.run_targets import run_several, target_names
+from assay.cli.run_targets import per_target, run_several, target_names
 
 
 def target_options(
@@ -70,12 +70,13 @@ def target_options(
         ),
     ] = None,
     request: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--request",
             help='The JSON body an http target gets, e.g. \'{"question": "{query}"}\': '
             "{query}, {id} and any other field of the sample are replaced by its value, "
-            'JSON-escaped. Default: \'{"query": "{query}"}\'.',
+            'JSON-escaped. Default: \'{"query": "{query}"}\'. Once for every target, or '
+            "once per --target, in order.",
         ),
     ] = None,
     response_path: Annotated[
@@ -185,26 +186,22 @@ def run_command(ctx: typer.Context, **options: Any) -> None:
         raise typer.Exit(2)
     if chosen["canary"]:
         ctx.meta[CONFIGURE_METRICS] = _with_canary(chosen["canary"])
-    specs, models = chosen["target"], chosen["target_model"] or [None]
+    specs = chosen["target"]
     try:
-        if len(models) not in {1, len(specs)}:
-            raise TargetError(
-                f"--target-model is given {len(models)} times for {len(specs)} targets; give "
-                "it once, or once per --target"
-            )
-        models = models * len(specs) if len(models) == 1 else models
+        models = per_target(chosen["target_model"], len(specs), "--target-model")
+        requests = per_target(chosen["request"], len(specs), "--request")
         names = target_names(specs, chosen["target_name"], models)
         targets = [
             parse_target(
                 spec,
                 model=model,
                 key_env=chosen["target_key_env"],
-                request=chosen["request"],
+                request=request,
                 response_path=chosen["response_path"],
                 contexts_path=chosen["contexts_path"],
                 headers=chosen["header"] or (),
             )
-            for spec, model in zip(specs, models, strict=True)
+            for spec, model, request in zip(specs, models, requests, strict=True)
         ]
     except (TargetError, ValueError) as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}")

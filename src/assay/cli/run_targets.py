@@ -76,6 +76,26 @@ def target_names(
     return names
 
 
+def per_target(values: Sequence[str] | None, n: int, flag: str) -> list[str | None]:
+    """An option given once for every one of ``n`` targets, or once per target in order:
+    its value for each target (None for each when it is not given). Raises ValueError
+    for another count.
+
+    >>> per_target(["m"], 2, "--target-model"), per_target(None, 2, "--request")
+    (['m', 'm'], [None, None])
+    """
+    if not values:
+        return [None] * n
+    if len(values) == 1:
+        return [values[0]] * n
+    if len(values) != n:
+        raise ValueError(
+            f"{flag} is given {len(values)} times for {n} targets; give it once, or once "
+            "per --target, in order"
+        )
+    return list(values)
+
+
 def _derived(spec: str) -> str:
     if spec.startswith("python:"):
         body = spec.rsplit(":", 1)[-1]
