@@ -390,3 +390,23 @@ def test_usage_of_ray_workers_sums_the_batch_counters() -> None:
     assert merged["prompt_tokens"] == 800
     # 800 prompt tokens at 2 and 80 completion tokens at 8 per 1M, half price
     assert merged["cost"] == pytest.approx((800 * 2 + 80 * 8) / 1_000_000 / 2)
+
+
+def test_a_ledger_that_cannot_be_opened_is_kept_in_memory(tmp_path: Path) -> None:
+    """A cache folder that is a file: the ledger cannot be made there, the run goes on
+    with one in memory and a warning saying what is lost."""
+    from assay.core.config import AssayWarning
+
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("x")
+    with pytest.warns(AssayWarning) as caught:
+        ledger = BatchLedger.opened(blocked / "judge_batches.sqlite")
+    assert ledger.path is None
+    ledger.record("batch_1", ["a", "b"])
+    assert ledger.batches_of(["a", "c"]) == {"a": "batch_1"}
+    [warning] = caught
+    assert str(warning.message) == (
+        f"the judge batch ledger {blocked / 'judge_batches.sqlite'} cannot be opened: File "
+        "exists; a batch of this run that is stopped will not be collected by the next (set "
+        "ASSAY_CACHE_DIR to a writable folder)"
+    )

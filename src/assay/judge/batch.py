@@ -39,12 +39,17 @@ import json
 import sqlite3
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from assay.core.config import AssayWarning
 from assay.core.http import ReplyTooLarge
+
+if TYPE_CHECKING:
+    from assay.core.config import AssayConfig
 
 __all__ = [
     "BATCH_PRICE",
@@ -132,6 +137,23 @@ class BatchLedger:
         )
         self._db.commit()
 
+    @classmethod
+    def opened(cls, path: Path) -> BatchLedger:
+        """The ledger at ``path``; one in memory, with an `AssayWarning`, when that file
+        cannot be opened (the run goes on; only resuming its batches is lost)."""
+        try:
+            return cls(path)
+        except (OSError, sqlite3.Error) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+            warnings.warn(
+                f"the judge batch ledger {path} cannot be opened: {reason}; a batch of this "
+                "run that is stopped will not be collected by the next (set ASSAY_CACHE_DIR "
+                "to a writable folder)",
+                AssayWarning,
+                stacklevel=2,
+            )
+            return cls(None)
+
     def batches_of(self, custom_ids: list[str]) -> dict[str, str]:
         """The batch each of ``custom_ids`` was sent in, for those in the ledger."""
         found: dict[str, str] = {}
@@ -201,6 +223,13 @@ class BatchTransport:
         #: counters of this transport: batches created and resumed, lines failed
         self.created = 0
         self.resumed = 0
+
+    @classmethod
+    def from_config(cls, config: AssayConfig) -> BatchTransport:
+        """The transport ``judge_batch_poll`` and ``judge_batch_wait`` describe, its ledger
+        in ``cache_dir/judge_batches.sqlite`` (state, not a cache: kept with --no-cache)."""
+        ledger = BatchLedger.opened(Path(config.cache_dir) / "judge_batches.sqlite")
+        return cls(ledger, poll=config.judge_batch_poll, wait=config.judge_batch_wait)
 
     async def collect(self, api: Any, requests: Mapping[str, dict[str, Any]]) -> dict[str, Outcome]:
         """What the server answers to ``requests`` (request body by custom id) through

@@ -38,11 +38,10 @@ values) it:
    conflicting scores ambiguous); if that fails, asks once more for "only the JSON",
    then gives up with `JudgeError`.
 
-With a `BatchTransport` (``batch``: ``judge_batch``), `ask_all` first sends the
-questions that neither the memo nor the cache answers through the OpenAI Batch API
-(`assay.judge.batch`), and each question then takes its batch reply where step 3 would
-send a request: parsed, cached and counted as a direct reply is (a JSON-only retry is
-sent directly); a question the batch did not answer is asked directly.
+With ``batch`` (``judge_batch``), `ask_all` first sends what memo and cache do not
+answer through the OpenAI Batch API (`assay.judge.batch`); each question then takes its
+batch reply in place of step 3's request (read, parsed, cached as a direct reply), or is
+asked directly when the batch did not answer it.
 
 Every request is counted in `usage` (calls, retries, tokens from the server's
 ``usage``, latency, cost when prices are set; batch lines apart, at the batch price).
@@ -69,7 +68,7 @@ from pydantic import BaseModel
 from assay.core.config import DEFAULT_MAX_REPLY_BYTES
 from assay.core.http import ConnectCircuit, ReplyTooLarge, retry_after_seconds
 from assay.judge.aio import in_background_loop, run_async, run_sync
-from assay.judge.batch import BatchLedger, BatchPending, BatchTransport, LineFailed, Outcome
+from assay.judge.batch import BatchPending, BatchTransport, LineFailed, Outcome
 from assay.judge.cache import JudgeCache, cache_key
 from assay.judge.completion import (
     JudgeError,
@@ -249,12 +248,7 @@ class JudgeClient:
             return None
         enabled = config.judge_cache and config.use_cache
         cache = JudgeCache(Path(config.cache_dir) / "judge.sqlite" if enabled else None)
-        batch = None
-        if config.judge_batch:  # the ledger is state, not a cache: kept with --no-cache
-            ledger = BatchLedger(Path(config.cache_dir) / "judge_batches.sqlite")
-            batch = BatchTransport(
-                ledger, poll=config.judge_batch_poll, wait=config.judge_batch_wait
-            )
+        batch = BatchTransport.from_config(config) if config.judge_batch else None
         return cls(
             model,
             config.judge_base_url,
