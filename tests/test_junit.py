@@ -208,3 +208,31 @@ def test_a_junit_file_that_cannot_be_written_fails_the_run_with_exit_2(env):
     )
     assert result.exit_code == 2, result.output
     assert "error: writing taken/j.xml failed: " in " ".join(result.stderr.split())
+
+
+def test_junit_cuts_known_secrets_out_of_failures_and_errors(tmp_path):
+    """The judge's API key quoted by a response, a reason or an error is written as
+    [redacted], as in --out's evidence."""
+    secret = "sk-test-0123456789abcdef"
+    config = AssayConfig(judge_api_key=secret)
+    path = tmp_path / "j.xml"
+    report = JunitReport(path, [get_metric("exact_match")], config, "run")
+    report(
+        0,
+        Sample(id="a", response=f"key {secret}", expected="x"),
+        {"exact_match": MetricResult("exact_match", 0.0, reason=f"saw {secret}")},
+    )
+    report(
+        1,
+        Sample(id="b", response="r"),
+        {"exact_match": MetricResult("exact_match", None, error=f"call failed with {secret}")},
+    )
+    report.close(0.0)
+    text = path.read_text()
+    assert secret not in text
+    root = valid_junit(path)
+    assert root.find("testcase/failure").text.splitlines()[1:] == [
+        "response: key [redacted]",
+        "saw [redacted]",
+    ]
+    assert root.find("testcase/error").get("message") == "call failed with [redacted]"

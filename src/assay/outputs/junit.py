@@ -72,12 +72,12 @@ def _evidence(result: MetricResult, secrets: list[str]) -> str:
     ``--out`` evidence is, at most `EVIDENCE_CHARS` characters."""
     parts = []
     if result.reason:
-        parts.append(result.reason)
+        parts.append(redact(result.reason, secrets, by_name=False))
     details = {k: v for k, v in result.details.items() if k != PASS_THRESHOLD}
     if details:
         shown = redact(to_jsonable(details), secrets, by_name=False)
         parts.append(f"details: {json.dumps(shown, ensure_ascii=False, sort_keys=True)}")
-    return redact(_cut("\n".join(parts), EVIDENCE_CHARS), secrets, by_name=False)
+    return _cut("\n".join(parts), EVIDENCE_CHARS)
 
 
 class JunitReport:
@@ -158,9 +158,9 @@ class JunitReport:
         suite = ET.Element(
             "testsuite",
             {
-                "name": xml_text(self.name) or "assay",
+                "name": xml_text(self.name).strip() or "assay",
                 "timestamp": self.started.strftime("%Y-%m-%dT%H:%M:%S"),
-                "hostname": xml_text(socket.gethostname()) or "localhost",
+                "hostname": xml_text(socket.gethostname()).strip() or "localhost",
                 **{key: str(value) for key, value in counts.items()},
                 "time": f"{max(seconds, 0.0):.3f}",
             },
