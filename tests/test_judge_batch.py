@@ -410,3 +410,46 @@ def test_a_ledger_that_cannot_be_opened_is_kept_in_memory(tmp_path: Path) -> Non
         "exists; a batch of this run that is stopped will not be collected by the next (set "
         "ASSAY_CACHE_DIR to a writable folder)"
     )
+
+
+def test_a_server_without_the_batch_api_is_asked_directly(server: JudgeServer) -> None:
+    """The upload answered 404 (a server with no /v1/files): no batch, the four
+    questions asked directly with their scores."""
+    posted = server.batch.post
+
+    def no_files(path: str, content_type: str, raw: bytes) -> Any:
+        if path.rstrip("/").endswith("/files"):
+            return 404, {"error": {"message": f"no route {path}"}}
+        return posted(path, content_type, raw)
+
+    server.batch.post = no_files  # type: ignore[method-assign]
+    client = batch_client(server)
+    replies = client.run(client.ask_all(QUESTIONS))
+    assert scores(replies) == SCORES
+    assert (server.batch.created, server.calls) == (0, 4)
+    assert (client.usage.batches, client.usage.batch_failed) == (0, 4)
+    client.close()
+
+
+def test_a_batch_that_cannot_be_polled_is_kept_for_the_next_run(
+    server: JudgeServer, tmp_path: Path
+) -> None:
+    """Every poll answered 503: after five the questions fail saying the batch is kept,
+    nothing is asked directly, and the ledger still holds the four requests."""
+    got = server.batch.get
+
+    def unavailable(path: str) -> Any:
+        if "/batches/" in path:
+            return 503, {"error": {"message": "overloaded"}}
+        return got(path)
+
+    server.batch.get = unavailable  # type: ignore[method-assign]
+    ledger = BatchLedger(tmp_path / "ledger.sqlite")
+    client = batch_client(server, ledger)
+    failed = client.run(client.ask_all(QUESTIONS))
+    assert str(failed[0]) == (
+        "judge batch not collected: batch batch_0001 could not be polled (HTTP 503: Error "
+        "code: 503 - overloaded); the batch is kept: run again to collect it"
+    )
+    assert (server.calls, ledger.count()) == (0, 4)
+    client.close()
