@@ -7,6 +7,9 @@
 - `parsing`: JSON, json-repair and the prompt's prose fallback, in that order.
 - `prose`: the score (or label) a prose reply gives, never one it quotes.
 - `verdicts`: the prompts' output models (what a reply must hold).
+- `batch.BatchTransport`: the OpenAI Batch API as the client's transport (``judge_batch``:
+  half the price; batch ids kept in a ledger so a stopped run's batches are collected).
+- `completion`: what a chat completion's reply holds, and the judge's errors.
 - `cache.JudgeCache`: persistent replies by hash of (model, messages, parameters).
 - `usage.JudgeUsage`: calls, cache hits, tokens, latency and cost of a run.
 - `aio.run_sync`: run judge coroutines from sync code, even inside a running loop.
