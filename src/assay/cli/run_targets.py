@@ -21,7 +21,7 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -136,13 +136,13 @@ def sample_values(evaluation: Any) -> tuple[list[str], dict[str, dict[str, float
 
 @dataclass
 class TargetRun:
-    """One target's part of the command: its name, exit code, evaluation and run id."""
+    """One target's part of the command: its name, exit code, evaluation (None when it
+    ended before its report) and stored run's id."""
 
     name: str
     exit_code: int = 0
     evaluation: Any = None
     run_id: str | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 def comparison_rows(baseline: TargetRun, other: TargetRun) -> list[dict[str, Any]]:
@@ -218,8 +218,7 @@ def run_several(
     evaluate: Callable[..., None],
 ) -> None:
     """Run ``evaluate`` once per target (its samples answered by ``answering(target,
-    name)``),
-    then print the paired comparisons and exit with the worst exit code."""
+    name)``), then print the paired comparisons and exit with the worst exit code."""
     from assay.cli.evaluate import EVALUATED, PREPARE_SAMPLES, TARGET_FAILED
 
     err = consoles.messages()
@@ -298,8 +297,9 @@ def _print_comparisons(runs: list[TargetRun], as_json: bool, comparison: str | N
             compare_url(baseline.run_id, other.run_id) if baseline.run_id and other.run_id else None
         )
         if as_json:
-            documents.append({"baseline": baseline.name, "target": other.name, "url": url})
-            documents[-1]["rows"] = rows
+            documents.append(
+                {"baseline": baseline.name, "target": other.name, "url": url, "rows": rows}
+            )
             continue
         for line in comparison_lines(baseline.name, other.name, rows):
             out.print(escape(line), highlight=False, soft_wrap=True)
