@@ -10,7 +10,7 @@ one judge ask kind, and parsing, caching, evidence and errors are those of direc
    batch that a stopped run left behind is collected from that batch, not sent again;
 2. writes the others as JSONL, at most ``size`` (`MAX_BATCH_REQUESTS`) a batch, one line
    a request (``{"custom_id", "method": "POST", "url": "/v1/chat/completions",
-   "body"}``, the custom id being the request's cache key), uploads it (``POST /files``,
+   "body"}``, the custom id being the request's cache key: 64 hex characters), uploads it (``POST /files``,
    multipart, purpose ``batch``), creates the batch (``POST /batches``: ``input_file_id``,
    endpoint ``/v1/chat/completions``, completion window ``24h``) and records its id in
    the ledger before polling it;
@@ -220,7 +220,7 @@ class BatchTransport:
         self.poll = poll
         self.wait = wait
         self.size = size
-        #: counters of this transport: batches created and resumed, lines failed
+        #: batches this transport created, and stored batches it collected
         self.created = 0
         self.resumed = 0
 
