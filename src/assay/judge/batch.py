@@ -10,9 +10,10 @@ one judge ask kind, and parsing, caching, evidence and errors are those of direc
    batch that a stopped run left behind is collected from that batch, not sent again;
 2. writes the others as JSONL, at most ``size`` (`MAX_BATCH_REQUESTS`) a batch, one line
    a request (``{"custom_id", "method": "POST", "url": "/v1/chat/completions",
-   "body"}``, the custom id being the request's cache key: 64 hex characters), uploads it (``POST /files``,
-   multipart, purpose ``batch``), creates the batch (``POST /batches``: ``input_file_id``,
-   endpoint ``/v1/chat/completions``, completion window ``24h``) and records its id in
+   "body"}``, the custom id being the request's cache key: 64 hex characters), uploads
+   it (``POST /files``, multipart, purpose ``batch``), creates the batch (``POST
+   /batches``: ``input_file_id``, endpoint ``/v1/chat/completions``, completion window
+   ``24h``) and records its id in
    the ledger before polling it;
 3. polls each batch (``GET /batches/{id}``) on the schedule of `poll_delays`: ``poll``
    seconds first, twice as long each time after, at most `POLL_CAP` (or ``poll`` when
