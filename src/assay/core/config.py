@@ -16,6 +16,14 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from assay.core.limits import (
+    DEFAULT_MAX_JSON_DEPTH,
+    DEFAULT_MAX_REPLY_BYTES,
+    MAX_JSON_DEPTH_CEILING,
+    over_limit,
+    raise_hint,
+)
+
 __all__ = [
     "DEFAULT_MAX_JSON_DEPTH",
     "DEFAULT_MAX_REPLY_BYTES",
@@ -28,28 +36,6 @@ __all__ = [
     "over_limit",
     "raise_hint",
 ]
-
-#: default largest reply body read from another server (``max_reply_bytes``): 16 MiB
-DEFAULT_MAX_REPLY_BYTES = 16 * 2**20
-#: default deepest nesting of a JSON field or document (``max_json_depth``)
-DEFAULT_MAX_JSON_DEPTH = 500
-#: highest ``max_json_depth`` allowed: Python's JSON parser and encoder spend one level of
-#: the interpreter's recursion limit (1,000) per level of nesting, and the caller's own
-#: frames (a test runner, a web server) need the rest
-MAX_JSON_DEPTH_CEILING = 800
-
-
-def raise_hint(setting: str) -> str:
-    """How to raise the input limit ``setting`` (``max_field_chars``, ``max_json_depth``,
-    ``max_contexts``), for messages."""
-    upto = f" (up to {MAX_JSON_DEPTH_CEILING})" if setting == "max_json_depth" else ""
-    return f"raise it{upto} with ASSAY_{setting.upper()} or {setting} in [tool.assay]"
-
-
-def over_limit(measured: str, limit: int, setting: str) -> str:
-    """``measured`` (e.g. "has 1,001 characters") past ``limit`` of ``setting``, and how
-    to raise it: the message of every input-limit error."""
-    return f"{measured}, over the limit of {limit:,} ({setting}); {raise_hint(setting)}"
 
 
 class ConfigError(ValueError):

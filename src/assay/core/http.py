@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from assay.core.config import raise_hint
+from assay.core.limits import raise_hint
 
 __all__ = [
     "UNREACHABLE_AFTER",
