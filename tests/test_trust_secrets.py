@@ -71,7 +71,8 @@ def _exercise_every_write_path(env: Path, db: str) -> bytes:
             printed += result.output.encode()
         server.echo_auth = True  # 401 quoting "Bearer <key>" back
         result = _evaluate(server, db, env / "errors.jsonl", "--no-cache")
-        assert result.exit_code == 3, result.output  # every judged sample errored
+        assert result.exit_code == 2, result.output  # the judge measured nothing
+        assert "nothing measured: judge " in result.output
         assert "invalid credentials: Basic [redacted]" in result.output
         printed += result.output.encode()
     return printed
