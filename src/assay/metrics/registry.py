@@ -170,12 +170,13 @@ def resolve_metrics(
     A metric that a suite brings in but whose extra is not installed (``bertscore`` in a
     base install) is left out with an `AssayNote` naming the pip command that adds it;
     a metric asked for by name is always kept (it then fails with that command).
+    A metric only suites bring in, none of which gates it, is `Metric.ungated`.
     """
     from assay.core.config import AssayNote
     from assay.core.extras import missing_extra_of_needs, pip_command
 
     from_suites: list[str] = []
-    gating: set[str] = set()  # metrics some suite asked for gates, or that a suite gates
+    gating: set[str] = set()  # metrics some asked-for suite gates (`SUITE_GATES`)
     for s in suites or ([] if names else ["base"]):
         members = suite(s)
         from_suites.extend(members)
