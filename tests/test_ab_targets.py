@@ -127,8 +127,14 @@ def test_names_are_derived_unique_or_given_once_per_target() -> None:
     assert target_names(specs[:2], ["old", "new"]) == ["old", "new"]
     with pytest.raises(ValueError, match="given 1 times for 2 targets"):
         target_names(specs[:2], ["old"])
-    with pytest.raises(ValueError, match="name each target once"):
+    with pytest.raises(ValueError, match="must name one target"):
         target_names(specs[:2], ["x", "x"])
+    # a targets file's entry without a name: derived, around the names given
+    assert target_names(specs, [None, "127.0.0.1-8080-chat", None]) == [
+        "v1",
+        "127.0.0.1-8080-chat",
+        "127.0.0.1-8080-chat-2",
+    ]
     with pytest.raises(ValueError, match="letters, digits"):
         target_names(specs[:2], ["a/b", "c"])
     assert out_path(Path("out/results.jsonl"), "new") == Path("out/results.new.jsonl")
@@ -385,3 +391,93 @@ def test_one_target_with_two_request_templates_compares_the_prompts(
     wrong = _invoke([*args, "--target-model", "a", "--target-model", "b", "--target-model", "c"])
     assert wrong.exit_code == 2
     assert "--target-model is given 3 times for 2 targets" in wrong.output
+
+
+# ---- a targets file: listed targets and a grid ---------------------------------------------
+
+
+def test_a_targets_file_lists_targets_then_its_grid_in_order() -> None:
+    from assay.cli.target_grid import TargetEntry, parse_targets
+
+    document = {
+        "targets": [{"target": "python:app:v1"}, {"name": "gpt", "target": "openai:http://h/v1",
+                                                   "model": "m-big"}],
+        "grid": {
+            "target": "http://h/ask",
+            "model": {"small": 'm "s"', "large": "m-l"},
+            "request": {"terse": '{"q": "{query}", "m": "{model}"}', "plain": '{"q": "{query}"}'},
+        },
+    }  # fmt: skip
+    # the second request has no {model}: a grid that varies the model needs it
+    with pytest.raises(ValueError, match=r"target small.plain: model 'm \"s\"' goes to"):
+        parse_targets(document)
+    document["grid"]["request"].pop("plain")
+    entries = parse_targets(document)
+    assert entries == [
+        TargetEntry("python:app:v1"),
+        TargetEntry("openai:http://h/v1", "gpt", "m-big"),
+        # the model is written into {model}, JSON-escaped
+        TargetEntry("http://h/ask", "small.terse", None, '{"q": "{query}", "m": "m \\"s\\""}'),
+        TargetEntry("http://h/ask", "large.terse", None, '{"q": "{query}", "m": "m-l"}'),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("document", "error"),
+    [
+        ([], "the targets file must be a mapping, got list"),
+        ({"target": "x"}, "the targets file: unknown key target"),
+        ({"targets": [{"name": "a"}]}, r"targets\[1\] has no target"),
+        ({"targets": [{"target": "x", "prompt": "p"}]}, r"targets\[1\]: unknown key prompt"),
+        ({"targets": [{"target": ""}]}, r"targets\[1\].target must be a non-empty string"),
+        ({"grid": {"target": "http://h"}}, "grid needs a model or a request mapping"),
+        ({"grid": {"target": "http://h", "request": {}}}, "grid.request must be a non-empty"),
+        ({"targets": []}, "gives no target"),
+        ({"grid": {"target": "openai:http://h", "request": {"a": "{}"}}}, "takes no request"),
+        ({"targets": [{"target": "python:m:f"}] * 33}, "gives 33 targets; at most 32"),
+        ({"targets": [{"target": "python:m:f", "model": "x"}]}, "model 'x' goes to an openai"),
+    ],
+)
+def test_a_targets_file_that_is_wrong_says_what(document: Any, error: str) -> None:
+    from assay.cli.target_grid import parse_targets
+
+    with pytest.raises(ValueError, match=error):
+        parse_targets(document)
+
+
+def test_a_grid_of_models_and_requests_runs_each_against_the_first(
+    env: Path, two_targets: tuple[TargetServer, TargetServer]
+) -> None:
+    good, _ = two_targets
+    grid = env / "grid.yaml"
+    grid.write_text(
+        f"grid:\n  target: {good.url}/rag\n  model: {{m1: x1, m2: x2}}\n  request:\n"
+        """    plain: '{"question": "{query}", "model": "{model}"}'\n"""
+        """    polite: '{"question": "Please, {query}", "model": "{model}"}'\n"""
+    )
+    args = ["run", str(_data(env)), "--targets", str(grid), "--response-path", "answer"]
+    result = _invoke([*args, "-m", "exact_match", "--concurrency", "1"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    # polite asks "Please, qN": every exact_match 1 -> 0, p 2/64; m2.plain answers as m1.plain
+    for name in ("m1.polite", "m2.polite"):
+        assert f"{name} vs m1.plain (baseline), paired by sample:" in lines
+    assert (
+        "  exact_match: 1.0000 -> 0.0000, difference -1.0000, 95% CI [-1.0000, -1.0000], "
+        "p 0.0312; m2.polite wins 0, ties 0, loses 6 (6 pairs, 0 left out)"
+    ) in lines
+    assert (
+        "  exact_match: 1.0000 -> 1.0000, difference +0.0000, 95% CI [+0.0000, +0.0000], "
+        "p 1.0000; m2.plain wins 0, ties 6, loses 0 (6 pairs, 0 left out)"
+    ) in lines
+    bodies = [json.loads(r["body"]) for r in good.requests]
+    assert [b["model"] for b in bodies] == ["x1"] * 12 + ["x2"] * 12
+    assert [b["question"] for b in bodies[6:8]] == ["Please, q1", "Please, q2"]
+    clash = _invoke([*args, "--target", "python:a:b"])
+    assert clash.exit_code == 2
+    assert "--targets FILE gives the targets: drop --target" in clash.output
+    grid.write_text("grid: [unclosed\n")
+    broken = _invoke(args)
+    assert broken.exit_code == 2
+    assert f"error: --targets {grid}: not YAML" in " ".join(broken.output.split())
+    assert len(good.requests) == 24  # no call after the first run

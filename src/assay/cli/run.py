@@ -34,7 +34,7 @@ from assay.cli.run_targets import per_target, run_several, target_names
 
 def target_options(
     target: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
             "--target",
             help="What answers each sample: openai:BASE_URL (an OpenAI-compatible "
@@ -44,7 +44,15 @@ def target_options(
             "Repeat it to compare targets on the same samples against the first "
             "(docs/run.md, Comparing targets).",
         ),
-    ],
+    ] = None,
+    targets_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--targets",
+            help="A YAML file of the targets to compare, each with its model and request, "
+            "and a grid of models x requests (instead of --target; docs/run.md).",
+        ),
+    ] = None,
     target_name: Annotated[
         list[str] | None,
         typer.Option(
@@ -186,11 +194,9 @@ def run_command(ctx: typer.Context, **options: Any) -> None:
         raise typer.Exit(2)
     if chosen["canary"]:
         ctx.meta[CONFIGURE_METRICS] = _with_canary(chosen["canary"])
-    specs = chosen["target"]
     try:
-        models = per_target(chosen["target_model"], len(specs), "--target-model")
-        requests = per_target(chosen["request"], len(specs), "--request")
-        names = target_names(specs, chosen["target_name"], models)
+        specs, given, models, requests = _target_list(chosen)
+        names = target_names(specs, given, models)
         targets = [
             parse_target(
                 spec,
@@ -213,10 +219,49 @@ def run_command(ctx: typer.Context, **options: Any) -> None:
         answering = partial(_answering, ctx, options, chosen, settings)
         run_several(ctx, options, targets, names, answering, evaluate_command)
         return
-    if chosen["target_name"] and not options.get("run_name"):
+    if given and given[0] and not options.get("run_name"):
         options["run_name"] = names[0]
     ctx.meta[PREPARE_SAMPLES] = _answering(ctx, options, chosen, settings, targets[0])
     evaluate_command(ctx, **options)
+
+
+def _target_list(
+    chosen: dict[str, Any],
+) -> tuple[list[str], list[str | None] | None, list[str | None], list[str | None]]:
+    """The targets' specs, names (None: derived), models and requests, from --target and
+    its options or from --targets FILE; ValueError when they are missing or clash."""
+    if chosen["targets_file"] is None:
+        specs = chosen["target"] or []
+        if not specs:
+            raise ValueError("give --target (or --targets FILE)")
+        models = per_target(chosen["target_model"], len(specs), "--target-model")
+        return (
+            specs,
+            chosen["target_name"],
+            models,
+            per_target(chosen["request"], len(specs), "--request"),
+        )
+    from assay.cli.target_grid import read_targets
+
+    clash = [
+        flag
+        for flag, key in (
+            ("--target", "target"),
+            ("--target-name", "target_name"),
+            ("--target-model", "target_model"),
+            ("--request", "request"),
+        )
+        if chosen[key]
+    ]
+    if clash:
+        raise ValueError(f"--targets FILE gives the targets: drop {', '.join(clash)}")
+    entries = read_targets(chosen["targets_file"])
+    return (
+        [e.target for e in entries],
+        [e.name for e in entries],
+        [e.model for e in entries],
+        [e.request for e in entries],
+    )
 
 
 def _answering(

@@ -40,38 +40,43 @@ _INTERRUPTED = 130
 
 
 def target_names(
-    specs: Sequence[str], given: Sequence[str] | None, models: Sequence[str | None] = ()
+    specs: Sequence[str],
+    given: Sequence[str | None] | None,
+    models: Sequence[str | None] = (),
 ) -> list[str]:
     """The targets' names: ``given`` (one per target, in order, unique, each letters,
-    digits, ``.``, ``_`` or ``-``), or each derived from its spec: a python target's
-    function, an openai target's model (``models``, one per spec), else the spec without
-    its scheme, its other characters made ``-``; a name derived twice gets ``-2``,
-    ``-3``... Raises ValueError saying what is wrong with ``given``.
+    digits, ``.``, ``_`` or ``-``), or, for a target without one (``given`` None, or its
+    entry None: a targets file), derived from its spec: a python target's function, an
+    openai target's model (``models``, one per spec), else the spec without its scheme,
+    its other characters made ``-``; a name derived twice gets ``-2``, ``-3``... Raises
+    ValueError saying what is wrong with ``given``.
 
     >>> target_names(["python:app:v1", "http://127.0.0.1:8080/chat"], None)
     ['v1', '127.0.0.1-8080-chat']
     """
-    if given:
-        if len(given) != len(specs):
+    if given and len(given) != len(specs):
+        raise ValueError(
+            f"--target-name is given {len(given)} times for {len(specs)} targets; "
+            "give one per --target, in order"
+        )
+    chosen = list(given) if given else [None] * len(specs)
+    named = [name for name in chosen if name is not None]
+    for name in named:
+        if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name):
             raise ValueError(
-                f"--target-name is given {len(given)} times for {len(specs)} targets; "
-                "give one per --target, in order"
+                f"target name {name!r}: use 1 to 64 letters, digits, '.', '_' or '-' "
+                "(it names the --out file and the stored run)"
             )
-        for name in given:
-            if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name):
-                raise ValueError(
-                    f"--target-name {name!r}: use 1 to 64 letters, digits, '.', '_' or '-' "
-                    "(it names the --out file and the stored run)"
-                )
-        if len(set(given)) != len(given):
-            raise ValueError(f"--target-name must name each target once, got {list(given)}")
-        return list(given)
+    if len(set(named)) != len(named):
+        raise ValueError(f"a target name must name one target, got {named}")
     names: list[str] = []
-    for spec, model in zip(specs, [*models, *[None] * (len(specs) - len(models))], strict=True):
-        base = _derived(model if spec.startswith("openai:") and model else spec)
-        name, n = base, 2
-        while name in names:
-            name, n = f"{base}-{n}", n + 1
+    padded = [*models, *[None] * (len(specs) - len(models))]
+    for spec, model, name in zip(specs, padded, chosen, strict=True):
+        if name is None:
+            base = _derived(model if spec.startswith("openai:") and model else spec)
+            name, n = base, 2
+            while name in names or name in named:
+                name, n = f"{base}-{n}", n + 1
         names.append(name)
     return names
 
