@@ -38,7 +38,7 @@ from assay.evaluation.scale.budget import JudgeBudget
 from assay.evaluation.scale.ray_executor import RayExecutor, merge_usage
 from assay.inputs.read import read_samples
 from assay.metrics.registry import resolve_metrics
-from assay.outputs.sinks import write_table
+from assay.outputs.sinks import output_row, write_table
 from fakes import interrupt_on_store
 from judge_server import JudgeServer
 
@@ -485,7 +485,8 @@ def test_the_cli_joins_a_head_started_with_ray_start(tmp_path: Path) -> None:
         shutil.rmtree(temp, ignore_errors=True)
     samples, _ = read_samples(data)
     local = assay.evaluate(samples, suites=["lexical"], config=AssayConfig(chunk_size=25))
-    write_table([local.row(i) for i in range(len(samples))], tmp_path / "local.csv")
+    rows = [output_row(s, r) for s, r in zip(local.samples, local.results, strict=True)]
+    write_table(rows, tmp_path / "local.csv")
     assert (tmp_path / "ray.csv").read_text() == (tmp_path / "local.csv").read_text()
     report = json.loads(joined.stdout)
     assert [{k: v for k, v in m.items() if k != "seconds"} for m in report["metrics"]] == [

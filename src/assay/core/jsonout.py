@@ -107,8 +107,8 @@ def line_bytes(value: Any) -> bytes:
     """Compact standard JSON of ``value`` as UTF-8, for one line of a JSONL output: the
     values of `dumps` (non-finite floats as ``null``, `to_jsonable` for what JSON cannot
     hold), written by orjson about ten times faster, without spaces after ``,`` and
-    ``:``, and with exponents as orjson writes them (``1e16``, ``2.5e-7``: the same
-    floats)."""
+    ``:``, and with each float as orjson writes it (``1e+16``, ``2.5e-7``,
+    ``0.00001``: shortest forms that read back as the same floats)."""
     try:
         return orjson.dumps(value, option=_PASSTHROUGH)
     except TypeError:  # orjson.JSONEncodeError is one: a type or text orjson refuses

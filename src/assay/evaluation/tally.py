@@ -60,7 +60,7 @@ def applied_threshold(
     if metric.name in config.thresholds:
         return config.thresholds[metric.name]
     per_sample = result.details.get(PASS_THRESHOLD)
-    if per_sample is not None and config.threshold_for(metric) is not None:
+    if per_sample is not None and metric.gated:
         return float(per_sample)
     return config.threshold_for(metric)
 

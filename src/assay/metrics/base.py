@@ -128,6 +128,8 @@ class Metric:
     default_threshold: ClassVar[float | None] = None
     threshold_env: ClassVar[str | None] = None
     threshold_setting: ClassVar[str | None] = None
+    #: False for a copy a suite brings in to inform, not to gate (`ungated`)
+    gated: ClassVar[bool] = True
     suites: ClassVar[tuple[str, ...]] = ()
     source: ClassVar[Source | None] = None
     needs: ClassVar[frozenset[str]] = frozenset()
@@ -177,6 +179,7 @@ class Metric:
         # the instance's attributes shadow the class's
         twin.default_threshold = None  # type: ignore[misc]
         twin.threshold_setting = None  # type: ignore[misc]
+        twin.gated = False  # type: ignore[misc]  # nor its per-sample threshold
         return twin
 
     def params(self) -> dict[str, Any]:
