@@ -97,6 +97,20 @@ def _send_good(client: httpx.Client) -> None:
         assert answer.status_code == 200
 
 
+def _quarantines_the_hostile_and_scores_the_good(
+    client: httpx.Client, live: LiveScoring, store: Store, reason: str
+) -> None:
+    """Post the trace ``HOSTILE``, then the good ones; one round takes all 7: ``HOSTILE``
+    is quarantined with ``reason`` and the 6 others are scored."""
+    hostile = _body(_span(HOSTILE, SPAN, "hi"))
+    assert client.post("/v1/traces", content=hostile, headers=HEADERS).status_code == 200
+    _send_good(client)
+    assert live.run_once(now_offset=1) == 7
+    rows = _rows(store)
+    assert rows.pop(HOSTILE) == ("error", f"quarantined: {reason}", 0)
+    assert rows == {trace: ("ungated", None, 1) for trace in GOOD}
+
+
 def test_a_prompt_nested_100000_deep_is_quarantined_and_6_of_6_later_traces_are_scored(
     live_server: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -177,14 +191,8 @@ def test_a_trace_whose_scoring_raises_is_quarantined_and_the_others_scored(
         return real(samples, **kwargs)
 
     monkeypatch.setattr(runner, "evaluate", evaluate)
-    hostile = _body(_span(HOSTILE, SPAN, "hi"))
-    assert client.post("/v1/traces", content=hostile, headers=HEADERS).status_code == 200
-    _send_good(client)
-    assert live.run_once(now_offset=1) == 7
-    rows = _rows(store)
     reason = "scoring failed: RecursionError: maximum recursion depth exceeded"
-    assert rows.pop(HOSTILE) == ("error", f"quarantined: {reason}", 0)
-    assert rows == {trace: ("ungated", None, 1) for trace in GOOD}
+    _quarantines_the_hostile_and_scores_the_good(client, live, store, reason)
     assert (live.scored, live.quarantined) == (6, 1)
 
 
@@ -200,14 +208,8 @@ def test_a_trace_that_cannot_be_stored_is_quarantined_and_its_batch_stored(
         real(rows, then=then)
 
     monkeypatch.setattr(store, "record_many", record_many)
-    hostile = _body(_span(HOSTILE, SPAN, "hi"))
-    assert client.post("/v1/traces", content=hostile, headers=HEADERS).status_code == 200
-    _send_good(client)
-    assert live.run_once(now_offset=1) == 7
-    rows = _rows(store)
     reason = "the trace cannot be stored: ValueError: a value the database refuses"
-    assert rows.pop(HOSTILE) == ("error", f"quarantined: {reason}", 0)
-    assert rows == {trace: ("ungated", None, 1) for trace in GOOD}
+    _quarantines_the_hostile_and_scores_the_good(client, live, store, reason)
     assert live.run_once(now_offset=1) == 0
 
 
@@ -313,11 +315,5 @@ def test_a_trace_whose_row_cannot_be_made_is_quarantined_and_the_others_scored(
         return real(self, index, sample, results)
 
     monkeypatch.setattr(RunRecorder, "row", row)
-    hostile = _body(_span(HOSTILE, SPAN, "hi"))
-    assert client.post("/v1/traces", content=hostile, headers=HEADERS).status_code == 200
-    _send_good(client)
-    assert live.run_once(now_offset=1) == 7
-    rows = _rows(store)
     reason = "the trace cannot be stored: TypeError: a check that does not expect this sample"
-    assert rows.pop(HOSTILE) == ("error", f"quarantined: {reason}", 0)
-    assert rows == {trace: ("ungated", None, 1) for trace in GOOD}
+    _quarantines_the_hostile_and_scores_the_good(client, live, store, reason)

@@ -31,6 +31,16 @@ def questions(path: Path, n: int) -> Path:
     return path
 
 
+def rag_samples(path: Path) -> Path:
+    """Two RAG samples (query, response, contexts) written to ``path`` as JSONL."""
+    rows = [
+        {"query": "Capital of France?", "response": "Paris.", "contexts": ["Paris is in France."]},
+        {"query": "Who wrote Hamlet?", "response": "Shakespeare.", "contexts": ["By Shakespeare."]},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
 @pytest.mark.parametrize("answered", [0, 1])
 def test_a_run_whose_target_calls_all_fail_exits_2_with_one_line(env: Path, answered: int) -> None:
     """A JSON target whose replies lack the --response-path: 8 calls, 8 errors, exit 2
@@ -71,12 +81,7 @@ def test_an_evaluation_whose_judge_replies_all_fail_exits_2_with_one_line(
     second): the run measured something, exit 0 (errors within --max-errors), no such
     line."""
     monkeypatch.setenv("ASSAY_JUDGE_API_KEY", "test-key")
-    data = env / "d.jsonl"
-    rows = [
-        {"query": "Capital of France?", "response": "Paris.", "contexts": ["Paris is in France."]},
-        {"query": "Who wrote Hamlet?", "response": "Shakespeare.", "contexts": ["By Shakespeare."]},
-    ]
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = rag_samples(env / "d.jsonl")
     with JudgeServer() as server:
         server.garbage = garbage
         args = ["evaluate", str(data), "-m", "faithfulness", "--no-cache", "--max-errors", "100%"]
@@ -104,12 +109,7 @@ def test_a_composite_from_some_of_its_parts_says_how_many_in_the_table(
     parts only in details.unavailable). The table's partial column, the line under it
     and the JSON summary say: 2 values, from 1 of 4 parts."""
     monkeypatch.setenv("ASSAY_JUDGE_API_KEY", "test-key")
-    data = env / "d.jsonl"
-    rows = [
-        {"query": "Capital of France?", "response": "Paris.", "contexts": ["Paris is in France."]},
-        {"query": "Who wrote Hamlet?", "response": "Shakespeare.", "contexts": ["By Shakespeare."]},
-    ]
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = rag_samples(env / "d.jsonl")
     out = env / "out.jsonl"
     with JudgeServer() as server:
         server.script = lambda task, blocks, body: "no verdict" if task == "rag_verdicts" else None

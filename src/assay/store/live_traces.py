@@ -238,58 +238,14 @@ class LiveTraces:
         """Record that each (trace, run id, sample index) had ``trace.version`` scored as
         that sample of that run, to run in the transaction that stores the samples; a
         trace stays due when a newer version came meanwhile."""
-
-        table = LiveTrace.__table__
-        statement = (
-            update(table)
-            .where(table.c.trace_id == bindparam("b_trace"))
-            .values(
-                scored_version=bindparam("b_version"),
-                pending=table.c.version != bindparam("b_version"),
-                run_id=bindparam("b_run"),
-                sample_index=bindparam("b_index"),
-            )
-        )
-        params = [
-            {"b_trace": t.trace_id, "b_version": t.version, "b_run": run_id, "b_index": index}
-            for t, run_id, index in marks
-        ]
-
-        def action(session: Session) -> None:
-            if params:  # one executemany, not an ORM statement a trace
-                session.connection().execute(statement, params)
-
-        return action
+        return _recording(marks, scored_version=lambda version: version)
 
     def quarantining(self, marks: list[tuple[DueTrace, str, int]]) -> Callable[[Session], None]:
         """Record that each (trace, run id, sample index) had ``trace.version``
         quarantined: it failed to assemble or to score, its sample holds the reason, and it
         is not due again until a new span of it comes (``scored_version`` holds
         ``-(version + 1)``, below the -1 of a trace never scored)."""
-        table = LiveTrace.__table__
-        statement = (
-            update(table)
-            .where(table.c.trace_id == bindparam("b_trace"))
-            .values(
-                scored_version=bindparam("b_mark"),
-                pending=table.c.version != bindparam("b_version"),
-                run_id=bindparam("b_run"),
-                sample_index=bindparam("b_index"),
-            )
-        )
-        params = [
-            {
-                **{"b_trace": t.trace_id, "b_version": t.version, "b_mark": -1 - t.version},
-                **{"b_run": run_id, "b_index": index},
-            }
-            for t, run_id, index in marks
-        ]
-
-        def action(session: Session) -> None:
-            if params:
-                session.connection().execute(statement, params)
-
-        return action
+        return _recording(marks, scored_version=lambda version: -1 - version)
 
     def quarantined(self, limit: int = 20) -> tuple[int, list[dict[str, Any]]]:
         """How many traces are quarantined (their last version failed to assemble or to
@@ -344,3 +300,38 @@ class LiveTraces:
             spans = session.scalar(select(func.count()).select_from(LiveSpan)) or 0
             traces = session.scalar(select(func.count()).select_from(LiveTrace)) or 0
         return {"spans": spans, "traces": traces, "pending": self.backlog()}
+
+
+def _recording(
+    marks: list[tuple[DueTrace, str, int]], scored_version: Callable[[int], int]
+) -> Callable[[Session], None]:
+    """The action that stores, for each (trace, run id, sample index), its run, its
+    sample index and ``scored_version(trace.version)`` in one executemany; the trace
+    stays pending when its version grew meanwhile."""
+    table = LiveTrace.__table__
+    statement = (
+        update(table)
+        .where(table.c.trace_id == bindparam("b_trace"))
+        .values(
+            scored_version=bindparam("b_scored"),
+            pending=table.c.version != bindparam("b_version"),
+            run_id=bindparam("b_run"),
+            sample_index=bindparam("b_index"),
+        )
+    )
+    params = [
+        {
+            "b_trace": t.trace_id,
+            "b_version": t.version,
+            "b_scored": scored_version(t.version),
+            "b_run": run_id,
+            "b_index": index,
+        }
+        for t, run_id, index in marks
+    ]
+
+    def action(session: Session) -> None:
+        if params:  # one executemany, not an ORM statement a trace
+            session.connection().execute(statement, params)
+
+    return action
