@@ -111,6 +111,19 @@ def _quarantines_the_hostile_and_scores_the_good(
     assert rows == {trace: ("ungated", None, 1) for trace in GOOD}
 
 
+def _refuse_to_store_the_hostile(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``store.record_many`` raise on any batch holding a scored (not error) row of
+    ``HOSTILE``: 'a value the database refuses'."""
+    real = store.record_many
+
+    def record_many(rows: list[dict[str, Any]], then: Any = None) -> None:
+        if any(r["sample"].id == HOSTILE and r["status"] != "error" for r in rows):
+            raise ValueError("a value the database refuses")
+        real(rows, then=then)
+
+    monkeypatch.setattr(store, "record_many", record_many)
+
+
 def test_a_prompt_nested_100000_deep_is_quarantined_and_6_of_6_later_traces_are_scored(
     live_server: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -200,14 +213,7 @@ def test_a_trace_that_cannot_be_stored_is_quarantined_and_its_batch_stored(
     live_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client, live, store = live_server
-    real = store.record_many
-
-    def record_many(rows: list[dict[str, Any]], then: Any = None) -> None:
-        if any(r["sample"].id == HOSTILE and r["status"] != "error" for r in rows):
-            raise ValueError("a value the database refuses")
-        real(rows, then=then)
-
-    monkeypatch.setattr(store, "record_many", record_many)
+    _refuse_to_store_the_hostile(store, monkeypatch)
     reason = "the trace cannot be stored: ValueError: a value the database refuses"
     _quarantines_the_hostile_and_scores_the_good(client, live, store, reason)
     assert live.run_once(now_offset=1) == 0
@@ -244,14 +250,7 @@ def test_a_scored_trace_whose_new_version_cannot_be_stored_is_quarantined_in_its
     assert client.post("/v1/traces", content=first, headers=HEADERS).status_code == 200
     assert live.run_once(now_offset=1) == 1
     assert _rows(store) == {HOSTILE: ("ungated", None, 1)}
-    real = store.record_many
-
-    def record_many(rows: list[dict[str, Any]], then: Any = None) -> None:
-        if any(r["sample"].id == HOSTILE and r["status"] != "error" for r in rows):
-            raise ValueError("a value the database refuses")
-        real(rows, then=then)
-
-    monkeypatch.setattr(store, "record_many", record_many)
+    _refuse_to_store_the_hostile(store, monkeypatch)
     late = _body(_span(HOSTILE, LATE_SPAN, "more", parentSpanId=SPAN))
     assert client.post("/v1/traces", content=late, headers=HEADERS).status_code == 200
     assert live.run_once(now_offset=1) == 1
