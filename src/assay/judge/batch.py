@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from assay.core.config import AssayWarning
 from assay.core.http import ReplyTooLarge
+from assay.judge.completion import describe_failure, json_field
 
 if TYPE_CHECKING:
     from assay.core.config import AssayConfig
@@ -248,7 +249,8 @@ class BatchTransport:
             try:
                 batch_id = await self._create(api, {c: requests[c] for c in part})
             except Exception as exc:  # every request of the part asks directly
-                outcomes.update(dict.fromkeys(part, LineFailed(f"batch not created: {_why(exc)}")))
+                failed = LineFailed(f"batch not created: {describe_failure(exc)}")
+                outcomes.update(dict.fromkeys(part, failed))
                 continue
             self.ledger.record(batch_id, part)
             self.created += 1
@@ -276,7 +278,7 @@ class BatchTransport:
             data={"purpose": "batch"},
             files={"file": ("assay-judge-batch.jsonl", data, "application/jsonl")},
         )
-        file_id = _field(uploaded, "id")
+        file_id = json_field(uploaded, "id")
         if not isinstance(file_id, str) or not file_id:
             raise ValueError(f"the file upload's reply has no id: {str(uploaded)[:120]}")
         body = {
@@ -285,7 +287,7 @@ class BatchTransport:
             "completion_window": COMPLETION_WINDOW,
         }
         batch = await api.call("POST", "batches", json=body)
-        batch_id = _field(batch, "id")
+        batch_id = json_field(batch, "id")
         if not isinstance(batch_id, str) or not batch_id:
             raise ValueError(f"the batch's creation reply has no id: {str(batch)[:120]}")
         return batch_id
@@ -302,22 +304,23 @@ class BatchTransport:
                 # the server has no such batch (any more), or sends it over the bound
                 if status_code in (400, 404) or isinstance(exc, ReplyTooLarge):
                     self.ledger.forget(batch_id)
-                    return dict.fromkeys(ids, LineFailed(f"batch {batch_id}: {_why(exc)}"))
+                    gone = LineFailed(f"batch {batch_id}: {describe_failure(exc)}")
+                    return dict.fromkeys(ids, gone)
                 failures += 1
                 if failures >= _POLL_FAILURES:
-                    why = f"batch {batch_id} could not be polled ({_why(exc)})"
+                    why = f"batch {batch_id} could not be polled ({describe_failure(exc)})"
                     return dict.fromkeys(ids, BatchPending(why + _AGAIN))
                 status = "unpolled"
             else:
                 failures = 0
-                status = str(_field(batch, "status"))
+                status = str(json_field(batch, "status"))
                 if status in _ENDED:
                     found = await self._read_files(api, batch_id, batch, ids)
                     self.ledger.forget(batch_id)
                     return found
                 if status not in _RUNNING:  # failed, or a status no one documented
                     self.ledger.forget(batch_id)
-                    errors = _field(_field(batch, "errors"), "data")
+                    errors = json_field(json_field(batch, "errors"), "data")
                     why = f"batch {batch_id} {status}: {_first_message(errors)}"
                     return dict.fromkeys(ids, LineFailed(why))
             if waited >= self.wait:
@@ -334,7 +337,7 @@ class BatchTransport:
         found: dict[str, Outcome] = {}
         wanted = set(ids)
         for key in ("output_file_id", "error_file_id"):
-            file_id = _field(batch, key)
+            file_id = json_field(batch, key)
             if not isinstance(file_id, str) or not file_id:
                 continue
             try:
@@ -343,13 +346,8 @@ class BatchTransport:
                 why = f"the {key[:-8]} file of batch {batch_id} is too large: {exc}"
                 return {c: found.get(c, LineFailed(why)) for c in ids}
             except Exception as exc:  # its lines are then failed
-                found.update(
-                    {
-                        c: LineFailed(f"the {key[:-8]} file of batch {batch_id}: {_why(exc)}")
-                        for c in ids
-                        if c not in found
-                    }
-                )
+                why = f"the {key[:-8]} file of batch {batch_id}: {describe_failure(exc)}"
+                found.update({c: LineFailed(why) for c in ids if c not in found})
                 continue
             for custom_id, outcome in _lines(content):
                 if custom_id in wanted and not isinstance(found.get(custom_id), LineReply):
@@ -368,37 +366,26 @@ def _lines(content: bytes) -> Iterator[tuple[str, Outcome]]:
             line = json.loads(raw)
         except ValueError:
             continue
-        custom_id = _field(line, "custom_id")
+        custom_id = json_field(line, "custom_id")
         if not isinstance(custom_id, str):
             continue
-        error = _field(line, "error")
-        response = _field(line, "response")
-        status = _field(response, "status_code")
-        body = _field(response, "body")
+        error = json_field(line, "error")
+        response = json_field(line, "response")
+        status = json_field(response, "status_code")
+        body = json_field(response, "body")
         if error:
-            code = _field(error, "code")
-            message = _field(error, "message") or str(error)[:200]
+            code = json_field(error, "code")
+            message = json_field(error, "message") or str(error)[:200]
             yield custom_id, LineFailed(f"batch line error{f' {code}' if code else ''}: {message}")
         elif status == 200 and body is not None:
             yield custom_id, LineReply(body)
         else:
-            message = _field(_field(body, "error"), "message") or str(body)[:200]
+            message = json_field(json_field(body, "error"), "message") or str(body)[:200]
             yield custom_id, LineFailed(f"batch line HTTP {status}: {message}")
-
-
-def _field(value: Any, name: str) -> Any:
-    """``value[name]`` of a JSON object; None for anything else."""
-    return value.get(name) if isinstance(value, dict) else None
 
 
 def _first_message(errors: Any) -> str:
     """The first error's message of a failed batch's ``errors.data``."""
     if isinstance(errors, list) and errors:
-        return str(_field(errors[0], "message") or errors[0])[:200]
+        return str(json_field(errors[0], "message") or errors[0])[:200]
     return "no reason given"
-
-
-def _why(error: BaseException) -> str:
-    status = getattr(error, "status_code", None)
-    text = str(error).splitlines()[0] if str(error) else type(error).__name__
-    return f"HTTP {status}: {text}" if status else f"{type(error).__name__}: {text}"
