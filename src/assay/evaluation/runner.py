@@ -140,8 +140,14 @@ class Evaluation:
         return flat_row(self.samples[index], self.results[index])
 
 
-def flat_row(sample: Sample, results: dict[str, MetricResult]) -> dict[str, Any]:
-    row: dict[str, Any] = {"id": sample.id}
+def flat_row(
+    sample: Sample, results: dict[str, MetricResult], row: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The flat row of one scored sample: id, tags, how the target answered (``assay
+    run``), every metric's value and components by name; added to ``row`` when given
+    (`assay.outputs.sinks.output_row`'s, which holds the id and the sample's fields)."""
+    if row is None:
+        row = {"id": sample.id}
     for key, value in sample.tags.items():
         row[f"tag.{key}"] = value
     if sample.target_call is not None:  # assay run: how the target answered

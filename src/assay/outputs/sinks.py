@@ -79,8 +79,7 @@ def output_row(sample: Sample, results: dict[str, MetricResult]) -> dict[str, An
         if name == "trace" and sample.turns and items == trace_from_turns(sample.turns):
             continue  # the conversation's own tool calls: ``turns`` holds them
         row[name] = [item.model_dump(mode="json", exclude_none=True) for item in items]
-    row.update(flat_row(sample, results))  # its "id" keeps its place, first
-    return row
+    return flat_row(sample, results, row)
 
 
 def trimmed(row: dict[str, Any], fields: Sequence[str] | None) -> dict[str, Any]:
