@@ -321,8 +321,9 @@ class LiveScoring:
                 except Exception as exc:  # its checks fail on this sample: its error
                     failed[key] = f"the trace cannot be stored: {_reason(exc)}"
             if key in failed:
-                rows[key] = self._quarantine_row(run_id, trace, indices[key], samples.get(key))
-                rows[key]["error"] = QUARANTINED + failed[key]
+                rows[key] = self._quarantine_row(
+                    run_id, trace, indices[key], samples.get(key), failed[key]
+                )
         # short transactions: the receiver's writes wait for none of them long
         for start in range(0, len(traces), WRITE_BATCH):
             batch = traces[start : start + WRITE_BATCH]
@@ -427,8 +428,7 @@ class LiveScoring:
             raise
         except Exception as exc:
             failed[key] = f"the trace cannot be stored: {_reason(exc)}"
-        rows[key] = self._quarantine_row(run_id, trace, indices[key], None)
-        rows[key]["error"] = QUARANTINED + failed[key]
+        rows[key] = self._quarantine_row(run_id, trace, indices[key], None, failed[key])
         try:
             self._write(run_id, [trace], rows, indices, failed)
         except (StoreError, OSError):
@@ -437,10 +437,11 @@ class LiveScoring:
             self._hold([trace], f"trace {key}, nor its quarantine,", exc)
 
     def _quarantine_row(
-        self, run_id: str, trace: DueTrace, index: int, sample: Sample | None
+        self, run_id: str, trace: DueTrace, index: int, sample: Sample | None, reason: str
     ) -> dict[str, Any]:
         """The stored form of a quarantined trace: its sample when it assembled (else
-        its id and service), no scores, status ``error``."""
+        its id and service), no scores, status ``error``, the error `QUARANTINED` and
+        ``reason``."""
         if sample is None:
             sample = Sample(id=trace.trace_id, tags={"service": trace.service[:256]})
         return {
@@ -449,6 +450,7 @@ class LiveScoring:
             "sample": sample,
             "results": {},
             "status": "error",
+            "error": QUARANTINED + reason,
             "replace": trace.sample_index is not None,
         }
 
