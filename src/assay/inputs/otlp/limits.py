@@ -77,6 +77,10 @@ def key_index(key: str, prefix: str) -> tuple[int, str] | None:
     match = _INDEXED.match(key)
     if match is None or match["prefix"] != prefix:
         return None
+    return _within_index(match)
+
+
+def _within_index(match: re.Match[str]) -> tuple[int, str] | None:
     digits = match["index"]
     if len(digits) > _INDEX_DIGITS or int(digits) > MAX_INDEX:
         return None
@@ -84,12 +88,14 @@ def key_index(key: str, prefix: str) -> tuple[int, str] | None:
 
 
 def _index_over_limit(key: str) -> bool:
-    for prefix in INDEXED_PREFIXES:
-        if key.startswith(prefix + "."):
-            match = _INDEXED.match(key)
-            if match is not None and match["prefix"] == prefix:
-                return key_index(key, prefix) is None
-    return False
+    """Whether ``key`` is ``PREFIX.N.REST`` of one of `INDEXED_PREFIXES` with N over
+    `MAX_INDEX` (one match of the pattern; most keys are skipped by their start)."""
+    if not key.startswith(INDEXED_PREFIXES):
+        return False
+    match = _INDEXED.match(key)
+    return (
+        match is not None and match["prefix"] in INDEXED_PREFIXES and _within_index(match) is None
+    )
 
 
 def json_value(text: str, what: str) -> Any:
