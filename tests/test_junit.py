@@ -236,3 +236,24 @@ def test_junit_cuts_known_secrets_out_of_failures_and_errors(tmp_path):
         "saw [redacted]",
     ]
     assert root.find("testcase/error").get("message") == "call failed with [redacted]"
+
+
+def test_junit_redacts_a_secret_across_the_response_cut_before_cutting(tmp_path):
+    """A known secret straddling the response's cut (its 500th character) is redacted
+    before the cut: the failure keeps no first part of it."""
+    secret = "sk-test-0123456789abcdef"
+    path = tmp_path / "j.xml"
+    report = JunitReport(
+        path, [get_metric("exact_match")], AssayConfig(judge_api_key=secret), "run"
+    )
+    response = "x" * 495 + secret + " tail"
+    report(
+        0,
+        Sample(id="a", response=response, expected="y"),
+        {"exact_match": MetricResult("exact_match", 0.0)},
+    )
+    report.close(0.0)
+    assert "sk-t" not in path.read_text()
+    # "x" * 495 + "[redacted] tail" cut to 499 characters and an ellipsis
+    line = valid_junit(path).find("testcase/failure").text.splitlines()[1]
+    assert line == "response: " + "x" * 495 + "[red…"

@@ -142,8 +142,9 @@ class JunitReport:
         sign = ">=" if metric.higher_is_better else "<="
         message = f"{metric.name} = {result.value:.4f}, needs {sign} {threshold:g}"
         element = ET.Element("failure", {"type": "below threshold", "message": message})
-        said = "" if response is None else f"response: {_cut(response, RESPONSE_CHARS)}\n"
-        said = redact(said, self.secrets, by_name=False)
+        # redacted, then cut: a secret across the cut must not keep its first part
+        shown = redact(response, self.secrets, by_name=False)
+        said = "" if shown is None else f"response: {_cut(shown, RESPONSE_CHARS)}\n"
         element.text = xml_text(f"{message}\n{said}{_evidence(result, self.secrets)}".rstrip())
         return element
 
