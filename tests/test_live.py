@@ -34,7 +34,7 @@ from assay.server.live_scoring import LiveScoring, sampled_in
 from assay.store.db import Store
 from assay.store.live_traces import live_run_id
 from assay.store.models import LiveTrace, TestResult
-from pg_databases import fresh_postgres
+from live_stores import live_app_on, sqlite_or_postgres  # noqa: F401 (the store_url fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 METRICS = ["e2e_latency", "tool_call_count"]
@@ -43,26 +43,10 @@ ANSWER = "Paris is the capital of France."
 DOCUMENTS = ["Paris is the capital and largest city of France.", "France is in Europe."]
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'live.db'}"
-        return
-    with fresh_postgres("assay_live") as url:
-        yield url
-
-
 @pytest.fixture()
 def live_app(tmp_path: Path, store_url: str) -> Any:
-    store = Store(store_url)
-    config = AssayConfig(cache_dir=str(tmp_path / "cache"), live_grace_seconds=0.5)
-    resources = Resources(config)
-    live = LiveScoring(store, config, resolve_metrics(METRICS), resources)
-    app = create_app(store, resources=resources, live=live)
-    yield app, live, store
-    live.stop()
-    resources.close()
-    store.close()
+    with live_app_on(store_url, tmp_path, METRICS, grace_seconds=0.5) as made:
+        yield made
 
 
 def _stored(store: Store, service: str) -> list[tuple[TestResult, dict[str, float | None]]]:

@@ -19,18 +19,14 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from assay.core.config import AssayConfig
-from assay.engine.resources import Resources
 from assay.inputs.otlp.reader import span_of
 from assay.inputs.otlp.request import ReceivedSpan
-from assay.metrics.registry import resolve_metrics
-from assay.server.app import create_app
 from assay.server.live import running_server
 from assay.server.live_scoring import LiveScoring
 from assay.store.db import Store
 from assay.store.live_traces import live_run_id
 from assay.store.models import TestResult
-from pg_databases import fresh_postgres
+from live_stores import live_app_on, sqlite_or_postgres  # noqa: F401 (the store_url fixture)
 
 HOSTILE = "ffffffffffffffffffffffffffffff01"
 GOOD = [f"{i + 1:032x}" for i in range(6)]
@@ -61,27 +57,14 @@ def _body(*spans: dict[str, Any], service: str = "bot") -> bytes:
     return json.dumps({"resourceSpans": [{"resource": resource, "scopeSpans": [scope]}]}).encode()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'q.db'}"
-        return
-    with fresh_postgres("assay_quarantine") as url:
-        yield url
-
-
 @pytest.fixture()
 def live_server(tmp_path: Path, store_url: str) -> Any:
-    store = Store(store_url)
-    config = AssayConfig(cache_dir=str(tmp_path / "cache"), live_grace_seconds=0)
-    resources = Resources(config)
-    live = LiveScoring(store, config, resolve_metrics(["e2e_latency"]), resources)
-    app = create_app(store, resources=resources, live=live)
-    with running_server(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+    with (
+        live_app_on(store_url, tmp_path, ["e2e_latency"], grace_seconds=0) as (app, live, store),
+        running_server(app) as url,
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
         yield client, live, store
-    live.stop()
-    resources.close()
-    store.close()
 
 
 def _rows(store: Store) -> dict[str, tuple[str, str | None, int]]:
