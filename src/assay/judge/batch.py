@@ -41,7 +41,7 @@ import sqlite3
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -222,9 +222,6 @@ class BatchTransport:
         self.poll = poll
         self.wait = wait
         self.size = size
-        #: batches this transport created, and stored batches it collected
-        self.created = 0
-        self.resumed = 0
 
     @classmethod
     def from_config(cls, config: AssayConfig) -> BatchTransport:
@@ -233,15 +230,19 @@ class BatchTransport:
         ledger = BatchLedger.opened(Path(config.cache_dir) / "judge_batches.sqlite")
         return cls(ledger, poll=config.judge_batch_poll, wait=config.judge_batch_wait)
 
-    async def collect(self, api: Any, requests: Mapping[str, dict[str, Any]]) -> dict[str, Outcome]:
+    async def collect(
+        self, api: Any, requests: Mapping[str, dict[str, Any]], count: Callable[[str, int], None]
+    ) -> dict[str, Outcome]:
         """What the server answers to ``requests`` (request body by custom id) through
-        batches; ``api`` is the judge's `assay.judge.http.ChatCompletions` (its ``call``)."""
+        batches; ``api`` is the judge's `assay.judge.http.ChatCompletions` (its ``call``).
+        ``count`` (`assay.judge.usage.JudgeUsage.add`) counts the batches created
+        (``batches``) and those a stopped run left that are collected (``batches_resumed``)."""
         ids = list(requests)
         stored = self.ledger.batches_of(ids)
         by_batch: dict[str, list[str]] = {}
         for custom_id, batch_id in stored.items():
             by_batch.setdefault(batch_id, []).append(custom_id)
-        self.resumed += len(by_batch)
+        count("batches_resumed", len(by_batch))
         outcomes: dict[str, Outcome] = {}
         fresh = [c for c in ids if c not in stored]
         for start in range(0, len(fresh), self.size):
@@ -253,7 +254,7 @@ class BatchTransport:
                 outcomes.update(dict.fromkeys(part, failed))
                 continue
             self.ledger.record(batch_id, part)
-            self.created += 1
+            count("batches", 1)
             by_batch[batch_id] = part
         results = await asyncio.gather(
             *(self._outcomes(api, batch_id, part) for batch_id, part in by_batch.items())

@@ -377,10 +377,7 @@ class JudgeClient:
             requests[key] = self._body(prompt, messages, self.mode)
         if not requests:
             return
-        created, resumed = self.batch.created, self.batch.resumed
-        self._fetched.update(await self.batch.collect(self._client(), requests))
-        self.usage.add("batches", self.batch.created - created)
-        self.usage.add("batches_resumed", self.batch.resumed - resumed)
+        self._fetched.update(await self.batch.collect(self._client(), requests, self.usage.add))
 
     async def _first(
         self, prompt: Prompt[Any], messages: list[dict[str, str]], key: str
