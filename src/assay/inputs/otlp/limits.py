@@ -176,9 +176,9 @@ def over_limits(
             return f"{what} has {len(text)} characters, over the limit of {MAX_KEY_CHARS}"
     if len(events) > MAX_EVENTS:
         return f"the span has {len(events)} events, over the limit of {MAX_EVENTS}"
-    why = attributes_over_limits(attributes, "the span")
-    for name, event_attributes in events:
+    held = [("the span", attributes), *((f"its event {e[:40]!r}", a) for e, a in events)]
+    for where, these in held:
+        why = attributes_over_limits(these, where)
         if why is not None:
-            break
-        why = attributes_over_limits(event_attributes, f"its event {name[:40]!r}")
-    return why
+            return why
+    return None
