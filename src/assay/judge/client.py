@@ -393,9 +393,7 @@ class JudgeClient:
                 self.usage.add("batch_failed")
             return await self._request(prompt, messages)
         self._circuit.answered()
-        usage = json_field(fetched.completion, "usage")
-        p_tok = token_count(json_field(usage, "prompt_tokens"))
-        c_tok = token_count(json_field(usage, "completion_tokens"))
+        p_tok, c_tok = _tokens(fetched.completion)
         self.usage.record_batch_line(p_tok, c_tok)  # paid for, at the batch price
         return completion_content(fetched.completion, self.base_url, self.max_tokens), p_tok, c_tok
 
@@ -547,9 +545,7 @@ class JudgeClient:
                 latency = time.perf_counter() - started
             if error is None:
                 self._circuit.answered()
-                usage = json_field(completion, "usage")
-                p_tok = token_count(json_field(usage, "prompt_tokens"))
-                c_tok = token_count(json_field(usage, "completion_tokens"))
+                p_tok, c_tok = _tokens(completion)
                 self.usage.record_call(prompt.name, latency, p_tok, c_tok)  # paid for
                 if isinstance(json_field(completion, "choices"), list) and STRUCTURED_MODES.index(
                     mode
@@ -593,3 +589,10 @@ class JudgeClient:
         loop = asyncio.get_running_loop()
         while (wait := self._quiet_until - loop.time()) > 0:
             await asyncio.sleep(wait)
+
+
+def _tokens(completion: Any) -> tuple[int, int]:
+    """The prompt and completion tokens of a chat completion's ``usage`` (direct or batch)."""
+    usage = json_field(completion, "usage")
+    prompt = token_count(json_field(usage, "prompt_tokens"))
+    return prompt, token_count(json_field(usage, "completion_tokens"))
