@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import threading
+import tracemalloc
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -162,6 +163,34 @@ def test_a_gzip_bomb_with_a_length_is_counted_after_decompression() -> None:
     with reply_server(reply_of(packed, b"Content-Encoding: gzip\r\n")) as facts:
         (reply,) = ask(facts["url"], limit=4 * 2**20)
     assert isinstance(reply, ReplyTooLarge) and reply.limit == 4 * 2**20
+
+
+def test_a_gzip_bomb_is_cut_having_held_about_the_limit() -> None:
+    """The judge's and the embedder's replies are decoded by pieces of 64 KiB
+    (`assay.core.http_codings`), as a target's are: a 64 MiB gzip bomb against a 1 MiB
+    limit is cut having held a few MiB (httpx's own decoder had inflated each 64 KiB
+    read whole: 141 MiB traced at the peak, past the limit before any count)."""
+    bomb = zlib.compressobj(9, zlib.DEFLATED, 31)
+    packed = b"".join(bomb.compress(ZEROS) for _ in range(64)) + bomb.flush()
+    with reply_server(reply_of(packed, b"Content-Encoding: gzip\r\n")) as facts:
+        ask(facts["url"], limit=2**20)  # the pool and the parser made before tracing
+        tracemalloc.start()
+        try:
+            (reply,) = ask(facts["url"], limit=2**20)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert isinstance(reply, ReplyTooLarge) and reply.limit == 2**20
+        assert peak < 4 * 2**20
+        tracemalloc.start()
+        try:
+            embedder = OpenAICompatibleEmbedder("e", facts["url"], max_reply_bytes=2**20)
+            with pytest.raises(EmbeddingServerError, match=r"limit of 1,048,576 bytes"):
+                embedder._encode(["a text"])
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 4 * 2**20
 
 
 def test_an_embedding_reply_over_the_limit_is_the_calls_error_and_not_retried() -> None:

@@ -475,14 +475,14 @@ def test_a_coded_body_decodes_whatever_its_cuts(wbits: int) -> None:
     """gzip, zlib's deflate and raw deflate, fed a byte at a time or at once, decode to
     the same bytes, each piece at most PIECE_BYTES (deflate's kind is told by its first
     two bytes, which may arrive apart)."""
-    from assay.inputs.target_replies import PIECE_BYTES, _Inflater
+    from assay.core.http_codings import PIECE_BYTES, Inflater
 
     original = b"".join(b"line %d of the reply\n" % i for i in range(20_000))
     packer = zlib.compressobj(6, zlib.DEFLATED, wbits)
     coded = packer.compress(original) + packer.flush()
     coding = "gzip" if wbits > zlib.MAX_WBITS else "deflate"
     for cut in (1, 7, len(coded)):
-        inflater = _Inflater(coding)
+        inflater = Inflater(coding)
         pieces = [p for i in range(0, len(coded), cut) for p in inflater.feed(coded[i : i + cut])]
         assert b"".join(pieces) == original
         assert max(len(p) for p in pieces) <= PIECE_BYTES

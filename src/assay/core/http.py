@@ -13,9 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from assay.core.http_codings import ACCEPTED_ENCODINGS, Undecodable, decoded, inflaters
 from assay.core.limits import raise_hint
 
 __all__ = [
+    "ACCEPTED_ENCODINGS",
     "UNREACHABLE_AFTER",
     "ConnectCircuit",
     "ReplyTooLarge",
@@ -112,27 +114,51 @@ class ReplyTooLarge(Exception):
         self.limit = limit
 
 
+class _Bounded:
+    """A reply's body decoded from its raw reads (`assay.core.http_codings`: at most a
+    piece of 64 KiB at a step) and counted as it is produced."""
+
+    def __init__(self, response: Any, limit: int) -> None:
+        self._undo = inflaters(response.headers)
+        self._limit = limit
+        self._parts: list[bytes] = []
+        self._size = 0
+
+    def add(self, raw: bytes) -> None:
+        """Decodes and keeps one raw read; `ReplyTooLarge` once past the limit, an
+        ``httpx.DecodingError`` for a body its coding cannot decode (as httpx's own)."""
+        try:
+            for piece in decoded(raw, self._undo):
+                self._size += len(piece)
+                if self._size > self._limit:
+                    raise ReplyTooLarge(self._limit)
+                self._parts.append(piece)
+        except Undecodable as exc:
+            import httpx
+
+            raise httpx.DecodingError(str(exc)) from None
+
+    def body(self) -> bytes:
+        return b"".join(self._parts)
+
+
 async def read_bounded(response: Any, limit: int) -> bytes:
     """The decoded body of an ``httpx.Response`` opened as a stream, read as it arrives
-    and counted after decompression (a gzip bomb stops at ``limit`` too).
+    and counted after decompression by pieces of at most 64 KiB (a gzip bomb stops at
+    ``limit``, having held no more than the limit and a piece). The request should
+    accept only `ACCEPTED_ENCODINGS`, the codings undone here.
 
     Raises `ReplyTooLarge` once more than ``limit`` bytes have come (the caller's
     ``stream`` block then closes the response, and with it the connection, half read)."""
-    parts, size = [], 0
-    async for part in response.aiter_bytes():
-        size += len(part)
-        if size > limit:
-            raise ReplyTooLarge(limit)
-        parts.append(part)
-    return b"".join(parts)
+    body = _Bounded(response, limit)
+    async for raw in response.aiter_raw():
+        body.add(raw)
+    return body.body()
 
 
 def read_bounded_sync(response: Any, limit: int) -> bytes:
     """`read_bounded` for a response of a synchronous ``httpx.Client``."""
-    parts, size = [], 0
-    for part in response.iter_bytes():
-        size += len(part)
-        if size > limit:
-            raise ReplyTooLarge(limit)
-        parts.append(part)
-    return b"".join(parts)
+    body = _Bounded(response, limit)
+    for raw in response.iter_raw():
+        body.add(raw)
+    return body.body()

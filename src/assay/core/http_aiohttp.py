@@ -8,10 +8,11 @@ maintained and strict (malformed chunk sizes, a missing CRLF after a chunk, bad 
 lines are refused), and within 11 % of the hand-written transport this replaced at a 20
 ms judge, equal at 200 ms (``benchmarks/judge_throughput.py``; docs/scale.md). Where it
 reads replies differently from h11, tests/test_judge_transport_fuzz.py lists how.
-httpx's client keeps its request building, headers, authentication, the decoding of the
-body (aiohttp's own decompression is off) and proxies: a URL that an ``HTTP(S)_PROXY``
-variable sends through a proxy is mounted on httpx's own proxy transport
-(`assay.core.http.client_over`); this transport never reads the environment.
+httpx's client keeps its request building, headers, authentication and proxies: a URL
+that an ``HTTP(S)_PROXY`` variable sends through a proxy is mounted on httpx's own proxy
+transport (`assay.core.http.client_over`); this transport never reads the environment.
+The body comes as it was sent (aiohttp's own decompression is off), for httpx or
+`assay.core.http.read_bounded` to decode.
 
 The ``httpx-aiohttp`` package does the same in less: it maps aiohttp's exceptions
 loosely (a refused connection and a server that hangs up mid-reply both become

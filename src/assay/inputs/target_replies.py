@@ -2,10 +2,11 @@
 target sends can make ``assay run`` hold more than a bounded amount of memory, and no
 reply's shape can end the run.
 
-- `read_body`: the body decoded (``gzip``, ``deflate``) by pieces of at most
-  `PIECE_BYTES`, its decoded bytes counted as they are produced; past `MAX_REPLY_BYTES`
-  nothing more is read, and the call fails naming the limit (a small compressed body
-  that inflates to gigabytes stops at the limit).
+- `read_body`: the body decoded (``gzip``, ``deflate``: `assay.core.http_codings`, as
+  the judge's replies are) by pieces of at most `PIECE_BYTES`, its decoded bytes
+  counted as they are produced; past `MAX_REPLY_BYTES` nothing more is read, and the
+  call fails naming the limit (a small compressed body that inflates to gigabytes stops
+  at the limit).
 - `stream_lines`: the lines of a server-sent event stream, each at most
   `MAX_STREAM_LINE_BYTES` (a longer one fails the call as soon as it passes the limit,
   before it is whole) and `MAX_STREAM_BYTES` in all.
@@ -21,11 +22,18 @@ from __future__ import annotations
 import json
 import math
 import re
-import zlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+
+from assay.core.http_codings import (
+    ACCEPTED_ENCODINGS,
+    PIECE_BYTES,
+    Undecodable,
+    decoded,
+    inflaters,
+)
 
 __all__ = [
     "ACCEPTED_ENCODINGS",
@@ -55,10 +63,6 @@ MAX_REPLY_BYTES = 16 * 2**20
 MAX_STREAM_LINE_BYTES = 2**20
 #: most decoded bytes of an event stream in all, its events' JSON included
 MAX_STREAM_BYTES = 64 * 2**20
-#: most bytes one step of decompression produces: what is held past the limits at most
-PIECE_BYTES = 2**16
-#: the content codings a target's request accepts, the ones `read_body` decodes
-ACCEPTED_ENCODINGS = "gzip, deflate"
 #: most characters of a reply quoted in an error
 _QUOTED_CHARS = 200
 #: the line ends of an event stream: CRLF, LF or CR
@@ -118,71 +122,20 @@ def json_kind(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-class _Inflater:
-    """One ``gzip`` or ``deflate`` coding undone by pieces of at most `PIECE_BYTES`
-    (``deflate`` is zlib's format, or the raw one some servers send, as httpx reads it:
-    its first two bytes tell which)."""
-
-    def __init__(self, coding: str) -> None:
-        self.coding = coding
-        gzip = coding in ("gzip", "x-gzip")
-        self._zlib = zlib.decompressobj(zlib.MAX_WBITS | 16 if gzip else zlib.MAX_WBITS)
-        self._head: bytearray | None = None if gzip else bytearray()
-
-    def feed(self, data: bytes) -> Iterator[bytes]:
-        """What ``data`` decodes to, piece by piece: all of it (each ``decompress`` that
-        fills less than a piece has used up its input and holds nothing back)."""
-        try:
-            while True:
-                out = self._decompress(data)
-                if out:
-                    yield out
-                data = self._zlib.unconsumed_tail
-                if not data and len(out) < PIECE_BYTES:
-                    return
-        except zlib.error as exc:
-            raise CallFailed(f"the reply's {self.coding} body cannot be decoded: {exc}") from None
-
-    def _decompress(self, data: bytes) -> bytes:
-        if self._head is not None:  # deflate, until its first two bytes tell which kind
-            self._head += data
-            if len(self._head) < 2:
-                return b""
-            data, self._head = bytes(self._head), None
-            method, flags = data[0], data[1]
-            if method & 0x0F != 8 or (method * 256 + flags) % 31:  # no zlib header: raw
-                self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
-        return self._zlib.decompress(data, PIECE_BYTES)
-
-
-def _inflaters(response: httpx.Response) -> list[_Inflater]:
-    """The codings to undo, last applied first; a coding not asked for is read as it is
-    (as httpx does)."""
-    codings = [c.strip().lower() for c in response.headers.get("content-encoding", "").split(",")]
-    return [_Inflater(c) for c in reversed(codings) if c in ("gzip", "x-gzip", "deflate")]
-
-
-def _decoded(data: bytes, inflaters: list[_Inflater]) -> Iterator[bytes]:
-    if not inflaters:
-        if data:
-            yield data
-        return
-    first, rest = inflaters[0], inflaters[1:]
-    for piece in first.feed(data):
-        yield from _decoded(piece, rest)
-
-
 async def decoded_pieces(response: httpx.Response, limit: int, what: str) -> AsyncIterator[bytes]:
     """The reply's body decoded, in pieces of at most `PIECE_BYTES`; `CallFailed` as soon as its
     decoded bytes pass ``limit`` (``what`` names the limit in the error)."""
-    inflaters = _inflaters(response)
+    undo = inflaters(response.headers)
     size = 0
     async for raw in response.aiter_raw():
-        for piece in _decoded(raw, inflaters):
-            size += len(piece)
-            if size > limit:
-                raise too_large(what, limit, response.status_code)
-            yield piece
+        try:
+            for piece in decoded(raw, undo):
+                size += len(piece)
+                if size > limit:
+                    raise too_large(what, limit, response.status_code)
+                yield piece
+        except Undecodable as exc:
+            raise CallFailed(str(exc)) from None
 
 
 def too_large(what: str, limit: int, status: int | None = None) -> CallFailed:
@@ -196,7 +149,7 @@ async def read_body(response: httpx.Response, limit: int | None = None) -> bytes
     reading)."""
     limit = MAX_REPLY_BYTES if limit is None else limit
     declared = response.headers.get("content-length", "")
-    if declared.isdigit() and not _inflaters(response) and int(declared) > limit:
+    if declared.isdigit() and not inflaters(response.headers) and int(declared) > limit:
         raise too_large("the reply", limit, response.status_code)
     read = bytearray()
     async for piece in decoded_pieces(response, limit, "the reply"):

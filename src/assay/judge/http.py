@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 
 from assay.core.config import DEFAULT_MAX_REPLY_BYTES
-from assay.core.http import client_over, read_bounded
+from assay.core.http import ACCEPTED_ENCODINGS, client_over, read_bounded
 from assay.core.http_aiohttp import AiohttpTransport
 
 __all__ = [
@@ -108,7 +108,10 @@ class ChatCompletions:
         self._client = client_over(
             AiohttpTransport(max_connections=None),
             base_url=url,
-            headers={"Authorization": f"Bearer {api_key or 'not-needed'}"},
+            headers={
+                "Authorization": f"Bearer {api_key or 'not-needed'}",
+                "Accept-Encoding": ACCEPTED_ENCODINGS,  # the codings read_bounded undoes
+            },
             timeout=timeout,
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
         )

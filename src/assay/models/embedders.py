@@ -20,7 +20,12 @@ import numpy as np
 
 from assay.core.config import DEFAULT_MAX_REPLY_BYTES
 from assay.core.extras import ModelUnavailable
-from assay.core.http import ReplyTooLarge, read_bounded_sync, retry_after_seconds
+from assay.core.http import (
+    ACCEPTED_ENCODINGS,
+    ReplyTooLarge,
+    read_bounded_sync,
+    retry_after_seconds,
+)
 from assay.core.redaction import redact_url
 from assay.models.cache import EmbeddingCache
 from assay.models.device import model_threads, torch_device
@@ -374,7 +379,10 @@ class OpenAICompatibleEmbedder(Embedder):
 
         self._client = httpx.Client(
             base_url=base_url.rstrip("/") + "/",
-            headers={"Authorization": f"Bearer {api_key or 'not-needed'}"},
+            headers={
+                "Authorization": f"Bearer {api_key or 'not-needed'}",
+                "Accept-Encoding": ACCEPTED_ENCODINGS,  # the codings read_bounded_sync undoes
+            },
             timeout=timeout,
         )
         self._model = model
