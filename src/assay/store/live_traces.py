@@ -70,7 +70,7 @@ class DueTrace:
     service: str
     version: int
     sample_index: int | None
-    spans: int = 0
+    spans: int
 
 
 class LiveTraces:
