@@ -34,6 +34,7 @@ from assay.core.http_codings import (
     decoded,
     inflaters,
 )
+from assay.core.limits import DEFAULT_MAX_REPLY_BYTES
 
 __all__ = [
     "ACCEPTED_ENCODINGS",
@@ -57,8 +58,9 @@ __all__ = [
 
 #: most decoded bytes of a reply body read (and of the text of a streamed reply, in
 #: UTF-8): a larger one is the sample's error, not a run that runs out of memory (the
-#: scoring limits, max_field_chars and the others, apply to what is read)
-MAX_REPLY_BYTES = 16 * 2**20
+#: scoring limits, max_field_chars and the others, apply to what is read); the judge's
+#: default (max_reply_bytes), not that setting
+MAX_REPLY_BYTES = DEFAULT_MAX_REPLY_BYTES
 #: most bytes of one line of an event stream (one event's ``data:``), decoded
 MAX_STREAM_LINE_BYTES = 2**20
 #: most decoded bytes of an event stream in all, its events' JSON included
