@@ -36,6 +36,7 @@ from assay.inputs.target_replies import (
     chat_completion,
     finite_seconds,
     json_kind,
+    json_reply,
     quoted,
     read_body,
     stream_lines,
@@ -102,18 +103,6 @@ def _status_error(response: httpx.Response, body: str) -> CallFailed:
         retryable=status == 429 or status >= 500,
         retry_after=retry_after_seconds(response.headers),
     )
-
-
-def _json_reply(response: httpx.Response, raw: bytes) -> Any:
-    """The reply's body ``raw`` as JSON; `CallFailed` quoting its start otherwise (a
-    nesting too deep to parse included)."""
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        shown = quoted(raw[:4096].decode(errors="replace"))
-        raise CallFailed(
-            f"the reply is not JSON: {shown!r}", http_status=response.status_code
-        ) from None
 
 
 def conversation(sample: Sample) -> list[dict[str, str]]:
@@ -270,7 +259,7 @@ class HTTPTarget:
             duration = _network_seconds(response, started)
         if response.status_code >= 400:
             raise _status_error(response, raw.decode(errors="replace"))
-        reply = _json_reply(response, raw)
+        reply = json_reply(raw, response.status_code)
         answer = self._pick("--response-path", self.response_path, self._response, reply)
         if not isinstance(answer, str):
             kind = json_kind(answer)

@@ -48,6 +48,7 @@ __all__ = [
     "decoded_pieces",
     "finite_seconds",
     "json_kind",
+    "json_reply",
     "quoted",
     "read_body",
     "stream_lines",
@@ -199,6 +200,16 @@ def _loads(data: str | bytes) -> Any:
         raise ValueError("nested too deeply") from None
 
 
+def json_reply(raw: bytes, status: int | None = None) -> Any:
+    """A reply's body ``raw`` as JSON; `CallFailed` (with the reply's HTTP ``status``)
+    quoting its start otherwise (a nesting too deep to parse included)."""
+    try:
+        return _loads(raw)
+    except ValueError:
+        shown = quoted(raw[:4096].decode(errors="replace"))
+        raise CallFailed(f"the reply is not JSON: {shown!r}", status) from None
+
+
 def usage_counts(raw: Any) -> dict[str, int] | None:
     """The token counts of a reply's ``usage`` object (whole numbers from 0 to 2^63-1;
     others are left out), or None when it is not an object."""
@@ -281,11 +292,7 @@ class StreamedChat:
 def chat_completion(raw: bytes) -> tuple[str, dict[str, int] | None]:
     """A non-streamed chat completion's answer and usage; `CallFailed` saying what is
     wrong with it."""
-    try:
-        reply = _loads(raw)
-    except ValueError:
-        shown = quoted(raw[:4096].decode(errors="replace"))
-        raise CallFailed(f"the reply is not JSON: {shown!r}") from None
+    reply = json_reply(raw)
     if not isinstance(reply, dict):
         raise CallFailed(f"the reply is {json_kind(reply)}, not a chat completion")
     if reply.get("error") is not None and not reply.get("choices"):
