@@ -46,7 +46,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from assay.core.config import AssayWarning
 from assay.core.http import ReplyTooLarge
 from assay.judge.completion import describe_failure, json_field
 
@@ -146,6 +145,8 @@ class BatchLedger:
         try:
             return cls(path)
         except (OSError, sqlite3.Error) as exc:
+            from assay.core.config import AssayWarning  # the settings module: only here
+
             reason = getattr(exc, "strerror", None) or str(exc)
             warnings.warn(
                 f"the judge batch ledger {path} cannot be opened: {reason}; a batch of this "

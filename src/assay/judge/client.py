@@ -65,8 +65,8 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from assay.core.config import DEFAULT_MAX_REPLY_BYTES
 from assay.core.http import ConnectCircuit, ReplyTooLarge, retry_after_seconds
+from assay.core.limits import DEFAULT_MAX_REPLY_BYTES
 from assay.judge.aio import in_background_loop, run_async, run_sync
 from assay.judge.batch import BatchPending, BatchTransport, LineFailed, Outcome
 from assay.judge.cache import JudgeCache, cache_key

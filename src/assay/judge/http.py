@@ -33,9 +33,9 @@ from typing import Any
 
 import httpx
 
-from assay.core.config import DEFAULT_MAX_REPLY_BYTES
 from assay.core.http import ACCEPTED_ENCODINGS, client_over, read_bounded
 from assay.core.http_aiohttp import AiohttpTransport
+from assay.core.limits import DEFAULT_MAX_REPLY_BYTES
 
 __all__ = [
     "DEFAULT_BASE_URL",

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from assay.core.config import DEFAULT_MAX_REPLY_BYTES
 from assay.core.extras import ModelUnavailable
 from assay.core.http import (
     ACCEPTED_ENCODINGS,
@@ -26,6 +25,7 @@ from assay.core.http import (
     read_bounded_sync,
     retry_after_seconds,
 )
+from assay.core.limits import DEFAULT_MAX_REPLY_BYTES
 from assay.core.redaction import redact_url
 from assay.models.cache import EmbeddingCache
 from assay.models.device import model_threads, torch_device
