@@ -1,0 +1,1 @@
+"""Test sets from a team's own documents: ``assay generate`` (being built; see docs/generate.md)."""
