@@ -27,6 +27,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from assay.core.config import over_limit
+from assay.core.label_values import LABEL_COLUMNS, label_value, metric_labels
 from assay.core.steps import ToolCall, Turn, trace_from_turns
 
 if TYPE_CHECKING:
@@ -212,6 +213,7 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "expected_outcome": ("expected_outcome", "reference_outcome"),
     "role_description": ("role_description", "chatbot_role", "assistant_role"),
     "allowed_topics": ("allowed_topics", "topics"),
+    "label": LABEL_COLUMNS,
 }
 
 
@@ -333,6 +335,9 @@ class Sample(BaseModel):
     allowed_topics: list[str] | None = Field(
         default=None, validation_alias=_alias(*FIELD_ALIASES["allowed_topics"])
     )
+    # a person's verdicts, in [0, 1] in the metric's direction (`assay.core.labels`)
+    label: float | None = Field(default=None, validation_alias=_alias(*FIELD_ALIASES["label"]))
+    labels: dict[str, float] = Field(default_factory=dict)
     # the call that produced the response (assay run)
     target_call: TargetCall | None = None
     # grouping and anything else
@@ -453,6 +458,13 @@ class Sample(BaseModel):
         if isinstance(value, list):
             return [_text_of_number(v) for v in value]
         return value
+
+    @field_validator("label", "labels", mode="before")
+    @classmethod
+    def _label_values(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name == "labels":
+            return metric_labels(value)
+        return None if value is None else label_value(value)
 
     @field_validator("tags", mode="before")
     @classmethod

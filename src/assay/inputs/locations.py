@@ -50,6 +50,7 @@ from assay.inputs.parquet import parquet_records
 from assay.inputs.records import (
     InputError,
     InputErrors,
+    LabelReading,
     depth_setting,
     in_file_order,
     position_id,
@@ -128,6 +129,7 @@ class Piece:
         first_row: Parquet: the rows of the file before them.
         encoding: the text encoding of the piece's bytes.
         max_json_depth: the nesting limit of a field.
+        labels: how its records' verdicts are read (None: the samples' own fields).
     """
 
     location: str
@@ -140,6 +142,7 @@ class Piece:
     first_row: int = 0
     encoding: str = "utf-8-sig"
     max_json_depth: int = 500
+    labels: LabelReading | None = None
 
 
 @dataclass
@@ -201,7 +204,12 @@ def read_piece(piece: Piece) -> PieceResult:
                 first_row=piece.first_row,
             )
             samples, more = samples_from_records(
-                records, piece.source, False, "row", max_json_depth=piece.max_json_depth
+                records,
+                piece.source,
+                False,
+                "row",
+                max_json_depth=piece.max_json_depth,
+                labels=piece.labels,
             )
             return PieceResult(samples, more)
         with fs.open_input_file(path) as raw:
@@ -231,6 +239,7 @@ def read_piece(piece: Piece) -> PieceResult:
                 unit,
                 max_json_depth=piece.max_json_depth,
                 positioned=positioned,
+                labels=piece.labels,
             )
     except InputErrors as exc:
         return PieceResult([], [], fatal=exc.errors)
@@ -344,6 +353,7 @@ def read_location(
     run: Callable[[Sequence[Piece]], list[PieceResult]] | None = None,
     piece_bytes: int | None = None,
     workers: int = 1,
+    labels: LabelReading | None = None,
 ) -> tuple[list[Sample], list[InputError]]:
     """The samples and record errors of the dataset at ``location`` (a path or a URL), as
     `assay.inputs.read.read_samples` gives them for the same file.
@@ -358,6 +368,7 @@ def read_location(
         piece_bytes: the size of a piece; None: the file over ``2 * workers`` pieces,
             each between 1 MiB and `PIECE_BYTES`.
         workers: the processes that parse pieces at once.
+        labels: how the records' verdicts are read (`assay.inputs.records.LabelReading`).
 
     Raises `FileNotFoundError`, and `InputErrors` naming the location when it cannot be
     read at all (unknown scheme, store not reachable, not a known format).
@@ -366,6 +377,8 @@ def read_location(
     planned = _pieces(str(location), input_format, depth, piece_bytes, max(1, workers))
     if isinstance(planned, Path):
         return read_otlp(planned, strict=strict)
+    if labels is not None:
+        planned = [replace(piece, labels=labels) for piece in planned]
     results = run(planned) if run is not None else [read_piece(p) for p in planned]
     samples: list[Sample] = []
     errors: list[InputError] = []

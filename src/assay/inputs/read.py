@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from assay.core.label_values import LabelScale
 from assay.core.sample import Sample
 from assay.inputs.formats import csv_records, json_records, jsonl_records, reader_suffix
 from assay.inputs.locations import is_url, read_location
@@ -15,12 +17,13 @@ from assay.inputs.parquet import parquet_records
 from assay.inputs.records import (
     InputError,
     InputErrors,
+    LabelReading,
     depth_setting,
     in_file_order,
     iter_samples,
 )
 
-__all__ = ["SampleStream", "read_samples", "stream_samples"]
+__all__ = ["SampleStream", "read_labelled_samples", "read_samples", "stream_samples"]
 
 
 @dataclass
@@ -61,6 +64,44 @@ def read_samples(
     return samples, in_file_order(stream.errors)
 
 
+def read_labelled_samples(
+    source: str | Path,
+    *,
+    label_field: str | None = None,
+    scale: LabelScale | None = None,
+    **read_kwargs: Any,
+) -> list[Sample]:
+    """The samples of ``source`` as `read_samples` reads them, with their verdicts read
+    as ``label_field`` and ``scale`` say (`assay.inputs.records.LabelReading`):
+    ``label_field`` names the column holding each sample's one verdict (its value goes
+    into ``Sample.label``, as the columns label, human_label, human_score and rating do);
+    with ``scale`` (``--label-scale 1-5``) every verdict, those of a ``labels`` object
+    too, is a rating on it, normalised to [0, 1] (`assay.core.labels.label_value`).
+
+    Nothing is dropped silently: `InputErrors` lists every invalid record (a verdict that
+    is not one names the file, line and column), and is raised too when ``label_field``
+    gives no sample a verdict (a misspelt column). ``read_kwargs``: those of
+    `read_samples` (``max_json_depth``, ``input_format``)."""
+    reading = LabelReading(label_field, scale)
+    stream = stream_samples(source, labels=reading, **read_kwargs)
+    samples = list(stream.samples)
+    if stream.errors:
+        raise InputErrors(in_file_order(stream.errors))
+    if label_field is not None and all(s.label is None for s in samples):
+        raise InputErrors(
+            [
+                InputError(
+                    str(source),
+                    None,
+                    label_field,
+                    "no record has a verdict in this column (named by --label-field): "
+                    "check its spelling",
+                )
+            ]
+        )
+    return samples
+
+
 def stream_samples(
     path: str | Path,
     strict: bool = False,
@@ -68,6 +109,7 @@ def stream_samples(
     max_json_depth: int | None = None,
     input_format: str | None = None,
     count_lines: bool = False,
+    labels: LabelReading | None = None,
 ) -> SampleStream:
     """`read_samples` as a stream: a local .jsonl, .csv, .json or .parquet file is read
     record by record as the samples are asked for (an OTLP export, whose traces are
@@ -75,10 +117,15 @@ def stream_samples(
     errors; a missing file or directory raises at once, a record that fails ``strict``
     or a file that cannot be read raises `InputErrors` when it is reached.
     ``count_lines``: count a JSONL file's lines first (``SampleStream.lines``).
+    ``labels``: how the verdicts are read (`read_labelled_samples`).
     """
     if is_url(path):
         samples, errors = read_location(
-            path, strict, max_json_depth=depth_setting(max_json_depth), input_format=input_format
+            path,
+            strict,
+            max_json_depth=depth_setting(max_json_depth),
+            input_format=input_format,
+            labels=labels,
         )
         return SampleStream(iter(samples), errors)
     path = Path(path)
@@ -118,7 +165,13 @@ def stream_samples(
     else:
         records, unit = jsonl_records(path, errors, strict), "line"
     samples = iter_samples(
-        records, source, strict, unit, errors=errors, max_json_depth=depth_setting(max_json_depth)
+        records,
+        source,
+        strict,
+        unit,
+        errors=errors,
+        max_json_depth=depth_setting(max_json_depth),
+        labels=labels,
     )
     lines = _count_lines(path) if count_lines and reader == ".jsonl" else None
     return SampleStream(_read_or_say(samples, source), errors, lines)

@@ -42,12 +42,20 @@ import orjson
 from pydantic import ValidationError
 
 from assay.core.config import load_config, over_limit
+from assay.core.label_values import (
+    LABEL_COLUMNS,
+    LabelError,
+    LabelScale,
+    label_value,
+    metric_labels,
+)
 from assay.core.sample import (
     FIELD_ALIASES,
     ONE_IS_A_LIST,
     TEXT_FIELDS,
     TEXT_LIST_FIELDS,
     Sample,
+    _key_form,
     json_extent,
     key_lookup,
 )
@@ -55,6 +63,7 @@ from assay.core.sample import (
 __all__ = [
     "InputError",
     "InputErrors",
+    "LabelReading",
     "depth_setting",
     "in_file_order",
     "iter_samples",
@@ -97,6 +106,54 @@ class InputErrors(ValueError):
         shown = "\n".join(str(e) for e in errors[:20])
         more = f"\n... and {len(errors) - 20} more" if len(errors) > 20 else ""
         super().__init__(shown + more)
+
+
+_LABEL_FORMS = frozenset(LABEL_COLUMNS)
+
+
+@dataclass(frozen=True)
+class LabelReading:
+    """How `assay.inputs.read.read_labelled_samples` reads a record's verdicts before it
+    becomes a sample: ``label_field`` names one more column holding the sample's one
+    verdict (besides `LABEL_COLUMNS`), ``scale`` the scale its ratings are on (every
+    number in a verdict column and in ``labels`` is then a rating on it)."""
+
+    label_field: str | None = None
+    scale: LabelScale | None = None
+
+    def apply(self, record: Any) -> Any:
+        """``record`` with its verdict columns replaced by ``label`` (the one verdict, in
+        [0, 1]) and ``labels`` (read by `metric_labels`); `LabelError` naming the column
+        for a value that is not a verdict, or for two columns that give different ones."""
+        if not isinstance(record, dict):
+            return record
+        wanted = None if self.label_field is None else _key_form(self.label_field)
+        out: dict[str, Any] = {}
+        verdicts: list[tuple[str, float]] = []
+        given: dict[str, Any] = {}
+        for key, value in record.items():
+            text_key = str(key)
+            form = _key_form(text_key)
+            if text_key == self.label_field or form == wanted or form in _LABEL_FORMS:
+                if value is not None:
+                    verdicts.append((text_key, label_value(value, self.scale, field=text_key)))
+                    given[text_key] = value
+            elif form == "labels":
+                out["labels"] = metric_labels(value, self.scale, field=text_key)
+            else:
+                out[key] = value
+        for key, value in verdicts[1:]:
+            first, first_value = verdicts[0]
+            if value != first_value:
+                raise LabelError(
+                    f"{first!r} ({_shown(given[first])}) and {key!r} ({_shown(given[key])}) "
+                    "give different verdicts: keep one",
+                    field=key,
+                    value=given[key],
+                )
+        if verdicts:
+            out["label"] = verdicts[0][1]
+        return out
 
 
 class JsonObject(dict):  # type: ignore[type-arg]
@@ -183,6 +240,11 @@ def _validation_errors(
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or None
         field_name = loc.split(".")[0] if loc else None
+        label_error = err.get("ctx", {}).get("error")
+        if isinstance(label_error, LabelError):  # its reason shows the value
+            at = label_error.field if label_error.field.startswith("labels.") else loc
+            errors.append(InputError(source, line, at, label_error.reason, unit))
+            continue
         if err["type"] in _SELF_EXPLAINED:
             message = err["msg"]
             if err["type"] == "milliseconds":
@@ -264,13 +326,17 @@ def _too_deep(record: dict[str, Any], max_json_depth: int) -> tuple[str, str] | 
     return None
 
 
+#: fields that hold nothing to score
+_NOT_CONTENT = frozenset({"id", "metadata", "tags", "label", "labels"})
+
+
 def _has_content(sample: Sample) -> bool:
-    """Whether a field other than id, metadata and tags has a value (the fields not given
-    are None: only those given are looked at)."""
+    """Whether a field other than id, metadata, tags and labels has a value (the fields
+    not given are None: only those given are looked at)."""
     return any(
         getattr(sample, name) is not None
         for name in sample.model_fields_set
-        if name not in {"id", "metadata", "tags"}
+        if name not in _NOT_CONTENT
     )
 
 
@@ -331,7 +397,7 @@ def _plain_sample(record: dict[str, Any]) -> Sample | None:
     if not values.keys() - {"id"}:
         return None  # nothing to score: `_to_sample` says so
     sample = _new_sample(Sample)
-    _set(sample, "__dict__", {**_DEFAULTS, **values, "tags": {}, "metadata": {}})
+    _set(sample, "__dict__", {**_DEFAULTS, **values, "labels": {}, "tags": {}, "metadata": {}})
     _set(sample, "__pydantic_fields_set__", {*values, "tags", "metadata"})
     _set(sample, "__pydantic_extra__", None)
     _set(sample, "__pydantic_private__", None)
@@ -385,6 +451,7 @@ def samples_from_records(
     *,
     max_json_depth: int | None = None,
     positioned: list[tuple[int, int]] | None = None,
+    labels: LabelReading | None = None,
 ) -> tuple[list[Sample], list[InputError]]:
     """Validate (position, record) pairs into samples, collecting errors.
 
@@ -392,7 +459,8 @@ def samples_from_records(
     (`position_id`): line, item or row. A field nesting deeper than ``max_json_depth``
     levels (default: the configured ``max_json_depth``) makes its record an error.
     ``positioned``: where to add (index in the samples returned, position) for each
-    sample whose id is its position (a piece of a file renumbers them).
+    sample whose id is its position (a piece of a file renumbers them). ``labels``: how
+    the records' verdicts are read (`LabelReading`; default: the sample's own fields).
     """
     errors: list[InputError] = []
     samples = list(
@@ -404,6 +472,7 @@ def samples_from_records(
             errors=errors,
             max_json_depth=max_json_depth,
             positioned=positioned,
+            labels=labels,
         )
     )
     return samples, errors
@@ -418,6 +487,7 @@ def iter_samples(
     errors: list[InputError],
     max_json_depth: int | None = None,
     positioned: list[tuple[int, int]] | None = None,
+    labels: LabelReading | None = None,
 ) -> Iterator[Sample]:
     """`samples_from_records` one sample at a time, as the records are read: the errors
     of the invalid records are appended to ``errors`` as they are met, and a sample
@@ -425,7 +495,12 @@ def iter_samples(
     depth = depth_setting(max_json_depth)
     index = 0
     for line, record in records:
-        sample, problems = _to_sample(record, source, line, unit, depth)
+        try:
+            read = record if labels is None else labels.apply(record)
+        except LabelError as exc:
+            sample, problems = None, [InputError(source, line, exc.field, exc.reason, unit)]
+        else:
+            sample, problems = _to_sample(read, source, line, unit, depth)
         if problems:
             if strict:
                 raise InputErrors(problems)

@@ -1,0 +1,84 @@
+"""Labels as data: a person's verdict on a sample, and the key that carries it across runs.
+
+A sample carries labels in two fields (`assay.core.sample.Sample`), both holding values
+normalised to [0, 1] in the metric's own direction (1 = faithful for ``faithfulness``,
+1 = toxic for ``toxicity_score``):
+
+- ``label``: the sample's one verdict, read from the columns `LABEL_COLUMNS` (``label``,
+  ``human_label``, ``human_score``, ``rating``) or from the column ``--label-field`` names;
+- ``labels``: one verdict per metric, ``{"faithfulness": 0, "toxicity_score": 1}``.
+
+What a label may be, and how a rating on a declared scale becomes one, is
+`assay.core.label_values` (re-exported here: `label_value`, `LabelScale`, `LabelError`).
+`sample_key` is the key under which the results store keeps a sample's labels, so labels
+given once serve every later run of the same data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from assay.core.label_values import (
+    LABEL_COLUMNS,
+    LabelError,
+    LabelScale,
+    is_binary,
+    label_value,
+    metric_labels,
+)
+from assay.core.sample import Sample
+
+__all__ = [
+    "LABEL_COLUMNS",
+    "SAMPLE_KEY_FIELDS",
+    "LabelError",
+    "LabelScale",
+    "is_binary",
+    "label_value",
+    "metric_labels",
+    "sample_key",
+    "sample_label",
+]
+
+#: the fields `sample_key` hashes: the sample's id and the texts a person judged
+SAMPLE_KEY_FIELDS = (
+    "id",
+    "query",
+    "response",
+    "expected",
+    "contexts",
+    "turns",
+    "trace",
+    "reasoning_steps",
+)
+
+
+def _keyed(value: Any) -> Any:
+    """A field's value as JSON: turns and steps as ``model_dump(mode="json",
+    exclude_none=True)`` (the form the store keeps them in), texts as they are."""
+    if isinstance(value, list):
+        return [
+            item.model_dump(mode="json", exclude_none=True) if hasattr(item, "model_dump") else item
+            for item in value
+        ]
+    return value
+
+
+def sample_key(sample: Sample) -> str:
+    """The hex SHA-256 of the sample's id and texts (`SAMPLE_KEY_FIELDS`, as one JSON
+    object with sorted keys, absent fields as null): the same data gives the same key on
+    every run and machine; a changed text (one context more, a word of the response)
+    gives another. Labels are not part of it, so labelling a sample keeps its key."""
+    values = sample.__dict__
+    document = {name: _keyed(values[name]) for name in SAMPLE_KEY_FIELDS}
+    text = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def sample_label(sample: Sample, metric: str) -> float | None:
+    """The sample's verdict for ``metric``: ``sample.labels[metric]`` when given, else the
+    sample's one verdict ``sample.label``, else None (values already in [0, 1])."""
+    value = sample.labels.get(metric)
+    return sample.label if value is None else value
