@@ -68,16 +68,23 @@ def _missing(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _pairs(x: Sequence[Any], y: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+def _pairs(x: Sequence[Any], y: Sequence[Any]) -> tuple[Sequence[Any], Sequence[Any]]:
     """The pairs where neither side is None or NaN."""
     if len(x) != len(y):
         raise ValueError(f"the two columns differ in length: {len(x)} and {len(y)}")
+    if _is_float_array(x) and _is_float_array(y):  # a bootstrap resample: no None
+        both = ~(np.isnan(x) | np.isnan(y))  # type: ignore[arg-type]
+        return x[both], y[both]  # type: ignore[call-overload]
     kept = [(a, b) for a, b in zip(x, y, strict=True) if not _missing(a) and not _missing(b)]
     return [a for a, _ in kept], [b for _, b in kept]
 
 
+def _is_float_array(values: object) -> bool:
+    return isinstance(values, np.ndarray) and values.dtype == np.float64
+
+
 def _numbers(values: Sequence[Any], what: str) -> np.ndarray:
-    array = np.asarray([float(v) for v in values], dtype=np.float64)
+    array = np.asarray(values, dtype=np.float64)
     if array.size and not np.all(np.isfinite(array)):
         raise ValueError(f"{what} must be finite numbers")
     return array
@@ -289,7 +296,8 @@ def bootstrap_interval(
 
     Each resample draws n row indices with replacement from
     ``numpy.random.default_rng(seed)`` and applies the statistic to every column at those
-    rows (so paired values stay paired). Resamples where the statistic is None (e.g. one
+    rows (so paired values stay paired), each column as a numpy array (floats with None
+    as NaN, or objects where it holds categories). Resamples where the statistic is None (e.g. one
     class drawn) are dropped; the interval is the ``(1 - level) / 2`` and
     ``(1 + level) / 2`` percentiles (linear interpolation) of the rest. None with no rows
     or no resample giving a value. It assumes independent samples and is too narrow for
@@ -306,12 +314,12 @@ def bootstrap_interval(
         raise ValueError(f"the columns differ in length: {[len(c) for c in columns]}")
     if n == 0:
         return None
-    arrays = [np.asarray(column, dtype=object) for column in columns]
+    arrays = [_column(column) for column in columns]
     rng = np.random.default_rng(seed)
     values: list[float] = []
     for _ in range(resamples):
         rows = rng.integers(0, n, size=n)
-        value = statistic(*(array[rows].tolist() for array in arrays))
+        value = statistic(*(array[rows] for array in arrays))
         if value is not None:
             values.append(value)
     if not values:
@@ -319,6 +327,14 @@ def bootstrap_interval(
     tail = (1.0 - level) / 2.0
     low, high = np.percentile(values, [100.0 * tail, 100.0 * (1.0 - tail)], method="linear")
     return float(low), float(high)
+
+
+def _column(values: Sequence[Any]) -> np.ndarray:
+    """A column as a float array (None as NaN) when it holds numbers only, else as an
+    object array (categories)."""
+    if all(isinstance(v, (int, float, np.number)) or v is None for v in values):
+        return np.asarray([np.nan if v is None else v for v in values], dtype=np.float64)
+    return np.asarray(values, dtype=object)
 
 
 def _threshold_curve(y: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
