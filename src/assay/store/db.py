@@ -29,9 +29,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from assay.core.extras import missing_extra
 from assay.core.jsonout import to_jsonable
+from assay.core.labels import sample_key
 from assay.core.redaction import known_secrets, redact, redact_text, redact_url
 from assay.core.result import MetricResult
 from assay.core.sample import Sample
+from assay.store.labels import LabelStore, write_file_labels
 from assay.store.models import (
     FieldStrategyConfig,
     QualityCheck,
@@ -95,8 +97,9 @@ def _is_busy(exc: OperationalError) -> bool:
     return code in {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 
 
-class Store:
-    """The results store. ``Store(url)`` opens (and migrates) the database."""
+class Store(LabelStore):
+    """The results store. ``Store(url)`` opens (and migrates) the database. Its labels
+    (add, list, delete; a run's samples with their labels) are `LabelStore`'s."""
 
     def __init__(self, url: str | None = None, *, migrate: bool = True) -> None:
         self.url = normalise_url(url or default_url())
@@ -378,9 +381,12 @@ class Store:
         timestamp: datetime | None = None,
         replace: bool = False,
     ) -> Callable[[Session], int]:
-        """The write of one `record`, to run in a transaction."""
+        """The write of one `record`, to run in a transaction: the sample's row carries
+        its `sample_key`, and its labels (a labelled data file's) are written once
+        (`assay.store.labels.write_file_labels`)."""
         when = timestamp or utcnow()
         secrets = known_secrets()
+        key = sample_key(sample)
 
         def action(session: Session) -> int:
             if replace:
@@ -415,8 +421,10 @@ class Store:
                     "turns": stored_items(sample.turns, secrets),
                     "trace": stored_items(sample.trace, secrets),
                     "expected_tool_calls": stored_items(sample.expected_tool_calls, secrets),
+                    "sample_key": key,
                 },
             ).scalar_one()
+            write_file_labels(session, key, sample, run_id, when)
             scores = [
                 {
                     "test_result_id": row_id,

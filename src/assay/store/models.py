@@ -38,6 +38,7 @@ __all__ = [
     "UNGATED",
     "Base",
     "FieldStrategyConfig",
+    "Label",
     "LiveMonitorState",
     "LiveSpan",
     "LiveTrace",
@@ -169,11 +170,39 @@ class TestResult(Base):
     turns: Mapped[list[Any] | None] = mapped_column(SafeJSON)
     trace: Mapped[list[Any] | None] = mapped_column(SafeJSON)
     expected_tool_calls: Mapped[list[Any] | None] = mapped_column(SafeJSON)
+    #: `assay.core.labels.sample_key` of the sample: its labels' key (revision 0010; NULL
+    #: on rows written before)
+    sample_key: Mapped[str | None] = mapped_column(SafeString(64))
 
     __test__ = False  # not a pytest test class
 
     run: Mapped[Run] = relationship(back_populates="results")
     scores: Mapped[list[ScoringDetail]] = relationship(back_populates="test_result")
+
+
+class Label(Base):
+    """A person's verdict on a sample (revision 0010), kept apart from any run: the
+    sample's `assay.core.labels.sample_key` finds it from every run of the same data.
+
+    ``metric`` NULL is the sample's one verdict; ``value`` is in [0, 1] in the metric's
+    direction; ``raw`` is what was given (a key pressed, a file's value) on ``scale``
+    (``"1-5"``, NULL for a verdict already in [0, 1]); ``annotator`` is who gave it
+    (``"file"`` when it came with the data); ``run_id`` the run it was given on (NULL:
+    none). No foreign key: a label outlives the run it was given on."""
+
+    __tablename__ = "labels"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    sample_key: Mapped[str] = mapped_column(SafeString(64), index=True)
+    sample_id: Mapped[str | None] = mapped_column(SafeString(256))
+    run_id: Mapped[str | None] = mapped_column(SafeString(64))
+    metric: Mapped[str | None] = mapped_column(SafeString(128))
+    value: Mapped[float] = mapped_column(Float)
+    raw: Mapped[str] = mapped_column(SafeText)
+    scale: Mapped[str | None] = mapped_column(SafeString(32))
+    annotator: Mapped[str] = mapped_column(SafeString(256))
+    note: Mapped[str | None] = mapped_column(SafeText)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
 class ValidationDetail(Base):
