@@ -1,0 +1,200 @@
+"""The store's labels (revision 0010, `assay.store.labels`) on a real SQLite file and a
+real PostgreSQL database: add, list and delete labels, a labelled data file's labels
+written once per stored run, labels given on run A found from run B of the same data,
+and an existing store upgraded."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+
+import pytest
+
+from assay.core.labels import LabelError, sample_key
+from assay.core.sample import Sample
+from assay.store.db import Store
+from assay.store.labels import StoredLabel
+from pg_databases import fresh_postgres
+from store_revisions import store_at_revision
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store(request, tmp_path):
+    if request.param == "sqlite":
+        opened = Store(str(tmp_path / "labels.db"))
+        yield opened
+        opened.close()
+        return
+    with fresh_postgres("assay_labels") as url:
+        opened = Store(url)
+        yield opened
+        opened.close()
+
+
+FAITHFUL = Sample(
+    id="s1",
+    query="Where is the Eiffel Tower?",
+    response="In Paris.",
+    contexts=["The Eiffel Tower is in Paris."],
+    label=1,
+    labels={"toxicity_score": 0},
+)
+UNFAITHFUL = Sample(
+    id="s2",
+    query="Where is the Eiffel Tower?",
+    response="In Rome.",
+    contexts=["The Eiffel Tower is in Paris."],
+)
+
+
+def _store_run(store, run_id, *samples):
+    store.start_run(run_id)
+    for index, sample in enumerate(samples):
+        store.record(run_id, index, sample, {}, status="ungated")
+    store.finish_run(run_id)
+
+
+def test_add_list_and_delete_a_label(store):
+    key = sample_key(UNFAITHFUL)
+    added = store.add_label(
+        sample_key=key,
+        value=0.75,
+        raw="4",
+        scale="1-5",
+        annotator=" ana ",
+        metric="faithfulness",
+        sample_id="s2",
+        run_id="r1",
+        note="the tower is <b>not</b> in Rome",
+    )
+    assert isinstance(added.created_at, datetime)
+    assert added == StoredLabel(
+        id=added.id,
+        sample_key=key,
+        sample_id="s2",
+        run_id="r1",
+        metric="faithfulness",
+        value=0.75,
+        raw="4",
+        scale="1-5",
+        annotator="ana",
+        note="the tower is <b>not</b> in Rome",
+        created_at=added.created_at,
+    )
+    verdict = store.add_label(sample_key=key, value=0.0, raw="0", annotator="bo")
+    assert store.labels_for_keys([key]) == [added, verdict]
+    assert store.labels_for_keys([key], metric=None) == [verdict]
+    assert store.labels_for_keys([key], metric="faithfulness") == [added]
+    assert store.labels_for_keys([sample_key(FAITHFUL)]) == []
+    assert store.delete_label(added.id) is True
+    assert store.delete_label(added.id) is False
+    assert store.labels_for_keys([key]) == [verdict]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"value": 1.5}, "value: 1.5 is not a label value in [0, 1]"),
+        ({"value": float("nan")}, "value: nan is not a label value in [0, 1]"),
+        ({"annotator": "  "}, "annotator: an annotator is required (who gave the label)"),
+        ({"annotator": "a" * 257}, "annotator: has 257 characters; at most 256"),
+        ({"note": "n" * 10_001}, "note: has 10,001 characters; at most 10,000"),
+        (
+            {"sample_key": "s2"},
+            "sample_key: 's2' is not a sample key (64 lower-case hex digits: "
+            "assay.core.labels.sample_key)",
+        ),
+    ],
+)
+def test_a_label_the_store_must_not_keep_is_refused_by_field(tmp_path, change, message):
+    store = Store(str(tmp_path / "labels.db"))
+    given = {"sample_key": sample_key(UNFAITHFUL), "value": 1.0, "raw": "1", "annotator": "a"}
+    with pytest.raises(LabelError) as caught:
+        store.add_label(**(given | change))
+    assert str(caught.value) == message
+    assert store.labels_for_keys([sample_key(UNFAITHFUL)]) == []
+    store.close()
+
+
+def test_a_labelled_files_labels_are_written_once_and_found_from_the_next_run(store):
+    _store_run(store, "A", FAITHFUL, UNFAITHFUL)
+    _store_run(store, "B", FAITHFUL, UNFAITHFUL)  # the same data again: no new rows
+    labels = store.labels_for_run("B")
+    assert [(lab.run_id, lab.metric, lab.value, lab.raw, lab.annotator) for lab in labels] == [
+        ("A", "toxicity_score", 0.0, "0", "file"),
+        ("A", None, 1.0, "1", "file"),
+    ]
+    assert {lab.sample_key for lab in labels} == {sample_key(FAITHFUL)}
+    assert store.labels_for_run("A") == labels
+    # the file changes its verdict: a new row, and the newest is the file's verdict
+    _store_run(store, "C", FAITHFUL.model_copy(update={"label": 0.0}), UNFAITHFUL)
+    assert len(store.labels_for_run("C")) == 3
+    assert [(s.id, s.label, s.labels) for s in store.run_samples("C")] == [
+        ("s1", 0.0, {"toxicity_score": 0.0}),
+        ("s2", None, {}),
+    ]
+
+
+def test_labels_given_on_run_a_serve_run_b_of_the_same_data(store):
+    _store_run(store, "A", FAITHFUL, UNFAITHFUL)
+    key = store.run_sample_keys("A")[1]
+    assert key == sample_key(UNFAITHFUL)
+    store.add_label(sample_key=key, value=0.0, raw="0", annotator="ana", run_id="A")
+    store.add_label(sample_key=key, value=1.0, raw="1", annotator="bo", run_id="A")
+    store.add_label(sample_key=key, value=0.25, raw="2", scale="1-5", annotator="ana")
+    changed = UNFAITHFUL.model_copy(update={"response": "In Rome, Italy."})
+    _store_run(store, "B", FAITHFUL, UNFAITHFUL, changed)
+    samples = store.run_samples("B")
+    assert [s.id for s in samples] == ["s1", "s2", "s2"]
+    # ana's latest verdict (0.25) and bo's (1.0): their mean, (0.25 + 1.0) / 2
+    assert samples[1].label == 0.625
+    assert samples[2].label is None  # another response: another sample, unlabelled
+    assert samples[0].label == 1.0 and samples[0].labels == {"toxicity_score": 0.0}
+    assert (samples[1].query, samples[1].response, samples[1].contexts) == (
+        UNFAITHFUL.query,
+        UNFAITHFUL.response,
+        UNFAITHFUL.contexts,
+    )
+    assert [sample_key(s) for s in samples] == list(store.run_sample_keys("B").values())
+
+
+def test_a_conversations_stored_turns_rebuild_the_sample_and_its_key(store):
+    chat = Sample(
+        id="c1",
+        turns=[
+            {"role": "user", "content": "Is it in Paris?"},
+            {"role": "assistant", "content": "Yes."},
+        ],
+        labels={"conversation_relevancy": 1},
+    )
+    _store_run(store, "A", chat)
+    (rebuilt,) = store.run_samples("A")
+    assert [(t.role, t.content) for t in rebuilt.turns] == [
+        ("user", "Is it in Paris?"),
+        ("assistant", "Yes."),
+    ]
+    assert rebuilt.labels == {"conversation_relevancy": 1.0}
+    assert sample_key(rebuilt) == sample_key(chat) == store.run_sample_keys("A")[0]
+
+
+def test_revision_0010_upgrades_an_existing_store(tmp_path):
+    path = tmp_path / "old.db"
+    store_at_revision(
+        path,
+        "0009",
+        "INSERT INTO test_results (run_id, sample_index, test_name, sample_id, status, "
+        "timestamp, query, response, tags) VALUES ('old', 0, 't', 's2', 'passed', "
+        "'2026-11-27 10:00:00', 'Where is the Eiffel Tower?', 'In Rome.', '{}')",
+    )
+    store = Store(str(path))  # upgrades to 0010 on open
+    old = Sample(id="s2", query="Where is the Eiffel Tower?", response="In Rome.")
+    # a row stored before 0010 has no key: the key of the sample rebuilt from it serves
+    assert store.run_sample_keys("old") == {0: sample_key(old)}
+    store.add_label(sample_key=sample_key(old), value=1.0, raw="1", annotator="ana")
+    assert [s.label for s in store.run_samples("old")] == [1.0]
+    assert [lab.annotator for lab in store.labels_for_run("old")] == ["ana"]
+    store.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0010",)]
+    assert conn.execute("SELECT sample_key FROM test_results").fetchall() == [(None,)]
+    conn.close()
