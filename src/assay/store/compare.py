@@ -7,6 +7,8 @@ the mean paired difference, a two-sided sign-flip randomisation p-value (exact u
 pairs), the pairs where B is above, level with or below A, and the samples left out of
 the pairs (a sample of either selection that is N/A on one side or both). Without pairs,
 the CI is a bootstrap of the difference of independent means and no p-value is given.
+Where one side's results are calibrated (``assay evaluate --calibration``) and the other's
+are not, the signature difference says so (`explained_differences`).
 """
 
 from __future__ import annotations
@@ -69,6 +71,30 @@ def _values(side: dict[str, float | None]) -> dict[str, float]:
     return {key: value for key, value in side.items() if value is not None}
 
 
+#: what a difference in the ``calibration`` signature part means, added to its line
+CALIBRATION_DIFFERS = (
+    "one side's values are calibrated probabilities of a team's labels (assay calibrate), "
+    "the other's are not: they are not on the same scale"
+)
+
+
+def explained_differences(differences: list[str]) -> list[str]:
+    """``differences`` (`signature_differences`' lines) with the ``calibration`` line
+    saying what it means when one side is calibrated and the other is not, or both are
+    with different files."""
+    out = []
+    for line in differences:
+        if line.startswith("calibration: "):
+            both = "(none)" not in line
+            line += (
+                " (calibrated with different files: different labels or fits)"
+                if both
+                else f" ({CALIBRATION_DIFFERS})"
+            )
+        out.append(line)
+    return out
+
+
 def compare(
     session: Session, a: Selection, b: Selection, *, seed: int = 0, n_resamples: int = 2000
 ) -> list[Comparison]:
@@ -111,8 +137,10 @@ def compare(
                 level=figures.level,
                 below=figures.below,
                 left_out=figures.left_out,
-                signature_differences=signature_differences(
-                    signatures[0].get(metric, set()), signatures[1].get(metric, set())
+                signature_differences=explained_differences(
+                    signature_differences(
+                        signatures[0].get(metric, set()), signatures[1].get(metric, set())
+                    )
                 )
                 if metric in signatures[0] and metric in signatures[1]
                 else [],

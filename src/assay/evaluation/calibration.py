@@ -1,0 +1,393 @@
+"""``assay calibrate``: fit a metric to a team's labels, with out-of-fold evidence.
+
+Given a metric's scored results on labelled samples (a label is the value a person would
+give the metric, in its own direction: 1 = faithful for ``faithfulness``, 1 = toxic for
+``toxicity_score``; 0/1, or graded in [0, 1]), `fit_calibration`:
+
+1. reads each result's features (`assay.evaluation.calibration_features`: the value and
+   the offline evidence in its ``details``, the default's score first);
+2. fits ``p = sigmoid(b + w · x)`` by penalised logistic regression whose PRIOR is the
+   default method (weight 1 on ``logit(score)``, intercept ``-logit(threshold)``, 0 on
+   every other feature) with the strength of `PRIOR_LABELS` = 100 labels
+   (`assay.evaluation.calibration_fit`): 50 labels move it a third of the way to the
+   data's own fit, 500 five sixths;
+3. for ``toxicity_score`` also refits the toxicity head on its embeddings, the shipped
+   weights as the prior (`assay.evaluation.calibration_head`), and keeps whichever of
+   the two agrees better out of fold (``method="auto"``; both are in the file);
+4. reports agreement with the labels on the SAME items before (the default's score) and
+   after (each item's calibrated probability from the model fitted on the other k-1
+   folds, never in-sample): AUROC with a 95 % percentile-bootstrap interval for binary
+   labels, Spearman for graded ones, the paired bootstrap interval of the difference,
+   and balanced accuracy (the default at its threshold; the calibration at the
+   threshold chosen on the out-of-fold probabilities, itself cross-validated);
+5. returns the calibration file's content (`assay.evaluation.calibration_file`).
+
+It refuses (`CalibrationRefused`, one line) when either class has fewer than
+`MIN_PER_CLASS` = 20 labels (a graded label counts as 1 at ≥ 0.5).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from assay.core.agreement_stats import (
+    auroc,
+    balanced_accuracy,
+    best_threshold,
+    bootstrap_interval,
+    cross_validated_threshold,
+    spearman,
+)
+from assay.core.result import MetricResult
+from assay.core.version import __version__
+from assay.evaluation.calibration_features import (
+    DEFAULT_SCORE,
+    MissingEvidence,
+    default_score,
+    features_of,
+)
+from assay.evaluation.calibration_file import EVIDENCE_METHOD, FILE_VERSION, HEAD_METHOD
+from assay.evaluation.calibration_fit import (
+    PRIOR_LABELS,
+    fit_logistic,
+    logit,
+    pseudo_label_penalty,
+    stratified_folds,
+)
+
+__all__ = [
+    "MIN_PER_CLASS",
+    "CalibrationRefused",
+    "Evidence",
+    "evidence_of",
+    "fit_calibration",
+    "out_of_fold_probabilities",
+    "prior_threshold",
+]
+
+#: the fewest labels of each class a calibration accepts
+MIN_PER_CLASS = 20
+#: bootstrap resamples of the reported intervals
+RESAMPLES = 1000
+
+
+class CalibrationRefused(ValueError):
+    """The labels cannot support a calibration (too few of a class, one class only)."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The labelled results a calibration fits on: ``features`` (samples × names),
+    the default's ``scores``, the ``labels``, the ``indices`` of the results they came
+    from, the result ``methods`` seen and the ``skipped`` results by reason."""
+
+    names: tuple[str, ...]
+    features: np.ndarray
+    scores: np.ndarray
+    labels: np.ndarray
+    indices: np.ndarray
+    methods: tuple[str, ...]
+    skipped: dict[str, int]
+
+
+def evidence_of(results: Sequence[MetricResult], labels: Sequence[float | None]) -> Evidence:
+    """The features of every result that has a label and readable evidence. The feature
+    names are those most results share (a result with other names, e.g. scored by another
+    method, is skipped and counted by reason, as is one without a label or evidence)."""
+    if len(results) != len(labels):
+        raise ValueError(f"{len(results)} results but {len(labels)} labels")
+    rows: list[tuple[int, dict[str, float], float]] = []
+    skipped: Counter[str] = Counter()
+    for index, (result, label) in enumerate(zip(results, labels, strict=True)):
+        if label is None:
+            skipped["no label"] += 1
+            continue
+        try:
+            rows.append((index, features_of(result), default_score(result)))
+        except MissingEvidence as exc:
+            skipped[str(exc)] += 1
+    shapes = Counter(tuple(features) for _, features, _ in rows)
+    names = shapes.most_common(1)[0][0] if shapes else (DEFAULT_SCORE,)
+    kept = [row for row in rows if tuple(row[1]) == names]
+    if len(kept) < len(rows):
+        skipped["other evidence (another method scored it)"] += len(rows) - len(kept)
+    return Evidence(
+        names=names,
+        features=np.array([[f[n] for n in names] for _, f, _ in kept], dtype=np.float64).reshape(
+            len(kept), len(names)
+        ),
+        scores=np.array([s for _, _, s in kept], dtype=np.float64),
+        labels=np.array([float(labels[i]) for i, _, _ in kept], dtype=np.float64),  # type: ignore[arg-type]
+        indices=np.array([i for i, _, _ in kept], dtype=np.int64),
+        methods=tuple(sorted({results[i].method for i, _, _ in kept})),
+        skipped=dict(skipped),
+    )
+
+
+def check_labels(labels: np.ndarray, metric: str) -> dict[str, int]:
+    """The labels per class (``"0"``, ``"1"``; a graded label is 1 at ≥ 0.5); raises
+    `CalibrationRefused` with fewer than `MIN_PER_CLASS` of either."""
+    ones = int(np.sum(labels >= 0.5))
+    counts = {"0": len(labels) - ones, "1": ones}
+    if ones == 0 or ones == len(labels):
+        raise CalibrationRefused(
+            f"cannot calibrate {metric}: all {len(labels)} usable labels are of one class "
+            f"({counts['0']} of 0, {counts['1']} of 1)"
+        )
+    if min(counts.values()) < MIN_PER_CLASS:
+        raise CalibrationRefused(
+            f"cannot calibrate {metric}: it needs at least {MIN_PER_CLASS} labels of each "
+            f"class, got {counts['0']} of 0 and {counts['1']} of 1"
+        )
+    return counts
+
+
+def prior_threshold(results: Sequence[MetricResult], configured: float | None) -> float:
+    """The threshold the default applies to its score (`default_score`), 0..1: the
+    result's own (``details["threshold"]``, the agreement head's; else
+    ``details["decision_threshold"]``, the toxicity models'), else the configured one,
+    else 0.5."""
+    for result in results:
+        for key in ("threshold", "decision_threshold"):
+            value = result.details.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return float(value)
+    return float(configured) if configured is not None else 0.5
+
+
+def out_of_fold_probabilities(
+    features: np.ndarray,
+    labels: np.ndarray,
+    prior: np.ndarray,
+    folds: np.ndarray,
+    labels_worth: float = PRIOR_LABELS,
+) -> np.ndarray:
+    """Each sample's calibrated probability from the model fitted (penalty from the
+    training folds' features) on the samples of the other folds."""
+    out = np.empty(len(labels), dtype=np.float64)
+    for fold in np.unique(folds):
+        held = folds == fold
+        train = features[~held]
+        fit = fit_logistic(train, labels[~held], prior, pseudo_label_penalty(train, labels_worth))
+        out[held] = fit.probabilities(features[held])
+    return out
+
+
+def _interval(
+    statistic: Callable[..., float | None], *columns: Sequence[Any]
+) -> list[float] | None:
+    found = bootstrap_interval(statistic, *columns, resamples=RESAMPLES, seed=0)
+    return None if found is None else [round(found[0], 4), round(found[1], 4)]
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def agreement_before_after(
+    labels: np.ndarray,
+    before: np.ndarray,
+    after: np.ndarray,
+    *,
+    binary: bool,
+    threshold: float,
+    higher_is_better: bool,
+    folds: int,
+    seed: int,
+) -> dict[str, Any]:
+    """Agreement with the labels of the default's scores (``before``) and of the
+    out-of-fold calibrated probabilities (``after``) on the same items: AUROC (binary
+    labels) or Spearman (graded), each with its 95 % bootstrap interval and the paired
+    interval of after − before; balanced accuracy of the default at ``threshold`` and of
+    the calibration at a threshold chosen on the out-of-fold probabilities
+    (cross-validated, `cross_validated_threshold`)."""
+    y = labels.tolist()
+    statistic: Callable[..., float | None] = auroc if binary else spearman
+    b, a = before.tolist(), after.tolist()
+
+    def difference(ys: list[float], xa: list[float], xb: list[float]) -> float | None:
+        va, vb = statistic(ys, xa), statistic(ys, xb)
+        return None if va is None or vb is None else va - vb
+
+    hard = (labels >= 0.5).astype(np.float64)
+    above = before >= threshold if higher_is_better else before > threshold
+    chosen = cross_validated_threshold(
+        hard.tolist(), a, folds=folds, seed=seed, higher_is_better=higher_is_better
+    )
+    value_before, value_after = statistic(y, b), statistic(y, a)
+    return {
+        "statistic": "auroc" if binary else "spearman",
+        "n": len(y),
+        "before": {"value": _round(value_before), "interval": _interval(statistic, y, b)},
+        "after": {"value": _round(value_after), "interval": _interval(statistic, y, a)},
+        "difference": {
+            "value": _round(difference(y, a, b)),
+            "interval": _interval(difference, y, a, b),
+        },
+        "balanced_accuracy": {
+            "before": _round(balanced_accuracy(hard.tolist(), above.astype(float).tolist())),
+            "before_threshold": round(threshold, 6),
+            "after": _round(chosen.out_of_fold_balanced_accuracy),
+        },
+    }
+
+
+def _ranges(features: np.ndarray, names: Sequence[str]) -> dict[str, dict[str, float]]:
+    return {
+        name: {
+            "min": float(features[:, j].min()),
+            "max": float(features[:, j].max()),
+            "mean": float(features[:, j].mean()),
+        }
+        for j, name in enumerate(names)
+    }
+
+
+def _head_domain(embeddings: np.ndarray, logits: np.ndarray) -> dict[str, Any]:
+    """The refit head's training domain: the embeddings' unit centroid, the lowest cosine
+    of a training embedding to it, and the range of the refit logits."""
+    centroid = embeddings.mean(axis=0)
+    centroid = centroid / (np.linalg.norm(centroid) or 1.0)
+    return {
+        "centroid": [round(float(v), 6) for v in centroid],
+        "min_cosine": float((embeddings @ centroid).min()),
+        "logit": {"min": float(logits.min()), "max": float(logits.max())},
+    }
+
+
+def _candidate(
+    method: str,
+    features: np.ndarray,
+    labels: np.ndarray,
+    prior: np.ndarray,
+    folds: np.ndarray,
+    labels_worth: float,
+) -> tuple[np.ndarray, Any]:
+    """The out-of-fold probabilities and the fit on every label, of one method."""
+    oof = out_of_fold_probabilities(features, labels, prior, folds, labels_worth)
+    fit = fit_logistic(features, labels, prior, pseudo_label_penalty(features, labels_worth))
+    if not fit.converged:
+        raise CalibrationRefused(f"the {method} fit did not converge in 100 Newton steps")
+    return oof, fit
+
+
+def fit_calibration(
+    metric: Any,
+    results: Sequence[MetricResult],
+    labels: Sequence[float | None],
+    *,
+    configured_threshold: float | None = None,
+    folds: int = 5,
+    seed: int = 0,
+    method: str = "auto",
+    head_features: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, str]] | None = None,
+    label_source: dict[str, Any] | None = None,
+    labels_worth: float = PRIOR_LABELS,
+) -> dict[str, Any]:
+    """The calibration file's content for ``metric`` (a `Metric` instance or class) fitted
+    to ``labels`` (one per result, None for unlabelled; in [0, 1]).
+
+    ``method``: ``evidence`` (the features of `calibration_features`), ``head`` (the
+    toxicity head refit; ``toxicity_score`` only) or ``auto`` (both for
+    ``toxicity_score`` when ``head_features`` is given, the better out of fold kept).
+    ``head_features(indices)``: the embeddings of those results' samples, the shipped
+    head's prior ``(b, w...)`` and its name. Raises `CalibrationRefused` on labels that
+    cannot support a fit.
+    """
+    name = metric.name
+    evidence = evidence_of(results, labels)
+    counts = check_labels(evidence.labels, name)
+    y = evidence.labels
+    binary = bool(np.all((y == 0.0) | (y == 1.0)))
+    threshold = prior_threshold(results, configured_threshold)
+    fold_of = stratified_folds(y, folds, seed)
+    higher = bool(metric.higher_is_better)
+    candidates: dict[str, dict[str, Any]] = {}
+    fits: dict[str, tuple[np.ndarray, Any, dict[str, Any]]] = {}
+    if method in ("auto", "evidence"):
+        prior = np.zeros(len(evidence.names) + 1)
+        prior[0], prior[1] = -float(logit(threshold)), 1.0
+        oof, fit = _candidate(EVIDENCE_METHOD, evidence.features, y, prior, fold_of, labels_worth)
+        fits[EVIDENCE_METHOD] = (
+            oof,
+            fit,
+            {
+                "features": list(evidence.names),
+                "prior": {"intercept": float(prior[0]), "weights": prior[1:].tolist()},
+                "training_ranges": _ranges(evidence.features, evidence.names),
+            },
+        )
+    if method == "head" or (method == "auto" and head_features is not None):
+        if name != "toxicity_score" or head_features is None:
+            raise CalibrationRefused(f"the head refit calibrates toxicity_score only, not {name}")
+        embeddings, prior, head_name = head_features(evidence.indices)
+        oof, fit = _candidate(HEAD_METHOD, embeddings, y, prior, fold_of, labels_worth)
+        fits[HEAD_METHOD] = (
+            oof,
+            fit,
+            {
+                "features": [f"embedding[{j}]" for j in range(embeddings.shape[1])],
+                "prior": {
+                    "intercept": float(prior[0]),
+                    "weights": prior[1:].tolist(),
+                    "model": head_name,
+                },
+                "training_ranges": _head_domain(embeddings, fit.logits(embeddings)),
+            },
+        )
+    if not fits:
+        raise ValueError(f"unknown calibration method {method!r}: auto, evidence or head")
+    for kind, (oof, _, _) in fits.items():
+        candidates[kind] = agreement_before_after(
+            y,
+            evidence.scores,
+            oof,
+            binary=binary,
+            threshold=threshold,
+            higher_is_better=higher,
+            folds=folds,
+            seed=seed,
+        )
+    chosen = max(candidates, key=lambda k: candidates[k]["after"]["value"] or -np.inf)
+    oof, fit, parts = fits[chosen]
+    hard = (y >= 0.5).astype(np.float64)
+    new_threshold, _ = best_threshold(hard.tolist(), oof.tolist(), higher_is_better=higher)
+    return {
+        "version": FILE_VERSION,
+        "kind": "assay-calibration",
+        "metric": name,
+        "method": chosen,
+        "calibrated_methods": list(evidence.methods),
+        "higher_is_better": higher,
+        "features": parts["features"],
+        "weights": {"intercept": fit.intercept, "weights": fit.weights.tolist()},
+        "prior": {
+            **parts["prior"],
+            "labels_worth": labels_worth,
+            "description": (
+                "the default method: weight 1 on the logit of its score and the logit of "
+                f"its threshold {threshold:g} as the intercept"
+                if chosen == EVIDENCE_METHOD
+                else "the shipped toxicity head's logistic weights on the embeddings"
+            )
+            + f"; the penalty is worth {labels_worth:g} labels (Fisher information at p=0.5)",
+        },
+        "threshold": round(float(new_threshold), 6),
+        "threshold_rule": "max balanced accuracy on the out-of-fold calibrated probabilities",
+        "labels": {
+            "n": len(y),
+            "per_class": counts,
+            "kind": "binary" if binary else "graded",
+            "skipped": evidence.skipped,
+            "source": label_source or {},
+        },
+        "out_of_fold": {"folds": int(fold_of.max()) + 1, "seed": seed, **candidates[chosen]},
+        "candidates": {k: v["after"] for k, v in candidates.items()},
+        "training_ranges": parts["training_ranges"],
+        "assay_version": __version__,
+    }
