@@ -22,7 +22,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from assay.core.version import __version__
-from assay.server import api, otlp_receiver, pages
+from assay.server import api, labelling, otlp_receiver, pages
 from assay.server.errors import StrictJSONResponse, install_error_handlers
 from assay.server.guard import ALLOWED_HOSTS_ENV, WRITE_METHODS, RequestGuard
 from assay.server.otlp_receiver import RECEIVER_MEDIA_TYPES
@@ -190,6 +190,7 @@ def create_app(
     app.mount("/static/swagger", StaticFiles(directory=swagger_ui_path()), name="swagger")
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     app.include_router(api.router)
+    app.include_router(labelling.router)
     app.include_router(otlp_receiver.router)
     app.include_router(pages.router)
     return app

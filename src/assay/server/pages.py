@@ -9,11 +9,12 @@ page's scripts parse; nothing is concatenated into HTML or JavaScript.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
@@ -21,8 +22,11 @@ from markupsafe import Markup, escape
 from assay.core import jsonout
 from assay.server.errors import store_read
 from assay.server.inputs import MAX_HOURS
+from assay.server.label_views import metric_question
+from assay.server.labelling import SCALE_PATTERN, agreement_document
 from assay.server.transcripts import page_sample, readable
 from assay.server.views import REPORT_TAGS, compare_view, metric_families
+from assay.store.annotation_queue import QueueOrder, run_facts
 from assay.store.db import Store
 from assay.store.live_monitors import monitor_states
 from assay.store.live_traces import LiveTraces
@@ -343,3 +347,91 @@ def field_strategies_page(request: Request) -> HTMLResponse:
             "auth_required": bool(request.app.state.api_token),
         },
     )
+
+
+# ---- the annotation queue and the agreement report (API: assay.server.labelling) ---------
+#: rating keys the queue page offers: the digits of a whole-number scale within 0-9
+MAX_KEY_POINT = 9
+PageMetric = Annotated[str | None, Query(max_length=128)]
+
+
+def _scale_points(scale: str | None) -> tuple[list[int] | None, str | None]:
+    """The keys of a ``low-high`` scale (its whole points), or a reason it has none."""
+    from assay.core.labels import LabelError, LabelScale
+
+    if not scale:
+        return None, None
+    if not re.fullmatch(SCALE_PATTERN, scale):
+        return None, "a scale is two numbers with a dash between them, e.g. 1-5"
+    try:
+        parsed = LabelScale.parse(scale)
+    except LabelError as exc:
+        return None, str(exc)
+    low, high = parsed.low, parsed.high
+    if low != int(low) or high != int(high) or low < 0 or high > MAX_KEY_POINT:
+        return None, f"the queue's keys are the digits 0-9: scale {scale} has points beyond them"
+    return list(range(int(low), int(high) + 1)), None
+
+
+@router.get("/runs/{run_id}/label", response_class=HTMLResponse)
+def label_queue_page(
+    request: Request,
+    run_id: str,
+    metric: PageMetric = None,
+    order: Annotated[QueueOrder, Query()] = QueueOrder.UNCERTAIN,
+    scale: Annotated[str | None, Query(max_length=32)] = None,
+    seed: Annotated[int, Query(ge=0, le=2**32 - 1)] = 0,
+) -> HTMLResponse:
+    """The annotation queue of a run for one metric (the page's script talks to
+    ``/api/runs/{run_id}/label-queue`` and ``/labels``); without a valid metric, a form
+    to choose one of the run's metrics."""
+    facts = run_facts(_store(request), run_id)
+    if facts is None:
+        return render(
+            request, "not_found.html", status_code=404, what="run", name=run_id, active="runs"
+        )
+    points, scale_problem = _scale_points(scale)
+    chosen = metric if metric in facts["metrics"] else None
+    page_data = {
+        "run_id": run_id,
+        "metric": chosen,
+        "order": order.value,
+        "seed": seed,
+        "scale": scale if points else None,
+        "points": points,
+        "question": metric_question(chosen) if chosen else None,
+        "auth_required": bool(request.app.state.api_token),
+    }
+    return render(
+        request,
+        "label_queue.html",
+        active="runs",
+        run=facts,
+        metric=chosen,
+        asked=metric,
+        order=order.value,
+        orders=[o.value for o in QueueOrder],
+        scale=scale,
+        scale_problem=scale_problem,
+        page_data=page_data,
+    )
+
+
+@router.get("/runs/{run_id}/agreement", response_class=HTMLResponse)
+def agreement_page(request: Request, run_id: str, metric: PageMetric = None) -> HTMLResponse:
+    """The stored labels of a run's samples against its stored values of a metric, the
+    annotators' agreement, and this data set's validity card beside the shipped one."""
+    facts = run_facts(_store(request), run_id)
+    if facts is None:
+        return render(
+            request, "not_found.html", status_code=404, what="run", name=run_id, active="runs"
+        )
+    if metric not in facts["metrics"]:
+        return render(request, "agreement.html", active="runs", run=facts, doc=None, asked=metric)
+    try:
+        doc = agreement_document(_store(request), run_id, metric)
+    except HTTPException:  # the run went away between the two reads
+        return render(
+            request, "not_found.html", status_code=404, what="run", name=run_id, active="runs"
+        )
+    return render(request, "agreement.html", active="runs", run=facts, doc=doc, asked=metric)
