@@ -173,6 +173,16 @@ def test_sample_key_is_the_sha256_of_the_id_and_texts_and_nothing_else():
     assert sample_key(same) == sample_key(sample)
 
 
+def test_a_text_with_a_lone_surrogate_is_keyed_by_the_same_json():
+    sample = Sample(id="s\ud800", response="a.")
+    document = dict.fromkeys(
+        ("contexts", "expected", "query", "reasoning_steps", "trace", "turns")
+    ) | {"id": "s\ud800", "response": "a."}
+    text = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    expected = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    assert sample_key(sample) == expected
+
+
 def test_a_changed_text_or_id_gives_another_key():
     base = Sample(id="s1", query="q?", response="a.", contexts=["c1"])
     others = [
