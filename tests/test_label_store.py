@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import sqlite3
 from datetime import datetime
+from pathlib import Path
 
 import pytest
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import create_engine
 
 from assay.core.labels import LabelError, sample_key
 from assay.core.sample import Sample
+from assay.store import db
 from assay.store.db import Store
 from assay.store.labels import StoredLabel
 from pg_databases import fresh_postgres
@@ -65,7 +70,7 @@ def test_add_list_and_delete_a_label(store):
         metric="faithfulness",
         sample_id="s2",
         run_id="r1",
-        note="the tower is <b>not</b> in Rome",
+        note="the tower is <b>not</b> in Rome'); DROP TABLE labels; --",
     )
     assert isinstance(added.created_at, datetime)
     assert added == StoredLabel(
@@ -78,7 +83,7 @@ def test_add_list_and_delete_a_label(store):
         raw="4",
         scale="1-5",
         annotator="ana",
-        note="the tower is <b>not</b> in Rome",
+        note="the tower is <b>not</b> in Rome'); DROP TABLE labels; --",
         created_at=added.created_at,
     )
     verdict = store.add_label(sample_key=key, value=0.0, raw="0", annotator="bo")
@@ -177,15 +182,48 @@ def test_a_conversations_stored_turns_rebuild_the_sample_and_its_key(store):
     assert sample_key(rebuilt) == sample_key(chat) == store.run_sample_keys("A")[0]
 
 
+def _postgres_at_0009(url: str) -> None:
+    """Migrate a fresh PostgreSQL database up to revision 0009 only, holding one stored
+    row of run ``old`` (sample s2) written before sample keys existed."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(db.__file__).parent / "migrations"))
+    engine = create_engine(db.normalise_url(url))
+    with engine.begin() as connection:
+        cfg.attributes["connection"] = connection
+        command.upgrade(cfg, "0009")
+        connection.exec_driver_sql(
+            "INSERT INTO runs (id, source, status, started_at, metrics, tags, config) "
+            "VALUES ('old', 'cli', 'finished', '2026-11-24 10:00:00', '[]', '{}', '{}')"
+        )
+        connection.exec_driver_sql(OLD_ROW)
+    engine.dispose()
+
+
+OLD_ROW = (
+    "INSERT INTO test_results (run_id, sample_index, test_name, sample_id, status, "
+    "timestamp, query, response, tags) VALUES ('old', 0, 't', 's2', 'passed', "
+    "'2026-11-27 10:00:00', 'Where is the Eiffel Tower?', 'In Rome.', '{}')"
+)
+
+
+@pytest.mark.postgres
+def test_revision_0010_upgrades_an_existing_postgresql_store():
+    with fresh_postgres("assay_labels_old") as url:
+        _postgres_at_0009(url)
+        store = Store(url)  # upgrades to 0010 on open
+        old = Sample(id="s2", query="Where is the Eiffel Tower?", response="In Rome.")
+        assert store.run_sample_keys("old") == {0: sample_key(old)}
+        store.add_label(sample_key=sample_key(old), value=0.0, raw="no", annotator="ana")
+        assert [s.label for s in store.run_samples("old")] == [0.0]
+        with store.engine.connect() as connection:
+            version = connection.exec_driver_sql("SELECT version_num FROM alembic_version")
+            assert version.fetchall() == [("0010",)]
+        store.close()
+
+
 def test_revision_0010_upgrades_an_existing_store(tmp_path):
     path = tmp_path / "old.db"
-    store_at_revision(
-        path,
-        "0009",
-        "INSERT INTO test_results (run_id, sample_index, test_name, sample_id, status, "
-        "timestamp, query, response, tags) VALUES ('old', 0, 't', 's2', 'passed', "
-        "'2026-11-27 10:00:00', 'Where is the Eiffel Tower?', 'In Rome.', '{}')",
-    )
+    store_at_revision(path, "0009", OLD_ROW)
     store = Store(str(path))  # upgrades to 0010 on open
     old = Sample(id="s2", query="Where is the Eiffel Tower?", response="In Rome.")
     # a row stored before 0010 has no key: the key of the sample rebuilt from it serves
