@@ -79,6 +79,13 @@ from assay.core.config import AssayConfig
 from assay.core.labels import LabelScale, is_binary, sample_label
 from assay.core.result import MetricResult
 from assay.core.sample import Sample
+from assay.evaluation.agreement_methods import (
+    CONFIGURED,
+    METHOD_SETTINGS,
+    Method,
+    methods_for,
+    without_judge,
+)
 from assay.evaluation.runner import evaluate
 from assay.metrics.registry import metric_class
 
@@ -88,47 +95,13 @@ __all__ = [
     "MIN_PER_CLASS",
     "AgreementError",
     "AgreementReport",
+    "Method",
     "MethodAgreement",
     "MetricAgreement",
     "agreement_report",
     "methods_for",
     "without_judge",
 ]
-
-#: the method that runs the metric as the configuration says (``methods=False``)
-CONFIGURED = "configured"
-#: the one offline method of a metric not in `METHOD_SETTINGS`
-OFFLINE = "offline"
-
-_SUPPORT = {
-    "graded": {"support_estimator": "graded"},
-    "entailment": {"support_estimator": "entailment"},
-    "graded+entailment": {"support_estimator": "graded+entailment"},
-    "head": {"support_estimator": "head"},
-}
-_TOXICITY = {
-    "profanity-check+head": {"toxicity_method": "profanity-check+head"},
-    "head+keywords": {"toxicity_method": "head+keywords"},
-    "head": {"toxicity_method": "head"},
-    "profanity-check": {"toxicity_method": "profanity-check"},
-    "keywords": {"toxicity_method": "keywords"},
-}
-#: metric -> {method: the settings that make it run that offline estimator}; a metric
-#: not here has one offline method, the metric as configured with the judge off
-METHOD_SETTINGS: dict[str, dict[str, dict[str, str]]] = {
-    **dict.fromkeys(
-        (
-            "faithfulness",
-            "hallucination",
-            "ragas_faithfulness",
-            "ragas_context_recall",
-            "ragas_score",
-            "answer_correctness",
-        ),
-        _SUPPORT,
-    ),
-    **dict.fromkeys(("toxicity_score", "compliance_score", "ethical_violation"), _TOXICITY),
-}
 
 #: fewer labels than this in a class (or graded labels in all) make wide intervals
 MIN_PER_CLASS = 20
@@ -138,57 +111,6 @@ FOLDS = 5
 
 class AgreementError(ValueError):
     """The report cannot be made: an unknown metric, or no label for a metric."""
-
-
-@dataclass(frozen=True)
-class Method:
-    """One way to score a metric: its label, the settings it overrides, and the judge
-    settings' display (a panel member's label)."""
-
-    label: str
-    overrides: dict[str, Any]
-    shown: dict[str, str]
-    judged: bool
-
-
-def without_judge(config: AssayConfig) -> AssayConfig:
-    """``config`` with no judge configured (the local estimators only)."""
-    return config.model_copy(update=_judge_off(config))
-
-
-def _judge_off(config: AssayConfig) -> dict[str, Any]:
-    """The settings that turn the judge (a single judge, or a panel) off."""
-    fields = type(config).model_fields
-    return {
-        name: empty
-        for name, empty in (("judge_model", None), ("judge_models", []))
-        if name in fields
-    }
-
-
-def methods_for(metric: str, config: AssayConfig, *, every: bool = True) -> list[Method]:
-    """The methods that can score ``metric`` under ``config``: with ``every``, each
-    offline estimator (`METHOD_SETTINGS`, else the metric with the judge off) and, when a
-    judge is configured and the metric asks one, the judge (a panel and each of its
-    judges alone); without, the metric as configured."""
-    needs_judge = "judge" in metric_class(metric).needs and config.judge_configured
-    if not every:
-        return [Method(CONFIGURED, {}, {}, needs_judge)]
-    off = _judge_off(config)
-    table = METHOD_SETTINGS.get(metric, {OFFLINE: {}})
-    methods = [Method(label, {**off, **s}, dict(s), False) for label, s in table.items()]
-    if not needs_judge:
-        return methods
-    specs = list(getattr(config, "judge_models", []))
-    if len(specs) < 2:
-        return [*methods, Method("llm", {}, {}, True)]
-    members = config.judge_members()
-    panel = Method(f"llm panel ({config.panel})", {}, {"panel": config.panel}, True)
-    alone = [
-        Method(f"llm:{member.label}", {"judge_models": [spec]}, {"judge": member.label}, True)
-        for spec, member in zip(specs, members, strict=True)
-    ]
-    return [*methods, panel, *alone]
 
 
 @dataclass
@@ -436,14 +358,12 @@ def _notes(
     notes.append(f"best method: {best.method}, {shown}")
     chance = 0.5 if statistic == "auroc" else 0.0
     if interval is not None and interval[1] < chance:
+        hint = (
+            "" if agreement.higher_is_better else ": if your 1 means a good answer, give 1 - label"
+        )
         notes.append(
             f"{best.method} agrees with the labels reversed ({statistic} under {chance:g}): a "
-            f"label is read in the metric's own direction (1 = a high {agreement.metric}); "
-            "if your 1 means a good answer for this lower-is-better metric, give 1 - label"
-            if not agreement.higher_is_better
-            else f"{best.method} agrees with the labels reversed ({statistic} under "
-            f"{chance:g}): a label is read in the metric's own direction (1 = a high "
-            f"{agreement.metric})"
+            f"label is read in the metric's own direction (1 = a high {agreement.metric}){hint}"
         )
     others = [m for m in agreement.methods if m is not best and m.main(statistic) is not None]
     if interval is not None and others:
