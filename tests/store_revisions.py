@@ -27,3 +27,15 @@ def store_at_revision(path: Path, revision: str, *statements: str) -> None:
         for statement in statements:
             connection.exec_driver_sql(statement)
     engine.dispose()
+
+
+def head_revision() -> str:
+    """The newest schema revision, the one a store is upgraded to on open."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(db.__file__).parent / "migrations"))
+    head = ScriptDirectory.from_config(cfg).get_current_head()
+    assert head is not None
+    return head
