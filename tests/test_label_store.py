@@ -20,7 +20,7 @@ from assay.store import db
 from assay.store.db import Store
 from assay.store.labels import StoredLabel
 from pg_databases import fresh_postgres
-from store_revisions import store_at_revision
+from store_revisions import head_revision, store_at_revision
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -210,21 +210,21 @@ OLD_ROW = (
 def test_revision_0010_upgrades_an_existing_postgresql_store():
     with fresh_postgres("assay_labels_old") as url:
         _postgres_at_0009(url)
-        store = Store(url)  # upgrades to 0010 on open
+        store = Store(url)  # upgrades to the newest revision on open
         old = Sample(id="s2", query="Where is the Eiffel Tower?", response="In Rome.")
         assert store.run_sample_keys("old") == {0: sample_key(old)}
         store.add_label(sample_key=sample_key(old), value=0.0, raw="no", annotator="ana")
         assert [s.label for s in store.run_samples("old")] == [0.0]
         with store.engine.connect() as connection:
             version = connection.exec_driver_sql("SELECT version_num FROM alembic_version")
-            assert version.fetchall() == [("0010",)]
+            assert version.fetchall() == [(head_revision(),)]
         store.close()
 
 
 def test_revision_0010_upgrades_an_existing_store(tmp_path):
     path = tmp_path / "old.db"
     store_at_revision(path, "0009", OLD_ROW)
-    store = Store(str(path))  # upgrades to 0010 on open
+    store = Store(str(path))  # upgrades to the newest revision on open
     old = Sample(id="s2", query="Where is the Eiffel Tower?", response="In Rome.")
     # a row stored before 0010 has no key: the key of the sample rebuilt from it serves
     assert store.run_sample_keys("old") == {0: sample_key(old)}
@@ -233,6 +233,7 @@ def test_revision_0010_upgrades_an_existing_store(tmp_path):
     assert [lab.annotator for lab in store.labels_for_run("old")] == ["ana"]
     store.close()
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0010",)]
+    versions = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+    assert versions == [(head_revision(),)]
     assert conn.execute("SELECT sample_key FROM test_results").fetchall() == [(None,)]
     conn.close()
