@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,8 +61,8 @@ def _sample(i: int) -> Sample:
     )
 
 
-def populate(store: Store) -> None:
-    store.start_run(RUN, name="queue", config={"thresholds": {"faithfulness": 0.5}})
+def populate(store: Store, run_id: str = RUN) -> None:
+    store.start_run(run_id, name="queue", config={"thresholds": {"faithfulness": 0.5}})
     for i, value in enumerate(VALUES):
         details: dict[str, Any] = {"sentences": [{"text": "...", "support": value}]}
         if i in EVIDENCE:
@@ -72,8 +71,8 @@ def populate(store: Store) -> None:
             "faithfulness": MetricResult("faithfulness", value, method="local", details=details),
             "exact_match": MetricResult("exact_match", 0.0, method="pattern"),
         }
-        store.record(RUN, i, _sample(i), results, status="passed", duration=1.0)
-    store.finish_run(RUN)
+        store.record(run_id, i, _sample(i), results, status="passed", duration=1.0)
+    store.finish_run(run_id)
 
 
 @pytest.fixture(
@@ -282,36 +281,38 @@ def test_annotator_agreement_is_cohens_then_fleiss_kappa(client: TestClient, sto
     assert report.json()["this_data"]["n"] == 4
 
 
-def test_report_numbers_with_one_annotator(tmp_path: Path) -> None:
-    """On a fresh SQLite store, one annotator's labels against the stored values equal
-    scikit-learn's AUROC, balanced accuracy (value >= 0.5) and kappa."""
-    store = Store(f"sqlite:///{tmp_path / 'one.db'}")
-    try:
-        populate(store)
-        client = TestClient(create_app(store, token=""), base_url=BASE)
-        given = [1, 1, 0, 1, 1, 0, 0, 0]
-        for i, value in enumerate(given):
-            assert label(client, "solo", i, value).status_code == 201
-        doc = client.get(f"/api/runs/{RUN}/agreement", params={"metric": "faithfulness"})
-        report = doc.json()["report"]
-        predicted = [int(v >= 0.5) for v in VALUES]
-        assert report["n"] == 8 and report["positives"] == 4
-        assert report["auroc"] == pytest.approx(roc_auc_score(given, VALUES))
-        assert report["balanced_accuracy"] == pytest.approx(
-            balanced_accuracy_score(given, predicted)
-        )
-        assert report["kappa"] == pytest.approx(cohen_kappa_score(given, predicted))
-        low, high = report["auroc_ci95"]
-        assert 0.0 <= low <= report["auroc"] <= high <= 1.0
-        assert report["threshold"] == 0.5 and report["methods"] == {"local": 8}
-        card = doc.json()["shipped_card"]
-        assert card["status"] == "human-labelled evidence"
-        assert any(e["statistic"] == "auroc" for e in card["evidence"])
-        page = client.get(f"/runs/{RUN}/agreement", params={"metric": "faithfulness"})
-        assert page.status_code == 200
-        assert f'data-value="{report["auroc"]}"' in page.text
-    finally:
-        store.close()
+def test_report_numbers_with_one_annotator(client: TestClient, store: Store) -> None:
+    """On a run of the same table seen only by this test (the same samples under another
+    run id: the labels other tests gave run-q's samples follow their keys here too, so
+    this run's samples differ by one word), one annotator's labels against the stored
+    values equal scikit-learn's AUROC, balanced accuracy (value >= 0.5) and kappa."""
+    run_id = "run-solo"
+    store.start_run(run_id, config={"thresholds": {"faithfulness": 0.5}})
+    for i, value in enumerate(VALUES):
+        sample = _sample(i).model_copy(update={"query": f"Solo question {i}?"})
+        results = {"faithfulness": MetricResult("faithfulness", value, method="local")}
+        store.record(run_id, i, sample, results, status="passed")
+    store.finish_run(run_id)
+    given = [1, 1, 0, 1, 1, 0, 0, 0]
+    for i, value in enumerate(given):
+        body = {"metric": "faithfulness", "index": i, "label": value, "annotator": "solo"}
+        assert client.post(f"/api/runs/{run_id}/labels", json=body).status_code == 201
+    doc = client.get(f"/api/runs/{run_id}/agreement", params={"metric": "faithfulness"})
+    report = doc.json()["report"]
+    predicted = [int(v >= 0.5) for v in VALUES]
+    assert report["n"] == 8 and report["positives"] == 4
+    assert report["auroc"] == pytest.approx(roc_auc_score(given, VALUES))
+    assert report["balanced_accuracy"] == pytest.approx(balanced_accuracy_score(given, predicted))
+    assert report["kappa"] == pytest.approx(cohen_kappa_score(given, predicted))
+    low, high = report["auroc_ci95"]
+    assert 0.0 <= low <= report["auroc"] <= high <= 1.0
+    assert report["threshold"] == 0.5 and report["methods"] == {"local": 8}
+    card = doc.json()["shipped_card"]
+    assert card["status"] == "human-labelled evidence"
+    assert {e["statistic"] for e in card["evidence"]} <= {"auroc", "spearman"}
+    page = client.get(f"/runs/{run_id}/agreement", params={"metric": "faithfulness"})
+    assert page.status_code == 200
+    assert f'data-value="{report["auroc"]}"' in page.text
 
 
 def test_pages_escape_what_they_reflect(client: TestClient) -> None:

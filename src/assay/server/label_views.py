@@ -296,16 +296,19 @@ def labels_vs_metric(
 
 def shipped_card(metric: str) -> dict[str, Any] | None:
     """The shipped validity card of ``metric`` (`assay.outputs.validity_cards`): its
-    status and evidence rows (data set, what was compared, estimator, statistic, value,
-    interval, n, and whether the data was left out of the estimator's training or used
-    in it); None for a metric without a card."""
-    from assay.outputs.validity_cards import load_cards
+    status and evidence rows in the primary statistics (AUROC, Spearman), each once
+    (data set, what was compared, estimator, statistic, value, interval, n, and whether
+    the estimator was trained on that data); None for a metric without a card."""
+    from assay.outputs.validity_cards import PRIMARY_STATISTICS, load_cards
 
     card = load_cards()["cards"].get(metric)
     if card is None:
         return None
-    evidence = [
-        {
+    rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for e in card.get("evidence", []):
+        if e.get("statistic") not in PRIMARY_STATISTICS:
+            continue
+        row = {
             "dataset": f"{e['dataset']['name']} ({e['dataset']['split']})",
             "compared": e.get("compared"),
             "estimator": e.get("estimator"),
@@ -315,6 +318,6 @@ def shipped_card(metric: str) -> dict[str, Any] | None:
             "n": e.get("n"),
             "trained_on": bool(e.get("trained_on")),
         }
-        for e in card.get("evidence", [])
-    ]
-    return {"status": card.get("status"), "evidence": evidence}
+        same = (row["dataset"], row["estimator"], row["statistic"], row["value"], row["n"])
+        rows.setdefault(same, row)
+    return {"status": card.get("status"), "evidence": list(rows.values())}

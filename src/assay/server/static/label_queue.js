@@ -10,7 +10,7 @@
   var data = JSON.parse(document.getElementById("page-data").textContent);
   var base = "/api/runs/" + encodeURIComponent(data.run_id);
   var verdictKeys = data.points ? data.points.map(String) : ["1", "0"];
-  var AHEAD = 3;
+  var AHEAD = 5; // samples fetched ahead: the next one shows without waiting for the server
 
   var el = function (id) { return document.getElementById(id); };
   var nameInput = el("annotator-name");
@@ -155,7 +155,12 @@
     state.current = state.ahead.shift() || null;
     render(state.current);
     if (startedAt !== undefined && state.current !== null) {
-      window.__queueSwitchMs.push(performance.now() - startedAt);
+      // two animation frames: the time until the new sample has been painted
+      requestAnimationFrame(function () {
+        requestAnimationFrame(function () {
+          window.__queueSwitchMs.push(performance.now() - startedAt);
+        });
+      });
     }
   }
 
@@ -189,9 +194,13 @@
   function refill() {
     return call("GET", queueUrl()).then(function (plan) {
       var shown = state.current ? state.current.index : null;
-      state.ahead = plan.items.filter(function (it) {
+      var fresh = plan.items.filter(function (it) {
         return it.index !== shown && !state.pending[it.index];
       });
+      // a sample skipped while this reply was on its way goes last, as the server puts it
+      var skipped = function (it) { return state.skipped.indexOf(it.index) >= 0; };
+      state.ahead = fresh.filter(function (it) { return !skipped(it); })
+        .concat(fresh.filter(skipped));
       var note = el("order-note");
       note.hidden = !plan.note;
       note.textContent = plan.note || "";
