@@ -96,6 +96,17 @@ def test_add_list_and_delete_a_label(store):
     assert store.labels_for_keys([key]) == [verdict]
 
 
+def test_labels_are_found_among_more_keys_than_one_query_holds(store):
+    first, last = sample_key(FAITHFUL), sample_key(UNFAITHFUL)
+    store.add_label(sample_key=first, value=1.0, raw="1", annotator="ana")
+    store.add_label(sample_key=last, value=0.0, raw="0", annotator="ana")
+    absent = [f"{i:064x}" for i in range(1_200)]  # 1,202 keys: three queries of 500
+    found = store.labels_for_keys([first, *absent, last])
+    assert sorted((lab.sample_key, lab.value) for lab in found) == sorted(
+        [(first, 1.0), (last, 0.0)]
+    )
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

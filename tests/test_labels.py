@@ -307,3 +307,15 @@ def test_labelled_samples_read_from_a_url_as_from_a_path(tmp_path):
     by_url = read_labelled_samples(data.as_uri(), label_field="grade", scale=scale)
     assert [(s.id, s.label) for s in by_url] == [(s.id, s.label) for s in by_path]
     assert [s.label for s in by_path] == [0.5, 1.0]
+
+
+def test_a_dataframes_label_column_holds_numpy_values_and_missing_cells():
+    pandas = pytest.importorskip("pandas")
+    from assay.inputs.records import samples_from_dataframe
+
+    frame = pandas.DataFrame(
+        {"question": ["q1", "q2", "q3"], "answer": ["a", "b", "c"], "label": [1, 0, None]}
+    )
+    samples, errors = samples_from_dataframe(frame)
+    assert errors == []
+    assert [s.label for s in samples] == [1.0, 0.0, None]  # NaN is a missing cell
