@@ -83,6 +83,7 @@ class Embedder(ABC):
         self.cache = cache if cache is not None else EmbeddingCache(None)
         self.batch_size = batch_size
         self.calls = 0  # how many texts reached the model (cache misses)
+        self.seconds = 0.0  # wall seconds the model spent encoding them
         self.cosines = 0  # how many distinct similarities were computed (memo misses)
         self._similarity_memo: dict[tuple[str, str], float] = {}
 
@@ -103,7 +104,9 @@ class Embedder(ABC):
         todo = sorted((t for t in unique if t not in known), key=len, reverse=True)
         for start in range(0, len(todo), self.batch_size):
             chunk = todo[start : start + self.batch_size]
+            started = time.perf_counter()
             vectors = _normalise(self._encode(chunk))
+            self.seconds += time.perf_counter() - started
             self.calls += len(chunk)
             fresh = dict(zip(chunk, vectors, strict=True))
             self.cache.put_many(self.name, fresh)

@@ -18,6 +18,7 @@ asks, `assay.metrics.toxicity_plan.toxicity_asks`), handed to
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
@@ -48,13 +49,20 @@ _SPACES = re.compile(r"\s+")
 _DROPPED_CATEGORIES = frozenset({"So", "Co", "Cs", "Cn"})
 
 
+@functools.lru_cache(maxsize=65_536)
 def normalise_for_toxicity(text: str) -> str:
     """The text the head reads: HTML entities decoded, emoji and other symbols dropped,
     retweet markers ("RT"), @mentions and URLs removed, "#" taken off hashtags (the word
     stays), whitespace collapsed. Training applies the same function, so the head cannot
-    learn tweet artefacts; ordinary prose passes through unchanged apart from spacing."""
+    learn tweet artefacts; ordinary prose passes through unchanged apart from spacing.
+
+    Remembered per text: every metric that reads toxicity plans and reduces the same
+    response (11 calls per sample in the safety suites), and the character scan was a
+    tenth of the suites' time. ASCII text has no character of the dropped categories, so
+    it skips the scan."""
     text = html.unescape(text)
-    text = "".join(c for c in text if unicodedata.category(c) not in _DROPPED_CATEGORIES)
+    if not text.isascii():
+        text = "".join(c for c in text if unicodedata.category(c) not in _DROPPED_CATEGORIES)
     text = _URL.sub(" ", text)
     text = _RETWEET.sub(" ", text)
     text = _MENTION.sub(" ", text)
