@@ -344,3 +344,22 @@ def test_labels_of_one_class_are_said_plainly():
         method.auroc is None and method.reasons["auroc"] == "the scored labels hold one class only"
     )
     assert agreement.best_method is None
+
+
+def test_a_metric_off_the_label_scale_gets_no_kappa_on_graded_labels():
+    # e2e_latency is the duration in ms: Spearman compares ranks, kappa would need the
+    # values on the labels' [0, 1] scale
+    samples = [
+        Sample(response="r", duration=seconds, label=label)
+        for seconds, label in ((0.5, 1.0), (1.0, 0.75), (2.0, 0.5), (4.0, 0.25), (3.0, 0.0))
+    ]
+    (agreement,) = agreement_report(samples, ["e2e_latency"], AssayConfig()).metrics
+    (method,) = agreement.methods
+    assert agreement.label_kind == "graded" and agreement.scale_points is None
+    # ranks: labels 5 4 3 2 1, latencies 1 2 3 5 4 -> d^2 = 16+4+0+9+9 = 38;
+    # 1 - 6 * 38 / (5 * 24) = -0.9
+    assert method.spearman == pytest.approx(-0.9)
+    assert method.cohen_kappa is None
+    assert (
+        method.reasons["cohen_kappa"] == "the metric's values are not on the labels' [0, 1] scale"
+    )

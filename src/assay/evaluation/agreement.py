@@ -23,7 +23,7 @@ Binary labels (every label 0 or 1):
 Graded labels (any other values in [0, 1], e.g. a 1-5 rating): ``spearman`` (the main
 statistic) with its interval, ``kendall_tau_b``, and ``cohen_kappa`` of the label and the
 value each rounded to the nearest point of the scale (of ``--label-scale``, else the
-label values seen).
+label values seen; none for a metric whose values are not in [0, 1]).
 
 A sample without a label for the metric is left out; a labelled sample whose value is
 None (N/A) or an error is counted (``n_not_applicable``, ``n_errors``) and left out.
@@ -44,7 +44,8 @@ JSON (`AgreementReport.to_dict`, ``assay agreement --format json``)::
             "settings": {str: str},        # the settings that select it
             "ran": {str: int},             # what each result says ran: method (estimator)
             "n": int, "n_not_applicable": int, "n_errors": int, "first_error": str | null,
-            "judge_requests": int, "seconds": float,
+            "judge_requests": int,         # sent, batched or answered by the cache
+            "seconds": float,              # its scoring run's (shared by the metrics in it)
             "auroc": float | null, "auroc_interval": [low, high] | null,
             "balanced_accuracy_at_threshold": float | null,
             "cross_validated": {"threshold", "out_of_fold_balanced_accuracy", "folds",
@@ -139,6 +140,7 @@ class MethodAgreement:
     reasons: dict[str, str] = field(default_factory=dict)
 
     def main(self, statistic: str) -> float | None:
+        """The value of the main statistic, ``auroc`` or ``spearman``."""
         return self.auroc if statistic == "auroc" else self.spearman
 
     def to_dict(self) -> dict[str, Any]:
@@ -263,7 +265,7 @@ def _method_agreement(
     if binary:
         _binary_statistics(out, kept_labels, values, threshold, higher_is_better, seed)
     else:
-        _graded_statistics(out, kept_labels, values, points or [], seed)
+        _graded_statistics(out, kept_labels, values, points, seed)
     return out
 
 
@@ -305,7 +307,11 @@ def _binary_statistics(
 
 
 def _graded_statistics(
-    out: MethodAgreement, labels: list[float], values: list[float], points: list[float], seed: int
+    out: MethodAgreement,
+    labels: list[float],
+    values: list[float],
+    points: list[float] | None,
+    seed: int,
 ) -> None:
     out.spearman = spearman(labels, values)
     if out.spearman is None:
@@ -313,6 +319,9 @@ def _graded_statistics(
     else:
         out.spearman_interval = bootstrap_interval(spearman, labels, values, seed=seed)
     out.kendall_tau_b = kendall_tau_b(labels, values)
+    if points is None:
+        out.reasons["cohen_kappa"] = "the metric's values are not on the labels' [0, 1] scale"
+        return
     rounded_labels = [_nearest(v, points) for v in labels]
     rounded_values = [_nearest(v, points) for v in values]
     out.cohen_kappa = cohen_kappa(rounded_labels, rounded_values)
@@ -471,7 +480,8 @@ def _metric_agreement(
     labels = list(labelled.values())
     binary = is_binary(labels)
     counts = Counter(labels)
-    points = None if binary else _points(labels, scale)
+    on_label_scale = tuple(cls.value_range) == (0.0, 1.0)
+    points = None if binary or not on_label_scale else _points(labels, scale)
     threshold = config.threshold_for(cls)
     statistic = "auroc" if binary else "spearman"
     results = [
