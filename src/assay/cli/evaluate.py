@@ -97,6 +97,15 @@ def evaluate_command(
         list[str] | None,
         typer.Option("--threshold", "-t", help="METRIC=VALUE: per-sample pass threshold."),
     ] = None,
+    calibration: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--calibration",
+            help="A calibration file from assay calibrate (repeatable): its metric's values "
+            "become calibrated probabilities (method calibrated). Default: the calibration "
+            "setting.",
+        ),
+    ] = None,
     group_by: Annotated[
         str | None,
         typer.Option("--group-by", help="Tag keys, comma separated (e.g. method,question_type)."),
@@ -224,6 +233,7 @@ def evaluate_command(
     from assay.core.extras import ModelUnavailable
     from assay.core.http import Unreachable
     from assay.engine.resources import Resources
+    from assay.evaluation.calibration_apply import Calibrations
     from assay.evaluation.runner import Evaluation, evaluate
     from assay.evaluation.scale.ray_executor import WorkerLost
     from assay.inputs.locations import local_path
@@ -264,6 +274,7 @@ def evaluate_command(
             "judge_concurrency": judge_concurrency,
             "judge_rate_limit": judge_rate_limit,
             "thresholds": parse_pairs(threshold or [], "--threshold") or None,
+            "calibration": ",".join(calibration) if calibration else None,
         }
         if no_cache:
             overrides["use_cache"] = False
@@ -288,6 +299,7 @@ def evaluate_command(
         if configure is not None:
             metrics = configure(metrics)
         check_bounds(config.thresholds, under, over, [m.name for m in metrics])
+        calibrations = Calibrations.for_run(config.calibration, [m.name for m in metrics])
     except (ConfigError, KeyError, ValueError) as exc:
         fail(str(exc.args[0] if exc.args else exc))
     for name, bound in under.items():
@@ -414,6 +426,7 @@ def evaluate_command(
                 executor=scaled,
                 keep=keep,
                 group_by=keys,
+                calibrations=calibrations,
             )
             if recorder is not None:
                 evaluation.run_id = recorder.run_id

@@ -176,6 +176,14 @@ class AssayConfig(BaseSettings):
     )
     # per-metric pass thresholds (override each metric's default)
     thresholds: dict[str, float] = Field(default_factory=dict)
+    calibration: str | None = Field(
+        None,
+        validation_alias=_env("ASSAY_CALIBRATION", "calibration"),
+        description=(
+            "Calibration file(s) written by assay calibrate, comma separated: each "
+            "calibrates its metric's results (method 'calibrated'; docs/calibration.md)."
+        ),
+    )
     # models
     embedder: str = Field(
         "use-multilingual",

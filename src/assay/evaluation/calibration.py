@@ -11,9 +11,11 @@ give the metric, in its own direction: 1 = faithful for ``faithfulness``, 1 = to
    every other feature) with the strength of `PRIOR_LABELS` = 100 labels
    (`assay.evaluation.calibration_fit`): 50 labels move it a third of the way to the
    data's own fit, 500 five sixths;
-3. for ``toxicity_score`` also refits the toxicity head on its embeddings, the shipped
-   weights as the prior (`assay.evaluation.calibration_head`), and keeps whichever of
-   the two agrees better out of fold (``method="auto"``; both are in the file);
+3. also fits the default's score alone (``score``: a monotone map, so the default's
+   ranking), and for ``toxicity_score`` refits the toxicity head on its embeddings, the
+   shipped weights as the prior (`assay.evaluation.calibration_head`); keeps whichever
+   agrees best out of fold, a tie going to the simplest (``method="auto"``; every
+   candidate's out-of-fold agreement is in the file);
 4. reports agreement with the labels on the SAME items before (the default's score) and
    after (each item's calibrated probability from the model fitted on the other k-1
    folds, never in-sample): AUROC with a 95 % percentile-bootstrap interval for binary
@@ -51,7 +53,12 @@ from assay.evaluation.calibration_features import (
     default_score,
     features_of,
 )
-from assay.evaluation.calibration_file import EVIDENCE_METHOD, FILE_VERSION, HEAD_METHOD
+from assay.evaluation.calibration_file import (
+    EVIDENCE_METHOD,
+    FILE_VERSION,
+    HEAD_METHOD,
+    SCORE_METHOD,
+)
 from assay.evaluation.calibration_fit import (
     PRIOR_LABELS,
     fit_logistic,
@@ -129,9 +136,11 @@ def evidence_of(results: Sequence[MetricResult], labels: Sequence[float | None])
     )
 
 
-def check_labels(labels: np.ndarray, metric: str) -> dict[str, int]:
+def check_labels(
+    labels: np.ndarray, metric: str, min_per_class: int = MIN_PER_CLASS
+) -> dict[str, int]:
     """The labels per class (``"0"``, ``"1"``; a graded label is 1 at ≥ 0.5); raises
-    `CalibrationRefused` with fewer than `MIN_PER_CLASS` of either."""
+    `CalibrationRefused` with fewer than ``min_per_class`` of either."""
     ones = int(np.sum(labels >= 0.5))
     counts = {"0": len(labels) - ones, "1": ones}
     if ones == 0 or ones == len(labels):
@@ -139,9 +148,9 @@ def check_labels(labels: np.ndarray, metric: str) -> dict[str, int]:
             f"cannot calibrate {metric}: all {len(labels)} usable labels are of one class "
             f"({counts['0']} of 0, {counts['1']} of 1)"
         )
-    if min(counts.values()) < MIN_PER_CLASS:
+    if min(counts.values()) < min_per_class:
         raise CalibrationRefused(
-            f"cannot calibrate {metric}: it needs at least {MIN_PER_CLASS} labels of each "
+            f"cannot calibrate {metric}: it needs at least {min_per_class} labels of each "
             f"class, got {counts['0']} of 0 and {counts['1']} of 1"
         )
     return counts
@@ -288,20 +297,25 @@ def fit_calibration(
     head_features: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, str]] | None = None,
     label_source: dict[str, Any] | None = None,
     labels_worth: float = PRIOR_LABELS,
+    min_per_class: int = MIN_PER_CLASS,
 ) -> dict[str, Any]:
     """The calibration file's content for ``metric`` (a `Metric` instance or class) fitted
     to ``labels`` (one per result, None for unlabelled; in [0, 1]).
 
-    ``method``: ``evidence`` (the features of `calibration_features`), ``head`` (the
-    toxicity head refit; ``toxicity_score`` only) or ``auto`` (both for
-    ``toxicity_score`` when ``head_features`` is given, the better out of fold kept).
+    ``method``: ``score`` (the default's score alone: a monotone recalibration, its
+    ranking unchanged), ``evidence`` (every feature of `calibration_features`), ``head``
+    (the toxicity head refit; ``toxicity_score`` only) or ``auto`` (score and evidence,
+    and the head for ``toxicity_score`` when ``head_features`` is given: the one with
+    the best out-of-fold agreement is kept, a tie going to the simplest, so a fit that
+    does not beat the default's own ranking out of fold is not chosen).
     ``head_features(indices)``: the embeddings of those results' samples, the shipped
     head's prior ``(b, w...)`` and its name. Raises `CalibrationRefused` on labels that
-    cannot support a fit.
+    cannot support a fit (fewer than ``min_per_class`` of a class: the learning-curve
+    benchmark lowers it to study 25 labels; ``assay calibrate`` keeps 20).
     """
     name = metric.name
     evidence = evidence_of(results, labels)
-    counts = check_labels(evidence.labels, name)
+    counts = check_labels(evidence.labels, name, min_per_class)
     y = evidence.labels
     binary = bool(np.all((y == 0.0) | (y == 1.0)))
     threshold = prior_threshold(results, configured_threshold)
@@ -309,19 +323,29 @@ def fit_calibration(
     higher = bool(metric.higher_is_better)
     candidates: dict[str, dict[str, Any]] = {}
     fits: dict[str, tuple[np.ndarray, Any, dict[str, Any]]] = {}
-    if method in ("auto", "evidence"):
+    if method in ("auto", "score", "evidence"):
         prior = np.zeros(len(evidence.names) + 1)
         prior[0], prior[1] = -float(logit(threshold)), 1.0
-        oof, fit = _candidate(EVIDENCE_METHOD, evidence.features, y, prior, fold_of, labels_worth)
-        fits[EVIDENCE_METHOD] = (
-            oof,
-            fit,
-            {
-                "features": list(evidence.names),
-                "prior": {"intercept": float(prior[0]), "weights": prior[1:].tolist()},
-                "training_ranges": _ranges(evidence.features, evidence.names),
-            },
-        )
+        kinds = {"score": SCORE_METHOD, "evidence": EVIDENCE_METHOD}
+        chosen_kinds = [kinds[method]] if method in kinds else list(kinds.values())
+        for kind in chosen_kinds:
+            columns = 1 if kind == SCORE_METHOD else len(evidence.names)
+            if kind == EVIDENCE_METHOD and columns == 1 and method == "auto":
+                continue  # the evidence is the score alone: the same fit
+            features, names = evidence.features[:, :columns], evidence.names[:columns]
+            oof, fit = _candidate(kind, features, y, prior[: columns + 1], fold_of, labels_worth)
+            fits[kind] = (
+                oof,
+                fit,
+                {
+                    "features": list(names),
+                    "prior": {
+                        "intercept": float(prior[0]),
+                        "weights": prior[1 : columns + 1].tolist(),
+                    },
+                    "training_ranges": _ranges(features, names),
+                },
+            )
     if method == "head" or (method == "auto" and head_features is not None):
         if name != "toxicity_score" or head_features is None:
             raise CalibrationRefused(f"the head refit calibrates toxicity_score only, not {name}")
@@ -341,7 +365,7 @@ def fit_calibration(
             },
         )
     if not fits:
-        raise ValueError(f"unknown calibration method {method!r}: auto, evidence or head")
+        raise ValueError(f"unknown calibration method {method!r}: auto, score, evidence or head")
     for kind, (oof, _, _) in fits.items():
         candidates[kind] = agreement_before_after(
             y,
@@ -353,7 +377,11 @@ def fit_calibration(
             folds=folds,
             seed=seed,
         )
-    chosen = max(candidates, key=lambda k: candidates[k]["after"]["value"] or -np.inf)
+    order = [SCORE_METHOD, EVIDENCE_METHOD, HEAD_METHOD]  # ties go to the simplest
+    chosen = max(
+        candidates,
+        key=lambda k: (candidates[k]["after"]["value"] or -np.inf, -order.index(k)),
+    )
     oof, fit, parts = fits[chosen]
     hard = (y >= 0.5).astype(np.float64)
     new_threshold, _ = best_threshold(hard.tolist(), oof.tolist(), higher_is_better=higher)
@@ -372,7 +400,7 @@ def fit_calibration(
             "description": (
                 "the default method: weight 1 on the logit of its score and the logit of "
                 f"its threshold {threshold:g} as the intercept"
-                if chosen == EVIDENCE_METHOD
+                if chosen != HEAD_METHOD
                 else "the shipped toxicity head's logistic weights on the embeddings"
             )
             + f"; the penalty is worth {labels_worth:g} labels (Fisher information at p=0.5)",

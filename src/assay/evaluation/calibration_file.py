@@ -2,8 +2,9 @@
 
 A JSON object (``version`` `FILE_VERSION`) with:
 
-- ``metric``: the metric it calibrates; ``method``: ``evidence`` (a logistic model on the
-  metric's evidence, `assay.evaluation.calibration_features`) or ``toxicity_head_refit``
+- ``metric``: the metric it calibrates; ``method``: ``score`` (a logistic map of the
+  default's score alone), ``evidence`` (a logistic model on the metric's evidence,
+  `assay.evaluation.calibration_features`) or ``toxicity_head_refit``
   (the toxicity head refit on its embeddings); ``calibrated_methods``: the result
   methods it was fitted on (e.g. ``local``); ``higher_is_better``: the metric's polarity;
 - ``features``: the feature names, and ``weights``: ``{"intercept": b, "weights": [w...]}``
@@ -34,6 +35,7 @@ __all__ = [
     "EVIDENCE_METHOD",
     "FILE_VERSION",
     "HEAD_METHOD",
+    "SCORE_METHOD",
     "Calibration",
     "CalibrationFileError",
     "calibration_hash",
@@ -43,6 +45,8 @@ __all__ = [
 
 #: the file format's version
 FILE_VERSION = 1
+#: the calibration method that fits the default's score alone (a monotone map)
+SCORE_METHOD = "score"
 #: the calibration method that fits the metric's evidence
 EVIDENCE_METHOD = "evidence"
 #: the calibration method that refits the toxicity head on the embeddings
@@ -135,9 +139,10 @@ def load_calibration(path: str | Path) -> Calibration:
         )
     _field(data, where, "metric", str)
     method = _field(data, where, "method", str)
-    if method not in (EVIDENCE_METHOD, HEAD_METHOD):
+    if method not in (SCORE_METHOD, EVIDENCE_METHOD, HEAD_METHOD):
         raise CalibrationFileError(
-            f"{where}: field 'method' must be {EVIDENCE_METHOD} or {HEAD_METHOD}, got {method!r}"
+            f"{where}: field 'method' must be {SCORE_METHOD}, {EVIDENCE_METHOD} or "
+            f"{HEAD_METHOD}, got {method!r}"
         )
     names = _field(data, where, "features", list)
     if not names or not all(isinstance(n, str) for n in names):

@@ -113,7 +113,7 @@ def fit_logistic(
     penalty: np.ndarray | float,
     *,
     max_iterations: int = 100,
-    tolerance: float = 1e-10,
+    tolerance: float = 1e-9,
 ) -> LogisticFit:
     """The weights minimising the penalised cross-entropy of this module's docstring.
 
@@ -142,15 +142,17 @@ def fit_logistic(
     theta = theta0.copy()
     converged = False
     iteration = 0
-    for iteration in range(1, max_iterations + 1):  # noqa: B007  # reported below
+    while iteration < max_iterations:
+        iteration += 1
         p = sigmoid(x @ theta)
         gradient = x.T @ (p - y) + p_matrix @ (theta - theta0)
         hessian = (x.T * (p * (1.0 - p))) @ x + p_matrix
         step = np.linalg.solve(hessian, gradient)
-        theta -= _damped(step, x, y, theta, theta0, p_matrix)
-        if float(np.max(np.abs(step))) < tolerance:
+        if float(np.max(np.abs(step))) < tolerance:  # at the optimum: a full step is safe
+            theta -= step
             converged = True
             break
+        theta -= _damped(step, x, y, theta, theta0, p_matrix)
     return LogisticFit(float(theta[0]), theta[1:].copy(), iteration, converged)
 
 
@@ -172,12 +174,13 @@ def _damped(
     theta0: np.ndarray,
     penalty: np.ndarray,
 ) -> np.ndarray:
-    """The Newton step, halved until the objective does not rise (at most 30 times):
-    separable data far from the prior can overshoot a full step."""
+    """The Newton step, halved until the objective does not rise beyond rounding (at
+    most 30 times): separable data far from the prior can overshoot a full step."""
     before = _objective(x, y, theta, theta0, penalty)
+    slack = 1e-12 * max(1.0, abs(before))  # rounding, not a rise
     scale = 1.0
     for _ in range(30):
-        if _objective(x, y, theta - scale * step, theta0, penalty) <= before + 1e-12:
+        if _objective(x, y, theta - scale * step, theta0, penalty) <= before + slack:
             return scale * step
         scale /= 2.0
     return scale * step

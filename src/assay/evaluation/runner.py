@@ -25,6 +25,7 @@ from assay.core.extras import ModelUnavailable
 from assay.core.result import MetricResult
 from assay.core.sample import Sample
 from assay.engine.resources import Resources
+from assay.evaluation.calibration_apply import Calibrations
 from assay.evaluation.chunks import Executor, score_chunks
 from assay.evaluation.scale import resolve_executor
 from assay.evaluation.tally import MetricSummary, RunTally, applied_threshold, passes
@@ -215,6 +216,7 @@ def evaluate(
     *,
     keep: bool = True,
     group_by: Sequence[str] = (),
+    calibrations: Calibrations | None = None,
 ) -> Evaluation:
     """Score every sample with every selected metric.
 
@@ -243,6 +245,10 @@ def evaluate(
             the data. Local executor only.
         group_by: tag keys whose groups the tally counts as it goes (a streamed run can
             only be grouped by these).
+        calibrations: calibration files applied to their metrics' results as each chunk
+            is scored (`assay.evaluation.calibration_apply`); default: those of the
+            ``calibration`` setting (a file for a metric not scored is ignored with a
+            note).
     """
     res = resources or Resources(config)
     cfg = res.config
@@ -255,6 +261,8 @@ def evaluate(
         chosen = resolve_metrics(None, ["base"])
     seen: set[str] = set()
     unique = [m for m in chosen if not (m.name in seen or seen.add(m.name))]
+    if calibrations is None:
+        calibrations = Calibrations.for_run(cfg.calibration, [m.name for m in unique])
     scaled = _scaled(executor)
     if not keep and scaled is not None:
         raise ValueError("a streamed run (keep=False) is scored by the local executor only")
@@ -275,6 +283,7 @@ def evaluate(
         for start, rows, chunk_seconds in scaled.scored(samples, unique, cfg, chunk_size):
             for name, spent in chunk_seconds.items():
                 seconds[name] += spent
+            _calibrate(calibrations, samples[start : start + len(rows)], rows, res, seconds)
             for offset, row in enumerate(rows):
                 slots[start + offset] = row
                 if on_sample is not None:
@@ -289,6 +298,7 @@ def evaluate(
         ahead = _asks_ahead(unique, cfg)
         index = 0
         for chunk, rows in score_chunks(unique, chunks, res, seconds, ahead=ahead):
+            _calibrate(calibrations, chunk, rows, res, seconds)
             for sample, row in zip(chunk, rows, strict=True):
                 if keep:
                     evaluation.results.append(row)
@@ -306,6 +316,21 @@ def evaluate(
     if resources is None:  # made for this run: its judge's connections closed with it
         res.close()
     return evaluation
+
+
+def _calibrate(
+    calibrations: Calibrations,
+    chunk: Sequence[Sample],
+    rows: list[dict[str, MetricResult]],
+    res: Resources,
+    seconds: dict[str, float],
+) -> None:
+    """The chunk's results of calibrated metrics replaced by their calibrated version,
+    the time it took counted as the calibration's (``seconds["calibration"]``)."""
+    if calibrations:
+        t0 = time.perf_counter()
+        calibrations.apply(chunk, rows, res)
+        seconds["calibration"] += time.perf_counter() - t0
 
 
 def _after_loading(chunks: Iterator[list[Sample]], res: Resources) -> Iterator[list[Sample]]:
