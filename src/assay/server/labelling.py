@@ -1,7 +1,7 @@
 """The JSON API of the annotation queue and the agreement report (``/api/runs/{run_id}/...``).
 
 - ``GET /api/runs/{run_id}/label-queue?metric=M&annotator=A[&order=uncertain|disagreement|random]
-  [&seed=0][&skip=I...][&limit=2][&scale=1-5]``: the next ``limit`` samples annotator A has
+  [&seed=0][&skip=I...][&limit=2]``: the next ``limit`` samples annotator A has
   not labelled for metric M, in the order asked (`assay.store.annotation_queue`; the
   indices in ``skip`` come last), with the question to ask (`label_views.metric_question`),
   the order that ran (``order_used``, and ``note`` when it is not the one asked for), the
@@ -140,14 +140,10 @@ def label_queue(
         Query(max_length=10_000, description="Sample indices skipped: they come last."),
     ] = [],  # noqa: B006  (FastAPI copies a list default per request)
     limit: Annotated[int, Query(ge=1, le=10, description="Samples to return.")] = 2,
-    scale: Annotated[
-        str | None, Query(pattern=SCALE_PATTERN, description="A rating scale, e.g. 1-5.")
-    ] = None,
 ) -> dict[str, Any]:
     """The next samples to label for one metric and annotator, without the metric's
     values; see the module docstring for the orders and the counts."""
     store = _store(request)
-    _scale(scale, ["query", "scale"])
     _known_metric(_facts(store, run_id), metric)
     plan = annotation_queue(store, run_id, metric, annotator, order=order, seed=seed, skipped=skip)
     if plan is None:
@@ -163,7 +159,6 @@ def label_queue(
         "annotator": annotator,
         "question": metric_question(metric),
         "higher_is_better": metric_meta(metric)[1],
-        "scale": scale,
         **plan.to_dict(),
         "items": items,
     }
@@ -190,6 +185,8 @@ def add_label(request: Request, run_id: str, body: LabelBody) -> dict[str, Any]:
     """Store a label of one sample of the run for one metric; the reply shows the metric's
     value and verdict on that sample (the person has answered)."""
     store = _store(request)
+    facts = _facts(store, run_id)
+    _known_metric(facts, body.metric)
     reject_unencodable(body.model_dump(include={"annotator", "note", "label"}), ["body"])
     _refuse_file_annotator(body.annotator, ["body", "annotator"])
     scale = _scale(body.scale, ["body", "scale"])
@@ -199,8 +196,6 @@ def add_label(request: Request, run_id: str, body: LabelBody) -> dict[str, Any]:
         raise HTTPException(
             422, [{"loc": ["body", "label"], "msg": str(exc), "type": "value_error"}]
         ) from None
-    facts = _facts(store, run_id)
-    _known_metric(facts, body.metric)
     rows, no_value = queue_rows(store, run_id, body.metric, index=body.index)
     if not rows:
         if no_value:

@@ -186,7 +186,6 @@
     params.set("order", data.order);
     params.set("seed", String(data.seed));
     params.set("limit", String(AHEAD));
-    if (data.scale) params.set("scale", data.scale);
     state.skipped.forEach(function (i) { params.append("skip", String(i)); });
     return base + "/label-queue?" + params.toString();
   }
