@@ -137,8 +137,8 @@ def test_a_labelled_files_labels_are_written_once_and_found_from_the_next_run(st
     _store_run(store, "B", FAITHFUL, UNFAITHFUL)  # the same data again: no new rows
     labels = store.labels_for_run("B")
     assert [(lab.run_id, lab.metric, lab.value, lab.raw, lab.annotator) for lab in labels] == [
-        ("A", "toxicity_score", 0.0, "0", "file"),
         ("A", None, 1.0, "1", "file"),
+        ("A", "toxicity_score", 0.0, "0", "file"),
     ]
     assert {lab.sample_key for lab in labels} == {sample_key(FAITHFUL)}
     assert store.labels_for_run("A") == labels
@@ -149,6 +149,22 @@ def test_a_labelled_files_labels_are_written_once_and_found_from_the_next_run(st
         ("s1", 0.0, {"toxicity_score": 0.0}),
         ("s2", None, {}),
     ]
+
+
+def test_one_batch_of_rows_writes_a_repeated_samples_labels_once(store):
+    store.start_run("A")
+    rows = [
+        {"run_id": "A", "sample_index": i, "sample": sample, "results": {}, "status": "ungated"}
+        for i, sample in enumerate([FAITHFUL, UNFAITHFUL, FAITHFUL])
+    ]
+    store.record_many(rows)
+    store.record_many([{**rows[0], "run_id": "A", "sample_index": 3}])
+    labels = store.labels_for_run("A")
+    assert [(lab.metric, lab.value) for lab in labels] == [(None, 1.0), ("toxicity_score", 0.0)]
+    assert set(store.run_sample_keys("A").values()) == {
+        sample_key(FAITHFUL),
+        sample_key(UNFAITHFUL),
+    }
 
 
 def test_labels_given_on_run_a_serve_run_b_of_the_same_data(store):

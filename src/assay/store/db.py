@@ -33,7 +33,7 @@ from assay.core.labels import sample_key
 from assay.core.redaction import known_secrets, redact, redact_text, redact_url
 from assay.core.result import MetricResult
 from assay.core.sample import Sample
-from assay.store.labels import LabelStore, write_file_labels
+from assay.store.labels import FileLabels, LabelStore, write_file_labels
 from assay.store.models import (
     FieldStrategyConfig,
     QualityCheck,
@@ -354,12 +354,16 @@ class Store(LabelStore):
         self, rows: Iterable[dict[str, Any]], then: Callable[[Session], None] | None = None
     ) -> None:
         """Several `record` calls (each one's arguments as a dict) in one transaction, and
-        ``then`` in it last (the live worker marks its traces scored there)."""
-        actions = [self._recording(**row) for row in rows]
+        ``then`` in it last (the live worker marks its traces scored there). The samples'
+        labels are written together, after their rows (`write_file_labels`)."""
+        labelled: list[FileLabels] = []
+        actions = [self._recording(**row, labelled=labelled) for row in rows]
 
         def action(session: Session) -> None:
+            labelled.clear()  # a retried transaction starts again
             for recording in actions:
                 recording(session)
+            write_file_labels(session, labelled)
             if then is not None:
                 then(session)
 
@@ -380,10 +384,12 @@ class Store(LabelStore):
         error: str | None = None,
         timestamp: datetime | None = None,
         replace: bool = False,
+        labelled: list[FileLabels] | None = None,
     ) -> Callable[[Session], int]:
         """The write of one `record`, to run in a transaction: the sample's row carries
         its `sample_key`, and its labels (a labelled data file's) are written once
-        (`assay.store.labels.write_file_labels`)."""
+        (`assay.store.labels.write_file_labels`), at once or, given ``labelled``, added
+        to it for the caller to write with the others."""
         when = timestamp or utcnow()
         secrets = known_secrets()
         key = sample_key(sample)
@@ -424,7 +430,12 @@ class Store(LabelStore):
                     "sample_key": key,
                 },
             ).scalar_one()
-            write_file_labels(session, key, sample, run_id, when)
+            if sample.label is not None or sample.labels:
+                entry = FileLabels(key, sample, run_id, when)
+                if labelled is None:
+                    write_file_labels(session, [entry])
+                else:
+                    labelled.append(entry)
             scores = [
                 {
                     "test_result_id": row_id,

@@ -33,6 +33,7 @@ __all__ = [
     "ALL_METRICS",
     "FILE_ANNOTATOR",
     "MAX_NOTE_CHARS",
+    "FileLabels",
     "LabelStore",
     "StoredLabel",
     "combined_labels",
@@ -128,42 +129,57 @@ def _number_text(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def write_file_labels(
-    session: Session, key: str, sample: Sample, run_id: str, when: datetime
-) -> int:
-    """Write the labels ``sample`` carries (``label``: metric NULL; ``labels``: one row a
+@dataclass(frozen=True)
+class FileLabels:
+    """The labels one stored sample carried, to write with its row (`write_file_labels`)."""
+
+    key: str
+    sample: Sample
+    run_id: str
+    when: datetime
+
+
+def write_file_labels(session: Session, entries: Iterable[FileLabels]) -> int:
+    """Write the labels the samples carry (``label``: metric NULL; ``labels``: one row a
     metric), annotator `FILE_ANNOTATOR`, raw the normalised value's text (the sample
-    holds no other), unless the same (key, metric, file, value) is stored already.
-    Returns the rows written. Runs in the caller's transaction (`Store.record`)."""
-    wanted: dict[str | None, float] = dict(sample.labels)
-    if sample.label is not None:
-        wanted[None] = sample.label
+    holds no other), skipping each (key, metric, file, value) stored already or met
+    earlier in ``entries``. One query finds those stored (per 500 keys) and one insert
+    writes the rest, in the caller's transaction (`Store.record`, `Store.record_many`).
+    Returns the rows written."""
+    wanted: list[tuple[FileLabels, str | None, float]] = []
+    for entry in entries:
+        if entry.sample.label is not None:
+            wanted.append((entry, None, entry.sample.label))
+        wanted.extend((entry, metric, value) for metric, value in entry.sample.labels.items())
     if not wanted:
         return 0
-    present = {
-        (metric, value)
-        for metric, value in session.execute(
-            select(Label.metric, Label.value).where(
-                Label.sample_key == key, Label.annotator == FILE_ANNOTATOR
+    present: set[tuple[str, str | None, float]] = set()
+    for chunk in _chunks(sorted({entry.key for entry, _, _ in wanted})):
+        stored = session.execute(
+            select(Label.sample_key, Label.metric, Label.value).where(
+                Label.sample_key.in_(chunk), Label.annotator == FILE_ANNOTATOR
             )
         )
-    }
-    rows = [
-        {
-            "sample_key": key,
-            "sample_id": sample.id,
-            "run_id": run_id,
-            "metric": metric,
-            "value": value,
-            "raw": _number_text(value),
-            "scale": None,
-            "annotator": FILE_ANNOTATOR,
-            "note": None,
-            "created_at": when,
-        }
-        for metric, value in wanted.items()
-        if (metric, value) not in present
-    ]
+        present.update((key, metric, value) for key, metric, value in stored)
+    rows = []
+    for entry, metric, value in wanted:
+        if (entry.key, metric, value) in present:
+            continue
+        present.add((entry.key, metric, value))
+        rows.append(
+            {
+                "sample_key": entry.key,
+                "sample_id": entry.sample.id,
+                "run_id": entry.run_id,
+                "metric": metric,
+                "value": value,
+                "raw": _number_text(value),
+                "scale": None,
+                "annotator": FILE_ANNOTATOR,
+                "note": None,
+                "created_at": entry.when,
+            }
+        )
     if rows:
         session.execute(insert(Label.__table__), rows)
     return len(rows)
@@ -301,16 +317,19 @@ class LabelStore:
         """Sample index -> sample key of a run's stored rows: the key stored with the row,
         or for a row written before revision 0010 the key of the sample rebuilt from it
         (equal to the original's unless the store cut a long text or list)."""
+        of_run = TestResult.run_id == run_id
         with self.session() as session:
-            rows = session.execute(
-                select(TestResult.sample_index, TestResult.sample_key, TestResult)
-                .where(TestResult.run_id == run_id)
+            stored = session.execute(
+                select(TestResult.sample_index, TestResult.sample_key)
+                .where(of_run)
                 .order_by(TestResult.sample_index)
             )
-            return {
-                index: key if key is not None else sample_key(_rebuilt(row))
-                for index, key, row in rows
-            }
+            keys: dict[int, str | None] = {index: key for index, key in stored}
+            if None in keys.values():  # rows from before 0010: read whole, only those
+                old = select(TestResult).where(of_run, TestResult.sample_key.is_(None))
+                for row in session.scalars(old):
+                    keys[row.sample_index] = sample_key(_rebuilt(row))
+        return {index: key for index, key in keys.items() if key is not None}
 
     def run_samples(self, run_id: str) -> list[Sample]:
         """The run's samples in sample-index order, rebuilt from the stored rows (id,
