@@ -16,7 +16,11 @@ it with attributes:
   ``response_format`` (0: no limit);
 - ``reject_formats``: ``response_format`` types answered with HTTP 400;
 - ``script``: a function ``(task, blocks, body) -> str | dict | None`` whose non-None
-  result replaces the default reply (a dict is sent as JSON).
+  result replaces the default reply (a dict is sent as JSON);
+- ``by_model``: a script per model name, ahead of ``script``: one server acts as several
+  judges that disagree (a judge panel), told apart by the request's ``model``;
+- ``unknown_models``: model names answered HTTP 404 "model does not exist" (a judge of
+  a panel that fails every question, at once: a 404 is not retried).
 
 Faults (`FAULTS`), for the adversarial tests and ``benchmarks/faults.py``: ``faults`` is a
 list of fault kinds the next requests get, in order (a script; ``None`` is a normal
@@ -44,7 +48,10 @@ probability ``rate`` (a seeded RNG); ``storm(seconds)`` answers every request 42
 
 ``calls`` counts every request received; ``requests`` keeps their JSON bodies and
 ``arrivals`` the ``time.monotonic()`` each arrived at;
-``prompt_tokens`` / ``completion_tokens`` total the usage it reported.
+``prompt_tokens`` / ``completion_tokens`` total the usage it reported, and
+``tokens_by_model`` the (prompt, completion) tokens it reported per model;
+``calls_by_model()`` counts the requests per model and ``auth_by_model`` keeps the
+``Authorization`` header each model's requests came with.
 """
 
 from __future__ import annotations
@@ -105,6 +112,10 @@ class JudgeServer:
         self.retry_after = "0"
         self.max_prompt_chars = 0
         self.reject_formats: set[str] = set()
+        self.by_model: dict[str, Script] = {}
+        self.unknown_models: set[str] = set()
+        self.tokens_by_model: dict[str, tuple[int, int]] = {}
+        self.auth_by_model: dict[str, str | None] = {}
         self.echo_auth = False  # answer 401 quoting the request's Authorization header
         self.faults: list[str | None] = []
         self.fault_rate = 0.0
@@ -167,6 +178,10 @@ class JudgeServer:
             self.arrivals = []
             self.prompt_tokens = 0
             self.completion_tokens = 0
+            self.tokens_by_model = {}
+            self.auth_by_model = {}
+            self.by_model = {}
+            self.unknown_models = set()
             self.max_in_flight = 0
             self.fail_429 = self.fail_500 = self.broken_json = self.garbage = self.html = 0
             self.retry_after = "0"
@@ -219,6 +234,10 @@ class JudgeServer:
             self.faults_served[fault] += 1
         return fault
 
+    def calls_by_model(self) -> dict[str, int]:
+        """The requests received per model name (direct calls, not batch lines)."""
+        return dict(Counter(str(body.get("model")) for body in self.requests))
+
     def calls_by_task(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for body in self.requests:
@@ -270,6 +289,10 @@ class JudgeServer:
                     f"tokens; your messages have about {prompt_chars // 4}"
                 )
                 return 400, {"error": {"message": message, "type": "invalid_request"}}, {}, None
+            model = str(body.get("model", "test-judge"))
+            if model in self.unknown_models:
+                message = f"The model `{model}` does not exist or you do not have access to it."
+                return 404, {"error": {"message": message, "type": "invalid_request"}}, {}, None
             fmt = (body.get("response_format") or {}).get("type")
             if fmt in self.reject_formats:
                 message = f"response_format {fmt} is not supported"
@@ -278,8 +301,9 @@ class JudgeServer:
             user = next((m["content"] for m in messages if m.get("role") == "user"), "")
             blocks = parse_blocks(user)
             reply: str | dict[str, Any] | None = None
-            if self.script is not None:
-                reply = self.script(task, blocks, body)
+            script = self.by_model.get(model, self.script)
+            if script is not None:
+                reply = script(task, blocks, body)
             if reply is None:
                 reply = scripted_reply(task, blocks)
             content = reply if isinstance(reply, str) else json.dumps(reply)
@@ -293,6 +317,8 @@ class JudgeServer:
             with self._lock:
                 self.prompt_tokens += p_tok
                 self.completion_tokens += c_tok
+                before = self.tokens_by_model.get(model, (0, 0))
+                self.tokens_by_model[model] = (before[0] + p_tok, before[1] + c_tok)
             completion = {
                 "id": f"chatcmpl-{self.calls + self.batch_lines}",
                 "object": "chat.completion",
@@ -434,6 +460,7 @@ def _handler(owner: JudgeServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 self._send(400, {"error": {"message": "body is not JSON"}}, {})
                 return
+            owner.auth_by_model[str(body.get("model"))] = self.headers.get("Authorization")
             transport: str | None = None
             try:
                 status, payload, headers, transport = owner.handle(body)

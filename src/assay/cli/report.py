@@ -45,6 +45,7 @@ __all__ = [
     "error_notes",
     "gate_failures",
     "nothing_measured",
+    "panel_lines",
     "print_report",
     "summary_table",
 ]
@@ -267,6 +268,9 @@ def nothing_measured(
         return None
     causes = error_causes(evaluation)
     first = f"; first error: {_one_line(causes[0].message)}" if causes else ""
+    panel = (evaluation.judge_usage or {}).get("judges")
+    if panel and not judge:  # a judge panel: the judges' labels
+        judge = f"panel({','.join(panel)})"
     questions = f"{failures} question{'s' if failures != 1 else ''}"
     return (
         f"judge {judge or '?'}: {questions} failed and no judged metric has a value "
@@ -356,11 +360,47 @@ def print_report(
     stdout.print("slowest metrics: " + ", ".join(f"{s.name} {s.seconds:.2f}s" for s in slowest))
     if evaluation.judge_usage:
         u = evaluation.judge_usage
-        stdout.print("judge: " + ", ".join(f"{k}={v}" for k, v in u.items()))
+        flat = {k: v for k, v in u.items() if k not in _PANEL_KEYS}
+        stdout.print("judge: " + ", ".join(f"{k}={v}" for k, v in flat.items()))
         if "batch_calls" in u:
             stdout.print(batch_line(u))
+        for line in panel_lines(u):
+            stdout.print(line, markup=False, highlight=False)
     if out is not None:
         stdout.print(f"per-sample results: {out}")
+
+
+#: a judge panel's parts of the judge usage (`assay.judge.panel.PanelUsage`): `panel_lines`
+_PANEL_KEYS = ("judges", "panel", "agreement")
+
+
+def panel_lines(usage: dict[str, Any]) -> list[str]:
+    """A judge panel's lines from a run's judge usage: each judge's calls, cache hits,
+    failures and tokens, then the judges' agreement on each metric (Krippendorff's alpha,
+    interval; 1 = they agree, 0 = chance); none without a panel."""
+    judges: dict[str, dict[str, Any]] = usage.get("judges") or {}
+    if not judges:
+        return []
+    lines = [
+        f"judge {label}: calls={u.get('calls', 0)}, "
+        + (f"batch_calls={u['batch_calls']}, " if "batch_calls" in u else "")
+        + f"cache_hits={u.get('cache_hits', 0)}, failures={u.get('failures', 0)}, "
+        f"prompt_tokens={u.get('prompt_tokens', 0)}, "
+        f"completion_tokens={u.get('completion_tokens', 0)}"
+        for label, u in judges.items()
+    ]
+    agreement = usage.get("agreement") or {}
+    if agreement:
+        parts = [
+            f"{metric} {'-' if a['alpha'] is None else format(a['alpha'], '.3f')} "
+            f"({a['samples']} samples)"
+            for metric, a in agreement.items()
+        ]
+        lines.append(
+            f"judge panel ({usage.get('panel')} of {len(judges)}): agreement between the "
+            "judges, Krippendorff's alpha (interval): " + ", ".join(parts)
+        )
+    return lines
 
 
 def batch_line(usage: dict[str, Any]) -> str:

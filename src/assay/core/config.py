@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
+from assay.core.judges import PanelSettings
 from assay.core.limits import (
     DEFAULT_MAX_JSON_DEPTH,
     DEFAULT_MAX_REPLY_BYTES,
@@ -60,7 +61,7 @@ def _default_cache_dir() -> str:
     return str(Path(base) / "assay")
 
 
-class AssayConfig(BaseSettings):
+class AssayConfig(PanelSettings):
     """All settings of a run. Field docs say what each does and its environment name."""
 
     model_config = SettingsConfigDict(extra="forbid", populate_by_name=True)
@@ -514,12 +515,6 @@ class AssayConfig(BaseSettings):
         ):
             register_secret(secret)
         return self
-
-    @property
-    def judge_configured(self) -> bool:
-        """A judge is configured: a model plus a base URL (any OpenAI-compatible server) or
-        plus an API key (OpenAI itself at its default URL)."""
-        return bool(self.judge_model and (self.judge_base_url or self.judge_api_key))
 
     def threshold_for(self, metric: type | object) -> float | None:
         """The pass threshold of a metric: per-metric value, else its setting, else default."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -51,12 +52,20 @@ class Ask:
             ``"embedder"`` when it names one) or a parse ask; ``{"candidate": ...,
             "reference": ...}`` for a BERTScore ask; ``{"premise": ..., "hypothesis":
             ...}`` for an entail ask.
+        judge: the judge of a panel a judge ask is for (its label; `Answers.member`);
+            None for one judge, and for other kinds.
     """
 
     kind: str
     key: str
     prompt: Prompt[Any] | None
     values: dict[str, Any] = field(hash=False, compare=False)
+    judge: str | None = None
+
+    def for_judge(self, label: str) -> Ask:
+        """This judge ask put to the panel judge ``label`` (its own key: each judge's
+        answer is kept apart)."""
+        return Ask(self.kind, f"{self.key}@judge:{label}", self.prompt, self.values, label)
 
 
 def judge_ask(prompt: Prompt[Any], **values: Any) -> Ask:
@@ -103,34 +112,65 @@ class Answers:
     """The answers of a chunk's asks, by key: a judge reply, a vector, a BERTScore row or a
     spaCy ``Doc``, or the error the ask failed with.
 
+    With a judge panel (`assay.judge.panel.JudgePanel`) every judge answers each judge
+    ask: `member` is the view of one judge's answers (its judge asks keyed apart by
+    `Ask.for_judge`; the model asks shared), through which a metric plans and reduces as
+    with one judge.
+
     Attributes:
-        model: the judge model that answers the judge asks (for result signatures); None
-            when the execution has no judge (an offline run: the judged metrics plan
-            their local estimators' asks instead, see `assay.metrics.judged.base`).
+        model: the judge model that answers the judge asks (for result signatures; a
+            panel's ``panel(a,b)``, a member view's judge label); None when the
+            execution has no judge (an offline run: the judged metrics plan their local
+            estimators' asks instead, see `assay.metrics.judged.base`).
+        judges: the panel's judge labels (empty without a panel, and in a member view).
+        judge: the panel judge a member view reads the judge answers of (None otherwise).
         embedder: the name of the embedder that answered the embed asks (None: none yet).
         resources: the `Resources` whose judge and models answer (set by
             `assay.engine.execute`; a chunk's answers serve only executions with them).
     """
 
-    def __init__(self, model: str | None = None, resources: Resources | None = None) -> None:
+    def __init__(
+        self,
+        model: str | None = None,
+        resources: Resources | None = None,
+        judges: Sequence[str] = (),
+    ) -> None:
         self.model = model
         self.resources = resources
+        self.judges = tuple(judges)
+        self.judge: str | None = None
         self.embedder: str | None = None
         self._by_key: dict[str, Any] = {}
         self._memo: dict[str, Any] = {}
 
+    def member(self, label: str) -> Answers:
+        """The view of panel judge ``label``'s answers: the same answers (added to and read
+        from together), its judge asks read and written under `Ask.for_judge`."""
+        if label not in self.judges:
+            raise KeyError(f"no judge {label!r} in {self.model}")
+        view = copy.copy(self)  # shares the answers and the memo
+        view.model, view.judge, view.judges = label, label, ()
+        return view
+
+    def tagged(self, ask: Ask) -> Ask:
+        """``ask`` as this view's judge asks it (`Ask.for_judge`); unchanged when it is not a
+        judge ask, already a judge's, or these answers are no member view."""
+        if ask.kind != "judge" or ask.judge is not None or self.judge is None:
+            return ask
+        return ask.for_judge(self.judge)
+
     def __contains__(self, ask: Ask) -> bool:
-        return ask.key in self._by_key
+        return self.tagged(ask).key in self._by_key
 
     def __len__(self) -> int:
         return len(self._by_key)
 
     def put(self, ask: Ask, answer: JudgeReply[Any] | np.ndarray | BaseException) -> None:
-        self._by_key[ask.key] = answer
+        self._by_key[self.tagged(ask).key] = answer
 
     def get(self, ask: Ask) -> Any:
         """The answer to ``ask``; None when it was not asked yet or failed."""
-        answer = self._by_key.get(ask.key)
+        answer = self._by_key.get(self.tagged(ask).key)
         return None if answer is None or isinstance(answer, BaseException) else answer
 
     def reply(self, ask: Ask) -> Any:
@@ -141,7 +181,7 @@ class Answers:
             the error the ask failed with (e.g. `JudgeError`); KeyError when it was never
             asked (a plan that does not declare what its reduce reads).
         """
-        answer = self._by_key[ask.key]
+        answer = self._by_key[self.tagged(ask).key]
         if isinstance(answer, BaseException):
             raise answer
         return answer

@@ -80,19 +80,25 @@ def planned(
 ) -> dict[str, Ask]:
     """The distinct asks, by key, that the metrics plan for the samples (those with all
     required inputs) and that ``answers`` lacks. A plan that raises for a sample (e.g. a
-    field past an input limit) asks nothing: the metric reports the error when reducing."""
+    field past an input limit) asks nothing: the metric reports the error when reducing.
+    With a judge panel, a metric that needs the judge plans through each judge's view
+    (`Answers.member`: a follow-up depends on that judge's answers) and its judge asks
+    are that judge's (`Ask.for_judge`)."""
+    views = [answers.member(label) for label in answers.judges] or [answers]
     todo: dict[str, Ask] = {}
     for metric in metrics:
+        planners = views if "judge" in metric.needs else [answers]
         for sample in samples:
             if metric.missing_inputs(sample):
                 continue
-            try:
-                asks = metric.plan(sample, answers)
-            except Exception:
-                continue
-            for ask in asks:
-                if ask not in answers:
-                    todo.setdefault(ask.key, ask)
+            for view in planners:
+                try:
+                    asks = metric.plan(sample, view)
+                except Exception:
+                    continue
+                for ask in map(view.tagged, asks):
+                    if ask not in answers:
+                        todo.setdefault(ask.key, ask)
     return todo
 
 
@@ -125,7 +131,7 @@ def answer(asks: Sequence[Ask], res: Resources) -> Answers:
     read and extended, so what the metrics planned for the chunk is not asked again;
     otherwise a new `Answers`. What is not answered yet runs in one round."""
     answers = _answers_for(res, lambda: any(a.kind == "judge" for a in asks))
-    todo = {a.key: a for a in asks if a not in answers}
+    todo = {a.key: a for a in map(answers.tagged, asks) if a not in answers}
     if todo:
         _run_round(list(todo.values()), answers, res)
     return answers
@@ -138,7 +144,9 @@ def _answers_for(res: Resources, judged: Callable[[], bool]) -> Answers:
     if current is not None and current.resources is res:
         return current
     judge = res.judge if judged() else None
-    return Answers(judge.model if judge is not None else None, res)
+    if judge is None:
+        return Answers(None, res)
+    return Answers(judge.model, res, getattr(judge, "labels", ()))
 
 
 def _run_round(asks: list[Ask], answers: Answers, res: Resources) -> None:
@@ -166,10 +174,12 @@ def _run_round(asks: list[Ask], answers: Answers, res: Resources) -> None:
 
 def _run_judge(asks: list[Ask], answers: Answers, res: Resources) -> None:
     """The judge asks, concurrently through the run's `JudgeClient` (`JudgeClient.ask_all`:
-    direct calls, or the Batch API's batches with ``judge_batch``); without a judge
-    (``answers.model`` None) each ask's answer is an error saying so. A judge that cannot
-    be reached (its circuit opened, `JudgeUnreachable`) stops the run: the error is
-    raised, not given to each ask."""
+    direct calls, or the Batch API's batches with ``judge_batch``), or, with a panel, each
+    to its judge (`JudgePanel.ask_each`, every judge at once under one budget); without
+    a judge (``answers.model`` None) each ask's answer is an error saying so. A judge
+    that cannot be reached (its circuit opened, `JudgeUnreachable`) stops the run: the
+    error is raised, not given to each ask; in a panel only when no judge can be reached
+    (the others decide without it)."""
     judge = res.judge if answers.model is not None else None
     if judge is None:
         for ask in asks:
@@ -181,7 +191,11 @@ def _run_judge(asks: list[Ask], answers: Answers, res: Resources) -> None:
     questions = [(a.prompt, a.values) for a in asks if a.prompt is not None]
     if len(questions) != len(asks):
         raise ValueError("a judge ask without a prompt")
-    replies = judge.run(judge.ask_all(questions))
+    if answers.judges or answers.judge is not None:  # a panel: each ask to its judge
+        routed = [(a.judge or "", a.prompt, a.values) for a in asks]
+        replies = judge.run(judge.ask_each(routed))
+    else:
+        replies = judge.run(judge.ask_all(questions))
     if judge.unreachable is not None:
         from assay.judge.client import JudgeUnreachable
 

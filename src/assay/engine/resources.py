@@ -29,6 +29,7 @@ from assay.models.embedders import (
 
 if TYPE_CHECKING:
     from assay.judge.client import JudgeClient
+    from assay.judge.panel import JudgePanel
     from assay.models.agreement_head import AgreementHead
     from assay.models.bertscore import BERTScorer
     from assay.models.entailment import EntailmentModel
@@ -209,15 +210,16 @@ class Resources:
             return nlp
 
     @cached_property
-    def judge(self) -> JudgeClient | None:
+    def judge(self) -> JudgeClient | JudgePanel | None:
         """The LLM judge of this run, or None when none is configured (judged metrics
-        then use their local estimators). One client per run: its memo lets metrics
+        then use their local estimators); a `JudgePanel` for two or more ``judge_models``
+        (`assay.judge.panel.judge_from_config`). One per run: its memo lets metrics
         share judge calls, its usage counts them."""
-        from assay.judge.client import JudgeClient
+        from assay.judge.panel import judge_from_config
 
         with self._lock:
             try:
-                return JudgeClient.from_config(self.config)
+                return judge_from_config(self.config)
             except (OSError, sqlite3.Error) as exc:  # the judge cache cannot be opened
                 where = Path(self.config.cache_dir) / "judge.sqlite"
                 reason = getattr(exc, "strerror", None) or str(exc)
@@ -227,9 +229,7 @@ class Resources:
                     AssayWarning,
                     stacklevel=2,
                 )
-                return JudgeClient.from_config(
-                    self.config.model_copy(update={"judge_cache": False})
-                )
+                return judge_from_config(self.config.model_copy(update={"judge_cache": False}))
 
     def judge_usage(self) -> dict[str, Any] | None:
         """The judge's usage so far (calls, tokens, cost), or None when no judge ran."""

@@ -284,10 +284,6 @@ class JudgeClient:
     def ask_sync(self, prompt: Prompt[T], **values: Any) -> JudgeReply[T]:
         return run_sync(self.ask(prompt, **values))
 
-    def reset_memo(self) -> None:
-        """Forget this run's answers (the persistent cache is kept)."""
-        self._memo = {}
-
     def close(self) -> None:
         """Close the HTTP connections and the cache."""
         if self._api is not None:
@@ -461,6 +457,10 @@ class JudgeClient:
                 self.base_url, self.api_key, self.timeout, self.max_reply_bytes
             )
         return self._api
+
+    def share_slots(self, slots: asyncio.Semaphore) -> None:
+        """Take request slots from ``slots`` (a judge panel's, shared by its judges)."""
+        self._semaphore = slots
 
     def _sem(self) -> AbstractAsyncContextManager[object]:
         """One request slot: from the shared budget when there is one."""

@@ -45,6 +45,7 @@ from assay.judge.prompts import Prompt
 from assay.judge.verdicts import ScoreVerdict
 from assay.metrics.base import PASS_THRESHOLD, Metric
 from assay.metrics.judged.formulas import unit_score
+from assay.metrics.judged.panel import panel_results
 from assay.text.anchors import anchor_texts
 
 #: ``needs`` of the judged metrics whose local estimator checks claim anchors (spaCy)
@@ -213,6 +214,8 @@ class JudgedMetric(Metric):
         with answered(answers):
             if answers.model is None:  # no judge: the local estimator
                 return self.estimate(samples, answers, res)
+            if answers.judges:  # a judge panel: each judge's value, combined
+                return panel_results(self, samples, answers, res)
             return self.reduce_batch(samples, answers, res)
 
     def plan(self, sample: Sample, answers: Answers) -> list[Ask]:
