@@ -184,15 +184,15 @@ def test_graded_labels_give_spearman_kendall_and_kappa_on_the_scale_points(env):
     assert rouge["best_method"] == "offline"
 
 
-def test_the_judge_is_a_method_and_ties_go_to_fewer_judge_requests(tmp_path):
+def test_the_judge_is_a_method_and_ties_go_to_fewer_judge_requests(cache_dir):
     samples = _binary_samples()
     labels = [s.label for s in samples]
     with JudgeServer() as server:
         judged = AssayConfig(
             judge_model="test-judge",
             judge_base_url=server.url,
-            use_cache=False,
-            cache_dir=str(tmp_path),
+            cache_dir=cache_dir,  # the session's embeddings; no judge cache
+            judge_cache=False,
         )
         report = agreement_report(samples, ["judged_relevance"], judged)
         calls = server.calls
@@ -204,7 +204,9 @@ def test_the_judge_is_a_method_and_ties_go_to_fewer_judge_requests(tmp_path):
     assert llm.ran == {"llm": 32}
     assert offline.judge_requests == 0
     assert llm.judge_requests == calls > 0
-    offline_values = _values(samples, "judged_relevance", AssayConfig(judge_model=None))
+    offline_values = _values(
+        samples, "judged_relevance", AssayConfig(judge_model=None, cache_dir=cache_dir)
+    )
     assert offline.auroc == pytest.approx(roc_auc_score(labels, offline_values), abs=1e-12)
     assert llm.auroc == pytest.approx(roc_auc_score(labels, judge_values), abs=1e-12)
     best = max((offline, llm), key=lambda m: (m.auroc, -m.judge_requests))
@@ -344,6 +346,20 @@ def test_labels_of_one_class_are_said_plainly():
         method.auroc is None and method.reasons["auroc"] == "the scored labels hold one class only"
     )
     assert agreement.best_method is None
+
+
+def test_labels_averaged_from_disagreeing_annotators_are_named():
+    labels = [1.0, 0.0, 0.5, 1.0, 0.0]
+    samples = [
+        Sample(response=r, expected="a", label=v) for r, v in zip("abcde", labels, strict=True)
+    ]
+    (agreement,) = agreement_report(samples, ["exact_match"], AssayConfig()).metrics
+    assert agreement.label_kind == "graded"
+    assert (
+        "1 labels are 0.5 and the others 0 or 1 (two annotators who disagree average to "
+        "0.5): the labels are read as graded; settle or drop those samples for AUROC and "
+        "a threshold"
+    ) in agreement.notes
 
 
 def test_a_metric_off_the_label_scale_gets_no_kappa_on_graded_labels():

@@ -336,7 +336,10 @@ def _best(methods: list[MethodAgreement], statistic: str) -> MethodAgreement | N
 
 
 def _notes(
-    agreement: MetricAgreement, best: MethodAgreement | None, counts: Counter[float]
+    agreement: MetricAgreement,
+    best: MethodAgreement | None,
+    counts: Counter[float],
+    scale: LabelScale | None,
 ) -> list[str]:
     notes: list[str] = []
     statistic = agreement.main_statistic
@@ -356,6 +359,17 @@ def _notes(
     elif agreement.labelled < MIN_PER_CLASS:
         notes.append(
             f"only {agreement.labelled} labels (fewer than {MIN_PER_CLASS}): the intervals are wide"
+        )
+    halves = counts[0.5]
+    if (
+        scale is None
+        and agreement.label_kind == "graded"
+        and halves + counts[0.0] + counts[1.0] == sum(counts.values())
+    ):
+        notes.append(
+            f"{halves} labels are 0.5 and the others 0 or 1 (two annotators who disagree "
+            "average to 0.5): the labels are read as graded; settle or drop those samples "
+            "for AUROC and a threshold"
         )
     if best is None:
         notes.append(f"no method gave the {statistic}: see each method's reasons")
@@ -511,5 +525,5 @@ def _metric_agreement(
         best_method=best.method if best else None,
         notes=[],
     )
-    agreement.notes = _notes(agreement, best, counts)
+    agreement.notes = _notes(agreement, best, counts, scale)
     return agreement
