@@ -9,7 +9,9 @@ makes the calls, metrics reduce the answers.
 - `executor`: the local executor: collects the asks of many metrics over a chunk of
   samples, removes duplicates, runs judge asks concurrently through the run's
   `JudgeClient` (its memo, persistent cache, retries and format probe in front) while
-  the model asks run in a thread (embed asks: one embedder call for the distinct texts,
+  the model asks run in a thread (with a judge panel, `assay.judge.panel.JudgePanel`,
+  each judge's asks go to that judge: a metric plans through each judge's view,
+  `Answers.member`; embed asks: one embedder call for the distinct texts,
   per embedder; BERTScore asks: one scorer call for the distinct pairs; parse asks: one
   spaCy pass over the distinct texts; entail asks: one entailment-model call for the
   distinct pairs; the models load while the judge answers), and goes

@@ -10,6 +10,10 @@
 - `batch.BatchTransport`: the OpenAI Batch API as the client's transport (``judge_batch``:
   half the price; batch ids kept in a ledger so a stopped run's batches are collected).
 - `completion`: what a chat completion's reply holds, and the judge's errors.
+- `panel.JudgePanel`: several judges (``judge_models``) under one concurrency budget,
+  each with its own URL, key and rate limit; `panel.judge_from_config` makes the run's
+  judge; `panel_rules.combine`: their values combined by the ``panel`` rule (mean,
+  majority, min), with Krippendorff's alpha between them per metric.
 - `cache.JudgeCache`: persistent replies by hash of (model, messages, parameters).
 - `usage.JudgeUsage`: calls, cache hits, tokens, latency and cost of a run.
 - `aio.run_sync`: run judge coroutines from sync code, even inside a running loop.
