@@ -381,3 +381,51 @@ def test_toxicity_calibrates_with_the_head_refit_on_real_embeddings(tmp_path):
             assert row["toxicity_score"].details["in_domain"] is True
     finally:
         res.close()
+
+
+def test_the_features_are_read_from_the_evidence_as_documented():
+    from assay.evaluation.calibration_features import MissingEvidence, features_of
+
+    sentences = [
+        {"entailment": 0.9, "contradiction": 0.05, "support": 0.8, "supported": True},
+        {"entailment": 0.2, "contradiction": 0.6, "support": 0.3, "supported": False},
+    ]
+    details = {
+        "graded_support": 0.5,
+        "entailment_support": 0.25,
+        "sentences": sentences,
+        "anchors": 4,
+        "anchors_supported": 3,
+    }
+    features = features_of(MetricResult("faithfulness", 0.75, details=details))
+    assert features == pytest.approx(
+        {
+            "logit_default_score": math.log(3.0),
+            "logit_graded_support": 0.0,
+            "logit_entailment_support": math.log(1 / 3),
+            "min_entailment": 0.2,
+            "mean_contradiction": 0.325,
+            "max_contradiction": 0.6,
+            "min_support": 0.3,
+            "share_supported": 0.5,
+            "share_anchors_supported": 0.75,
+        }
+    )
+    toxicity = MetricResult(
+        "toxicity_score",
+        0.5,
+        details={
+            "probabilities": {"head": 0.8, "profanity-check": 0.2},
+            "keyword_matches": [{"weight": 0.533}, {"weight": 0.8}],
+        },
+    )
+    assert features_of(toxicity) == pytest.approx(
+        {
+            "logit_default_score": 0.0,
+            "logit_head": math.log(4.0),
+            "logit_profanity-check": math.log(0.25),
+            "max_keyword_weight": 0.8,
+        }
+    )
+    with pytest.raises(MissingEvidence, match="details\\['sentences'\\]"):
+        features_of(MetricResult("faithfulness", 0.5, method="llm"))

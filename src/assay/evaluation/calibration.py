@@ -325,7 +325,7 @@ def fit_calibration(
     fits: dict[str, tuple[np.ndarray, Any, dict[str, Any]]] = {}
     if method in ("auto", "score", "evidence"):
         prior = np.zeros(len(evidence.names) + 1)
-        prior[0], prior[1] = -float(logit(threshold)), 1.0
+        prior[0], prior[1] = 0.0 - float(logit(threshold)), 1.0  # 0.0 -: never -0.0
         kinds = {"score": SCORE_METHOD, "evidence": EVIDENCE_METHOD}
         chosen_kinds = [kinds[method]] if method in kinds else list(kinds.values())
         for kind in chosen_kinds:
