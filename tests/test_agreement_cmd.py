@@ -379,3 +379,50 @@ def test_a_metric_off_the_label_scale_gets_no_kappa_on_graded_labels():
     assert (
         method.reasons["cohen_kappa"] == "the metric's values are not on the labels' [0, 1] scale"
     )
+
+
+#: two judges of a panel (the test server tells them apart by model) on the first 8
+#: samples (labels 1 1 0 0 1 1 0 0): alpha orders the labels perfectly, beta barely
+PANEL_SCORES = {
+    "alpha": [0.9, 0.8, 0.4, 0.3, 0.7, 0.6, 0.2, 0.1],
+    "beta": [0.9, 0.2, 0.8, 0.1, 0.7, 0.3, 0.6, 0.4],
+}
+
+
+def test_a_panel_and_each_of_its_judges_are_methods(cache_dir):
+    samples = _binary_samples()[:8]
+    index = {(s.query, s.response): i for i, s in enumerate(samples)}
+
+    def judge(model: str):
+        def script(task, blocks, body):
+            score = PANEL_SCORES[model][index[(blocks["query"], blocks["response"])]]
+            return {"score": score, "reason": model}
+
+        return script
+
+    with JudgeServer() as server:
+        server.by_model = {model: judge(model) for model in PANEL_SCORES}
+        config = AssayConfig(
+            cache_dir=cache_dir,  # the session's embeddings; no judge cache
+            judge_cache=False,
+            judge_base_url=server.url,
+            judge_models=[{"model": "alpha"}, {"model": "beta"}],
+            panel="mean",
+        )
+        (agreement,) = agreement_report(samples, ["judged_relevance"], config).metrics
+        calls = server.calls_by_model()
+    by_method = {m.method: m for m in agreement.methods}
+    assert list(by_method) == ["offline", "llm panel (mean)", "llm:alpha", "llm:beta"]
+    assert by_method["llm:alpha"].settings == {"judge": "alpha"}
+    # alpha: every positive above every negative -> 1.0. beta: positives 0.9, 0.2, 0.7,
+    # 0.3 against negatives 0.8, 0.1, 0.6, 0.4 -> 4 + 1 + 3 + 1 = 9 of 16 pairs. The
+    # panel's mean (0.9, 0.5, 0.7, 0.45 against 0.6, 0.2, 0.4, 0.25) -> 4+3+4+3 = 14 of 16
+    assert by_method["llm:alpha"].auroc == 1.0
+    assert by_method["llm:beta"].auroc == pytest.approx(9 / 16)
+    assert by_method["llm panel (mean)"].auroc == pytest.approx(14 / 16)
+    assert agreement.best_method == "llm:alpha"
+    # each judge alone asks 8 questions; the panel asks both judges: 16
+    assert by_method["llm:alpha"].judge_requests == 8
+    assert by_method["llm:beta"].judge_requests == 8
+    assert by_method["llm panel (mean)"].judge_requests == 16
+    assert calls == {"alpha": 16, "beta": 16}
