@@ -1,0 +1,155 @@
+"""Offline ``assay generate``: 1,000 questions from 100 pages (about 50,000 words) on 2 cores.
+
+The pages are made from text this machine already has, never from an evaluation set: by
+default the descriptions of the installed Python packages (their README, shipped in each
+package's metadata; in name order), cut at paragraph boundaries into pages of about 500
+words, each a Markdown file with a heading; ``--source DIR`` takes the .md/.txt files of a
+folder instead (``--source docs``: Assay's own documentation, dense technical text where
+fewer sentences make questions). It prints, as JSON:
+
+- ``seconds``: the wall time of `assay.generation.generate` (documents read, chunked,
+  parsed, questions made, checked), models loaded inside it (a cold start);
+- ``made`` and the summary's counts (candidates, what each check removed);
+- ``entailed_share``: the share of answerable rows whose reference the entailment model
+  reads as entailed by their contexts (the check itself, so 1.0 by construction), and
+  ``verbatim_share``: the share whose reference sentences occur word for word in their
+  contexts' prose (no model: the extractive guarantee);
+- ``near_duplicate_share``: the share of questions with another question at rapidfuzz
+  ratio >= 90 (normalised edit distance; an independent measure: the check itself uses
+  embeddings), and
+  ``embedding_duplicate_share`` at USE cosine >= 0.9 (0 by construction).
+
+    python benchmarks/generate_speed.py                  # 100 pages, 1,000 questions
+    python benchmarks/generate_speed.py --pages 20 --n 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _texts(source: Path | None) -> list[str]:
+    """The source texts: the installed packages' descriptions (None), or a folder's files."""
+    if source is None:
+        from importlib.metadata import distributions
+
+        found = {}
+        for dist in distributions():
+            body = dist.metadata.get_payload() or dist.metadata.get("Description") or ""
+            found.setdefault(dist.metadata["Name"], body)
+        return [found[name] for name in sorted(found, key=str.lower)]
+    return [
+        p.read_text(encoding="utf-8")
+        for p in sorted(source.rglob("*"))
+        if p.suffix in {".md", ".txt"}
+    ]
+
+
+def make_pages(source: Path | None, pages: int, words_per_page: int, out: Path) -> int:
+    """Write ``pages`` Markdown pages of about ``words_per_page`` words from ``source``
+    (see `_texts`; paragraphs kept whole); returns the words written."""
+    paragraphs = []
+    for text in _texts(source):
+        text = re.sub(r"```.*?```", "", text, flags=re.S)
+        paragraphs += [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+    written, index, page = 0, 0, 0
+    while page < pages and index < len(paragraphs):
+        body, count = [], 0
+        while count < words_per_page and index < len(paragraphs):
+            body.append(paragraphs[index])
+            count += len(paragraphs[index].split())
+            index += 1
+        (out / f"page{page:03d}.md").write_text(f"# Page {page + 1}\n\n" + "\n\n".join(body))
+        written += count
+        page += 1
+    return written
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", type=Path, default=None)
+    parser.add_argument("--pages", type=int, default=100)
+    parser.add_argument("--words", type=int, default=500)
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    from rapidfuzz import fuzz
+
+    from assay.core.config import load_config
+    from assay.engine import answer, embed_ask
+    from assay.engine.resources import Resources
+    from assay.generation import generate
+    from assay.generation.extractive import prose
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        words = make_pages(args.source, args.pages, args.words, folder)
+        cache = folder / "cache"
+        config = load_config({"cache_dir": str(cache), "judge_model": None})
+        res = Resources(config)
+        started, cpu = time.perf_counter(), time.process_time()
+        result = generate(folder, args.n, seed=args.seed, judge=False, resources=res)
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        rows = result.rows
+        answerable = [r for r in rows if r["metadata"]["kind"] != "unanswerable"]
+        entailed = sum(1 for r in answerable if r["metadata"].get("entailment", 0) >= 0.5)
+        verbatim = sum(
+            1
+            for r in answerable
+            if all(
+                any(s in prose(c) for c in r["contexts"])
+                for s in re.split(r"(?<=\.) (?=[A-Z])", r["expected"])
+            )
+        )
+        queries = [r["query"] for r in rows]
+        fuzzy = sum(
+            1
+            for i, q in enumerate(queries)
+            if any(fuzz.ratio(q, o) >= 90 for j, o in enumerate(queries) if j != i)
+        )
+        vectors = answer([embed_ask(q) for q in queries], res).vectors(queries)
+        import numpy as np
+
+        matrix = np.stack([vectors[q] for q in queries])
+        similar = matrix @ matrix.T
+        np.fill_diagonal(similar, 0)
+        res.close()
+    summary = result.summary
+    print(
+        json.dumps(
+            {
+                "pages": args.pages,
+                "words": words,
+                "requested": args.n,
+                "made": len(rows),
+                "seconds": round(seconds, 1),
+                "cpu_seconds": round(cpu, 1),
+                "load_average": [round(x, 1) for x in os.getloadavg()],
+                "cpus": os.cpu_count(),
+                "by_kind": summary["by_kind"],
+                "candidates": summary["candidates"],
+                "filters": summary["filters"],
+                "shortfall": summary["shortfall"],
+                "entailed_share": round(entailed / max(len(answerable), 1), 4),
+                "verbatim_share": round(verbatim / max(len(answerable), 1), 4),
+                "near_duplicate_share": round(fuzzy / max(len(rows), 1), 4),
+                "embedding_duplicate_share": round(
+                    float((similar.max(axis=1) >= 0.9).mean()) if len(rows) > 1 else 0.0, 4
+                ),
+            },
+            indent=1,
+        )
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""The offline source of questions: pools of extractive candidates per kind.
+
+`OfflineSource` parses every chunk's prose once (one spaCy pass through the engine's
+parse asks), turns the sentences into facts (`assay.generation.extractive.facts`) and
+keeps, per kind, a pool in a seeded order that visits the chunks in turn (a chunk's
+second question comes after every chunk's first), so a small N still spreads over the
+documents:
+
+- ``single``: one fact;
+- ``multi``: two facts of different chunks whose questions keep the same named entity;
+- ``conversational``: two facts of different sentences of one chunk, as a question and
+  its follow-up;
+- ``unanswerable``: a fact with a named entity swapped (`extractive.unanswerable_question`);
+- ``reasoning``: none (`CANNOT`): comparison and reasoning questions need a judge.
+
+`OfflineSource.make` hands out the next candidates of each kind; a pool that runs dry
+says so (`exhausted`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from assay.core.extras import MissingExtra
+from assay.engine import answer, parse_ask
+from assay.engine.resources import Resources
+from assay.generation.documents import Chunk
+from assay.generation.extractive import (
+    Fact,
+    conversation,
+    facts,
+    multi_question,
+    prose,
+    unanswerable_question,
+)
+from assay.generation.filters import Candidate
+from assay.text.tokenize import content_words
+
+__all__ = ["CANNOT", "METHOD", "UNANSWERED", "OfflineSource"]
+
+#: ``metadata.method`` of offline questions
+METHOD = "offline:spacy-extractive"
+#: the kinds the offline source cannot make, with why
+CANNOT: dict[str, str] = {
+    "reasoning": "comparison and reasoning questions need a judge (offline questions are "
+    "extractive: one fact, two facts, or a follow-up)"
+}
+_OPENERS = frozenset({"Who", "What", "Which", "When", "Where", "How"})
+#: the reference answer of an unanswerable question
+UNANSWERED = "The documents do not say."
+
+
+def _round_robin(items: Sequence[Any], key: Any, rng: random.Random) -> list[Any]:
+    """``items`` shuffled by ``rng`` within each group of ``key``, the groups visited in
+    a shuffled order, one item of each group per turn."""
+    groups: dict[Any, list[Any]] = defaultdict(list)
+    for item in items:
+        groups[key(item)].append(item)
+    order = list(groups)
+    rng.shuffle(order)
+    for name in order:
+        rng.shuffle(groups[name])
+    out = []
+    depth = max((len(g) for g in groups.values()), default=0)
+    for i in range(depth):
+        out += [groups[name][i] for name in order if i < len(groups[name])]
+    return out
+
+
+class OfflineSource:
+    """Extractive candidates from the chunks (see the module doc)."""
+
+    method = METHOD
+    cannot = CANNOT
+
+    def __init__(
+        self,
+        chunks: Sequence[Chunk],
+        personas: Sequence[str],
+        seed: int,
+        res: Resources,
+    ) -> None:
+        texts = list(dict.fromkeys(prose(c.text) for c in chunks))
+        answers = answer([parse_ask(t) for t in texts if t], res)
+        try:
+            docs = answers.docs([t for t in texts if t])
+        except MissingExtra as exc:
+            raise MissingExtra("offline question generation (spaCy)", exc.extra) from exc
+        self._rng = random.Random(seed)
+        self._personas = list(personas)
+        found = facts(chunks, docs)
+        self.facts = len(found)
+        self.pools: dict[str, list[dict[str, Any]]] = {
+            "single": [self._single(f) for f in _round_robin(found, _sentence, self._rng)],
+            "multi": self._multi(found),
+            "conversational": self._conversations(found),
+            "unanswerable": self._unanswerable(found, docs),
+            "reasoning": [],
+        }
+        self._next = dict.fromkeys(self.pools, 0)
+
+    # ---- pools ------------------------------------------------------------------------
+    @staticmethod
+    def _single(fact: Fact) -> dict[str, Any]:
+        return {
+            "query": fact.question,
+            "expected": fact.sentence,
+            "chunks": [fact.chunk],
+            "answer": fact.answer,
+        }
+
+    def _multi(self, found: Sequence[Fact]) -> list[dict[str, Any]]:
+        by_link: dict[str, dict[str, list[Fact]]] = defaultdict(lambda: defaultdict(list))
+        for fact in found:
+            for key, _, text in fact.links:
+                if text in fact.question:
+                    by_link[key][fact.chunk.id].append(fact)
+        pairs = []
+        for key, chunks in by_link.items():
+            ids = list(chunks)
+            for a, b in itertools.pairwise(ids):
+                first, second = chunks[a][0], chunks[b][0]
+                pairs.append(
+                    multi_question(first, second, next(t for k, _, t in first.links if k == key))
+                )
+        return _round_robin(pairs, lambda p: p["chunks"][0].id, self._rng)
+
+    def _conversations(self, found: Sequence[Fact]) -> list[dict[str, Any]]:
+        by_chunk: dict[str, list[Fact]] = defaultdict(list)
+        for fact in found:
+            by_chunk[fact.chunk.id].append(fact)
+        out = []
+        for chunk_facts in by_chunk.values():
+            for first, follow in itertools.pairwise(chunk_facts):
+                if first.sentence != follow.sentence:
+                    out.append(conversation(first, follow))
+        return _round_robin(out, lambda p: p["chunks"][0].id, self._rng)
+
+    def _unanswerable(self, found: Sequence[Fact], docs: Mapping[str, Any]) -> list[dict[str, Any]]:
+        names = list(dict.fromkeys((label, text) for f in found for _, label, text in f.links))
+        self._rng.shuffle(names)
+        sentences = [frozenset(content_words(s.text)) for doc in docs.values() for s in doc.sents]
+        out = []
+        # questions that open with their wh-word read best with a name swapped in
+        openers = [f for f in found if f.links and f.question.split(" ", 1)[0] in _OPENERS]
+        for fact in _round_robin(openers, _chunk_id, self._rng):
+            made = unanswerable_question(fact, names, sentences)
+            if made is not None:
+                out.append({**made, "expected": UNANSWERED})
+            if len(out) >= 2000:  # far more than any N asks for: stop searching
+                break
+        return out
+
+    # ---- handing out ------------------------------------------------------------------
+    def exhausted(self, kind: str) -> bool:
+        return self._next[kind] >= len(self.pools[kind])
+
+    def why_dry(self, kinds: list[str]) -> str:
+        return f"the documents gave no more candidates of {', '.join(kinds)}"
+
+    def left(self, kind: str) -> int:
+        return len(self.pools[kind]) - self._next[kind]
+
+    def make(self, wants: Mapping[str, int]) -> dict[str, list[Candidate]]:
+        """The next ``wants[kind]`` candidates of each kind (fewer where a pool runs dry)."""
+        out: dict[str, list[Candidate]] = {}
+        for kind, count in wants.items():
+            start = self._next[kind]
+            taken = self.pools[kind][start : start + max(count, 0)]
+            self._next[kind] = start + len(taken)
+            out[kind] = [self._candidate(kind, item) for item in taken]
+        return out
+
+    def _candidate(self, kind: str, item: dict[str, Any]) -> Candidate:
+        extra = {k: item[k] for k in ("link", "swapped", "turn_expected") if k in item}
+        return Candidate(
+            kind=kind,
+            query=item["query"],
+            expected=item["expected"],
+            chunks=list(item["chunks"]),
+            persona=self._rng.choice(self._personas),
+            method=METHOD,
+            answer=item.get("answer"),
+            turns=item.get("turns"),
+            extra=extra,
+        )
+
+
+def _chunk_id(fact: Fact) -> str:
+    return fact.chunk.id
+
+
+def _sentence(fact: Fact) -> tuple[str, str]:
+    return fact.chunk.id, fact.sentence
