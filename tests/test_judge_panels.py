@@ -149,6 +149,7 @@ def test_agreement_and_calls_and_tokens_per_judge(server: JudgeServer, tmp_path:
         prompt, completion = server.tokens_by_model[model]
         assert (mine["prompt_tokens"], mine["completion_tokens"]) == (prompt, completion)
     assert usage["calls"] == 12
+    assert usage["calls_by_prompt"] == {"relevance_rubric": 12}
     assert usage["prompt_tokens"] == server.prompt_tokens
 
 

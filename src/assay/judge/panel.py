@@ -103,8 +103,9 @@ class PanelUsage:
 
     def to_dict(self) -> dict[str, Any]:
         """The summed counters (`_SUMMED`; the slowest call, the mean latency over every
-        answered call, the cost when every judge has one), then ``judges`` (label ->
-        `JudgeUsage.to_dict`), ``panel`` and ``agreement`` (`JudgePanel.agreement`)."""
+        answered call, the cost when every judge has one, the calls by prompt), then
+        ``judges`` (label -> `JudgeUsage.to_dict`), ``panel`` and ``agreement``
+        (`JudgePanel.agreement`)."""
         usages = {label: c.usage for label, c in self._panel.members.items()}
         each = {label: u.to_dict() for label, u in usages.items()}
         out: dict[str, Any] = {k: sum(d.get(k, 0) for d in each.values()) for k in _SUMMED}
@@ -117,6 +118,11 @@ class PanelUsage:
             for key in next(iter(each.values())):
                 if key.startswith("batch"):
                     out[key] = sum(d.get(key, 0) for d in each.values())
+        by_prompt: dict[str, int] = {}
+        for usage in usages.values():
+            for prompt, n in usage.by_prompt.items():
+                by_prompt[prompt] = by_prompt.get(prompt, 0) + n
+        out["calls_by_prompt"] = by_prompt
         out["judges"] = each
         out["panel"] = self._panel.rule
         out["agreement"] = self._panel.agreement()
