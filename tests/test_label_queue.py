@@ -325,3 +325,42 @@ def test_pages_escape_what_they_reflect(client: TestClient) -> None:
     assert client.get("/runs/nope/label").status_code == 404
     run_page = client.get(f"/runs/{RUN}")
     assert 'id="label-samples"' in run_page.text
+
+
+def test_the_report_by_method_scores_the_labelled_samples_again(
+    client: TestClient, store: Store
+) -> None:
+    """exact_match on six samples, three of which answer their expected text word for
+    word; the per-method report rescores them (assay.evaluation.agreement) and its AUROC
+    equals scikit-learn's on the labels and the values exact_match gives."""
+    run_id = "run-methods"
+    store.start_run(run_id)
+    values = [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    for i, value in enumerate(values):
+        sample = Sample(
+            id=f"m{i}",
+            query=f"Capital {i}?",
+            response="Paris" if value else f"Lyon {i}",
+            expected="Paris",
+        )
+        results = {"exact_match": MetricResult("exact_match", value, method="pattern")}
+        store.record(run_id, i, sample, results, status="passed")
+    store.finish_run(run_id)
+    given = [1, 1, 0, 0, 0, 1]
+    for i, value in enumerate(given):
+        body = {"metric": "exact_match", "index": i, "label": value, "annotator": "methodist"}
+        assert client.post(f"/api/runs/{run_id}/labels", json=body).status_code == 201
+    plain = client.get(f"/api/runs/{run_id}/agreement", params={"metric": "exact_match"})
+    assert plain.json()["by_method"] is None  # only when asked: it runs the models
+    reply = client.get(
+        f"/api/runs/{run_id}/agreement", params={"metric": "exact_match", "methods": "true"}
+    )
+    assert reply.status_code == 200, reply.text
+    report = reply.json()["by_method"]
+    assert report["metric"] == "exact_match" and report["labelled"] == 6
+    (method,) = report["methods"]
+    assert method["n"] == 6 and report["best_method"] == method["method"]
+    assert method["auroc"] == pytest.approx(roc_auc_score(given, values))  # 7/9
+    assert reply.json()["report"]["auroc"] == pytest.approx(roc_auc_score(given, values))
+    page = client.get(f"/runs/{run_id}/agreement", params={"metric": "exact_match", "methods": 1})
+    assert page.status_code == 200 and 'id="by-method"' in page.text

@@ -38,6 +38,7 @@ from assay.store.labels import StoredLabel
 __all__ = [
     "METRIC_QUESTIONS",
     "annotator_agreement",
+    "consensus_labels",
     "label_json",
     "labels_vs_metric",
     "metric_question",
@@ -223,6 +224,29 @@ def _interval(value: tuple[float, float] | None) -> list[float] | None:
     return None if value is None else [round(value[0], 4), round(value[1], 4)]
 
 
+def consensus_labels(
+    labels: Iterable[StoredLabel], metric: str
+) -> tuple[dict[str, float], bool, int]:
+    """Each sample's label for ``metric`` from its annotators' latest labels
+    (`annotator_labels`): binary labels (every one 0 or 1) by majority, a tie left out;
+    graded ones by their mean. Returns (sample key -> label, binary, ties left out)."""
+    per_sample: dict[str, list[float]] = defaultdict(list)
+    for (key, _), label in annotator_labels(labels, metric).items():
+        per_sample[key].append(label.value)
+    every = [v for values in per_sample.values() for v in values]
+    binary = bool(every) and all(v in (0.0, 1.0) for v in every)
+    combined: dict[str, float] = {}
+    ties = 0
+    for key, given in per_sample.items():
+        if not binary:
+            combined[key] = sum(given) / len(given)
+        elif sum(given) * 2 == len(given):
+            ties += 1
+        else:
+            combined[key] = float(sum(given) * 2 > len(given))
+    return combined, binary, ties
+
+
 def labels_vs_metric(
     rows: Iterable[QueueRow],
     labels: Iterable[StoredLabel],
@@ -232,39 +256,23 @@ def labels_vs_metric(
 ) -> dict[str, Any]:
     """The run's stored values of ``metric`` against its labels (the report's numbers).
 
-    Per sample, the annotators' latest labels (`annotator_labels`) are combined: binary
-    labels (every one 0 or 1) by majority (a tie is left out and counted in
-    ``ties``), graded ones by their mean. Binary: ``auroc`` of the values (labels are in
-    the metric's direction, so no flip) with a 95 % bootstrap interval (1,000 resamples,
-    seed 0), ``balanced_accuracy`` and ``kappa`` (Cohen's) of `predicted_label` at the
-    run's threshold. Graded: ``spearman`` with its interval and ``kendall_tau_b``. ``n``
-    is the samples with a value and a label; statistics undefined on them are None.
+    Per sample, the annotators' labels are combined (`consensus_labels`). Binary:
+    ``auroc`` of the values (labels are in the metric's direction, so no flip) with a
+    95 % bootstrap interval (1,000 resamples, seed 0), ``balanced_accuracy`` and
+    ``kappa`` (Cohen's) of `predicted_label` at the run's threshold. Graded: ``spearman``
+    with its interval and ``kendall_tau_b``. ``n`` is the samples with a value and a
+    label; statistics undefined on them are None.
     """
-    chosen = annotator_labels(labels, metric)
-    per_sample: dict[str, list[float]] = defaultdict(list)
-    for (key, _), label in chosen.items():
-        per_sample[key].append(label.value)
-    every = [v for values in per_sample.values() for v in values]
-    binary = bool(every) and all(v in (0.0, 1.0) for v in every)
+    combined, binary, ties = consensus_labels(labels, metric)
     values: list[float] = []
     consensus: list[float] = []
     predicted: list[int | None] = []
     methods: Counter[str] = Counter()
-    ties = 0
     for row in rows:
-        given = per_sample.get(row.sample_key)
-        if not given:
+        if row.sample_key not in combined:
             continue
-        if binary:
-            ones = sum(given)
-            if ones * 2 == len(given):
-                ties += 1
-                continue
-            combined = float(ones * 2 > len(given))
-        else:
-            combined = sum(given) / len(given)
         values.append(row.value)
-        consensus.append(combined)
+        consensus.append(combined[row.sample_key])
         predicted.append(predicted_label(row, threshold, higher_is_better))
         methods[row.method or "unknown"] += 1
     report: dict[str, Any] = {

@@ -18,11 +18,18 @@
   (Cohen's kappa for two, Fleiss' for more, with n overlapping items).
 - ``DELETE /api/runs/{run_id}/labels/{label_id}?annotator=A``: undo a label (only its own
   annotator's: 409 otherwise); 204.
-- ``GET /api/runs/{run_id}/agreement?metric=M``: the stored labels against the run's stored
-  values of M (`label_views.labels_vs_metric`: AUROC with its interval, balanced accuracy
-  and Cohen's kappa at the run's threshold, or Spearman and Kendall for graded labels, n),
-  the annotators' agreement, and a validity card for this data set beside the shipped
-  one (``shipped_card``).
+- ``GET /api/runs/{run_id}/agreement?metric=M[&methods=true]``: the stored labels against
+  the run's stored values of M (`label_views.labels_vs_metric`: AUROC with its interval,
+  balanced accuracy and Cohen's kappa at the run's threshold, or Spearman and Kendall for
+  graded labels, n), the annotators' agreement, and a validity card for this data set
+  beside the shipped one (``shipped_card``). With ``methods=true``, also ``by_method``:
+  `assay.evaluation.agreement.agreement_report` on the run's labelled samples (rebuilt
+  from the store, each with its combined label), scoring them again with every method
+  that can score M (the offline estimators, and the judge when the server has one) under
+  the server's configuration and the run's thresholds: one entry of its ``metrics`` (keys
+  in that module's docstring), or ``{"error": ...}`` when it cannot be made. This runs
+  the models, so it takes the scoring lock of ``/api/evaluate`` and answers 503 when a
+  model or the judge it needs is missing.
 
 Writes go through the request guard like every other write (`assay.server.guard`:
 same-site Origin, a JSON body, the bearer token when the server has one). Annotator names
@@ -31,6 +38,7 @@ and notes are stored as given (bound parameters) and the pages print them as tex
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
@@ -38,10 +46,12 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay.core.labels import LabelError, LabelScale, label_value
+from assay.server.app_state import app_resources
 from assay.server.errors import ERROR_RESPONSES, ErrorMessage
 from assay.server.inputs import reject_unencodable
 from assay.server.label_views import (
     annotator_agreement,
+    consensus_labels,
     label_json,
     labels_vs_metric,
     metric_question,
@@ -58,7 +68,7 @@ from assay.store.annotation_queue import (
     run_facts,
 )
 from assay.store.db import Store
-from assay.store.labels import FILE_ANNOTATOR
+from assay.store.labels import FILE_ANNOTATOR, StoredLabel
 from assay.store.queries import display_value, metric_meta
 
 __all__ = ["ANNOTATOR_PATTERN", "METRIC_PATTERN", "SCALE_PATTERN", "router"]
@@ -276,16 +286,80 @@ def delete_label(
 
 
 @router.get("/runs/{run_id}/agreement")
-def run_agreement(request: Request, run_id: str, metric: MetricName) -> dict[str, Any]:
+def run_agreement(
+    request: Request,
+    run_id: str,
+    metric: MetricName,
+    methods: Annotated[
+        bool, Query(description="Also score the labelled samples again with every method.")
+    ] = False,
+) -> dict[str, Any]:
     """The run's stored values of a metric against the labels of its samples: AUROC,
     balanced accuracy and Cohen's kappa at the run's threshold (binary labels) or
     Spearman and Kendall (graded), n, the annotators' agreement, and this data set's
-    validity card beside the shipped one."""
-    return agreement_document(_store(request), run_id, metric)
+    validity card beside the shipped one; with ``methods``, each method's agreement."""
+    return agreement_document(_store(request), run_id, metric, app=request.app if methods else None)
 
 
-def agreement_document(store: Store, run_id: str, metric: str) -> dict[str, Any]:
-    """The agreement report of ``metric`` on ``run_id`` (the API's and the page's)."""
+def _finite_thresholds(config: dict[str, Any]) -> dict[str, float]:
+    """The numeric thresholds of a run's stored configuration."""
+    found = config.get("thresholds")
+    if not isinstance(found, dict):
+        return {}
+    return {
+        str(name): float(value)
+        for name, value in found.items()
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    }
+
+
+def by_method(
+    app: Any, store: Store, facts: dict[str, Any], metric: str, labels: list[StoredLabel]
+) -> dict[str, Any]:
+    """`agreement_report` of ``metric`` on the run's labelled samples (see the module
+    docstring): the samples rebuilt from the store (`Store.run_samples`), each with its
+    combined label (`consensus_labels`, as the report's other numbers), scored again per
+    method under the server's configuration with the run's thresholds."""
+    from assay.core.extras import ModelUnavailable
+    from assay.evaluation.agreement import AgreementError, agreement_report
+    from assay.judge.client import JudgeUnreachable
+
+    combined, _, _ = consensus_labels(labels, metric)
+    keys = store.run_sample_keys(facts["id"])
+    try:
+        rebuilt = store.run_samples(facts["id"])
+    except LabelError as exc:
+        return {"error": str(exc)}
+    samples = [
+        sample.model_copy(update={"label": None, "labels": {metric: combined[key]}})
+        for (_, key), sample in zip(sorted(keys.items()), rebuilt, strict=True)
+        if key in combined
+    ]
+    if not samples:
+        return {"error": f"no sample of run {facts['id']!r} has a label for {metric}"}
+    # the labels' scale, when they all share one (it rounds graded labels for kappa)
+    scales = {x.scale for x in labels if x.metric in (metric, None)}
+    only = next(iter(scales)) if len(scales) == 1 else None
+    scale = LabelScale.parse(only) if only else None
+    config = app_resources(app).config
+    config = config.model_copy(
+        update={"thresholds": {**config.thresholds, **_finite_thresholds(facts["config"])}}
+    )
+    with app.state.evaluate_lock:
+        try:
+            report = agreement_report(samples, [metric], config, methods=True, scale=scale)
+        except (ModelUnavailable, JudgeUnreachable) as exc:
+            raise HTTPException(503, str(exc)) from None
+        except AgreementError as exc:
+            return {"error": str(exc)}
+    return report.to_dict()["metrics"][0]
+
+
+def agreement_document(
+    store: Store, run_id: str, metric: str, *, app: Any = None
+) -> dict[str, Any]:
+    """The agreement report of ``metric`` on ``run_id`` (the API's and the page's); with
+    ``app``, the per-method report too (`by_method`, under that app's models)."""
     facts = _facts(store, run_id)
     _known_metric(facts, metric)
     rows, no_value = queue_rows(store, run_id, metric)
@@ -314,4 +388,5 @@ def agreement_document(store: Store, run_id: str, metric: str) -> dict[str, Any]
             "estimator": ", ".join(sorted(report["methods"])) or None,
         },
         "shipped_card": shipped_card(metric),
+        "by_method": None if app is None else by_method(app, store, facts, metric, labels),
     }

@@ -418,9 +418,15 @@ def label_queue_page(
 
 
 @router.get("/runs/{run_id}/agreement", response_class=HTMLResponse)
-def agreement_page(request: Request, run_id: str, metric: PageMetric = None) -> HTMLResponse:
+def agreement_page(
+    request: Request,
+    run_id: str,
+    metric: PageMetric = None,
+    methods: Annotated[bool, Query()] = False,
+) -> HTMLResponse:
     """The stored labels of a run's samples against its stored values of a metric, the
-    annotators' agreement, and this data set's validity card beside the shipped one."""
+    annotators' agreement, and this data set's validity card beside the shipped one;
+    with ``methods``, each method's agreement on the labelled samples scored again."""
     facts = run_facts(_store(request), run_id)
     if facts is None:
         return render(
@@ -429,9 +435,14 @@ def agreement_page(request: Request, run_id: str, metric: PageMetric = None) -> 
     if metric not in facts["metrics"]:
         return render(request, "agreement.html", active="runs", run=facts, doc=None, asked=metric)
     try:
-        doc = agreement_document(_store(request), run_id, metric)
-    except HTTPException:  # the run went away between the two reads
-        return render(
-            request, "not_found.html", status_code=404, what="run", name=run_id, active="runs"
+        doc = agreement_document(
+            _store(request), run_id, metric, app=request.app if methods else None
         )
+    except HTTPException as exc:
+        if exc.status_code != 503:  # the run went away between the two reads
+            return render(
+                request, "not_found.html", status_code=404, what="run", name=run_id, active="runs"
+            )
+        doc = agreement_document(_store(request), run_id, metric)
+        doc["by_method"] = {"error": str(exc.detail)}
     return render(request, "agreement.html", active="runs", run=facts, doc=doc, asked=metric)
