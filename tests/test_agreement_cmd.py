@@ -426,3 +426,17 @@ def test_a_panel_and_each_of_its_judges_are_methods(cache_dir):
     assert by_method["llm:beta"].judge_requests == 8
     assert by_method["llm panel (mean)"].judge_requests == 16
     assert calls == {"alpha": 16, "beta": 16}
+
+
+def test_not_applicable_values_are_counted_and_left_out():
+    samples = _binary_samples()
+    # no expected answer: exact_match is N/A (None) on these two, never 0
+    samples[2] = samples[2].model_copy(update={"expected": None})
+    samples[9] = samples[9].model_copy(update={"expected": None})
+    (agreement,) = agreement_report(samples, ["exact_match"], AssayConfig()).metrics
+    (method,) = agreement.methods
+    assert (method.n, method.n_not_applicable, method.n_errors) == (30, 2, 0)
+    kept = [i for i in range(32) if i not in (2, 9)]
+    labels = [samples[i].label for i in kept]
+    values = [1.0 if samples[i].response == samples[i].expected else 0.0 for i in kept]
+    assert method.auroc == pytest.approx(roc_auc_score(labels, values), abs=1e-12)
