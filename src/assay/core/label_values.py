@@ -31,6 +31,7 @@ __all__ = [
     "is_binary",
     "label_value",
     "metric_labels",
+    "number_text",
 ]
 
 #: the file columns that name a sample's one verdict (the ``label`` field and its aliases)
@@ -61,8 +62,9 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _number_text(value: float) -> str:
-    """``4.0`` -> ``"4"``, ``0.5`` -> ``"0.5"``."""
+def number_text(value: float) -> str:
+    """A number as a label's text: ``4.0`` -> ``"4"``, ``0.5`` -> ``"0.5"``."""
+    value = float(value)
     return str(int(value)) if value.is_integer() else repr(value)
 
 
@@ -96,13 +98,13 @@ class LabelScale:
         return cls(float(match.group(1)), float(match.group(2)))
 
     def __str__(self) -> str:
-        return f"{_number_text(self.low)}-{_number_text(self.high)}"
+        return f"{number_text(self.low)}-{number_text(self.high)}"
 
     def normalise(self, rating: float, field: str = "label") -> float:
         """``(rating - low) / (high - low)``; `LabelError` outside ``[low, high]``."""
         if not self.low <= rating <= self.high:
             raise LabelError(
-                f"{_number_text(rating)} is outside the scale {self}",
+                f"{number_text(rating)} is outside the scale {self}",
                 field=field,
                 value=rating,
             )
@@ -153,7 +155,7 @@ def label_value(raw: object, scale: LabelScale | None = None, *, field: str = "l
         return scale.normalise(number, field)
     if not 0.0 <= number <= 1.0:
         raise LabelError(
-            f"{_number_text(number)} is outside [0, 1]: a rating needs its scale, e.g. "
+            f"{number_text(number)} is outside [0, 1]: a rating needs its scale, e.g. "
             "--label-scale 1-5",
             field=field,
             value=raw,

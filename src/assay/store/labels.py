@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
+from assay.core.label_values import number_text
 from assay.core.labels import LabelError, sample_key
 from assay.core.sample import Sample
 from assay.store.models import Label, TestResult, utcnow
@@ -32,6 +33,7 @@ from assay.store.transcript import OMITTED_KEY
 __all__ = [
     "ALL_METRICS",
     "FILE_ANNOTATOR",
+    "MAX_ANNOTATOR_CHARS",
     "MAX_NOTE_CHARS",
     "FileLabels",
     "LabelStore",
@@ -125,10 +127,6 @@ def _checked(
         raise LabelError(f"has {len(note):,} characters; at most {MAX_NOTE_CHARS:,}", field="note")
 
 
-def _number_text(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
 @dataclass(frozen=True)
 class FileLabels:
     """The labels one stored sample carried, to write with its row (`write_file_labels`)."""
@@ -173,7 +171,7 @@ def write_file_labels(session: Session, entries: Iterable[FileLabels]) -> int:
                 "run_id": entry.run_id,
                 "metric": metric,
                 "value": value,
-                "raw": _number_text(value),
+                "raw": number_text(value),
                 "scale": None,
                 "annotator": FILE_ANNOTATOR,
                 "note": None,
