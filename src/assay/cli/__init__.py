@@ -6,7 +6,28 @@ Each command lives in its own module of this package and registers itself on ``a
 
 from __future__ import annotations
 
-from assay.cli import compare_cmd, evaluate, json_eval, metrics_cmd, run, serve
+from assay.cli import (
+    agreement_cmd,
+    calibrate_cmd,
+    compare_cmd,
+    evaluate,
+    generate_cmd,
+    json_eval,
+    metrics_cmd,
+    run,
+    serve,
+)
 from assay.cli.application import app
 
-__all__ = ["app", "compare_cmd", "evaluate", "json_eval", "metrics_cmd", "run", "serve"]
+__all__ = [
+    "agreement_cmd",
+    "app",
+    "calibrate_cmd",
+    "compare_cmd",
+    "evaluate",
+    "generate_cmd",
+    "json_eval",
+    "metrics_cmd",
+    "run",
+    "serve",
+]
