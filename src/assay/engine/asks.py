@@ -155,8 +155,8 @@ class Answers:
     def tagged(self, ask: Ask) -> Ask:
         """``ask`` as this view's judge asks it (`Ask.for_judge`); unchanged when it is not a
         judge ask, already a judge's, or these answers are no member view."""
-        if ask.kind != "judge" or ask.judge is not None or self.judge is None:
-            return ask
+        if self.judge is None or ask.kind != "judge" or ask.judge is not None:
+            return ask  # the first test alone outside a panel's view
         return ask.for_judge(self.judge)
 
     def __contains__(self, ask: Ask) -> bool:
