@@ -115,6 +115,9 @@ def test_labels_are_found_among_more_keys_than_one_query_holds(store):
         ({"annotator": "  "}, "annotator: an annotator is required (who gave the label)"),
         ({"annotator": "a" * 257}, "annotator: has 257 characters; at most 256"),
         ({"note": "n" * 10_001}, "note: has 10,001 characters; at most 10,000"),
+        ({"metric": "m" * 129}, "metric: has 129 characters; at most 128"),
+        ({"metric": " "}, "metric: ' ' is not a metric name"),
+        ({"raw": 4}, "raw: 4 is not text"),
         (
             {"sample_key": "s2"},
             "sample_key: 's2' is not a sample key (64 lower-case hex digits: "

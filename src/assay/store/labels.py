@@ -33,8 +33,7 @@ from assay.store.transcript import OMITTED_KEY
 __all__ = [
     "ALL_METRICS",
     "FILE_ANNOTATOR",
-    "MAX_ANNOTATOR_CHARS",
-    "MAX_NOTE_CHARS",
+    "TEXT_LIMITS",
     "FileLabels",
     "LabelStore",
     "StoredLabel",
@@ -44,9 +43,17 @@ __all__ = [
 
 #: the annotator of the labels a data file carried
 FILE_ANNOTATOR = "file"
-#: the longest note a label keeps, and the longest annotator name
-MAX_NOTE_CHARS = 10_000
-MAX_ANNOTATOR_CHARS = 256
+#: the most characters each text of a label may hold (its column's size; a note and the
+#: raw value are bounded too, so one request cannot fill the database)
+TEXT_LIMITS = {
+    "annotator": 256,
+    "metric": 128,
+    "sample_id": 256,
+    "run_id": 64,
+    "raw": 1_000,
+    "scale": 32,
+    "note": 10_000,
+}
 #: `LabelStore.labels_for_keys`'s default: the labels of every metric (and the one verdict)
 ALL_METRICS: Any = object()
 #: keys looked up per query (well under SQLite's and PostgreSQL's bound-parameter limits)
@@ -90,10 +97,10 @@ class StoredLabel:
         )
 
 
-def _checked(
-    sample_key: str, value: float, annotator: str, metric: str | None, note: str | None
-) -> None:
-    """`LabelError` for a label the store must not keep, naming the field and value."""
+def _checked(sample_key: str, value: float, texts: dict[str, str | None]) -> None:
+    """`LabelError` for a label the store must not keep, naming the field and value:
+    a key that is not one, a value outside [0, 1], no annotator, an empty metric name,
+    or a text longer than its column holds (`TEXT_LIMITS`)."""
     if not (
         isinstance(sample_key, str)
         and len(sample_key) == 64
@@ -114,17 +121,19 @@ def _checked(
         raise LabelError(
             f"{value!r:.40} is not a label value in [0, 1]", field="value", value=value
         )
+    annotator = texts["annotator"]
     if not isinstance(annotator, str) or not annotator.strip():
         raise LabelError("an annotator is required (who gave the label)", field="annotator")
-    if len(annotator) > MAX_ANNOTATOR_CHARS:
-        raise LabelError(
-            f"has {len(annotator):,} characters; at most {MAX_ANNOTATOR_CHARS}",
-            field="annotator",
-        )
-    if metric is not None and (not isinstance(metric, str) or not metric.strip()):
-        raise LabelError(f"{metric!r:.40} is not a metric name", field="metric", value=metric)
-    if note is not None and len(note) > MAX_NOTE_CHARS:
-        raise LabelError(f"has {len(note):,} characters; at most {MAX_NOTE_CHARS:,}", field="note")
+    metric = texts["metric"]
+    if metric is not None and not metric.strip():
+        raise LabelError(f"{metric!r} is not a metric name", field="metric", value=metric)
+    for field, text in texts.items():
+        if text is not None and not isinstance(text, str):
+            raise LabelError(f"{text!r:.40} is not text", field=field, value=text)
+        if text is not None and len(text) > TEXT_LIMITS[field]:
+            raise LabelError(
+                f"has {len(text):,} characters; at most {TEXT_LIMITS[field]:,}", field=field
+            )
 
 
 @dataclass(frozen=True)
@@ -255,8 +264,18 @@ class LabelStore:
         """Store one verdict and return it. ``value`` must already be in [0, 1] (read
         it with `assay.core.labels.label_value`); ``raw`` is what was given (a key
         pressed, ``"4"``) on ``scale`` (``"1-5"``). `LabelError` (naming the field) for a
-        malformed key, a value outside [0, 1], an empty or over-long annotator or note."""
-        _checked(sample_key, value, annotator, metric, note)
+        malformed key, a value outside [0, 1], no annotator, or a text longer than
+        `TEXT_LIMITS` allows."""
+        texts = {
+            "annotator": annotator,
+            "metric": metric,
+            "sample_id": sample_id,
+            "run_id": run_id,
+            "raw": raw,
+            "scale": scale,
+            "note": note,
+        }
+        _checked(sample_key, value, texts)
 
         def action(session: Session) -> StoredLabel:
             row = Label(
@@ -265,7 +284,7 @@ class LabelStore:
                 run_id=run_id,
                 metric=metric.strip() if metric is not None else None,
                 value=float(value),
-                raw=str(raw),
+                raw=raw,
                 scale=scale,
                 annotator=annotator.strip(),
                 note=note,
