@@ -285,6 +285,22 @@ def test_read_labelled_samples_raises_every_bad_record_by_file_line_and_field(tm
     ]  # line 4: both 1 on 1-5, one verdict
 
 
+def test_a_verdict_given_twice_in_one_object_is_named_not_picked(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text(
+        '{"question": "q", "answer": "r", "grade": 1, "grade": 2}\n'
+        '{"question": "q", "answer": "r", "labels": {"faithfulness": 1, "faithfulness": 0}}\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(InputErrors) as caught:
+        read_labelled_samples(data, label_field="grade", scale=LabelScale.parse("1-5"))
+    twice = "appears twice in one object with different values: keep one"
+    assert [str(e) for e in caught.value.errors] == [
+        f"{data} line 1, field 'grade': {twice}",
+        f"{data} line 2, field 'labels.faithfulness': {twice}",
+    ]
+
+
 def test_a_label_field_no_record_has_is_an_error(tmp_path):
     data = _jsonl(tmp_path / "d.jsonl", {"question": "q", "answer": "r", "verdict": 1})
     with pytest.raises(InputErrors) as caught:

@@ -125,8 +125,8 @@ class LabelReading:
         """``record`` with its verdict columns replaced by ``label`` (the one verdict, in
         [0, 1]) and ``labels`` (read by `metric_labels`); `LabelError` naming the column
         for a value that is not a verdict, or for two columns that give different ones."""
-        if not isinstance(record, dict):
-            return record
+        if not isinstance(record, dict) or _any_problem(record):
+            return record  # `_to_sample` names what is wrong with it
         wanted = None if self.label_field is None else _key_form(self.label_field)
         out: dict[str, Any] = {}
         verdicts: list[tuple[str, float]] = []
