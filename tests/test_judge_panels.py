@@ -286,9 +286,12 @@ def test_the_settings_refuse_a_key_an_unset_variable_and_two_judge_settings(
     (tmp_path / "assay.toml").write_text('[tool.assay]\njudge_models = [{model = "a"}]\n')
     with pytest.raises(ConfigError, match="judge_model and judge_models are both set"):
         load_config({"judge_model": "b"})
+    (tmp_path / "assay.toml").unlink()
+    monkeypatch.setenv("ASSAY_JUDGE_MODELS", "[{model: a}]")
+    with pytest.raises(ConfigError, match="'ASSAY_JUDGE_MODELS': Value error, not a JSON list"):
+        load_config()
     monkeypatch.setenv("ASSAY_JUDGE_MODELS", '[{"model": "a"}, {"model": "b"}]')
     monkeypatch.setenv("ASSAY_PANEL", "min")
-    (tmp_path / "assay.toml").unlink()
     config = load_config()
     assert [m.label for m in config.judge_members()] == ["a", "b"]
     assert (config.panel, config.judge_configured) == ("min", True)

@@ -12,13 +12,14 @@ nothing Assay writes contains it. A panel of one is the single judge it names.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings
+from pydantic_settings import BaseSettings, NoDecode
 
 __all__ = ["PANEL_RULES", "JudgeMember", "JudgeSpec", "PanelSettings", "judge_labels"]
 
@@ -98,7 +99,7 @@ def judge_labels(specs: list[tuple[str, str | None]]) -> list[str]:
 class PanelSettings(BaseSettings):
     """The panel's settings; `assay.core.config.AssayConfig` inherits them."""
 
-    judge_models: list[JudgeSpec] = Field(
+    judge_models: Annotated[list[JudgeSpec], NoDecode] = Field(
         default_factory=list,
         validation_alias=AliasChoices("ASSAY_JUDGE_MODELS", "judge_models"),
         description=(
@@ -115,6 +116,20 @@ class PanelSettings(BaseSettings):
             "metric's threshold, its mean) or min (the strictest judge)."
         ),
     )
+
+    @field_validator("judge_models", mode="before")
+    @classmethod
+    def _json_list(cls, value: Any) -> Any:
+        """``ASSAY_JUDGE_MODELS`` (a string): a JSON list of judges."""
+        if not isinstance(value, str):
+            return value
+        try:
+            return json.loads(value)
+        except ValueError as exc:
+            raise ValueError(
+                'not a JSON list of judges such as [{"model": "a"}, {"model": "b", '
+                f'"base_url": "http://127.0.0.1:8000/v1", "api_key_env": "B_KEY"}}]: {exc}'
+            ) from None
 
     @model_validator(mode="after")
     def _one_judge_setting(self) -> PanelSettings:
