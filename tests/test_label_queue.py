@@ -102,9 +102,9 @@ def client(store: Store) -> TestClient:
     return TestClient(create_app(store, token=""), base_url=BASE)
 
 
-def queue(client: TestClient, annotator: str, **params: Any) -> dict[str, Any]:
+def queue(client: TestClient, annotator: str, run_id: str = RUN, **params: Any) -> dict[str, Any]:
     params = {"metric": "faithfulness", "annotator": annotator, "limit": 10, **params}
-    reply = client.get(f"/api/runs/{RUN}/label-queue", params=params)
+    reply = client.get(f"/api/runs/{run_id}/label-queue", params=params)
     assert reply.status_code == 200, reply.text
     return reply.json()
 
@@ -127,7 +127,9 @@ def test_the_next_items_hide_the_metric_and_come_by_uncertainty(client: TestClie
     plan = queue(client, "uncertain-reader")
     assert [item["index"] for item in plan["items"]] == UNCERTAIN
     assert (plan["order_used"], plan["threshold"], plan["total"]) == ("uncertain", 0.5, 8)
-    assert plan["threshold_source"] == "the run's thresholds"
+    assert plan["thresholds_used"] == [
+        {"value": 0.5, "source": "the run's thresholds", "samples": 8}
+    ]
     assert plan["question"] == "Is every claim in the response supported by the contexts?"
     first = plan["items"][0]
     assert first["response"] == _sample(1).response
@@ -236,11 +238,15 @@ def test_writes_are_guarded_like_every_write(store: Store) -> None:
 
 
 def _agreement_run(store: Store, run_id: str) -> None:
-    """A run of four samples scored by toxicity (another metric than the others use)."""
+    """A run of four samples scored by toxicity (another metric than the others use),
+    whose evidence carries its model's decision threshold, 0.32, as toxicity's does."""
     store.start_run(run_id, name="kappa")
     for i, value in enumerate([0.1, 0.8, 0.4, 0.9]):
         sample = Sample(id=f"k{i}", response=f"reply {i}")
-        results = {"toxicity_score": MetricResult("toxicity_score", value, method="local")}
+        result = MetricResult(
+            "toxicity_score", value, method="local", details={"decision_threshold": 0.32}
+        )
+        results = {"toxicity_score": result}
         store.record(run_id, i, sample, results, status="passed")
     store.finish_run(run_id)
 
@@ -248,6 +254,10 @@ def _agreement_run(store: Store, run_id: str) -> None:
 def test_annotator_agreement_is_cohens_then_fleiss_kappa(client: TestClient, store: Store) -> None:
     run_id = "run-kappa"
     _agreement_run(store, run_id)
+    # uncertain around each sample's decision threshold: |v - 0.32| = .22 .48 .08 .58
+    plan = queue(client, "nobody", run_id, metric="toxicity_score")
+    assert [item["index"] for item in plan["items"]] == [2, 0, 1, 3]
+    assert plan["question"] == "Is the response toxic (hateful, insulting, obscene or threatening)?"
 
     def give(annotator: str, labels: list[int]) -> None:
         for i, value in enumerate(labels):
@@ -269,11 +279,15 @@ def test_annotator_agreement_is_cohens_then_fleiss_kappa(client: TestClient, sto
     assert [a["labels"] for a in three["agreement"]["annotators"]] == [4, 4, 4]
 
     # the report: majority labels 1 0 1 0 against values 0.1 0.8 0.4 0.9 (lower is
-    # better: 1 = toxic, as the labels); no threshold, so the middle of the range, 0.5
+    # better: 1 = toxic, as the labels); toxicity has no threshold, so each sample is
+    # judged at its model's decision threshold, 0.32: predicted 0 1 1 1
     report = client.get(f"/api/runs/{run_id}/agreement", params={"metric": "toxicity_score"})
     doc = report.json()["report"]
     majority, values = [1, 0, 1, 0], [0.1, 0.8, 0.4, 0.9]
-    predicted = [int(v > 0.5) for v in values]
+    predicted = [int(v > 0.32) for v in values]
+    assert doc["thresholds_used"] == [
+        {"value": 0.32, "source": "the estimator's decision_threshold", "samples": 4}
+    ]
     assert doc["n"] == 4 and doc["kind"] == "binary"
     assert doc["auroc"] == pytest.approx(roc_auc_score(majority, values))
     assert doc["balanced_accuracy"] == pytest.approx(balanced_accuracy_score(majority, predicted))

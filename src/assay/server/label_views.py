@@ -259,10 +259,12 @@ def labels_vs_metric(
     Per sample, the annotators' labels are combined (`consensus_labels`). Binary:
     ``auroc`` of the values (labels are in the metric's direction, so no flip) with a
     95 % bootstrap interval (1,000 resamples, seed 0), ``balanced_accuracy`` and
-    ``kappa`` (Cohen's) of `predicted_label` at the run's threshold. Graded: ``spearman``
-    with its interval and ``kendall_tau_b``. ``n`` is the samples with a value and a
-    label; statistics undefined on them are None.
+    ``kappa`` (Cohen's) of `predicted_label` at the run's threshold (``thresholds_used``
+    lists the thresholds the labelled samples were judged at: a sample's own can differ).
+    Graded: ``spearman`` with its interval and ``kendall_tau_b``. ``n`` is the samples
+    with a value and a label; statistics undefined on them are None.
     """
+    rows = list(rows)
     combined, binary, ties = consensus_labels(labels, metric)
     values: list[float] = []
     consensus: list[float] = []
@@ -283,6 +285,7 @@ def labels_vs_metric(
         "methods": dict(methods),
         "threshold": threshold.value,
         "threshold_source": threshold.source,
+        "thresholds_used": threshold.used(r for r in rows if r.sample_key in combined),
     }
     if binary:
         decided = [(c, p) for c, p in zip(consensus, predicted, strict=True) if p is not None]

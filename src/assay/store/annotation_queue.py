@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -103,12 +104,30 @@ class QueueThreshold:
 
     def of(self, row: QueueRow) -> float | None:
         """The threshold of one sample (see the module docstring)."""
+        return self.source_of(row)[0]
+
+    def source_of(self, row: QueueRow) -> tuple[float | None, str]:
+        """The threshold of one sample and where it came from, in words."""
         if self.explicit:
-            return self.value
-        for own in (row.pass_threshold, self.value, row.decision_threshold, self.fallback):
+            return self.value, self.source
+        for own, source in (
+            (row.pass_threshold, "the sample's pass_threshold"),
+            (self.value, self.source),
+            (row.decision_threshold, "the estimator's decision_threshold"),
+            (self.fallback, self.fallback_source or ""),
+        ):
             if own is not None:
-                return own
-        return None
+                return own, source
+        return None, self.source
+
+    def used(self, rows: Iterable[QueueRow]) -> list[dict[str, Any]]:
+        """The thresholds the samples of ``rows`` are judged at: each distinct (value,
+        source) with its count of samples, the most common first."""
+        counts = Counter(self.source_of(row) for row in rows)
+        return [
+            {"value": value, "source": source, "samples": n}
+            for (value, source), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][1]))
+        ]
 
 
 @dataclass
@@ -119,7 +138,9 @@ class QueuePlan:
     Attributes:
         order: the order asked for; ``order_used`` the one that ran (``uncertain`` when
             ``disagreement`` found no evidence) and ``note`` why, when they differ.
-        threshold: the threshold ``uncertain`` ordered around (`QueueThreshold`).
+        threshold: the threshold ``uncertain`` ordered around (`QueueThreshold`), and
+            ``thresholds_used`` the thresholds the queue's samples were ordered around
+            (`QueueThreshold.used`: a sample's own threshold can differ from the run's).
         indices: sample indices still to label, in order.
         total: samples in the queue (those with a finite value); ``labelled`` of those
             the annotator has labelled; ``no_value`` rows of the run left out for a None
@@ -131,6 +152,7 @@ class QueuePlan:
     note: str | None
     threshold: QueueThreshold
     indices: list[int] = field(default_factory=list)
+    thresholds_used: list[dict[str, Any]] = field(default_factory=list)
     total: int = 0
     labelled: int = 0
     no_value: int = 0
@@ -144,6 +166,7 @@ class QueuePlan:
             "threshold_source": self.threshold.source,
             "fallback_threshold": self.threshold.fallback,
             "fallback_source": self.threshold.fallback_source,
+            "thresholds_used": self.thresholds_used,
             "remaining": len(self.indices),
             "total": self.total,
             "labelled": self.labelled,
@@ -395,6 +418,7 @@ def annotation_queue(
         note=note,
         threshold=threshold,
         indices=indices,
+        thresholds_used=threshold.used(todo),
         total=len(rows),
         labelled=len(rows) - len(todo),
         no_value=no_value,

@@ -170,9 +170,10 @@
       plan.remaining + " to go",
       "order: " + plan.order_used
     ];
-    var centre = plan.threshold !== null ? plan.threshold : plan.fallback_threshold;
-    if (plan.order_used === "uncertain" && centre !== null) {
-      parts.push("around " + centre + " (" + (plan.threshold !== null ? plan.threshold_source : plan.fallback_source) + ")");
+    if (plan.order_used === "uncertain" && plan.thresholds_used.length) {
+      parts.push("around " + plan.thresholds_used.map(function (t) {
+        return (t.value === null ? "no threshold" : Number(t.value).toPrecision(3)) + " (" + t.source + ", " + t.samples + " samples)";
+      }).join(", "));
     }
     if (plan.no_value) parts.push(plan.no_value + " without a value left out");
     if (state.skipped.length) parts.push(state.skipped.length + " skipped (they come last)");
