@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score
 from typer.testing import CliRunner
 
 import assay.cli.calibrate_cmd  # noqa: F401  # registers `assay calibrate` on the app
@@ -296,6 +297,13 @@ def test_comparing_a_calibrated_and_an_uncalibrated_run_warns(store_url, tmp_pat
 # ---- with the models: assay calibrate on real scores ---------------------------------------
 
 
+def _fold_mean_auroc(labels: list[float], values: list[float]) -> float:
+    """scikit-learn's AUROC on each of the 5 stratified folds (seed 0), averaged."""
+    y, v = np.array(labels), np.array(values)
+    folds = stratified_folds(y, 5, seed=0)
+    return float(np.mean([roc_auc_score(y[folds == k], v[folds == k]) for k in range(5)]))
+
+
 def test_fit_calibration_reports_out_of_fold_agreement_on_the_same_items():
     metric = get_metric("rouge")
     rng = np.random.default_rng(0)
@@ -303,9 +311,8 @@ def test_fit_calibration_reports_out_of_fold_agreement_on_the_same_items():
     values = [min(1.0, max(0.0, 0.5 * lab + rng.random() * 0.6)) for lab in labels]
     results = [MetricResult("rouge", v, method="reference") for v in values]
     content = fit_calibration(metric, results, labels, folds=5, seed=0)
-    from sklearn.metrics import roc_auc_score
-
-    assert content["out_of_fold"]["before"]["value"] == round(roc_auc_score(labels, values), 4)
+    assert content["out_of_fold"]["before"]["value"] == round(_fold_mean_auroc(labels, values), 4)
+    assert content["out_of_fold"]["pooled"]["before"] == round(roc_auc_score(labels, values), 4)
     assert content["labels"]["per_class"] == {
         "0": labels.count(0.0),
         "1": labels.count(1.0),
@@ -345,8 +352,6 @@ NEUTRAL = [
 
 
 def test_toxicity_calibrates_with_the_head_refit_on_real_embeddings(tmp_path):
-    from sklearn.metrics import roc_auc_score
-
     from assay.engine.resources import Resources
     from assay.evaluation.calibration_apply import Calibrations
     from assay.evaluation.calibration_head import head_embeddings, head_prior
@@ -365,7 +370,8 @@ def test_toxicity_calibrates_with_the_head_refit_on_real_embeddings(tmp_path):
             get_metric("toxicity_score"), results, labels, head_features=head, method="head"
         )
         values = [r.value for r in results]
-        assert content["out_of_fold"]["before"]["value"] == round(roc_auc_score(labels, values), 4)
+        before = content["out_of_fold"]["before"]["value"]
+        assert before == round(_fold_mean_auroc(labels, values), 4)
         assert content["method"] == "toxicity_head_refit"
         assert content["prior"]["weights"] == res.toxicity.weights.tolist()
         path = tmp_path / "tox.json"

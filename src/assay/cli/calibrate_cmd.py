@@ -74,7 +74,8 @@ def summary_lines(data: dict[str, Any], path: Path, digest: str) -> list[str]:
     lines = [
         f"{data['metric']}: {labels['n']} labels ({labels['per_class']['0']} of 0, "
         f"{labels['per_class']['1']} of 1, {labels['kind']}), method {data['method']}",
-        f"  {oof['folds']}-fold out-of-fold {statistic} on the same items: default "
+        f"  {oof['folds']}-fold out-of-fold {statistic} (mean over folds) on the same items: "
+        f"default "
         f"{_agreement(oof['before'])}, calibrated {_agreement(oof['after'])}, "
         f"difference {_agreement(oof['difference'], signed=True)}",
         f"  balanced accuracy: default {oof['balanced_accuracy']['before']} at "

@@ -18,8 +18,9 @@ give the metric, in its own direction: 1 = faithful for ``faithfulness``, 1 = to
    candidate's out-of-fold agreement is in the file);
 4. reports agreement with the labels on the SAME items before (the default's score) and
    after (each item's calibrated probability from the model fitted on the other k-1
-   folds, never in-sample): AUROC with a 95 % percentile-bootstrap interval for binary
-   labels, Spearman for graded ones, the paired bootstrap interval of the difference,
+   folds, never in-sample): AUROC for binary labels, Spearman for graded ones, averaged
+   over the folds (`per_fold`), with 95 % percentile-bootstrap intervals and the paired
+   bootstrap interval of the difference (and the pooled values),
    and balanced accuracy (the default at its threshold; the calibration at the
    threshold chosen on the out-of-fold probabilities, itself cross-validated);
 5. returns the calibration file's content (`assay.evaluation.calibration_file`).
@@ -198,46 +199,70 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
+def per_fold(
+    statistic: Callable[..., float | None],
+) -> Callable[..., float | None]:
+    """``statistic`` taken on each fold's held-out items and averaged over the folds
+    (a fold where it is undefined, e.g. one class only, is left out): called as
+    ``(labels, scores, folds)``. Each fold's scores come from one model, so a monotone
+    recalibration ranks as the default does within every fold, and the mean over folds
+    compares before and after on the same items without mixing the folds' scales."""
+
+    def averaged(
+        labels: Sequence[float], scores: Sequence[float], folds: Sequence[int]
+    ) -> float | None:
+        y, s, f = (np.asarray(c, dtype=np.float64) for c in (labels, scores, folds))
+        values = [statistic(y[f == k], s[f == k]) for k in np.unique(f)]
+        kept = [v for v in values if v is not None]
+        return float(np.mean(kept)) if kept else None
+
+    return averaged
+
+
 def agreement_before_after(
     labels: np.ndarray,
     before: np.ndarray,
     after: np.ndarray,
+    fold_of: np.ndarray,
     *,
     binary: bool,
     threshold: float,
     higher_is_better: bool,
-    folds: int,
     seed: int,
 ) -> dict[str, Any]:
     """Agreement with the labels of the default's scores (``before``) and of the
     out-of-fold calibrated probabilities (``after``) on the same items: AUROC (binary
-    labels) or Spearman (graded), each with its 95 % bootstrap interval and the paired
-    interval of after − before; balanced accuracy of the default at ``threshold`` and of
-    the calibration at a threshold chosen on the out-of-fold probabilities
-    (cross-validated, `cross_validated_threshold`)."""
-    y = labels.tolist()
-    statistic: Callable[..., float | None] = auroc if binary else spearman
-    b, a = before.tolist(), after.tolist()
+    labels) or Spearman (graded), as the mean over the folds of its value on each
+    fold's held-out items (`per_fold`), each with its 95 % bootstrap interval (items
+    resampled, keeping their folds) and the paired interval of after − before; the
+    same statistic over all items pooled (``pooled``); balanced accuracy of the default
+    at ``threshold`` and of the calibration at a threshold chosen on the out-of-fold
+    probabilities (cross-validated, `cross_validated_threshold`)."""
+    y, b, a, f = labels.tolist(), before.tolist(), after.tolist(), fold_of.tolist()
+    plain: Callable[..., float | None] = auroc if binary else spearman
+    statistic = per_fold(plain)
 
-    def difference(ys: list[float], xa: list[float], xb: list[float]) -> float | None:
-        va, vb = statistic(ys, xa), statistic(ys, xb)
+    def difference(ys: Any, xa: Any, xb: Any, fs: Any) -> float | None:
+        va, vb = statistic(ys, xa, fs), statistic(ys, xb, fs)
         return None if va is None or vb is None else va - vb
 
     hard = (labels >= 0.5).astype(np.float64)
     above = before >= threshold if higher_is_better else before > threshold
+    folds = int(fold_of.max()) + 1
     chosen = cross_validated_threshold(
         hard.tolist(), a, folds=folds, seed=seed, higher_is_better=higher_is_better
     )
-    value_before, value_after = statistic(y, b), statistic(y, a)
     return {
         "statistic": "auroc" if binary else "spearman",
+        "averaged": "mean over the folds of the statistic on each fold's held-out items",
         "n": len(y),
-        "before": {"value": _round(value_before), "interval": _interval(statistic, y, b)},
-        "after": {"value": _round(value_after), "interval": _interval(statistic, y, a)},
+        "before": {"value": _round(statistic(y, b, f)), "interval": _interval(statistic, y, b, f)},
+        "after": {"value": _round(statistic(y, a, f)), "interval": _interval(statistic, y, a, f)},
         "difference": {
-            "value": _round(difference(y, a, b)),
-            "interval": _interval(difference, y, a, b),
+            "value": _round(difference(y, a, b, f)),
+            "interval": _interval(difference, y, a, b, f),
         },
+        "pooled": {"before": _round(plain(y, b)), "after": _round(plain(y, a))},
         "balanced_accuracy": {
             "before": _round(balanced_accuracy(hard.tolist(), above.astype(float).tolist())),
             "before_threshold": round(threshold, 6),
@@ -371,10 +396,10 @@ def fit_calibration(
             y,
             evidence.scores,
             oof,
+            fold_of,
             binary=binary,
             threshold=threshold,
             higher_is_better=higher,
-            folds=folds,
             seed=seed,
         )
     order = [SCORE_METHOD, EVIDENCE_METHOD, HEAD_METHOD]  # ties go to the simplest
