@@ -17,6 +17,8 @@ from assay.text.tokenize import sentences
 
 __all__ = ["GenerationScript"]
 
+_KINDS = ("single", "multi", "reasoning", "conversational", "unanswerable")
+
 
 def _subject(sentence: str) -> str:
     words = re.findall(r"[A-Za-z][\w-]*", sentence)
@@ -53,10 +55,11 @@ class GenerationScript:
         if isinstance(contexts, str):
             contexts = [contexts]
         found = [s for c in contexts for s in sentences(c) if len(s.split()) >= 5]
-        used = int(blocks.get("variant", "1")) - 1
+        kind = task.split("@", 1)[0].removeprefix("generate_")
+        # each kind starts at another sentence; a repeated request takes the next one
+        used = int(blocks.get("variant", "1")) - 1 + _KINDS.index(kind)
         first = found[used % len(found)] if found else "The documents describe the product."
         second = found[(used + 1) % len(found)] if found else first
-        kind = task.split("@", 1)[0].removeprefix("generate_")
         reply: dict[str, Any] = {
             "question": _question(first),
             "answer": first,

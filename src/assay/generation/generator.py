@@ -165,7 +165,7 @@ def _rounds(
 ) -> tuple[dict[str, list[Candidate]], FilterReport, dict[str, Any]]:
     accepted: dict[str, list[Candidate]] = {k: [] for k in KINDS}
     report = FilterReport()
-    info: dict[str, Any] = {"rounds": 0, "candidates": 0, "moved": {}}
+    info: dict[str, Any] = {"rounds": 0, "candidates": 0, "surplus": 0, "moved": {}}
     for round_index in range(MAX_ROUNDS):
         missing = {k: need[k] - len(accepted[k]) for k in KINDS}
         if round_index > 0:
@@ -187,6 +187,8 @@ def _rounds(
         for candidate in kept:
             if len(accepted[candidate.kind]) < need[candidate.kind]:
                 accepted[candidate.kind].append(candidate)
+            else:  # passed, but its kind is full
+                info["surplus"] += 1
         if progress:
             progress("checking", len(made), len(made))
     return accepted, report, info
@@ -310,14 +312,18 @@ def generate(
         source: Any
         if use_judge:
             source = JudgeSource(chunks, people, seed, res, n_target=target, progress=progress)
+        elif dry_run:  # nothing to plan offline: no model is loaded
+            source = None
         else:
             source = OfflineSource(chunks, people, seed, res)
+        method = source.method if source is not None else OfflineSource.method
+        cannot = source.cannot if source is not None else OfflineSource.cannot
         planned = quotas(target, weights)
-        need = redistribute(planned, weights, [k for k in source.cannot if planned[k]])
+        need = redistribute(planned, weights, [k for k in cannot if planned[k]])
         summary: dict[str, Any] = {
             "requested": n,
             "resumed": len(existing),
-            "method": source.method,
+            "method": method,
             "documents": {
                 "files": len({c.source for c in chunks}),
                 "chunks": len(chunks),
@@ -326,8 +332,8 @@ def generate(
             "language": documents_language(chunks),
             "personas": people,
             "planned_by_kind": dict(need),
-            "cannot_make": {k: r for k, r in source.cannot.items() if planned[k]},
-            "redistributed": {k: planned[k] for k in source.cannot if planned[k]},
+            "cannot_make": {k: r for k, r in cannot.items() if planned[k]},
+            "redistributed": {k: planned[k] for k in cannot if planned[k]},
         }
         if dry_run:
             summary["dry_run"] = (
@@ -352,6 +358,7 @@ def generate(
             by_kind=dict(Counter(c.kind for c in kept)),
             filters=report.to_dict(),
             candidates=info["candidates"],
+            surplus=info["surplus"],
             rounds=info["rounds"],
             moved_from_dry_kinds=info["moved"],
             shortfall=_shortfall(made, target, accepted, need, source, report),

@@ -6,11 +6,12 @@ through the engine (`assay.engine.answer`: the judge client's concurrency, retri
 rate limit, persistent cache and memo). The checks (`assay.generation.filters`) use the
 local models, so they cost no call.
 
-Bounds: a run asks at most `ASKS_PER_QUESTION` × N + 4 questions of the judge (over both
-rounds of `assay.generation.generator`); each ask is one request, plus one "JSON only"
-request when the reply cannot be parsed (the client's rule), plus the transport retries
-of a failed request (``judge_max_retries``). An ask that still fails is counted in
-``failures`` by reason and makes no row.
+Bounds: a run asks at most ceil(`ASKS_PER_QUESTION` × N) + 2 questions of the judge (over
+both rounds of `assay.generation.generator`; when the rounds want more, each kind gets its
+share of what is left); each ask is one request, plus one "JSON only" request when the
+reply cannot be parsed (the client's rule), so at most 3 N + 4 requests, plus the
+transport retries of a failed request (429, 5xx, time-outs: ``judge_max_retries``). An
+ask that still fails is counted in ``failures`` by reason and makes no row.
 
 The prompts put the chunks, the persona and earlier questions only inside escaped data
 blocks (`assay.judge.prompts.Prompt`): text from the documents is data, never
@@ -176,7 +177,7 @@ class JudgeSource:
         self._rng = random.Random(seed)
         self._res = res
         self._progress = progress
-        self.ask_budget = math.ceil(ASKS_PER_QUESTION * n_target) + 4
+        self.ask_budget = math.ceil(ASKS_PER_QUESTION * n_target) + 2
         self.asked = 0
         self.failures: Counter[str] = Counter()
         self._order = list(range(len(self._chunks)))
@@ -243,7 +244,7 @@ class JudgeSource:
     def why_dry(self, kinds: list[str]) -> str:
         return (
             f"the judge's ask budget is spent ({self.ask_budget} asks: {ASKS_PER_QUESTION} "
-            f"per question + 4; {sum(self.failures.values())} failed)"
+            f"per question + 2; {sum(self.failures.values())} failed)"
         )
 
     def make(self, wants: Mapping[str, int]) -> dict[str, list[Candidate]]:
