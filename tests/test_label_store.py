@@ -6,6 +6,7 @@ and an existing store upgraded."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 from datetime import datetime
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from assay.core.labels import LabelError, sample_key
 from assay.core.sample import Sample
 from assay.store import db
 from assay.store.db import Store
-from assay.store.labels import StoredLabel
+from assay.store.labels import FileLabels, StoredLabel, write_file_labels
 from pg_databases import fresh_postgres
 from store_revisions import head_revision, store_at_revision
 
@@ -168,6 +169,33 @@ def test_one_batch_of_rows_writes_a_repeated_samples_labels_once(store):
         sample_key(FAITHFUL),
         sample_key(UNFAITHFUL),
     }
+
+
+def test_two_runs_storing_the_same_file_labels_at_once_keep_them_once(store):
+    """The second writer looked before the first committed (its query found nothing);
+    the unique index makes its insert skip what the first wrote."""
+    key, when = sample_key(FAITHFUL), datetime(2026, 11, 28, 12, 0)
+    first, second = store.session(), store.session()
+    with first.begin():
+        assert write_file_labels(first, [FileLabels(key, FAITHFUL, "A", when)]) == 2
+        done = threading.Event()
+
+        def store_again() -> None:
+            with second.begin():
+                write_file_labels(second, [FileLabels(key, FAITHFUL, "B", when)])
+            done.set()
+
+        racing = threading.Thread(target=store_again)
+        racing.start()
+        assert not done.wait(0.3)  # held by the first writer's uncommitted rows
+    racing.join(10)
+    assert done.is_set()
+    first.close()
+    second.close()
+    assert [(lab.run_id, lab.metric) for lab in store.labels_for_keys([key])] == [
+        ("A", None),
+        ("A", "toxicity_score"),
+    ]
 
 
 def test_labels_given_on_run_a_serve_run_b_of_the_same_data(store):

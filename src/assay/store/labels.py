@@ -9,7 +9,9 @@ samples with their labels attached (`LabelStore.run_samples`).
 
 A sample stored with labels (``Sample.label``, ``Sample.labels``: a labelled data file)
 has them written with it, annotator ``file`` (`write_file_labels`), once: a second run of
-the same data adds no row for a (sample key, metric, annotator, value) already there.
+the same data adds no row for a (sample key, metric, annotator, value) already there, and
+a unique index (``uq_labels_file_verdict``, revision 0010) holds to it when two runs of
+the same data are stored at the same moment.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from assay.core.label_values import number_text
@@ -187,9 +190,18 @@ def write_file_labels(session: Session, entries: Iterable[FileLabels]) -> int:
                 "created_at": entry.when,
             }
         )
-    if rows:
-        session.execute(insert(Label.__table__), rows)
+    if rows:  # a run of the same data stored at this moment may have written some
+        session.execute(_insert_new(session), rows)
     return len(rows)
+
+
+def _insert_new(session: Session) -> Any:
+    """An insert into ``labels`` that skips a row the unique index ``uq_labels_file_verdict``
+    already holds (``ON CONFLICT DO NOTHING``, SQLite and PostgreSQL alike)."""
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        return postgresql.insert(Label.__table__).on_conflict_do_nothing()
+    return sqlite.insert(Label.__table__).on_conflict_do_nothing()
 
 
 def combined_labels(labels: Iterable[StoredLabel]) -> dict[str | None, float]:

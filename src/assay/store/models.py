@@ -28,6 +28,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -191,6 +192,18 @@ class Label(Base):
     none). No foreign key: a label outlives the run it was given on."""
 
     __tablename__ = "labels"
+    __table_args__ = (
+        # a data file's verdict once per (sample, metric, value): `write_file_labels`
+        Index(
+            "uq_labels_file_verdict",
+            "sample_key",
+            text("coalesce(metric, '')"),
+            "value",
+            unique=True,
+            sqlite_where=text("annotator = 'file'"),
+            postgresql_where=text("annotator = 'file'"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     sample_key: Mapped[str] = mapped_column(SafeString(64), index=True)

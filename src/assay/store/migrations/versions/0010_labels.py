@@ -37,6 +37,17 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(), nullable=False),
     )
     op.create_index("ix_labels_sample_key", "labels", ["sample_key"])
+    # a data file's verdict is kept once per (sample, metric, value), even when two runs
+    # of the same file are stored at once
+    file_only = sa.text("annotator = 'file'")
+    op.create_index(
+        "uq_labels_file_verdict",
+        "labels",
+        ["sample_key", sa.text("coalesce(metric, '')"), "value"],
+        unique=True,
+        sqlite_where=file_only,
+        postgresql_where=file_only,
+    )
     with op.batch_alter_table("test_results", schema=None) as batch_op:
         batch_op.add_column(sa.Column("sample_key", sa.String(64), nullable=True))
 
@@ -44,5 +55,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     with op.batch_alter_table("test_results", schema=None) as batch_op:
         batch_op.drop_column("sample_key")
+    op.drop_index("uq_labels_file_verdict", table_name="labels")
     op.drop_index("ix_labels_sample_key", table_name="labels")
     op.drop_table("labels")
