@@ -435,3 +435,21 @@ def test_the_features_are_read_from_the_evidence_as_documented():
     )
     with pytest.raises(MissingEvidence, match="details\\['sentences'\\]"):
         features_of(MetricResult("faithfulness", 0.5, method="llm"))
+
+
+def test_assay_calibrate_reads_a_stored_runs_samples_and_labels(store_url, tmp_path):
+    data = tmp_path / "labelled.jsonl"
+    _rouge_file(data, n_zero=20, n_one=21)
+    stored = CliRunner().invoke(
+        app, ["evaluate", str(data), "-m", "rouge", "--db", store_url, "--format", "json"]
+    )
+    assert stored.exit_code == 0, stored.output
+    run_id = json.loads(stored.stdout)["run_id"]
+    out = tmp_path / "cal.json"
+    args = ["calibrate", run_id, "-m", "rouge", "--db", store_url, "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert load_calibration(out).data["labels"]["per_class"] == {"0": 20, "1": 21}
+    missing = CliRunner().invoke(app, [*args[:1], "feedc0ffee12", *args[2:]])
+    assert missing.exit_code == 2
+    assert "feedc0ffee12: no such file, nor a stored run of that id" in missing.stderr
