@@ -357,3 +357,42 @@ def test_no_judges_key_is_written_and_the_report_names_each_judge(
     written = dump + result.output.encode()
     written += b"".join(p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file())
     assert _leaks(written, secrets) == []
+
+
+def test_a_resumed_run_must_have_the_same_judges_but_may_change_their_limits(
+    tmp_path: Path,
+) -> None:
+    """The fingerprint of a panel run names each judge's model and plain URL (no
+    credential), so resuming with another panel is refused by name, while a judge's rate
+    limit or price (how the run is paid for, not what it measures) may change."""
+    from assay.cli.resume import fingerprint, refusal
+    from assay.metrics.registry import get_metric
+
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"query": "q", "response": "r"}\n')
+    url = "http://user:hunter2@127.0.0.1:9/v1?key=hunter3"
+
+    def panel(*judges: dict[str, Any]) -> dict[str, Any]:
+        config = AssayConfig(judge_model=None, judge_base_url=url, judge_models=list(judges))
+        return fingerprint(data, [get_metric(METRIC)], config)
+
+    alpha_beta = panel({"model": "alpha"}, {"model": "beta"})
+    assert alpha_beta["judge"] == {
+        "models": [
+            {"model": "alpha", "base_url": "http://127.0.0.1:9/v1"},
+            {"model": "beta", "base_url": "http://127.0.0.1:9/v1"},
+        ]
+    }
+    assert "hunter" not in json.dumps(alpha_beta)
+    paced = panel({"model": "alpha", "rate_limit": 2, "price_prompt": 0.5}, {"model": "beta"})
+    assert refusal("r1", alpha_beta, paced) is None
+    other = refusal("r1", alpha_beta, panel({"model": "alpha"}, {"model": "gamma"}))
+    assert (
+        other is not None
+        and (
+            "another judge (a panel of model alpha at http://127.0.0.1:9/v1, model beta at "
+            "http://127.0.0.1:9/v1 vs a panel of model alpha at http://127.0.0.1:9/v1, model "
+            "gamma at http://127.0.0.1:9/v1)"
+        )
+        in other
+    )

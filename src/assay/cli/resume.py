@@ -69,6 +69,7 @@ _OPERATIONAL = frozenset(
         "judge_batch_wait",
         "judge_model",  # in the fingerprint's "judge"
         "judge_base_url",
+        "judge_models",  # in the fingerprint's "judge" (model and URL; not keys, limits, prices)
     }
 )
 
@@ -90,7 +91,14 @@ def fingerprint(data: str | Path, metrics: Sequence[Metric], config: AssayConfig
     """What a run is scored on: dataset hash, metric names, value-changing settings, judge."""
     settings = config.model_dump(mode="json")
     judge = None
-    if config.judge_configured:
+    if config.judge_models:
+        judge = {
+            "models": [
+                {"model": j.model, "base_url": _plain_url(j.base_url or config.judge_base_url)}
+                for j in config.judge_models
+            ]
+        }
+    elif config.judge_configured:
         judge = {"model": config.judge_model, "base_url": _plain_url(config.judge_base_url)}
     parameters = {k: v for k, v in sorted(settings.items()) if k not in _OPERATIONAL}
     if parameters.get("embedding_base_url"):
@@ -111,6 +119,8 @@ def fingerprint(data: str | Path, metrics: Sequence[Metric], config: AssayConfig
 def _judge_text(judge: dict[str, Any] | None) -> str:
     if not judge:
         return "no judge"
+    if "models" in judge:
+        return "a panel of " + ", ".join(_judge_text(j) for j in judge["models"])
     return f"model {judge.get('model')} at {judge.get('base_url') or 'the OpenAI default URL'}"
 
 
