@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, case, func, select
 
 from assay.store.db import Store
 from assay.store.labels import StoredLabel
@@ -233,22 +233,33 @@ def metric_threshold(run_config: Mapping[str, Any] | None, metric: str) -> tuple
     return None, "the metric has no threshold"
 
 
-#: the evidence keys `queue_rows` reads besides the value
-_EVIDENCE_KEYS = (
-    "pass_threshold",
-    "decision_threshold",
-    *(key for pair in METHOD_PAIRS for key in pair),
-    METHOD_PROBABILITIES,
-)
+#: the thresholds `queue_rows` reads from the evidence
+_THRESHOLD_KEYS = ("pass_threshold", "decision_threshold")
+#: the methods' scores it reads for `method_spread` (``spread=True``)
+_SPREAD_KEYS = tuple(key for pair in METHOD_PAIRS for key in pair)
+
+
+def _json_number(dialect: str, key: str) -> ColumnElement[Any]:
+    """``details[key]`` when it is a JSON number, else NULL, read in SQL: no evidence is
+    parsed in Python, and a text under the key (from another metric) is no error."""
+    value = ScoringDetail.details[key].as_float()
+    if dialect == "postgresql":
+        kind: ColumnElement[Any] = func.json_typeof(ScoringDetail.details[key])
+        return case((kind == "number", value), else_=None)
+    kind = func.json_type(ScoringDetail.details, f'$."{key}"')
+    return case((kind.in_(("integer", "real")), value), else_=None)
 
 
 def queue_rows(
-    store: Store, run_id: str, metric: str, *, index: int | None = None
+    store: Store, run_id: str, metric: str, *, index: int | None = None, spread: bool = False
 ) -> tuple[list[QueueRow], int]:
     """The run's samples (or the one at ``index``) with a finite value of ``metric``, by
-    sample index, with their sample keys and the evidence the orders read; and the count
-    of rows left out for no value (None or an error). Only the evidence keys the orders
-    need are read from the stored details, not the whole evidence."""
+    sample index, with their sample keys and thresholds (and with ``spread``, the
+    methods' scores for `method_spread`); and the count of rows left out for no value
+    (None or an error). Only that evidence is read from the stored details (numbers in
+    SQL), not the whole evidence."""
+    numbers = _THRESHOLD_KEYS + (_SPREAD_KEYS if spread else ())
+    extra = (ScoringDetail.details[METHOD_PROBABILITIES],) if spread else ()
     stmt = (
         select(
             TestResult.sample_index,
@@ -256,7 +267,8 @@ def queue_rows(
             TestResult.sample_id,
             ScoringDetail.metric_value,
             ScoringDetail.method,
-            *(ScoringDetail.details[key] for key in _EVIDENCE_KEYS),
+            *(_json_number(store.dialect, key) for key in numbers),
+            *extra,
         )
         .join(ScoringDetail, ScoringDetail.test_result_id == TestResult.id)
         .where(TestResult.run_id == run_id, ScoringDetail.metric_name == metric)
@@ -276,7 +288,7 @@ def queue_rows(
         if value is None:
             no_value += 1
             continue
-        read = dict(zip(_EVIDENCE_KEYS, evidence, strict=True))
+        read = dict(zip(numbers + (METHOD_PROBABILITIES,) * spread, evidence, strict=True))
         rows.append(
             QueueRow(
                 index=at,
@@ -286,7 +298,7 @@ def queue_rows(
                 method=method,
                 pass_threshold=_number(read["pass_threshold"]),
                 decision_threshold=_number(read["decision_threshold"]),
-                spread=method_spread(read),
+                spread=method_spread(read) if spread else None,
             )
         )
     return rows, no_value
@@ -403,7 +415,8 @@ def annotation_queue(
     facts = run_facts(store, run_id)
     if facts is None:
         return None
-    rows, no_value = queue_rows(store, run_id, metric)
+    disagreement = order is QueueOrder.DISAGREEMENT
+    rows, no_value = queue_rows(store, run_id, metric, spread=disagreement)
     threshold = queue_threshold(facts["config"], metric, [r.value for r in rows])
     labels = store.labels_for_keys({r.sample_key for r in rows})
     done = {key for key, who in annotator_labels(labels, metric) if who == annotator}
