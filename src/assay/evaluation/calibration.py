@@ -189,9 +189,12 @@ def out_of_fold_probabilities(
 
 
 def _interval(
-    statistic: Callable[..., float | None], *columns: Sequence[Any]
+    statistic: Callable[..., float | None], *columns: Sequence[Any], resamples: int
 ) -> list[float] | None:
-    found = bootstrap_interval(statistic, *columns, resamples=RESAMPLES, seed=0)
+    """The 95 % percentile-bootstrap interval, rounded; None with ``resamples`` 0."""
+    if resamples == 0:
+        return None
+    found = bootstrap_interval(statistic, *columns, resamples=resamples, seed=0)
     return None if found is None else [round(found[0], 4), round(found[1], 4)]
 
 
@@ -229,6 +232,7 @@ def agreement_before_after(
     threshold: float,
     higher_is_better: bool,
     seed: int,
+    resamples: int = RESAMPLES,
 ) -> dict[str, Any]:
     """Agreement with the labels of the default's scores (``before``) and of the
     out-of-fold calibrated probabilities (``after``) on the same items: AUROC (binary
@@ -256,11 +260,17 @@ def agreement_before_after(
         "statistic": "auroc" if binary else "spearman",
         "averaged": "mean over the folds of the statistic on each fold's held-out items",
         "n": len(y),
-        "before": {"value": _round(statistic(y, b, f)), "interval": _interval(statistic, y, b, f)},
-        "after": {"value": _round(statistic(y, a, f)), "interval": _interval(statistic, y, a, f)},
+        "before": {
+            "value": _round(statistic(y, b, f)),
+            "interval": _interval(statistic, y, b, f, resamples=resamples),
+        },
+        "after": {
+            "value": _round(statistic(y, a, f)),
+            "interval": _interval(statistic, y, a, f, resamples=resamples),
+        },
         "difference": {
             "value": _round(difference(y, a, b, f)),
-            "interval": _interval(difference, y, a, b, f),
+            "interval": _interval(difference, y, a, b, f, resamples=resamples),
         },
         "pooled": {"before": _round(plain(y, b)), "after": _round(plain(y, a))},
         "balanced_accuracy": {
@@ -323,6 +333,7 @@ def fit_calibration(
     label_source: dict[str, Any] | None = None,
     labels_worth: float = PRIOR_LABELS,
     min_per_class: int = MIN_PER_CLASS,
+    resamples: int = RESAMPLES,
 ) -> dict[str, Any]:
     """The calibration file's content for ``metric`` (a `Metric` instance or class) fitted
     to ``labels`` (one per result, None for unlabelled; in [0, 1]).
@@ -336,7 +347,8 @@ def fit_calibration(
     ``head_features(indices)``: the embeddings of those results' samples, the shipped
     head's prior ``(b, w...)`` and its name. Raises `CalibrationRefused` on labels that
     cannot support a fit (fewer than ``min_per_class`` of a class: the learning-curve
-    benchmark lowers it to study 25 labels; ``assay calibrate`` keeps 20).
+    benchmark lowers it to study 25 labels; ``assay calibrate`` keeps 20). ``resamples``:
+    of each bootstrap interval (0: none, as the learning-curve benchmark asks).
     """
     name = metric.name
     evidence = evidence_of(results, labels)
@@ -401,6 +413,7 @@ def fit_calibration(
             threshold=threshold,
             higher_is_better=higher,
             seed=seed,
+            resamples=resamples,
         )
     order = [SCORE_METHOD, EVIDENCE_METHOD, HEAD_METHOD]  # ties go to the simplest
     chosen = max(
