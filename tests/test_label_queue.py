@@ -378,3 +378,47 @@ def test_the_report_by_method_scores_the_labelled_samples_again(
     assert reply.json()["report"]["auroc"] == pytest.approx(roc_auc_score(given, values))
     page = client.get(f"/runs/{run_id}/agreement", params={"metric": "exact_match", "methods": 1})
     assert page.status_code == 200 and 'id="by-method"' in page.text
+
+
+def test_a_conversation_and_an_agent_run_show_without_their_scores(
+    client: TestClient, store: Store
+) -> None:
+    """The queue shows a conversation's turns and an agent's steps as the run page does
+    (`assay.server.transcripts`), but without the per-turn scores and tool-call matches,
+    which would give the metric's verdict away."""
+    run_id = "run-transcripts"
+    store.start_run(run_id)
+    chat = Sample(
+        id="chat",
+        turns=[
+            {"role": "user", "content": "Book a table for two."},
+            {"role": "assistant", "content": "Done: 8 pm.", "tool_calls": [{"name": "book"}]},
+        ],
+        trace=[{"name": "book", "arguments": {"people": 2}}],
+        expected_tool_calls=[{"name": "book", "arguments": {"people": 2}}],
+    )
+    turn_scores = {"turns": [{"turn": 1, "score": 0.25, "reason": "late"}]}
+    matches = {
+        "matches": [{"reference": 0, "made": 0, "tool": "book", "argument_agreement": 0.75}],
+        "reference_calls": ["book"],
+        "made_calls": ["book"],
+    }
+    results = {
+        "turn_relevancy": MetricResult("turn_relevancy", 0.25, details=turn_scores),
+        "tool_call_accuracy": MetricResult("tool_call_accuracy", 0.75, details=matches),
+    }
+    store.record(run_id, 0, chat, results, status="passed")
+    store.finish_run(run_id)
+    for metric in ("turn_relevancy", "tool_call_accuracy"):
+        (item,) = queue(client, "reader", run_id, metric=metric)["items"]
+        turns = item["conversation"]["turns"]
+        assert [(t["role"], t["content"]) for t in turns] == [
+            ("user", "Book a table for two."),
+            ("assistant", "Done: 8 pm."),
+        ]
+        assert turns[1]["tool_calls"][0]["name"] == "book"
+        assert [s["name"] for s in item["agent"]["steps"]] == ["book"]
+        assert item["agent"]["steps"][0]["arguments"] == {"people": 2}
+        assert [c["name"] for c in item["agent"]["expected"]] == ["book"]
+        assert keys_in(item).isdisjoint({"scores", "intentions", "matchings", "unplaced"})
+        assert "0.25" not in str(item) and "0.75" not in str(item)

@@ -126,10 +126,10 @@
       add(li, "span", s.ok === false ? "bad" : "good", s.ok === false ? " failed" + (s.error ? ": " + s.error : "") : " ok");
       if (s.result !== null && s.result !== undefined) add(li, "div", "text step-result", typeof s.result === "string" ? s.result : json(s.result));
     });
-    if (agent && agent.expected && agent.expected.length) {
-      var ref = add(list, "li", "step muted", "reference calls: " + agent.expected.map(function (c) { return c.name; }).join(", "));
-      ref.setAttribute("data-reference", "yes");
-    }
+    var reference = el("item-reference");
+    reference.textContent = agent && agent.expected && agent.expected.length
+      ? "reference calls: " + agent.expected.map(function (c) { return c.name + "(" + json(c.arguments) + ")"; }).join(", ")
+      : "";
     el("item-agent").hidden = !agent;
   }
 
@@ -142,6 +142,9 @@
       return;
     }
     article.setAttribute("data-index", String(item.index));
+    // a conversation or agent run without texts of its own shows its turns and steps only
+    el("item-texts").hidden = (item.conversation || item.agent) &&
+      item.query === null && item.response === null && item.expected === null;
     text("item-query", item.query);
     text("item-response", item.response);
     text("item-expected", item.expected);
