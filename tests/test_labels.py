@@ -49,6 +49,13 @@ def test_label_value_reads_each_accepted_kind(raw, value):
     assert label_value(raw) == value
 
 
+def test_numpy_numbers_are_numbers():
+    numpy = pytest.importorskip("numpy")
+    assert label_value(numpy.int64(1)) == 1.0
+    assert label_value(numpy.float32(0.5)) == 0.5
+    assert label_value(numpy.int64(4), LabelScale.parse("1-5")) == 0.75
+
+
 def test_a_rating_on_a_scale_maps_to_its_place_between_the_bounds():
     one_to_five = LabelScale.parse("1-5")
     assert label_value(4, one_to_five) == (4 - 1) / (5 - 1) == 0.75
@@ -67,6 +74,7 @@ def test_a_rating_on_a_scale_maps_to_its_place_between_the_bounds():
         (math.nan, None, "label: nan is not a finite number"),
         (math.inf, None, "label: inf is not a finite number"),
         ("nan", None, "label: 'nan' is not a finite number"),
+        (10**400, None, f"label: {str(10**400)[:37]}... is not a finite number"),
         (3, None, f"label: 3 {NEEDS_SCALE}"),
         (-0.5, None, f"label: -0.5 {NEEDS_SCALE}"),
         ("maybe", None, f"label: 'maybe' is not a label ({ACCEPTED})"),

@@ -19,6 +19,7 @@ fields through it (this module imports no other part of Assay, so the sample can
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -112,14 +113,19 @@ class LabelScale:
 
 
 def _as_number(raw: Any, field: str) -> float | None:
-    """The number ``raw`` is or spells, None for a text that is not a number."""
+    """The number ``raw`` is or spells (infinity for an integer too large for a float),
+    None for a text that is not a number; `LabelError` for a list, an object or another
+    kind of value."""
     if isinstance(raw, str):
         try:
             return float(raw.strip())
         except ValueError:
             return None
-    if isinstance(raw, int | float):
-        return float(raw)
+    if isinstance(raw, numbers.Real):  # int, float, numpy's numbers, Fraction
+        try:
+            return float(raw)
+        except OverflowError:  # an integer past the float range
+            return math.inf
     kind = "an object" if isinstance(raw, dict) else f"a {type(raw).__name__}"
     if isinstance(raw, list | tuple):
         kind = "a list"
