@@ -241,7 +241,8 @@ class Sample(BaseModel):
     ``metadata`` so nothing a user supplied is lost. Keys match field names and aliases
     regardless of case, spaces and hyphens (``Ground Truth``); a field given under two
     names with different values (``answer`` and ``response``) is a validation error, never
-    a silent choice. Numbers in text fields become text (``42`` -> ``"42"``). See
+    a silent choice. Numbers in text fields become text (``42`` -> ``"42"``). ``label`` and
+    ``labels`` hold a person's verdicts, in [0, 1] (`assay.core.labels`). See
     ``docs/input.md``.
     """
 
