@@ -165,7 +165,6 @@ def curve(source: Source, results: list[MetricResult], draws: int, res: Resource
                     [float(source.labels[i]) for i in chosen],
                     head_features=head if embeddings is not None else None,
                     min_per_class=2,
-                    resamples=0,  # no intervals: the rest's AUROC is what is measured
                 )
                 write_calibration(content, path)
                 scores, probabilities, kept = calibrated_on_rest(path, results, rest, embeddings)

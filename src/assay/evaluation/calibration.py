@@ -13,9 +13,10 @@ give the metric, in its own direction: 1 = faithful for ``faithfulness``, 1 = to
    data's own fit, 500 five sixths;
 3. also fits the default's score alone (``score``: a monotone map, so the default's
    ranking), and for ``toxicity_score`` refits the toxicity head on its embeddings, the
-   shipped weights as the prior (`assay.evaluation.calibration_head`); keeps whichever
-   agrees best out of fold, a tie going to the simplest (``method="auto"``; every
-   candidate's out-of-fold agreement is in the file);
+   shipped weights as the prior (`assay.evaluation.calibration_head`); keeps ``score``
+   (the default's ranking) unless another beats the default out of fold with the paired
+   95 % interval of the difference above 0 (`choose_candidate`; ``method="auto"``;
+   every candidate's out-of-fold agreement is in the file);
 4. reports agreement with the labels on the SAME items before (the default's score) and
    after (each item's calibrated probability from the model fitted on the other k-1
    folds, never in-sample): AUROC for binary labels, Spearman for graded ones, averaged
@@ -320,6 +321,26 @@ def _candidate(
     return oof, fit
 
 
+def choose_candidate(candidates: dict[str, dict[str, Any]]) -> str:
+    """The candidate a calibration keeps: the default's score alone (``score``, which
+    keeps the default's ranking) unless another beats the default out of fold with the
+    paired 95 % bootstrap interval of its difference above 0; among those, the one with
+    the best out-of-fold agreement. Without ``score`` among them (``--method``), the best.
+    Few labels give wide intervals, so they rarely replace the default's ranking."""
+    if SCORE_METHOD not in candidates:
+        return max(candidates, key=lambda k: candidates[k]["after"]["value"] or -np.inf)
+    better = [
+        k
+        for k, c in candidates.items()
+        if k != SCORE_METHOD
+        and c["difference"]["interval"] is not None
+        and c["difference"]["interval"][0] > 0.0
+    ]
+    if not better:
+        return SCORE_METHOD
+    return max(better, key=lambda k: candidates[k]["after"]["value"] or -np.inf)
+
+
 def fit_calibration(
     metric: Any,
     results: Sequence[MetricResult],
@@ -342,13 +363,13 @@ def fit_calibration(
     ranking unchanged), ``evidence`` (every feature of `calibration_features`), ``head``
     (the toxicity head refit; ``toxicity_score`` only) or ``auto`` (score and evidence,
     and the head for ``toxicity_score`` when ``head_features`` is given: the one with
-    the best out-of-fold agreement is kept, a tie going to the simplest, so a fit that
-    does not beat the default's own ranking out of fold is not chosen).
+    the default's ranking is replaced only by a fit that beats it out of fold with a
+    paired interval above 0, `choose_candidate`).
     ``head_features(indices)``: the embeddings of those results' samples, the shipped
     head's prior ``(b, w...)`` and its name. Raises `CalibrationRefused` on labels that
     cannot support a fit (fewer than ``min_per_class`` of a class: the learning-curve
     benchmark lowers it to study 25 labels; ``assay calibrate`` keeps 20). ``resamples``:
-    of each bootstrap interval (0: none, as the learning-curve benchmark asks).
+    of each bootstrap interval (0: none, and then ``score`` is kept in ``auto``).
     """
     name = metric.name
     evidence = evidence_of(results, labels)
@@ -415,11 +436,7 @@ def fit_calibration(
             seed=seed,
             resamples=resamples,
         )
-    order = [SCORE_METHOD, EVIDENCE_METHOD, HEAD_METHOD]  # ties go to the simplest
-    chosen = max(
-        candidates,
-        key=lambda k: (candidates[k]["after"]["value"] or -np.inf, -order.index(k)),
-    )
+    chosen = choose_candidate(candidates)
     oof, fit, parts = fits[chosen]
     hard = (y >= 0.5).astype(np.float64)
     new_threshold, _ = best_threshold(hard.tolist(), oof.tolist(), higher_is_better=higher)
@@ -453,7 +470,9 @@ def fit_calibration(
             "source": label_source or {},
         },
         "out_of_fold": {"folds": int(fold_of.max()) + 1, "seed": seed, **candidates[chosen]},
-        "candidates": {k: v["after"] for k, v in candidates.items()},
+        "candidates": {
+            k: {**v["after"], "difference": v["difference"]} for k, v in candidates.items()
+        },
         "training_ranges": parts["training_ranges"],
         "assay_version": __version__,
     }
