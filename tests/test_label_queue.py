@@ -226,7 +226,9 @@ def test_writes_are_guarded_like_every_write(store: Store) -> None:
     guarded = TestClient(create_app(store, token="s3cret"), base_url=BASE)
     body = {"metric": "faithfulness", "index": 0, "label": 1, "annotator": "csrf"}
     url = f"/api/runs/{RUN}/labels"
-    assert guarded.post(url, json=body).status_code == 401  # no token
+    for refused in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "Basic s3cret"}):
+        reply = guarded.post(url, json=body, headers=refused)
+        assert reply.status_code == 401 and reply.headers["www-authenticate"] == "Bearer"
     evil = {"Authorization": "Bearer s3cret", "Origin": "http://evil.example"}
     assert guarded.post(url, json=body, headers=evil).status_code == 403  # cross-site
     form = {"Authorization": "Bearer s3cret", "Content-Type": "text/plain"}
