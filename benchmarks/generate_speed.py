@@ -2,10 +2,11 @@
 
 The pages are made from text this machine already has, never from an evaluation set: by
 default the descriptions of the installed Python packages (their README, shipped in each
-package's metadata; in name order), cut at paragraph boundaries into pages of about 500
-words, each a Markdown file with a heading; ``--source DIR`` takes the .md/.txt files of a
-folder instead (``--source docs``: Assay's own documentation, dense technical text where
-fewer sentences make questions). It prints, as JSON:
+package's metadata; in name order), their prose paragraphs (`_prose`: no lists, tables,
+code) cut into pages of about 500 words, each a Markdown file with a heading; ``--source
+DIR`` takes the .md/.txt files of a folder instead (``--source docs``: Assay's own
+documentation, dense technical text where fewer sentences make questions). It prints, as
+JSON:
 
 - ``seconds``: the wall time of `assay.generation.generate` (documents read, chunked,
   parsed, questions made, checked), models loaded inside it (a cold start);
@@ -19,8 +20,15 @@ fewer sentences make questions). It prints, as JSON:
   embeddings), and
   ``embedding_duplicate_share`` at USE cosine >= 0.9 (0 by construction).
 
+With ``--judge`` it measures the judged path instead: the test judge server
+(``tests/judge_server.py``, in this process) answers each call after ``--delay`` seconds
+(default 0.2) and breaks its JSON on a seeded 30 % of first replies
+(``tests/generate_judge.py``); it prints the calls (JSON retries included), the seconds
+and the rows made for ``--n`` questions (default 100) from ``--pages`` pages (default 10).
+
     python benchmarks/generate_speed.py                  # 100 pages, 1,000 questions
     python benchmarks/generate_speed.py --pages 20 --n 200
+    python benchmarks/generate_speed.py --judge          # 100 questions, 200 ms a call
 """
 
 from __future__ import annotations
@@ -52,13 +60,25 @@ def _texts(source: Path | None) -> list[str]:
     ]
 
 
+def _prose(paragraph: str) -> bool:
+    """A paragraph of prose: 15 words or more ending with a full stop, not a list, table,
+    heading, quote, code or a reStructuredText directive."""
+    text = paragraph.strip()
+    return (
+        len(text.split()) >= 15
+        and text.endswith(".")
+        and not re.match(r"[-*+>|#`=:.\d]|\s{4}", paragraph)
+        and ">>>" not in text
+    )
+
+
 def make_pages(source: Path | None, pages: int, words_per_page: int, out: Path) -> int:
     """Write ``pages`` Markdown pages of about ``words_per_page`` words from ``source``
     (see `_texts`; paragraphs kept whole); returns the words written."""
     paragraphs = []
     for text in _texts(source):
         text = re.sub(r"```.*?```", "", text, flags=re.S)
-        paragraphs += [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+        paragraphs += [p.strip() for p in re.split(r"\n\s*\n", text) if _prose(p)]
     written, index, page = 0, 0, 0
     while page < pages and index < len(paragraphs):
         body, count = [], 0
@@ -79,8 +99,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--words", type=int, default=500)
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--judge", action="store_true", help="measure the judged path")
+    parser.add_argument("--delay", type=float, default=0.2, help="judge seconds a call")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.judge:
+        return judged(args)
 
     from rapidfuzz import fuzz
 
@@ -145,6 +169,63 @@ def main(argv: list[str] | None = None) -> None:
                 "embedding_duplicate_share": round(
                     float((similar.max(axis=1) >= 0.9).mean()) if len(rows) > 1 else 0.0, 4
                 ),
+            },
+            indent=1,
+        )
+    )
+
+
+def judged(args: argparse.Namespace) -> None:
+    """The judged path against the test judge server (see the module doc)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from assay.core.config import AssayConfig
+    from assay.engine.resources import Resources
+    from assay.generation import generate
+    from generate_judge import GenerationScript
+    from judge_server import JudgeServer
+
+    pages = args.pages if args.pages != 100 else 10
+    n = args.n if args.n != 1000 else 100
+    script = GenerationScript(broken=0.3)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        JudgeServer(delay=args.delay, script=script) as server,
+    ):
+        folder = Path(tmp)
+        make_pages(args.source, pages, args.words, folder)
+        config = AssayConfig(
+            cache_dir=str(folder / "cache"), judge_model="bench-judge", judge_base_url=server.url
+        )
+        res = Resources(config)
+        # models loaded first (a warm process): the judge's part is what is measured
+        res.embedder.embed(["warm-up"])
+        res.entailment.probabilities([("warm-up premise.", "warm-up hypothesis.")])
+        started = time.perf_counter()
+        stages: dict[str, float] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            stages[f"{stage} {done}/{total}"] = round(time.perf_counter() - started, 1)
+
+        result = generate(folder, n, seed=args.seed, resources=res, progress=progress)
+        seconds = time.perf_counter() - started
+        res.close()
+    summary = result.summary
+    print(
+        json.dumps(
+            {
+                "pages": pages,
+                "requested": n,
+                "made": summary["made"],
+                "seconds": round(seconds, 1),
+                "judge_delay_seconds": args.delay,
+                "server_calls": server.calls,
+                "seconds_at_last_progress": stages,
+                "broken_first_replies": script.broken_sent,
+                "judge": summary["judge"],
+                "by_kind": summary["by_kind"],
+                "filters": summary["filters"]["removed"],
+                "shortfall": summary["shortfall"],
+                "load_average": [round(x, 1) for x in os.getloadavg()],
             },
             indent=1,
         )

@@ -26,10 +26,10 @@ def _subject(sentence: str) -> str:
 
 
 def _question(sentence: str) -> str:
-    """The sentence with its last three words asked for: ``The plan costs $12 per user
-    each month.`` -> ``The plan costs $12 per user what?``."""
+    """The sentence's first half with the rest asked for: ``The Team plan costs $12 per
+    user each month.`` -> ``The Team plan costs $12 what?``."""
     words = sentence.rstrip(" .!?").split()
-    return " ".join(words[: max(len(words) - 3, 2)]) + " what?"
+    return " ".join(words[: max(len(words) // 2, 2)]) + " what?"
 
 
 class GenerationScript:

@@ -20,7 +20,7 @@ sentences into questions whose reference answer is the sentence itself:
   first auxiliary opens the question where the verb has one: ``What can ...``).
 
 Inline Markdown (links, code and emphasis marks) is removed first. A sentence is used
-when it has 6 to 40 words, starts with a capital letter, ends with a full stop, has a verb
+when it has 6 to 50 words, starts with a capital letter, ends with a full stop, has a verb
 with a subject as its root, balanced brackets and none of the marks of code or formulas
 (``< > { } [ ] | = \\ ^ .. --``), and does not open with a pronoun (``It``, ``This``,
 ``They``: whom it names is in another sentence). A question that still contains its
@@ -116,7 +116,7 @@ _MIN_QUESTION_WORDS = 4
 #: the auxiliary of a question about a verb of this tense with no auxiliary of its own
 _DO_SUPPORT = {"VBD": "did", "VBZ": "does", "VBP": "do"}
 _YEAR = re.compile(r"^(?:in |on )?(1[5-9]\d\d|20\d\d)$")
-_MIN_WORDS, _MAX_WORDS = 6, 40
+_MIN_WORDS, _MAX_WORDS = 6, 50
 #: an answer span: words, digits, spaces and the marks of names, amounts and dates
 _NAME = re.compile(r"^[\w$€£%&'., -]+$")
 #: dependency labels of a name that modifies a noun rather than standing for itself
@@ -348,6 +348,7 @@ def multi_question(first: Fact, second: Fact, link: str) -> dict[str, Any]:
     both questions in one, both sentences as the reference, both chunks as contexts."""
     return {
         "query": first.question.rstrip("?") + ", and " + second.question_lowered,
+        "parts": [first.question, second.question],
         "expected": f"{first.sentence} {second.sentence}",
         "chunks": [first.chunk, second.chunk],
         "answer": [first.answer, second.answer],
@@ -362,6 +363,7 @@ def conversation(first: Fact, follow: Fact) -> dict[str, Any]:
     follow_up = "And " + follow.question_lowered
     return {
         "query": follow_up,
+        "parts": [first.question, follow.question],
         "expected": follow.sentence,
         "chunks": [first.chunk],
         "answer": follow.answer,
@@ -394,5 +396,10 @@ def unanswerable_question(
             query = fact.question.replace(text, other, 1)
             needed = _words(query) - _words("who what which when where how many much")
             if needed and not any(needed <= words for words in sentences):
-                return {"query": query, "chunks": [fact.chunk], "swapped": [text, other]}
+                return {
+                    "query": query,
+                    "chunks": [fact.chunk],
+                    "swapped": [text, other],
+                    "parts": [fact.question],
+                }
     return None

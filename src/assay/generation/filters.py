@@ -9,9 +9,13 @@ round, `assay.engine.answer`):
    chunks), or at least `VOCABULARY_SHARE` of its words occur in the documents (a
    question in their language shares their words; one in another language shares
    little more than names). Questions under 4 words are not judged.
-2. ``answerable_alone``: the question must not answer itself: removed when it contains
-   its answer span, or when the entailment model reads the reference as entailed by the
-   question alone (P(entailment | question ⇒ reference) >= `ENTAILED`).
+2. ``answerable_alone``: the question must not answer itself: a question with a known
+   answer span (offline) is removed when it contains that span; one without (written by
+   the judge) when the entailment model reads the reference as entailed by the question
+   alone (P(entailment | question ⇒ reference) >= `ENTAILED`). The model is not asked
+   where the span is known: it reads a question that restates most of its sentence as
+   entailing it even when the missing span is the whole answer (``What can be customised
+   per project?`` against ``Alembic can be customised per project.``).
 3. ``not_entailed``: the reference must be entailed by the contexts: every sentence of
    it supported at P(entailment) >= `ENTAILED` by its best window of the contexts
    (`assay.estimators.entailment.entailment_support`, the model of
@@ -160,7 +164,7 @@ def _entailment_checks(
     texts = [c.expected for c in answerable]
     evidence = [c.contexts for c in answerable]
     pairs = entailment_pairs(texts, evidence)
-    alone = [(c.query, c.expected) for c in answerable]
+    alone = [(c.query, c.expected) for c in answerable if c.answer is None]
     answers = answer([entail_ask(p, h) for p, h in [*pairs, *alone]], res)
     try:
         probabilities = answers.entailments([*pairs, *alone])
@@ -176,8 +180,11 @@ def _entailment_checks(
             kept.append(candidate)
             continue
         support = next(supports)
-        alone_p = float(probabilities[(candidate.query, candidate.expected)][0])
-        if _gives_answer(candidate) or alone_p >= ENTAILED:
+        if candidate.answer is not None:
+            gives_answer = _gives_answer(candidate)
+        else:
+            gives_answer = probabilities[(candidate.query, candidate.expected)][0] >= ENTAILED
+        if gives_answer:
             report.remove("answerable_alone", candidate)
             continue
         weakest = min((s["entailment"] for s in support.sentences), default=0.0)

@@ -191,6 +191,7 @@ def _rounds(
                 info["surplus"] += 1
         if progress:
             progress("checking", len(made), len(made))
+    info["need"] = need
     return accepted, report, info
 
 
@@ -361,7 +362,7 @@ def generate(
             surplus=info["surplus"],
             rounds=info["rounds"],
             moved_from_dry_kinds=info["moved"],
-            shortfall=_shortfall(made, target, accepted, need, source, report),
+            shortfall=_shortfall(made, target, accepted, info["need"], source, report),
         )
         if hasattr(source, "report"):
             summary["judge"] = source.report()

@@ -49,6 +49,8 @@ CANNOT: dict[str, str] = {
     "reasoning": "comparison and reasoning questions need a judge (offline questions are "
     "extractive: one fact, two facts, or a follow-up)"
 }
+#: the order `OfflineSource.make` hands the kinds out in
+_HANDOUT_ORDER = ("multi", "conversational", "unanswerable", "single", "reasoning")
 _OPENERS = frozenset({"Who", "What", "Which", "When", "Where", "How"})
 #: the reference answer of an unanswerable question
 UNANSWERED = "The documents do not say."
@@ -102,12 +104,14 @@ class OfflineSource:
             "reasoning": [],
         }
         self._next = dict.fromkeys(self.pools, 0)
+        self._used: set[str] = set()
 
     # ---- pools ------------------------------------------------------------------------
     @staticmethod
     def _single(fact: Fact) -> dict[str, Any]:
         return {
             "query": fact.question,
+            "parts": [fact.question],
             "expected": fact.sentence,
             "chunks": [fact.chunk],
             "answer": fact.answer,
@@ -166,13 +170,20 @@ class OfflineSource:
         return len(self.pools[kind]) - self._next[kind]
 
     def make(self, wants: Mapping[str, int]) -> dict[str, list[Candidate]]:
-        """The next ``wants[kind]`` candidates of each kind (fewer where a pool runs dry)."""
-        out: dict[str, list[Candidate]] = {}
-        for kind, count in wants.items():
-            start = self._next[kind]
-            taken = self.pools[kind][start : start + max(count, 0)]
-            self._next[kind] = start + len(taken)
-            out[kind] = [self._candidate(kind, item) for item in taken]
+        """The next ``wants[kind]`` candidates of each kind (fewer where a pool runs dry).
+        A question handed out is never part of another (a single question is not also a
+        conversation's follow-up or half of a multi-chunk question): such items are
+        skipped."""
+        out: dict[str, list[Candidate]] = {kind: [] for kind in wants}
+        # the kinds made of two questions first: a single question would block them
+        for kind in sorted(wants, key=_HANDOUT_ORDER.index):
+            pool = self.pools[kind]
+            while len(out[kind]) < wants[kind] and self._next[kind] < len(pool):
+                item = pool[self._next[kind]]
+                self._next[kind] += 1
+                if self._used.isdisjoint(item["parts"]):
+                    self._used.update(item["parts"])
+                    out[kind].append(self._candidate(kind, item))
         return out
 
     def _candidate(self, kind: str, item: dict[str, Any]) -> Candidate:
