@@ -3,7 +3,8 @@
    posts it to /api/runs/<id>/labels and shows the next sample at once from the ones
    fetched ahead. Every text is set with textContent (samples, notes and names are user
    text, never parsed as HTML). window.__queueSwitchMs collects, per answer, the time from
-   the key to the next sample on screen. */
+   the key to the next sample painted, whether it was fetched ahead or had to wait for
+   the server. */
 (function () {
   "use strict";
 
@@ -22,12 +23,14 @@
   var state = {
     annotator: null,
     current: null,
-    ahead: [],
-    skipped: [],
-    pending: {},
-    history: [],
+    ahead: [],       // the next samples, fetched ahead
+    skipped: [],     // indices skipped: the server puts them last
+    done: {},        // indices answered here (left out of replies until undone)
+    history: [],     // the labels stored here, for undo
     chain: Promise.resolve(),
-    shownAt: null
+    refilling: false,
+    again: false,
+    waitingSince: undefined
   };
   window.__queueSwitchMs = [];
 
@@ -154,17 +157,21 @@
     noteInput.value = "";
   }
 
+  function painted(startedAt) {
+    // two animation frames: the time until the new sample has been painted
+    requestAnimationFrame(function () {
+      requestAnimationFrame(function () {
+        window.__queueSwitchMs.push(performance.now() - startedAt);
+      });
+    });
+  }
+
   function showNext(startedAt) {
     state.current = state.ahead.shift() || null;
     render(state.current);
-    if (startedAt !== undefined && state.current !== null) {
-      // two animation frames: the time until the new sample has been painted
-      requestAnimationFrame(function () {
-        requestAnimationFrame(function () {
-          window.__queueSwitchMs.push(performance.now() - startedAt);
-        });
-      });
-    }
+    if (startedAt === undefined) return;
+    if (state.current !== null) painted(startedAt);
+    else state.waitingSince = startedAt; // the next sample comes with the server's reply
   }
 
   function describePlan(plan) {
@@ -189,26 +196,49 @@
     params.set("annotator", state.annotator);
     params.set("order", data.order);
     params.set("seed", String(data.seed));
-    params.set("limit", String(AHEAD));
+    // the shown sample and those answered but not yet stored may head the reply
+    var answering = Object.keys(state.done).length;
+    params.set("limit", String(Math.min(10, AHEAD + 1 + answering)));
     state.skipped.forEach(function (i) { params.append("skip", String(i)); });
     return base + "/label-queue?" + params.toString();
   }
 
+  function apply(plan) {
+    var shown = state.current ? state.current.index : null;
+    var fresh = plan.items.filter(function (it) {
+      return it.index !== shown && !state.done[it.index];
+    });
+    // a sample skipped while this reply was on its way goes last, as the server puts it
+    var skipped = function (it) { return state.skipped.indexOf(it.index) >= 0; };
+    state.ahead = fresh.filter(function (it) { return !skipped(it); })
+      .concat(fresh.filter(skipped));
+    var note = el("order-note");
+    note.hidden = !plan.note;
+    note.textContent = plan.note || "";
+    setStatus(describePlan(plan));
+    if (state.current === null) {
+      var since = state.waitingSince;
+      state.waitingSince = undefined;
+      showNext(since);
+    }
+  }
+
+  // one queue request at a time, independent of the label writes (answered samples are
+  // left out here until their write is done); a request asked for meanwhile follows it
   function refill() {
-    return call("GET", queueUrl()).then(function (plan) {
-      var shown = state.current ? state.current.index : null;
-      var fresh = plan.items.filter(function (it) {
-        return it.index !== shown && !state.pending[it.index];
-      });
-      // a sample skipped while this reply was on its way goes last, as the server puts it
-      var skipped = function (it) { return state.skipped.indexOf(it.index) >= 0; };
-      state.ahead = fresh.filter(function (it) { return !skipped(it); })
-        .concat(fresh.filter(skipped));
-      var note = el("order-note");
-      note.hidden = !plan.note;
-      note.textContent = plan.note || "";
-      setStatus(describePlan(plan));
-      if (state.current === null) showNext();
+    if (state.refilling) {
+      state.again = true;
+      return;
+    }
+    state.refilling = true;
+    call("GET", queueUrl()).then(apply).catch(function (err) {
+      setStatus(err.message, "error");
+    }).then(function () {
+      state.refilling = false;
+      if (state.again) {
+        state.again = false;
+        refill();
+      }
     });
   }
 
@@ -222,12 +252,12 @@
 
   function refreshAgreement() {
     var params = new URLSearchParams({ metric: data.metric });
-    return call("GET", base + "/labels?" + params.toString()).then(function (reply) {
+    call("GET", base + "/labels?" + params.toString()).then(function (reply) {
       var node = el("agreement-text");
       node.textContent = agreementText(reply.agreement);
       node.setAttribute("data-statistic", reply.agreement.statistic || "");
       node.setAttribute("data-value", reply.agreement.value === null ? "" : String(reply.agreement.value));
-    });
+    }).catch(function (err) { setStatus(err.message, "error"); });
   }
 
   function showLast(reply, key) {
@@ -243,6 +273,7 @@
     el("last-answer-text").textContent = words + ".";
   }
 
+  // label writes and undos run one after another, in the order given
   function later(step) {
     state.chain = state.chain.then(step).catch(function (err) { setStatus(err.message, "error"); });
     return state.chain;
@@ -255,12 +286,13 @@
     if (key === "s") {
       if (state.skipped.indexOf(item.index) < 0) state.skipped.push(item.index);
       showNext(started);
-      later(refill);
+      refill();
       return;
     }
     var note = noteInput.value.trim();
-    state.pending[item.index] = true;
+    state.done[item.index] = true;
     showNext(started);
+    if (state.ahead.length < AHEAD - 1) refill();
     later(function () {
       var body = {
         metric: data.metric,
@@ -271,18 +303,17 @@
       if (note) body.note = note;
       if (data.scale) body.scale = data.scale;
       return call("POST", base + "/labels", body).then(function (reply) {
-        delete state.pending[item.index];
         state.skipped = state.skipped.filter(function (i) { return i !== item.index; });
         state.history.push({ id: reply.label.id, item: item });
         el("undo").disabled = false;
         showLast(reply, key);
+        refreshAgreement();
       }, function (err) {
-        delete state.pending[item.index];
+        delete state.done[item.index]; // not stored: it comes back with the next reply
+        refill();
         throw err;
       });
     });
-    later(refill);
-    later(refreshAgreement);
   }
 
   function undo() {
@@ -292,13 +323,14 @@
     later(function () {
       var params = new URLSearchParams({ annotator: state.annotator });
       return call("DELETE", base + "/labels/" + last.id + "?" + params.toString()).then(function () {
+        delete state.done[last.item.index];
         if (state.current) state.ahead.unshift(state.current);
         state.current = last.item;
         render(state.current);
         setStatus("label of #" + last.item.index + " removed: answer it again");
+        refreshAgreement();
       });
     });
-    later(refreshAgreement);
   }
 
   function start(name) {
@@ -313,8 +345,8 @@
     el("annotator-shown").textContent = "labelling as " + name;
     queueBox.hidden = false;
     nameInput.blur();
-    later(refill);
-    later(refreshAgreement);
+    refill();
+    refreshAgreement();
   }
 
   el("annotator-save").addEventListener("click", function () { start(nameInput.value); });
