@@ -424,3 +424,37 @@ def test_a_conversation_and_an_agent_run_show_without_their_scores(
         assert [c["name"] for c in item["agent"]["expected"]] == ["book"]
         assert keys_in(item).isdisjoint({"scores", "intentions", "matchings", "unplaced"})
         assert "0.25" not in str(item) and "0.75" not in str(item)
+
+
+def test_ratings_on_a_scale_give_the_graded_report(client: TestClient, store: Store) -> None:
+    """Ratings 1-5 (stored as (r - 1) / 4) against the stored values: Spearman's rho and
+    Kendall's tau-b equal scipy's; the report calls the labels graded."""
+    from scipy.stats import kendalltau, spearmanr
+
+    run_id = "run-graded"
+    values = [0.1, 0.4, 0.35, 0.8, 0.9, 0.6]
+    ratings = [1, 3, 2, 4, 5, 3]
+    store.start_run(run_id, config={"thresholds": {"faithfulness": 0.5}})
+    for i, value in enumerate(values):
+        sample = _sample(i).model_copy(update={"query": f"Graded question {i}?"})
+        results = {"faithfulness": MetricResult("faithfulness", value, method="local")}
+        store.record(run_id, i, sample, results, status="passed")
+    store.finish_run(run_id)
+    for i, rating in enumerate(ratings):
+        body = {
+            "metric": "faithfulness",
+            "index": i,
+            "label": str(rating),
+            "annotator": "grader",
+            "scale": "1-5",
+        }
+        assert client.post(f"/api/runs/{run_id}/labels", json=body).status_code == 201
+    reply = client.get(f"/api/runs/{run_id}/agreement", params={"metric": "faithfulness"})
+    report = reply.json()["report"]
+    scaled = [(r - 1) / 4 for r in ratings]
+    assert report["kind"] == "graded" and report["n"] == 6 and report["positives"] is None
+    assert report["spearman"] == pytest.approx(spearmanr(scaled, values).statistic)
+    assert report["kendall_tau_b"] == pytest.approx(kendalltau(scaled, values).statistic)
+    assert reply.json()["this_data"]["statistic"] == "spearman"
+    page = client.get(f"/runs/{run_id}/agreement", params={"metric": "faithfulness"})
+    assert 'id="card-spearman"' in page.text
