@@ -186,6 +186,10 @@ def test_a_label_is_stored_with_its_annotator_and_leaves_their_queue(
     assert [i["index"] for i in queue(client, "ann <b>")["items"]] == UNCERTAIN[1:]
     assert queue(client, "ann <b>")["labelled"] == 1
     assert [i["index"] for i in queue(client, "someone else")["items"]] == UNCERTAIN
+    # the report page lists the label with its annotator and note, as text
+    page = client.get(f"/runs/{RUN}/agreement", params={"metric": "faithfulness"}).text
+    assert "ann &lt;b&gt;" in page and "fine &lt;img src=x" in page
+    assert "<b>" not in page.split('id="labels-list"')[1] and HOSTILE not in page
 
 
 def test_a_rating_on_a_scale_is_normalised(client: TestClient, store: Store) -> None:

@@ -21,8 +21,9 @@
 - ``GET /api/runs/{run_id}/agreement?metric=M[&methods=true]``: the stored labels against
   the run's stored values of M (`label_views.labels_vs_metric`: AUROC with its interval,
   balanced accuracy and Cohen's kappa at the run's threshold, or Spearman and Kendall for
-  graded labels, n), the annotators' agreement, and a validity card for this data set
-  beside the shipped one (``shipped_card``). With ``methods=true``, also ``by_method``:
+  graded labels, n), the annotators' agreement, a validity card for this data set
+  beside the shipped one (``shipped_card``) and the labels themselves (``labels``, each
+  with its sample's ``index``, annotator and note). With ``methods=true``, also ``by_method``:
   `assay.evaluation.agreement.agreement_report` on the run's labelled samples (rebuilt
   from the store, each with its combined label), scoring them again with every method
   that can score M (the offline estimators, and the judge when the server has one) under
@@ -363,7 +364,8 @@ def agreement_document(
     facts = _facts(store, run_id)
     _known_metric(facts, metric)
     rows, no_value = queue_rows(store, run_id, metric)
-    labels = store.labels_for_keys({r.sample_key for r in rows})
+    index_of = {r.sample_key: r.index for r in rows}
+    labels = store.labels_for_keys(index_of)
     threshold = queue_threshold(facts["config"], metric, [r.value for r in rows])
     higher = metric_meta(metric)[1]
     report = labels_vs_metric(rows, labels, metric, threshold, higher)
@@ -388,5 +390,10 @@ def agreement_document(
             "estimator": ", ".join(sorted(report["methods"])) or None,
         },
         "shipped_card": shipped_card(metric),
+        "labels": [
+            {**label_json(x), "index": index_of[x.sample_key]}
+            for x in labels
+            if x.metric in (metric, None)
+        ],
         "by_method": None if app is None else by_method(app, store, facts, metric, labels),
     }
