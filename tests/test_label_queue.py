@@ -462,3 +462,27 @@ def test_ratings_on_a_scale_give_the_graded_report(client: TestClient, store: St
     assert reply.json()["this_data"]["statistic"] == "spearman"
     page = client.get(f"/runs/{run_id}/agreement", params={"metric": "faithfulness"})
     assert 'id="card-spearman"' in page.text
+
+
+def test_evidence_that_is_not_a_number_is_no_evidence(client: TestClient, store: Store) -> None:
+    """Text, booleans and objects under the keys the queue reads (another metric's
+    evidence, an older version's) count as absent, in SQL on both stores."""
+    run_id = "run-odd"
+    store.start_run(run_id)
+    odd = [
+        {"pass_threshold": "high", "graded_support": "0.3", "entailment_support": 0.1},
+        {"decision_threshold": True, "probabilities": "x", "graded_support": [0.2]},
+        {"pass_threshold": {"v": 1}, "probabilities": {"a": "p", "b": None}},
+    ]
+    for i, details in enumerate(odd):
+        result = MetricResult("faithfulness", 0.2 + 0.25 * i, method="local", details=details)
+        store.record(run_id, i, _sample(i), {"faithfulness": result}, status="passed")
+    store.finish_run(run_id)
+    plan = queue(client, "odd", run_id, order="disagreement")
+    # no threshold and no usable evidence: values 0.2, 0.45, 0.7 around 0.5 are 0.3,
+    # 0.05 and 0.2 away -> 1, 2, 0
+    assert [item["index"] for item in plan["items"]] == [1, 2, 0]
+    assert plan["order_used"] == "uncertain"
+    assert plan["thresholds_used"] == [
+        {"value": 0.5, "source": "the middle of its range", "samples": 3}
+    ]
