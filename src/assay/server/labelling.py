@@ -47,6 +47,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay.core.labels import LabelError, LabelScale, label_value
+from assay.server.api import MAX_SAMPLE_INDEX
 from assay.server.app_state import app_resources
 from assay.server.errors import ERROR_RESPONSES, ErrorMessage
 from assay.server.inputs import reject_unencodable
@@ -69,7 +70,7 @@ from assay.store.annotation_queue import (
     run_facts,
 )
 from assay.store.db import Store
-from assay.store.labels import FILE_ANNOTATOR, StoredLabel
+from assay.store.labels import FILE_ANNOTATOR, TEXT_LIMITS, StoredLabel
 from assay.store.queries import display_value, metric_meta
 
 __all__ = ["ANNOTATOR_PATTERN", "METRIC_PATTERN", "SCALE_PATTERN", "router"]
@@ -82,8 +83,6 @@ METRIC_PATTERN = r"^[A-Za-z0-9_.\-]{1,128}$"
 ANNOTATOR_PATTERN = r"^[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]{0,62}[^\s\x00-\x1f\x7f])?$"
 #: a rating scale such as 1-5 or 0-10
 SCALE_PATTERN = r"^-?\d{1,6}(?:\.\d{1,6})?-\-?\d{1,6}(?:\.\d{1,6})?$"
-MAX_SAMPLE_INDEX = 2**31 - 1
-MAX_NOTE_CHARS = 2000
 CONFLICT = {409: {"model": ErrorMessage, "description": "The label cannot be given or undone."}}
 
 MetricName = Annotated[str, Query(pattern=METRIC_PATTERN, description="A metric of the run.")]
@@ -187,7 +186,7 @@ class LabelBody(BaseModel):
         "metric's own direction (1 = faithful for faithfulness, 1 = toxic for toxicity_score)."
     )
     annotator: str = Field(pattern=ANNOTATOR_PATTERN, description="Who gives the verdict.")
-    note: str | None = Field(None, max_length=MAX_NOTE_CHARS, description="Optional note.")
+    note: str | None = Field(None, max_length=TEXT_LIMITS["note"], description="Optional note.")
     scale: str | None = Field(None, pattern=SCALE_PATTERN, description="e.g. 1-5.")
 
 
