@@ -477,8 +477,14 @@ def test_evidence_that_is_not_a_number_is_no_evidence(client: TestClient, store:
     for i, details in enumerate(odd):
         result = MetricResult("faithfulness", 0.2 + 0.25 * i, method="local", details=details)
         store.record(run_id, i, _sample(i), {"faithfulness": result}, status="passed")
+    na = MetricResult("faithfulness", None, reason="no contexts")  # N/A: not in the queue
+    store.record(run_id, 3, _sample(3), {"faithfulness": na}, status="passed")
     store.finish_run(run_id)
+    body = {"metric": "faithfulness", "index": 3, "label": 1, "annotator": "odd"}
+    refused = client.post(f"/api/runs/{run_id}/labels", json=body)
+    assert refused.status_code == 409 and "no value of faithfulness" in refused.text
     plan = queue(client, "odd", run_id, order="disagreement")
+    assert (plan["total"], plan["no_value"]) == (3, 1)
     # no threshold and no usable evidence: values 0.2, 0.45, 0.7 around 0.5 are 0.3,
     # 0.05 and 0.2 away -> 1, 2, 0
     assert [item["index"] for item in plan["items"]] == [1, 2, 0]
