@@ -435,8 +435,13 @@ def test_every_api_operation_is_fuzzed() -> None:
         "GET /api/field-strategies/{name}",
         "DELETE /api/field-strategies/{name}",
         "GET /api/field-strategies/{name}/export",
+        "GET /api/runs/{run_id}/label-queue",
+        "GET /api/runs/{run_id}/labels",
+        "POST /api/runs/{run_id}/labels",
+        "DELETE /api/runs/{run_id}/labels/{label_id}",
+        "GET /api/runs/{run_id}/agreement",
     }
-    assert len(OPERATIONS) == 18
+    assert len(OPERATIONS) == 23
 
 
 @pytest.mark.parametrize("operation", OPERATIONS, ids=lambda o: f"{o.method} {o.template}")

@@ -735,7 +735,12 @@ def test_every_write_route_is_covered_by_the_token_tests(client: TestClient) -> 
         if method.upper() in WRITE_METHODS
     }
     covered = {(m, re.sub(r"/a(?=/|$)", "/{name}", p)) for m, p, _ in WRITES}
-    assert routes == covered | {("delete", "/api/field-strategies/{name}")}
+    # the labels' writes: test_label_queue.py::test_writes_are_guarded_like_every_write
+    labels = {
+        ("post", "/api/runs/{run_id}/labels"),
+        ("delete", "/api/runs/{run_id}/labels/{label_id}"),
+    }
+    assert routes == covered | labels | {("delete", "/api/field-strategies/{name}")}
 
 
 def test_delete_needs_the_token_and_reads_stay_open(token_client: TestClient) -> None:
