@@ -15,10 +15,10 @@ JSON:
   reads as entailed by their contexts (the check itself, so 1.0 by construction), and
   ``verbatim_share``: the share whose reference sentences occur word for word in their
   contexts' prose (no model: the extractive guarantee);
-- ``near_duplicate_share``: the share of questions with another question at rapidfuzz
-  ratio >= 90 (normalised edit distance; an independent measure: the check itself uses
-  embeddings), and
-  ``embedding_duplicate_share`` at USE cosine >= 0.9 (0 by construction).
+- ``near_duplicate_share``: the share of questions with another question at USE cosine
+  >= 0.9 or rapidfuzz ratio >= 90 (the check's own two measures: 0 by construction), and
+  ``token_set_duplicate_share``, an independent and harsher one: rapidfuzz
+  ``token_set_ratio`` >= 90 (a question whose words are nearly all in another's counts).
 
 With ``--judge`` it measures the judged path instead: the test judge server
 (``tests/judge_server.py``, in this process) answers each call after ``--delay`` seconds
@@ -107,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
         return judged(args)
 
     from rapidfuzz import fuzz
+    from rapidfuzz.process import cdist
 
     from assay.core.config import load_config
     from assay.engine import answer, embed_ask
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
         fuzzy = sum(
             1
             for i, q in enumerate(queries)
-            if any(fuzz.ratio(q, o) >= 90 for j, o in enumerate(queries) if j != i)
+            if any(fuzz.token_set_ratio(q, o) >= 90 for j, o in enumerate(queries) if j != i)
         )
         vectors = answer([embed_ask(q) for q in queries], res).vectors(queries)
         import numpy as np
@@ -146,6 +147,9 @@ def main(argv: list[str] | None = None) -> None:
         matrix = np.stack([vectors[q] for q in queries])
         similar = matrix @ matrix.T
         np.fill_diagonal(similar, 0)
+        ratios = cdist(queries, queries, scorer=fuzz.ratio)
+        np.fill_diagonal(ratios, 0)
+        written = ratios.max(axis=1) >= 90
         res.close()
     summary = result.summary
     print(
@@ -165,10 +169,10 @@ def main(argv: list[str] | None = None) -> None:
                 "shortfall": summary["shortfall"],
                 "entailed_share": round(entailed / max(len(answerable), 1), 4),
                 "verbatim_share": round(verbatim / max(len(answerable), 1), 4),
-                "near_duplicate_share": round(fuzzy / max(len(rows), 1), 4),
-                "embedding_duplicate_share": round(
-                    float((similar.max(axis=1) >= 0.9).mean()) if len(rows) > 1 else 0.0, 4
+                "near_duplicate_share": round(
+                    float(((similar.max(axis=1) >= 0.9) | written).mean()) if rows else 0.0, 4
                 ),
+                "token_set_duplicate_share": round(fuzzy / max(len(rows), 1), 4),
             },
             indent=1,
         )

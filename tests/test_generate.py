@@ -9,7 +9,14 @@ import orjson
 import pytest
 
 from assay.generation import generate, parse_mix, read_chunks
-from assay.generation.documents import chunk_text, html_text
+from assay.generation.documents import Chunk, chunk_text, html_text
+from assay.generation.extractive import (
+    Fact,
+    conversation,
+    facts,
+    multi_question,
+    unanswerable_question,
+)
 from assay.generation.filters import Candidate, filter_candidates, in_language, language_of
 from assay.generation.plan import quotas, read_personas, redistribute
 from assay.inputs.read import read_samples
@@ -230,3 +237,53 @@ def test_offline_set_is_read_by_assays_reader_and_reproducible(resources, tmp_pa
 
     again = generate(DATA, 8, seed=3, judge=False, resources=resources, max_tokens=40)
     assert again.rows == rows
+
+
+# ---- extractive questions ------------------------------------------------------------
+
+
+def test_extractive_questions_from_spacys_parse(resources) -> None:
+    text = (
+        "Marie Curie discovered radium in 1898. The parser reads the whole file in one pass. "
+        "Users configured the proxy with a YAML file. It is fast and it works well."
+    )
+    chunk = Chunk("a.md#1", "a.md", "", text)
+    found = {(f.label, f.answer, f.question) for f in facts([chunk], {text: resources.nlp(text)})}
+    assert {
+        ("PERSON", "Marie Curie", "Who discovered radium in 1898?"),
+        ("DATE", "1898", "Marie Curie discovered radium when?"),
+        ("NOUN", "the whole file", "What does the parser read in one pass?"),
+        ("NOUN", "the proxy", "What did users configure with a YAML file?"),
+        ("NOUN", "a YAML file", "What did users configure the proxy with?"),
+    } <= found
+    # "It ..." names someone in another sentence: no question
+    assert not [q for _, _, q in found if "fast" in q]
+    assert all(answer.lower() not in question.lower() for _, answer, question in found)
+
+
+def test_composed_kinds_from_facts() -> None:
+    one = Chunk("a.md#1", "a.md", "", "Acme was founded in 2009. Acme hired Ana Lopes.")
+    two = Chunk("b.md#1", "b.md", "", "Acme moved to Porto in 2021.")
+    founded = Fact(one, "Acme was founded in 2009.", "2009", "DATE",
+                   "Acme was founded when?", (("acme", "ORG", "Acme"),), True)  # fmt: skip
+    hired = Fact(one, "Acme hired Ana Lopes.", "Ana Lopes", "PERSON", "Acme hired whom?",
+                 (("acme", "ORG", "Acme"),), True)  # fmt: skip
+    moved = Fact(two, "Acme moved to Porto in 2021.", "2021", "DATE",
+                 "Acme moved to Porto when?", (("acme", "ORG", "Acme"),), True)  # fmt: skip
+    multi = multi_question(founded, moved, "Acme")
+    assert multi["query"] == "Acme was founded when, and Acme moved to Porto when?"
+    assert multi["expected"] == "Acme was founded in 2009. Acme moved to Porto in 2021."
+    assert [c.id for c in multi["chunks"]] == ["a.md#1", "b.md#1"]
+    talk = conversation(founded, hired)
+    assert talk["turns"] == [
+        {"role": "user", "content": "Acme was founded when?"},
+        {"role": "assistant", "content": None},
+        {"role": "user", "content": "And Acme hired whom?"},
+    ]
+    assert talk["query"] == "And Acme hired whom?" and talk["expected"] == "Acme hired Ana Lopes."
+    sentences = [frozenset(words(s)) for s in ("acme was founded in 2009", "globex was sold")]
+    # "Globex was founded when?": no sentence holds globex + founded
+    swapped = unanswerable_question(founded, [("ORG", "Acme"), ("ORG", "Globex")], sentences)
+    assert swapped is not None and swapped["query"] == "Globex was founded when?"
+    # a swap the documents answer is refused
+    assert unanswerable_question(founded, [("ORG", "Acme")], sentences) is None

@@ -15,9 +15,11 @@ sentences into questions whose reference answer is the sentence itself:
   library has 300 contributors.`` → ``The library has how many contributors?``).
 - **Subject questions**: a sentence whose subject is a short noun phrase (no pronoun)
   gives ``What <predicate>?`` with the subject as the answer.
-- **Object questions**: a main verb's short noun-phrase object is the answer: ``The
-  parser reads the file in one pass.`` → ``What does the parser read in one pass?`` (the
-  first auxiliary opens the question where the verb has one: ``What can ...``).
+- **Object questions**: a main verb's short noun-phrase object, or the object of its
+  preposition, is the answer: ``The parser reads the file in one pass.`` → ``What does
+  the parser read in one pass?``; ``Customers restore a backup from the Settings page.``
+  → ``What do customers restore a backup from?`` (the first auxiliary opens the
+  question where the verb has one: ``What can ...``).
 
 Inline Markdown (links, code and emphasis marks) is removed first. A sentence is used
 when it has 6 to 50 words, starts with a capital letter, ends with a full stop, has a verb
@@ -277,42 +279,55 @@ def _sentence_facts(chunk: Chunk, sent: Any) -> list[Fact]:
             question = _question(sent, 0, span.end_char - sent.start_char, "What")
             if _fits(question, span.text):
                 out.append(Fact(chunk, text, span.text, "NOUN", question, _links(sent, None)))
-    found = _object_fact(chunk, sent, text)
-    if found is not None:
-        out.append(found)
-    return out
+    return out + _object_facts(chunk, sent, text)
 
 
 def _words_of(tokens: Any) -> str:
     return "".join(t.text_with_ws for t in tokens).strip()
 
 
-def _object_fact(chunk: Chunk, sent: Any, text: str) -> Fact | None:
-    """``What does <subject> <verb> <rest>?`` for a sentence whose main verb has a short
-    noun-phrase object (the answer) and a subject at the sentence's start; the first
-    auxiliary opens the question (``What can the parser read?``), else do-support in the
-    verb's tense."""
+def _object_facts(chunk: Chunk, sent: Any, text: str) -> list[Fact]:
+    """``What does <subject> <verb> <rest>?`` for the main verb's short noun-phrase direct
+    object, and ``What does <subject> <verb> <preposition> <rest>?`` for the object of a
+    preposition of the main verb (``Customers restore a backup from the Settings page.``
+    → ``What do customers restore a backup from?``), the object being the answer; the
+    subject must open the sentence. The first auxiliary opens the question (``What can
+    the parser read?``), else do-support in the verb's tense."""
     root, doc = sent.root, sent.doc
     if root.pos_ != "VERB" or any(t.dep_ == "neg" for t in root.children):
-        return None
-    objects = [t for t in root.children if t.dep_ == "dobj" and t.i > root.i]
+        return []
     subjects = [t for t in root.children if t.dep_ == "nsubj" and t.i < root.i]
-    if not objects or not subjects:
-        return None
-    obj, subj = objects[0], subjects[0]
-    answer = doc[obj.left_edge.i : obj.right_edge.i + 1]
+    if not subjects or subjects[0].pos_ == "PRON":
+        return []
+    subj = subjects[0]
     subject = doc[subj.left_edge.i : subj.right_edge.i + 1]
-    if (
-        obj.pos_ not in {"NOUN", "PROPN"}
-        or len(answer) > 8
-        or any(t.pos_ == "PRON" for t in answer)
-        or subject.start != sent.start
-        or subj.pos_ == "PRON"
-    ):
-        return None
+    if subject.start != sent.start:
+        return []
+    targets = [(t, None) for t in root.children if t.dep_ == "dobj" and t.i > root.i]
+    for prep in root.children:
+        if prep.dep_ == "prep" and prep.i > root.i:
+            targets += [(t, prep) for t in prep.children if t.dep_ == "pobj"][:1]
+    out = []
+    for obj, prep in targets:
+        answer = doc[obj.left_edge.i : obj.right_edge.i + 1]
+        if obj.pos_ not in {"NOUN", "PROPN"} or len(answer) > 8:
+            continue
+        if any(t.pos_ == "PRON" for t in answer) or obj.ent_type_ in WH_IN_PLACE:
+            continue  # a pronoun names nothing; a named entity has its own question
+        question = _verb_question(sent, root, subject, answer, prep)
+        if question is not None and _fits(question, answer.text):
+            out.append(Fact(chunk, text, answer.text, "NOUN", question, _links(sent, None)))
+    return out
+
+
+def _verb_question(sent: Any, root: Any, subject: Any, answer: Any, prep: Any | None) -> str | None:
+    """The question of `_object_facts` for one object (None: no auxiliary to use)."""
+    doc = sent.doc
     auxes = [t for t in root.children if t.dep_ == "aux" and subject.end <= t.i < root.i]
     middle = [t for t in doc[subject.end : root.i] if not auxes or t.i != auxes[0].i]
-    verb_to_object = doc[root.i : answer.start]
+    verb_to_object = list(doc[root.i : (prep.i + 1) if prep is not None else answer.start])
+    if prep is not None and answer.start != prep.i + 1:
+        return None  # "from the very first page": the preposition must take the object
     rest = _words_of(doc[answer.end : sent.end]).rstrip(" .!;:")
     proper = sent[0].pos_ == "PROPN"
     who = subject.text if proper else subject.text[0].lower() + subject.text[1:]
@@ -324,10 +339,7 @@ def _object_fact(chunk: Chunk, sent: Any, text: str) -> Fact | None:
         if not head or middle:
             return None
         verb = _words_of([root, *verb_to_object[1:]]).replace(root.text, root.lemma_, 1)
-    question = " ".join(p for p in ("What", head, who, verb, rest) if p) + "?"
-    if not _fits(question, answer.text):
-        return None
-    return Fact(chunk, text, answer.text, "NOUN", question, _links(sent, None))
+    return " ".join(p for p in ("What", head, who, verb, rest) if p) + "?"
 
 
 def facts(chunks: Sequence[Chunk], docs: Mapping[str, Any]) -> list[Fact]:
@@ -363,7 +375,7 @@ def conversation(first: Fact, follow: Fact) -> dict[str, Any]:
     follow_up = "And " + follow.question_lowered
     return {
         "query": follow_up,
-        "parts": [first.question, follow.question],
+        "parts": [follow.question],  # the opener is no row's query: it may be one
         "expected": follow.sentence,
         "chunks": [first.chunk],
         "answer": follow.answer,

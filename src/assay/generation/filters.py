@@ -21,9 +21,11 @@ round, `assay.engine.answer`):
    (`assay.estimators.entailment.entailment_support`, the model of
    `assay.models.entailment`). An unanswerable question is exempt (its reference says the
    documents do not say); its construction checks that no sentence holds it.
-4. ``near_duplicate``: a question whose cosine with an earlier kept question (the run's
-   embedder, USE multilingual by default) is >= ``duplicate_cosine`` (default 0.9) is
-   removed.
+4. ``near_duplicate``: a question is removed when an earlier kept question is close in
+   meaning (cosine of the run embedder's vectors, USE multilingual by default, >=
+   ``duplicate_cosine``, default 0.9) or in writing (rapidfuzz's ``ratio``, the
+   normalised Indel similarity, >= `DUPLICATE_RATIO`: two questions of one sentence that
+   differ in the words asked for).
 
 A check that cannot run (the entailment model's extra is missing, the embedder fails)
 removes nothing and says why in ``not_run``; nothing passes silently as checked.
@@ -37,6 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from rapidfuzz import fuzz
+from rapidfuzz.process import cdist
 
 from assay.engine import answer, embed_ask, entail_ask
 from assay.engine.resources import Resources
@@ -47,6 +51,7 @@ from assay.text.tokenize import STOP_WORDS, words
 
 __all__ = [
     "DUPLICATE_COSINE",
+    "DUPLICATE_RATIO",
     "FILTERS",
     "Candidate",
     "FilterReport",
@@ -60,6 +65,8 @@ __all__ = [
 FILTERS: tuple[str, ...] = ("language", "answerable_alone", "not_entailed", "near_duplicate")
 #: a question this close (cosine) to a kept one is a near-duplicate
 DUPLICATE_COSINE = 0.9
+#: a question this close in writing (rapidfuzz ratio, 0..100) to a kept one is one too
+DUPLICATE_RATIO = 90.0
 #: share of a text's words that must be English stop words for it to count as English
 ENGLISH_STOP_SHARE = 0.2
 _MIN_LANGUAGE_WORDS = 4
@@ -212,6 +219,10 @@ def _unique(
         return candidates
     matrix = np.stack([vectors[q] for q in queries]) if queries else np.zeros((0, 1))
     similar = matrix @ matrix.T
+    written = cdist(
+        queries, queries, scorer=fuzz.ratio, dtype=np.uint8, score_cutoff=DUPLICATE_RATIO
+    )
+    similar[written >= DUPLICATE_RATIO] = np.inf
     kept_rows = list(range(len(earlier)))
     kept = []
     for offset, candidate in enumerate(candidates):
