@@ -217,17 +217,22 @@ def add_label(request: Request, run_id: str, body: LabelBody) -> dict[str, Any]:
         raise HTTPException(404, f"no sample {body.index} in run {run_id!r}")
     row = rows[0]
     raw = body.label if isinstance(body.label, str) else str(body.label).lower()
-    stored = store.add_label(
-        sample_key=row.sample_key,
-        value=value,
-        raw=raw,
-        annotator=body.annotator,
-        metric=body.metric,
-        sample_id=row.sample_id,
-        run_id=run_id,
-        scale=body.scale,
-        note=body.note or None,
-    )
+    try:  # the store refuses a text over its column's length (a stored id of 300 chars)
+        stored = store.add_label(
+            sample_key=row.sample_key,
+            value=value,
+            raw=raw,
+            annotator=body.annotator,
+            metric=body.metric,
+            sample_id=row.sample_id,
+            run_id=run_id,
+            scale=body.scale,
+            note=body.note or None,
+        )
+    except LabelError as exc:
+        raise HTTPException(
+            422, [{"loc": ["body"], "msg": str(exc), "type": "value_error"}]
+        ) from None
     higher = metric_meta(body.metric)[1]
     threshold = queue_threshold(facts["config"], body.metric, [row.value])
     predicted = predicted_label(row, threshold, higher)
