@@ -146,7 +146,7 @@ def curve(source: Source, results: list[MetricResult], draws: int, res: Resource
     embeddings = None
     if source.metric == "toxicity_score":
         embeddings = head_embeddings(source.samples, res)
-        prior, head_name = head_prior(res)
+        shipped = head_prior(res)
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "calibration.json"
@@ -157,7 +157,7 @@ def curve(source: Source, results: list[MetricResult], draws: int, res: Resource
 
                 def head(indices: np.ndarray, chosen: np.ndarray = chosen) -> tuple:
                     assert embeddings is not None
-                    return embeddings[chosen[indices]], prior, head_name
+                    return embeddings[chosen[indices]], shipped
 
                 content = fit_calibration(
                     metric,

@@ -104,6 +104,9 @@ def test_the_penalty_is_the_fisher_information_of_n0_labels_plus_a_small_ridge()
     ridge = 1e-3 * np.mean(np.diag(moment))
     expected = 100 / 4 * moment + ridge * np.eye(3)
     np.testing.assert_allclose(pseudo_label_penalty(x, 100), expected, rtol=1e-12)
+    # a shipped model's own L2 penalty adds to the weights' diagonal, not the intercept's
+    with_ridge = pseudo_label_penalty(x, 100, weight_ridge=0.5)
+    np.testing.assert_allclose(with_ridge, expected + np.diag([0.0, 0.5, 0.5]), rtol=1e-12)
 
 
 def test_stratified_folds_deal_each_class_evenly():
@@ -361,10 +364,9 @@ def test_toxicity_calibrates_with_the_head_refit_on_real_embeddings(tmp_path):
     try:
         run = evaluate([{"response": t} for t in texts], ["toxicity_score"], resources=res)
         results = [row["toxicity_score"] for row in run.results]
-        prior, name = head_prior(res)
 
         def head(indices):
-            return head_embeddings([run.samples[i] for i in indices], res), prior, name
+            return head_embeddings([run.samples[i] for i in indices], res), head_prior(res)
 
         content = fit_calibration(
             get_metric("toxicity_score"), results, labels, head_features=head, method="head"

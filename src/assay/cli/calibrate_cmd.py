@@ -181,9 +181,9 @@ def calibrate_command(
             results = [row[chosen.name] for row in scored.results]
             labels = [sample_label(s, chosen.name) for s in samples]
 
-            def head(indices: Any) -> tuple[Any, Any, str]:
-                prior, name = head_prior(resources)
-                return head_embeddings([samples[i] for i in indices], resources), prior, name
+            def head(indices: Any) -> tuple[Any, Any]:
+                embeddings = head_embeddings([samples[i] for i in indices], resources)
+                return embeddings, head_prior(resources)
 
             use_head = chosen.name == "toxicity_score" and method in ("auto", "head")
             content = fit_calibration(

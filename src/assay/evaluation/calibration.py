@@ -68,6 +68,7 @@ from assay.evaluation.calibration_fit import (
     pseudo_label_penalty,
     stratified_folds,
 )
+from assay.evaluation.calibration_head import HeadPrior
 
 __all__ = [
     "MIN_PER_CLASS",
@@ -177,14 +178,16 @@ def out_of_fold_probabilities(
     prior: np.ndarray,
     folds: np.ndarray,
     labels_worth: float = PRIOR_LABELS,
+    weight_ridge: float = 0.0,
 ) -> np.ndarray:
     """Each sample's calibrated probability from the model fitted (penalty from the
-    training folds' features) on the samples of the other folds."""
+    training folds' features, `pseudo_label_penalty`) on the samples of the other folds."""
     out = np.empty(len(labels), dtype=np.float64)
     for fold in np.unique(folds):
         held = folds == fold
         train = features[~held]
-        fit = fit_logistic(train, labels[~held], prior, pseudo_label_penalty(train, labels_worth))
+        penalty = pseudo_label_penalty(train, labels_worth, weight_ridge)
+        fit = fit_logistic(train, labels[~held], prior, penalty)
         out[held] = fit.probabilities(features[held])
     return out
 
@@ -312,10 +315,12 @@ def _candidate(
     prior: np.ndarray,
     folds: np.ndarray,
     labels_worth: float,
+    weight_ridge: float = 0.0,
 ) -> tuple[np.ndarray, Any]:
     """The out-of-fold probabilities and the fit on every label, of one method."""
-    oof = out_of_fold_probabilities(features, labels, prior, folds, labels_worth)
-    fit = fit_logistic(features, labels, prior, pseudo_label_penalty(features, labels_worth))
+    oof = out_of_fold_probabilities(features, labels, prior, folds, labels_worth, weight_ridge)
+    penalty = pseudo_label_penalty(features, labels_worth, weight_ridge)
+    fit = fit_logistic(features, labels, prior, penalty)
     if not fit.converged:
         raise CalibrationRefused(f"the {method} fit did not converge in 100 Newton steps")
     return oof, fit
@@ -350,7 +355,7 @@ def fit_calibration(
     folds: int = 5,
     seed: int = 0,
     method: str = "auto",
-    head_features: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, str]] | None = None,
+    head_features: Callable[[np.ndarray], tuple[np.ndarray, HeadPrior]] | None = None,
     label_source: dict[str, Any] | None = None,
     labels_worth: float = PRIOR_LABELS,
     min_per_class: int = MIN_PER_CLASS,
@@ -365,8 +370,8 @@ def fit_calibration(
     and the head for ``toxicity_score`` when ``head_features`` is given: the one with
     the default's ranking is replaced only by a fit that beats it out of fold with a
     paired interval above 0, `choose_candidate`).
-    ``head_features(indices)``: the embeddings of those results' samples, the shipped
-    head's prior ``(b, w...)`` and its name. Raises `CalibrationRefused` on labels that
+    ``head_features(indices)``: the embeddings of those results' samples and the shipped
+    head as a prior (`HeadPrior`). Raises `CalibrationRefused` on labels that
     cannot support a fit (fewer than ``min_per_class`` of a class: the learning-curve
     benchmark lowers it to study 25 labels; ``assay calibrate`` keeps 20). ``resamples``:
     of each bootstrap interval (0: none, and then ``score`` is kept in ``auto``).
@@ -407,8 +412,11 @@ def fit_calibration(
     if method == "head" or (method == "auto" and head_features is not None):
         if name != "toxicity_score" or head_features is None:
             raise CalibrationRefused(f"the head refit calibrates toxicity_score only, not {name}")
-        embeddings, prior, head_name = head_features(evidence.indices)
-        oof, fit = _candidate(HEAD_METHOD, embeddings, y, prior, fold_of, labels_worth)
+        embeddings, head = head_features(evidence.indices)
+        prior = head.weights
+        oof, fit = _candidate(
+            HEAD_METHOD, embeddings, y, prior, fold_of, labels_worth, head.weight_ridge
+        )
         fits[HEAD_METHOD] = (
             oof,
             fit,
@@ -417,7 +425,8 @@ def fit_calibration(
                 "prior": {
                     "intercept": float(prior[0]),
                     "weights": prior[1:].tolist(),
-                    "model": head_name,
+                    "model": head.name,
+                    "weight_ridge": head.weight_ridge,
                 },
                 "training_ranges": _head_domain(embeddings, fit.logits(embeddings)),
             },
@@ -456,7 +465,8 @@ def fit_calibration(
                 "the default method: weight 1 on the logit of its score and the logit of "
                 f"its threshold {threshold:g} as the intercept"
                 if chosen != HEAD_METHOD
-                else "the shipped toxicity head's logistic weights on the embeddings"
+                else "the shipped toxicity head's logistic weights on the embeddings, with "
+                "its own L2 penalty (weight_ridge) on the weights"
             )
             + f"; the penalty is worth {labels_worth:g} labels (Fisher information at p=0.5)",
         },

@@ -93,17 +93,23 @@ def _with_intercept(features: np.ndarray) -> np.ndarray:
     return np.hstack([np.ones((x.shape[0], 1)), x])
 
 
-def pseudo_label_penalty(features: np.ndarray, labels_worth: float = PRIOR_LABELS) -> np.ndarray:
+def pseudo_label_penalty(
+    features: np.ndarray, labels_worth: float = PRIOR_LABELS, weight_ridge: float = 0.0
+) -> np.ndarray:
     """The penalty matrix ``P = (n0 / 4) · mean(x̃ x̃ᵀ) + ridge`` over the rows of
     ``features`` (``x̃ = (1, x)``; ``n0 = labels_worth``): the Fisher information of
     ``n0`` labels at p = ½, so the prior counts as ``n0`` labels. The ridge is
-    ``1e-3 ×`` the mean diagonal (at least 1e-6), on every coordinate."""
+    ``1e-3 ×`` the mean diagonal (at least 1e-6), on every coordinate, plus
+    ``weight_ridge`` on the weights (not the intercept): a model's own L2 penalty
+    ``λ = 1/C`` when its shipped weights are the prior (the toxicity head's)."""
     x = _with_intercept(features)
     if x.shape[0] == 0:
         raise ValueError("the penalty needs the features of at least one sample")
     moment = x.T @ x / x.shape[0]
     ridge = max(_RIDGE * float(np.mean(np.diag(moment))), 1e-6)
-    return labels_worth / 4.0 * moment + ridge * np.eye(x.shape[1])
+    penalty = labels_worth / 4.0 * moment + ridge * np.eye(x.shape[1])
+    penalty[1:, 1:] += weight_ridge * np.eye(x.shape[1] - 1)
+    return penalty
 
 
 def fit_logistic(
