@@ -218,6 +218,7 @@ def test_offline_set_is_read_by_assays_reader_and_reproducible(resources, tmp_pa
     for sample, row in zip(samples, rows, strict=True):
         meta = row["metadata"]
         assert sample.query == row["query"] and sample.contexts == row["contexts"]
+        assert sample.tags == {"question_type": meta["kind"]}
         assert meta["method"] == "offline:spacy-extractive"
         assert set(meta["source"]) == {"files", "chunks"}
         assert meta["kind"] in {"single", "multi", "conversational", "unanswerable"}

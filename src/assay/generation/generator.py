@@ -12,8 +12,10 @@ The run, every stage bounded:
    (`assay.generation.filters`), keep up to each kind's count. Before the second round
    the shortfall of a kind whose source ran dry moves to the kinds that have some left.
 4. Write the rows (`to_row`): ``id``, ``query``, ``expected``, ``contexts``, ``turns``
-   for a conversation, and ``metadata`` with ``source`` (files and chunk ids), ``kind``,
-   ``persona`` and ``method``; they are what ``assay run`` and ``assay evaluate`` read.
+   for a conversation, ``tags`` with ``question_type`` (the kind: ``--group-by
+   question_type`` scores each kind apart), and ``metadata`` with ``source`` (files and
+   chunk ids), ``kind``, ``persona`` and ``method``; they are what ``assay run`` and
+   ``assay evaluate`` read.
 
 A run that cannot reach N returns what it made and says why in ``summary["shortfall"]``.
 ``resume`` keeps the rows already in ``out`` and makes only the rest; with a judge its
@@ -119,6 +121,7 @@ def to_row(candidate: Candidate, seed: int) -> dict[str, Any]:
     }
     if candidate.turns is not None:
         row["turns"] = candidate.turns
+    row["tags"] = {"question_type": candidate.kind}  # --group-by question_type
     row["metadata"] = metadata
     return row
 
