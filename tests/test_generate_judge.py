@@ -5,6 +5,7 @@ document text, and the CLI."""
 from __future__ import annotations
 
 import math
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -186,3 +187,21 @@ def test_cli_prints_the_plan_and_names_bad_input(env: Path) -> None:
     assert bad_mix.exit_code == 2 and "unknown kind(s) ['trivia']" in bad_mix.output
     no_out = runner.invoke(app, ["generate", str(DATA), "--resume"])
     assert no_out.exit_code == 2 and "--resume needs --out" in no_out.output
+
+
+def test_cli_stops_at_a_judge_it_cannot_reach(env: Path, monkeypatch) -> None:
+    from assay.cli.application import app
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("ASSAY_JUDGE_MODEL", "test-judge")
+    monkeypatch.setenv("ASSAY_JUDGE_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    monkeypatch.setenv("ASSAY_JUDGE_MAX_RETRIES", "0")
+    done = CliRunner().invoke(
+        app, ["generate", str(DATA), "--n", "2", "--mix", "single=1", "--out", "set.jsonl"]
+    )
+    assert done.exit_code == 2, done.output
+    assert f"127.0.0.1:{port}" in done.output
+    assert "run the same command again to continue" in done.output
+    assert not (env / "set.jsonl").exists()

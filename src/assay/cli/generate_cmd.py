@@ -7,7 +7,8 @@ evaluate`` read, and prints the run's summary: what was made by kind, what each 
 removed, the kinds that could not be made, the files that could not be read, the judge's
 calls and cost, and, when fewer than N were made, why. ``--dry-run`` makes no call and
 prints the plan (with a judge: the calls, tokens and cost). Exit codes: 0 done (a
-shortfall is said, not an error), 2 bad input or options.
+shortfall is said, not an error), 2 bad input or options, or the judge cannot be reached
+(its replies so far are cached: the same command continues).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from assay.cli.consoles import messages, results
 from assay.cli.options import JudgeConcurrencyOption, JudgeRateLimitOption
 
 EXIT_BAD_INPUT = 2
+#: the judge could not be reached (as ``assay run`` exits for a target it cannot reach)
+EXIT_UNREACHABLE = 2
 
 
 def _summary_lines(summary: dict[str, Any], out: Path | None) -> list[str]:
@@ -109,6 +112,7 @@ def generate_command(
     """Make a test set of N questions from a team's documents (docs/generate.md)."""
     from assay.core.config import ConfigError, load_config
     from assay.core.extras import ModelUnavailable
+    from assay.core.http import Unreachable
     from assay.core.jsonout import dumps
     from assay.generation import generate
 
@@ -157,6 +161,13 @@ def generate_command(
         except (ValueError, FileNotFoundError, OSError, ModelUnavailable) as exc:
             err.print(f"assay generate: {exc}", markup=False)
             raise typer.Exit(EXIT_BAD_INPUT) from None
+        except Unreachable as exc:  # the judge cannot be reached: its answers are cached
+            err.print(
+                f"assay generate: {exc}; the judge's replies so far are in its cache: run "
+                "the same command again to continue",
+                markup=False,
+            )
+            raise typer.Exit(EXIT_UNREACHABLE) from None
     summary = result.summary
     if dry_run:
         out_console.print(dumps(summary, indent=2), markup=False, soft_wrap=True)
