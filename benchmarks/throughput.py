@@ -9,6 +9,7 @@ seen during warm-up.
     python benchmarks/throughput.py            # all configurations
     python benchmarks/throughput.py lexical    # one configuration (names: see CONFIGS)
     python benchmarks/throughput.py rag --samples 300   # fewer samples
+    python benchmarks/throughput.py faithfulness --samples 200  # news summaries (QAGS)
     ASSAY_EMBEDDER=e5-small python benchmarks/throughput.py semantic   # another embedder
 """
 
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 CONFIGS = {
     "lexical": {"suites": ["lexical"]},
@@ -31,7 +33,10 @@ CONFIGS = {
     "base": {"suites": ["base"]},
     "semantic": {"suites": ["semantic"]},
     "rag": {"suites": ["rag"], "samples": "rag"},
+    "faithfulness": {"metrics": ["faithfulness"], "samples": "news"},
 }
+#: the dev data folder (QAGS CNN/DM for the ``faithfulness`` configuration)
+DATA = Path(os.environ.get("ASSAY_DEV_DATA", "/work/shared/data"))
 
 SUBJECTS = [
     "the invoice",
@@ -114,6 +119,24 @@ def make_rag_samples(n: int, seed: int) -> list[dict]:
     return rows
 
 
+def make_news_samples(n: int, seed: int) -> list[dict]:
+    """News summaries against their article, as ``assay evaluate -m faithfulness`` reads
+    them: QAGS CNN/DM dev (235 CNN/DailyMail articles of about 320 words, each with a
+    3-sentence summary written by a summarisation model). The timed run (``seed`` 2) takes
+    the first ``n`` articles, the warm-up (any other seed) the last ``n``."""
+    with (DATA / "qags-cnndm-dev.jsonl").open(encoding="utf-8") as handle:
+        items = [json.loads(line) for line in handle]
+    chosen = items[:n] if seed == 2 else items[-n:]
+    return [
+        {
+            "id": f"{seed}-{i}",
+            "response": " ".join(s["sentence"] for s in item["summary_sentences"]),
+            "contexts": [item["article"]],
+        }
+        for i, item in enumerate(chosen)
+    ]
+
+
 def run_one(name: str, n: int = 1000) -> dict:
     from assay.core.config import AssayConfig
     from assay.engine.resources import Resources
@@ -126,7 +149,9 @@ def run_one(name: str, n: int = 1000) -> dict:
         metrics = [m for m in metrics if spec["exclude_needs"] not in m.needs]
     with tempfile.TemporaryDirectory() as cache:
         res = Resources(AssayConfig(cache_dir=cache))
-        make = make_rag_samples if spec.get("samples") == "rag" else make_samples
+        make = {"rag": make_rag_samples, "news": make_news_samples}.get(
+            spec.get("samples", ""), make_samples
+        )
         evaluate(make(32, seed=1), metrics=metrics, resources=res)  # warm-up
         samples = make(n, seed=2)
         start = time.perf_counter()
@@ -146,15 +171,23 @@ def run_one(name: str, n: int = 1000) -> dict:
 
 
 def _model_work(res: object) -> str:
-    """What reached the models in the whole run (warm-up included): texts embedded,
-    distinct cosines computed, BERTScore pairs scored."""
+    """What reached the models in the whole run (warm-up included) and the seconds each
+    took: texts embedded, distinct cosines computed, BERTScore pairs scored, entailment
+    pairs scored (distinct (window, sentence) pairs; the windows skipped are those outside
+    each sentence's top ``WINDOWS_PER_SENTENCE``)."""
     loaded = vars(res)
     parts = []
     if "embedder" in loaded:
         embedder = loaded["embedder"]
-        parts.append(f"{embedder.name}: embedded {embedder.calls}, cosines {embedder.cosines}")
+        parts.append(
+            f"{embedder.name}: embedded {embedder.calls} in {embedder.seconds:.1f}s, "
+            f"cosines {embedder.cosines}"
+        )
     if "bertscorer" in loaded:
         parts.append(f"bertscore pairs {loaded['bertscorer'].calls}")
+    if "entailment" in loaded:
+        model = loaded["entailment"]
+        parts.append(f"{model.name}: pairs {model.calls} in {model.seconds:.1f}s")
     return "; ".join(parts) or "-"
 
 

@@ -30,11 +30,12 @@ from assay.models.entailment import (
     base_model_path,
     training_facts,
 )
+from assay.models.precision import resolve_precision
 
 
 @pytest.fixture(scope="module")
 def model() -> EntailmentModel:
-    return EntailmentModel()
+    return EntailmentModel(precision="float32")  # bfloat16: test_model_speed_paths
 
 
 SENTENCES = [
@@ -193,7 +194,7 @@ def test_the_shipped_model_runs_in_plain_torch_as_transformers_runs_it(
 def test_a_users_model_folder_runs_the_same_way(model: EntailmentModel, saved_folder: str) -> None:
     """The shipped model saved as an ordinary transformers folder and loaded through
     ``entailment_model`` gives the same probabilities, in plain torch."""
-    own = EntailmentModel(saved_folder)
+    own = EntailmentModel(saved_folder, precision="float32")
     assert own.name == "my-nli" and own.engine == "assay"
     np.testing.assert_allclose(own.probabilities(PAIRS), model.probabilities(PAIRS), atol=1e-5)
 
@@ -244,7 +245,9 @@ def test_faithfulness_with_the_entailment_estimator(tmp_path) -> None:
     for results in (faithful, invented):
         result = results["faithfulness"]
         assert result.details["estimator"] == "entailment"
-        assert result.signature.endswith("model=assay-entailment-minilm-l6")
+        # the shipped model, with "/bf16" where the CPU runs it in bfloat16
+        suffix = "/bf16" if resolve_precision("auto", "cpu") == "bfloat16" else ""
+        assert result.signature.endswith(f"model=assay-entailment-minilm-l6{suffix}")
         [sentence] = result.details["sentences"]
         assert sentence["window"] == contexts[0]
         assert results["hallucination"].value == pytest.approx(1 - result.value)

@@ -21,6 +21,13 @@ swapped roles pass ("Sydney is the capital of Australia" and "Beats acquired App
 "Canberra is the capital" and "Apple acquired Beats": P(entailment) above 0.9) while it
 catches changed objects, numbers and dates; English only.
 
+Precision: ``precision="auto"`` (the default) runs the shipped model (and a user's BERT
+classifier) in bfloat16 on a CPU with native bfloat16 (`assay.models.precision`: 2.6
+times the pairs per second of float32 on the benchmark CPU, probabilities within
+`BF16_TOLERANCE` of float32's, no AUROC on BEGIN or QAGS moved by more than 0.0003:
+``benchmarks/validity_speed.py``), else in float32; the model's ``name`` then ends in
+``/bf16``, so results say which format ran. ``float32`` turns it off.
+
 A user's own sequence-classification model
 (a local folder saved with ``save_pretrained``, whose ``id2label`` names entailment,
 neutral and contradiction, or entailment and not_entailment) runs the same way
@@ -31,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -41,8 +49,10 @@ from assay.core.extras import ModelUnavailable
 from assay.models.bert_files import WordPieces, read_bert_folder
 from assay.models.device import model_threads
 from assay.models.embedders import minilm_path
+from assay.models.precision import PRECISION_SUFFIX, resolve_precision
 
 __all__ = [
+    "BF16_TOLERANCE",
     "DEFAULT_WEIGHTS",
     "FROZEN_KEY",
     "LABELS",
@@ -62,6 +72,9 @@ DEFAULT_WEIGHTS = Path(__file__).parent / "data" / "entailment_minilm_l6.safeten
 FROZEN_KEY = "bert.embeddings.word_embeddings.weight"
 #: the shipped model's name in results and signatures
 SHIPPED_NAME = "assay-entailment-minilm-l6"
+#: largest difference of a probability in bfloat16 from float32 that the tests allow on the
+#: shipped model (measured: at most 0.013, mean 0.001, on 240 RAG pairs)
+BF16_TOLERANCE = 0.03
 #: distinct pairs kept in the memo; it starts over when full
 _MEMO_LIMIT = 200_000
 
@@ -103,10 +116,18 @@ class EntailmentModel:
             labels name entailment and contradiction, neutral or not_entailment.
         device: torch device (``cpu`` or ``cuda``).
         batch_size: pairs per forward pass.
+        precision: ``auto`` (bfloat16 on a CPU with native bfloat16, else float32),
+            ``float32`` or ``bfloat16`` (`assay.models.precision.resolve_precision`); a
+            model that transformers runs stays in float32.
     """
 
     def __init__(
-        self, model_path: str | None = None, *, device: str = "cpu", batch_size: int = 32
+        self,
+        model_path: str | None = None,
+        *,
+        device: str = "cpu",
+        batch_size: int = 32,
+        precision: str = "auto",
     ) -> None:
         try:
             import torch
@@ -117,6 +138,7 @@ class EntailmentModel:
         self.device = device
         self.batch_size = int(batch_size)
         self.calls = 0  # pairs that reached the model (memo misses)
+        self.seconds = 0.0  # wall seconds the model spent on them
         self._memo: dict[tuple[str, str], np.ndarray] = {}
         if model_path is None:
             self.name = SHIPPED_NAME
@@ -134,6 +156,13 @@ class EntailmentModel:
         self.engine = self._classifier.engine
         self._columns = _label_columns(self._classifier.id2label)
         self._classifier.model.to(device).eval()
+        #: the number format the model runs in (``float32`` or ``bfloat16``)
+        self.precision = resolve_precision(precision, device)
+        if self.engine != "assay":
+            self.precision = "float32"
+        if self.precision != "float32":
+            self._classifier.model.to(getattr(torch, self.precision))
+        self.name += PRECISION_SUFFIX[self.precision]
         if device == "cpu":
             torch.set_num_threads(model_threads())
 
@@ -153,6 +182,7 @@ class EntailmentModel:
     def _forward(self, pairs: list[tuple[str, str]]) -> np.ndarray:
         import torch
 
+        started = time.perf_counter()
         self.calls += len(pairs)
         order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
         out = np.zeros((len(pairs), len(LABELS)), dtype=np.float32)
@@ -164,6 +194,7 @@ class EntailmentModel:
                 for k, column in enumerate(self._columns):
                     if column is not None:
                         out[chunk, k] = probs[:, column]
+        self.seconds += time.perf_counter() - started
         return out
 
 
