@@ -21,6 +21,7 @@ fewer than 2 of a class is redrawn.
 
     python benchmarks/calibration_curves.py [--data /work/shared/data] [--draws 10]
         [--cache /tmp/assay-curves] [--sources begin,qags,davidson,truthfulqa]
+        [--method auto|score|evidence|head]
 
 Prints one table row per source and n: the default's and the calibration's mean AUROC
 on the rest, the mean difference and the 2.5-97.5 % range of the differences over the
@@ -141,7 +142,9 @@ def calibrated_on_rest(
     return evidence.scores, probabilities, rest[evidence.indices]
 
 
-def curve(source: Source, results: list[MetricResult], draws: int, res: Resources) -> list[str]:
+def curve(
+    source: Source, results: list[MetricResult], draws: int, res: Resources, method: str
+) -> list[str]:
     metric = get_metric(source.metric)
     embeddings = None
     if source.metric == "toxicity_score":
@@ -165,6 +168,7 @@ def curve(source: Source, results: list[MetricResult], draws: int, res: Resource
                     [float(source.labels[i]) for i in chosen],
                     head_features=head if embeddings is not None else None,
                     min_per_class=2,
+                    method=method,
                 )
                 write_calibration(content, path)
                 scores, probabilities, kept = calibrated_on_rest(path, results, rest, embeddings)
@@ -192,6 +196,11 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=10)
     parser.add_argument("--cache", type=Path, default=None)
     parser.add_argument("--sources", default="begin,qags,davidson,truthfulqa")
+    parser.add_argument(
+        "--method",
+        default="auto",
+        help="auto (as assay calibrate), or one candidate forced: score, evidence, head",
+    )
     args = parser.parse_args()
     res = Resources(AssayConfig(judge_model=None))
     header = [
@@ -203,7 +212,7 @@ def main() -> None:
     table = []
     for source in sources(args.data, args.sources.split(",")):
         results = scored(source, res, args.cache)
-        table.extend(curve(source, results, args.draws, res))
+        table.extend(curve(source, results, args.draws, res, args.method))
     res.close()
     print("\n".join([*header, *table]))
 
