@@ -246,7 +246,8 @@ def test_offline_set_is_read_by_assays_reader_and_reproducible(resources, tmp_pa
 def test_extractive_questions_from_spacys_parse(resources) -> None:
     text = (
         "Marie Curie discovered radium in 1898. The parser reads the whole file in one pass. "
-        "Users configured the proxy with a YAML file. It is fast and it works well."
+        "Users configured the proxy with a YAML file. It is fast and it works well. "
+        "Install the package with pip on each server."
     )
     chunk = Chunk("a.md#1", "a.md", "", text)
     found = {(f.label, f.answer, f.question) for f in facts([chunk], {text: resources.nlp(text)})}
@@ -256,6 +257,7 @@ def test_extractive_questions_from_spacys_parse(resources) -> None:
         ("NOUN", "the whole file", "What does the parser read in one pass?"),
         ("NOUN", "the proxy", "What did users configure with a YAML file?"),
         ("NOUN", "a YAML file", "What did users configure the proxy with?"),
+        ("NOUN", "the package", "What should you install with pip on each server?"),
     } <= found
     # "It ..." names someone in another sentence: no question
     assert not [q for _, _, q in found if "fast" in q]

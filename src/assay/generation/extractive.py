@@ -19,7 +19,9 @@ sentences into questions whose reference answer is the sentence itself:
   preposition, is the answer: ``The parser reads the file in one pass.`` → ``What does
   the parser read in one pass?``; ``Customers restore a backup from the Settings page.``
   → ``What do customers restore a backup from?`` (the first auxiliary opens the
-  question where the verb has one: ``What can ...``).
+  question where the verb has one: ``What can ...``). Instructions give them too:
+  ``Install the package with pip.`` → ``What should you install with pip?``; ``You can
+  set the proxy in the config file.`` → ``What can you set in the config file?``.
 
 Inline Markdown (links, code and emphasis marks) is removed first. A sentence is used
 when it has 6 to 50 words, starts with a capital letter, ends with a full stop, has a verb
@@ -252,7 +254,26 @@ def _links(sent: Any, skip: Any | None) -> tuple[tuple[str, str, str], ...]:
     )
 
 
+def _instruction(sent: Any) -> bool:
+    """An instruction to the reader: an imperative (``Install the package with pip.``) or
+    a sentence whose subject is *you* (``You can set the proxy in the config file.``),
+    with the shape of `_usable` otherwise."""
+    text = sent.text.strip()
+    n_words = sum(1 for t in sent if not t.is_punct)
+    if not (_MIN_WORDS <= n_words <= _MAX_WORDS) or not text.endswith("."):
+        return False
+    if not text[0].isupper() or _NOT_PROSE.search(text) or text.count("(") != text.count(")"):
+        return False
+    root, first = sent.root, sent[0]
+    imperative = root.i == first.i and root.tag_ == "VB" and root.pos_ == "VERB"
+    you = first.lower_ == "you" and first.dep_ == "nsubj" and first.head.i == root.i
+    subjects = [t for t in root.children if t.dep_ in {"nsubj", "nsubjpass"}]
+    return (imperative and not subjects) or you
+
+
 def _sentence_facts(chunk: Chunk, sent: Any) -> list[Fact]:
+    if _instruction(sent):
+        return _object_facts(chunk, sent, sent.text.strip())
     if not _usable(sent):
         return []
     text = sent.text.strip()
@@ -297,11 +318,15 @@ def _object_facts(chunk: Chunk, sent: Any, text: str) -> list[Fact]:
     if root.pos_ != "VERB" or any(t.dep_ == "neg" for t in root.children):
         return []
     subjects = [t for t in root.children if t.dep_ == "nsubj" and t.i < root.i]
-    if not subjects or subjects[0].pos_ == "PRON":
-        return []
-    subj = subjects[0]
-    subject = doc[subj.left_edge.i : subj.right_edge.i + 1]
-    if subject.start != sent.start:
+    subject = None  # an imperative: the question asks what *you* should do
+    if subjects:
+        subj = subjects[0]
+        if subj.pos_ == "PRON" and subj.lower_ != "you":
+            return []
+        subject = doc[subj.left_edge.i : subj.right_edge.i + 1]
+        if subject.start != sent.start:
+            return []
+    elif root.i != sent.start:
         return []
     targets = [(t, None) for t in root.children if t.dep_ == "dobj" and t.i > root.i]
     for prep in root.children:
@@ -320,9 +345,19 @@ def _object_facts(chunk: Chunk, sent: Any, text: str) -> list[Fact]:
     return out
 
 
-def _verb_question(sent: Any, root: Any, subject: Any, answer: Any, prep: Any | None) -> str | None:
-    """The question of `_object_facts` for one object (None: no auxiliary to use)."""
+def _verb_question(
+    sent: Any, root: Any, subject: Any | None, answer: Any, prep: Any | None
+) -> str | None:
+    """The question of `_object_facts` for one object (None: no auxiliary to use); an
+    imperative (``subject`` None) asks ``What should you <verb> ...?``."""
     doc = sent.doc
+    if subject is None:
+        verb_to_object = list(doc[root.i : (prep.i + 1) if prep is not None else answer.start])
+        if prep is not None and answer.start != prep.i + 1:
+            return None
+        rest = _words_of(doc[answer.end : sent.end]).rstrip(" .!;:")
+        verb = _words_of(verb_to_object[1:])
+        return " ".join(p for p in ("What should you", root.lemma_.lower(), verb, rest) if p) + "?"
     auxes = [t for t in root.children if t.dep_ == "aux" and subject.end <= t.i < root.i]
     middle = [t for t in doc[subject.end : root.i] if not auxes or t.i != auxes[0].i]
     verb_to_object = list(doc[root.i : (prep.i + 1) if prep is not None else answer.start])
