@@ -52,6 +52,9 @@ EXTRA_OF: dict[str, str] = {
     "pandas": "pandas",
     "pyarrow": "pandas",
     "ray": "ray",
+    "pypdf": "generate",
+    "bs4": "generate",
+    "semantic_text_splitter": "generate",
 }
 
 
