@@ -455,3 +455,39 @@ def test_assay_calibrate_reads_a_stored_runs_samples_and_labels(store_url, tmp_p
     missing = CliRunner().invoke(app, [*args[:1], "feedc0ffee12", *args[2:]])
     assert missing.exit_code == 2
     assert "feedc0ffee12: no such file, nor a stored run of that id" in missing.stderr
+
+
+def test_a_score_calibration_reads_the_value_alone_and_an_evidence_one_says_what_it_lacks(
+    tmp_path,
+):
+    from assay.core.sample import Sample
+    from assay.engine.resources import Resources
+    from assay.evaluation.calibration_apply import Calibrations
+
+    score = load_calibration(
+        _calibration(tmp_path / "score.json", metric="faithfulness", method="score")
+    )
+    features = ["logit_default_score", "min_entailment"]
+    evidence = load_calibration(
+        _calibration(
+            tmp_path / "evidence.json",
+            metric="faithfulness",
+            method="evidence",
+            calibrated_methods=["local"],
+            features=features,
+            weights={"intercept": 0.5, "weights": [2.0, 1.0]},
+            training_ranges={n: {"min": -2.0, "max": 2.0, "mean": 0.0} for n in features},
+        )
+    )
+    result = MetricResult("faithfulness", 0.8, method="reference")  # no sentence evidence
+    res = Resources(AssayConfig())
+    rows = [{"faithfulness": result}]
+    Calibrations([score]).apply([Sample(response="x")], rows, res)
+    assert rows[0]["faithfulness"].value == pytest.approx(_expected_probability(0.8), abs=1e-12)
+    local = MetricResult("faithfulness", 0.8, method="local")
+    rows = [{"faithfulness": local}]
+    Calibrations([evidence]).apply([Sample(response="x")], rows, res)
+    kept = rows[0]["faithfulness"]
+    assert (kept.value, kept.method) == (0.8, "local")
+    assert kept.details["calibration"]["applied"] is False
+    assert "details['sentences']" in kept.details["calibration"]["reason"]

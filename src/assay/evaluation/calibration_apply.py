@@ -30,8 +30,19 @@ from assay.core.config import AssayNote
 from assay.core.result import MetricResult, format_signature, parse_signature
 from assay.core.sample import Sample
 from assay.engine.resources import Resources
-from assay.evaluation.calibration_features import MissingEvidence, features_of
-from assay.evaluation.calibration_file import HEAD_METHOD, Calibration, load_calibration
+from assay.evaluation.calibration_features import (
+    DEFAULT_SCORE,
+    MissingEvidence,
+    default_score,
+    features_of,
+)
+from assay.evaluation.calibration_file import (
+    HEAD_METHOD,
+    SCORE_METHOD,
+    Calibration,
+    load_calibration,
+)
+from assay.evaluation.calibration_fit import logit
 from assay.evaluation.calibration_head import head_embeddings
 from assay.metrics.base import PASS_THRESHOLD
 
@@ -169,7 +180,10 @@ def _apply_evidence(calibration: Calibration, result: MetricResult) -> MetricRes
     if why is not None:
         return _not_applied(calibration, result, why)
     try:
-        features = features_of(result)
+        if calibration.method == SCORE_METHOD:  # the default's score is all it reads
+            features = {DEFAULT_SCORE: float(logit(default_score(result)))}
+        else:
+            features = features_of(result)
         vector = np.array([features[n] for n in calibration.feature_names], dtype=np.float64)
     except MissingEvidence as exc:
         return _not_applied(calibration, result, str(exc))
