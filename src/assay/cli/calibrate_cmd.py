@@ -157,7 +157,8 @@ def calibrate_command(
     names = [n.strip() for item in metric for n in item.split(",") if n.strip()]
     try:
         scale = LabelScale.parse(label_scale) if label_scale else None
-        config = load_config({}).model_copy(update={"judge_model": None})
+        # the offline evidence is what is fitted: no judge, nor a panel of judges
+        config = load_config({}).model_copy(update={"judge_model": None, "judge_models": []})
         metrics = resolve_metrics(names, None)
         samples = labelled_samples(data, db, label_field, scale)
     except (ConfigError, KeyError, LabelError, ValueError, OSError, StoreError) as exc:
