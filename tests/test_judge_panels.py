@@ -396,3 +396,21 @@ def test_a_resumed_run_must_have_the_same_judges_but_may_change_their_limits(
         )
         in other
     )
+
+
+def test_no_judge_turns_a_panel_off_too(
+    server: JudgeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--no-judge`` with a panel configured: no judge is asked, the local estimator runs."""
+    monkeypatch.setenv("ASSAY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ASSAY_JUDGE_MODEL", raising=False)
+    monkeypatch.setenv("ASSAY_JUDGE_BASE_URL", server.url)
+    monkeypatch.setenv("ASSAY_JUDGE_MODELS", json.dumps([{"model": "alpha"}, {"model": "beta"}]))
+    data = tmp_path / "panel.jsonl"
+    data.write_text("".join(json.dumps(s) + "\n" for s in SAMPLES))
+    args = ["evaluate", str(data), "-m", METRIC, "--no-judge", "--format", "json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert server.calls == 0
+    (summary,) = json.loads(result.stdout[result.stdout.index("{") :])["metrics"]
+    assert summary["methods"] == {"local": 4}

@@ -158,7 +158,7 @@ def calibrate_command(
     try:
         scale = LabelScale.parse(label_scale) if label_scale else None
         # the offline evidence is what is fitted: no judge, nor a panel of judges
-        config = load_config({}).model_copy(update={"judge_model": None, "judge_models": []})
+        config = load_config({}).without_judge()
         metrics = resolve_metrics(names, None)
         samples = labelled_samples(data, db, label_field, scale)
     except (ConfigError, KeyError, LabelError, ValueError, OSError, StoreError) as exc:

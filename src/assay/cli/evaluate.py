@@ -286,7 +286,7 @@ def evaluate_command(
             overrides["judge_model"] = judge_model
         config = load_config(overrides)
         if no_judge:
-            config = config.model_copy(update={"judge_model": None})
+            config = config.without_judge()
         tolerance = ErrorTolerance.parse(max_errors)
         under = parse_pairs(fail_under or [], "--fail-under")
         over = parse_pairs(fail_over or [], "--fail-over")

@@ -15,16 +15,18 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode
 
-__all__ = ["PANEL_RULES", "JudgeMember", "JudgeSpec", "PanelSettings", "judge_labels"]
+__all__ = ["JUDGE_OFF", "PANEL_RULES", "JudgeMember", "JudgeSpec", "PanelSettings", "judge_labels"]
 
 #: how a panel combines its judges' values (`assay.judge.panel_rules.combine`)
 PANEL_RULES = ("mean", "majority", "min")
+#: the settings that turn the judge off: no single judge and no panel
+JUDGE_OFF: dict[str, Any] = {"judge_model": None, "judge_models": []}
 
 
 class JudgeSpec(BaseModel):
@@ -143,6 +145,11 @@ class PanelSettings(BaseSettings):
         judge_labels([(s.model, s.base_url) for s in self.judge_models])  # distinct judges
         self.judge_members()  # registers each key as a secret
         return self
+
+    def without_judge(self) -> Self:
+        """These settings with no judge at all, neither one nor a panel (``--no-judge``:
+        every judged metric runs its local estimator)."""
+        return self.model_copy(update=dict(JUDGE_OFF))
 
     @property
     def judge_configured(self) -> bool:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from assay.core.config import AssayConfig
+from assay.core.judges import JUDGE_OFF
 from assay.metrics.registry import metric_class
 
 __all__ = [
@@ -70,17 +71,7 @@ class Method:
 
 def without_judge(config: AssayConfig) -> AssayConfig:
     """``config`` with no judge configured (the local estimators only)."""
-    return config.model_copy(update=_judge_off(config))
-
-
-def _judge_off(config: AssayConfig) -> dict[str, Any]:
-    """The settings that turn the judge (a single judge, or a panel) off."""
-    fields = type(config).model_fields
-    return {
-        name: empty
-        for name, empty in (("judge_model", None), ("judge_models", []))
-        if name in fields
-    }
+    return config.without_judge()
 
 
 def methods_for(metric: str, config: AssayConfig, *, every: bool = True) -> list[Method]:
@@ -91,7 +82,7 @@ def methods_for(metric: str, config: AssayConfig, *, every: bool = True) -> list
     needs_judge = "judge" in metric_class(metric).needs and config.judge_configured
     if not every:
         return [Method(CONFIGURED, {}, {}, needs_judge)]
-    off = _judge_off(config)
+    off = dict(JUDGE_OFF)
     table = METHOD_SETTINGS.get(metric, {OFFLINE: {}})
     methods = [Method(label, {**off, **s}, dict(s), False) for label, s in table.items()]
     if not needs_judge:
