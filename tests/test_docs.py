@@ -16,21 +16,25 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```(\w+)\n(.*?)```", README, flags=re.DOTALL)
 
 
-def _commands() -> list[str]:
+def _commands() -> list[tuple[int, str]]:
+    """Each command with the number of its block: a block's commands run in order in one
+    folder, so one can read what an earlier one wrote (``assay generate`` then ``assay run``)."""
     out = []
-    for lang, body in BLOCKS:
+    for number, (lang, body) in enumerate(BLOCKS):
         if lang != "bash" or "ASSAY_JUDGE" in body:  # the judge example needs a server
             continue
         for line in body.splitlines():
             line = line.split("  #", 1)[0].strip()
             if line.startswith("assay ") and not line.startswith("assay serve"):
-                out.append(line)
+                out.append((number, line))
     return out
 
 
-@pytest.mark.parametrize("command", _commands())
-def test_readme_command_runs(command, tmp_path, monkeypatch, cache_dir):
-    monkeypatch.chdir(tmp_path)
+@pytest.mark.parametrize(("block", "command"), _commands(), ids=[c for _, c in _commands()])
+def test_readme_command_runs(block, command, tmp_path_factory, monkeypatch, cache_dir):
+    folder = tmp_path_factory.getbasetemp() / f"readme-block-{block}"
+    folder.mkdir(exist_ok=True)
+    monkeypatch.chdir(folder)
     monkeypatch.setenv("ASSAY_CACHE_DIR", cache_dir)
     # the examples' paths (also inside python:examples/...:answer) from the checkout
     args = [a.replace("examples/", f"{ROOT}/examples/") for a in shlex.split(command)][1:]

@@ -264,6 +264,20 @@ def test_extractive_questions_from_spacys_parse(resources) -> None:
     assert all(answer.lower() not in question.lower() for _, answer, question in found)
 
 
+def test_durations_and_amounts_are_asked_for_their_count(resources) -> None:
+    """'within 30 days' asks 'within how many days' (not 'what date'), and '$240' asks
+    'how much' with its currency symbol (spaCy's MONEY entity leaves the '$' out)."""
+    text = (
+        "Returns are accepted within 30 days of delivery. "
+        "The premium plan costs $25 a month or $240 a year."
+    )
+    chunk = Chunk("a.md#1", "a.md", "", text)
+    questions = {f.question for f in facts([chunk], {text: resources.nlp(text)})}
+    assert "Returns are accepted within how many days of delivery?" in questions
+    assert "The premium plan costs $25 a month or how much a year?" in questions
+    assert not [q for q in questions if "what date" in q or "$how" in q]
+
+
 def test_composed_kinds_from_facts() -> None:
     one = Chunk("a.md#1", "a.md", "", "Acme was founded in 2009. Acme hired Ana Lopes.")
     two = Chunk("b.md#1", "b.md", "", "Acme moved to Porto in 2021.")

@@ -120,6 +120,13 @@ _MIN_QUESTION_WORDS = 4
 #: the auxiliary of a question about a verb of this tense with no auxiliary of its own
 _DO_SUPPORT = {"VBD": "did", "VBZ": "does", "VBP": "do"}
 _YEAR = re.compile(r"^(?:in |on )?(1[5-9]\d\d|20\d\d)$")
+#: a duration of one count ("30 days", "10 business days"): the count is asked for
+_DURATION = re.compile(
+    r"(\d+)\s+(?:business\s+|working\s+|calendar\s+)?"
+    r"(?:minutes?|hours?|days?|weeks?|months?|years?)"
+)
+#: a span of time with its unit ("5 to 8 business days", "24 hours a day"): how long
+_SPAN_OF_TIME = re.compile(r"\b(?:minutes?|hours?|days?|weeks?|months?|years?)\b")
 _MIN_WORDS, _MAX_WORDS = 6, 50
 #: an answer span: words, digits, spaces and the marks of names, amounts and dates
 _NAME = re.compile(r"^[\w$€£%&'., -]+$")
@@ -210,11 +217,18 @@ def _entity_question(sent: Any, ent: Any) -> str | None:
     wh = WH_IN_PLACE.get(label)
     if wh is None or ent.root.dep_ in _MODIFIERS:
         return None  # "the Acme library": a name inside a noun phrase asks nothing
+    if label == "MONEY" and start > 0 and sent.text[start - 1] in "$€£¥₹":
+        start -= 1  # "$25" whose entity is "25": the symbol goes with the amount asked
     before = sent.doc[ent.start - 1] if ent.start > sent.start else None
     after = sent.doc[ent.end] if ent.end < sent.end else None
     if label == "DATE":
         if not any(c.isdigit() for c in ent.text):
             return None  # "today", "every week": nothing to ask
+        count = _DURATION.fullmatch(ent.text)
+        if count is not None:  # "within 30 days" -> "within how many days"
+            return _question(sent, start, start + count.end(1), "how many")
+        if _SPAN_OF_TIME.search(ent.text):  # "5 to 8 business days" -> "how long"
+            return _question(sent, start, end, "how long")
         if before is not None and before.lower_ in _TIME_PREPOSITIONS:
             start = before.idx - base
         else:
