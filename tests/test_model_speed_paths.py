@@ -138,3 +138,15 @@ def test_the_shipped_entailment_model_in_bfloat16_stays_within_tolerance_of_floa
     # the supported pair is entailed and the changed date contradicted, in both formats
     assert want[0, 0] > 0.5 and got[0, 0] > 0.5
     assert want[1, 2] > 0.5 and got[1, 2] > 0.5
+
+
+def test_the_model_precision_setting_reaches_the_entailment_model(monkeypatch):
+    """``model_precision`` (ASSAY_MODEL_PRECISION) is the way to turn the fast path off:
+    float32 runs the shipped model in float32 and its name has no /bf16."""
+    from assay.core.config import AssayConfig
+    from assay.engine.resources import Resources
+
+    monkeypatch.setenv("ASSAY_MODEL_PRECISION", "float32")
+    model = Resources(AssayConfig()).entailment
+    assert model.precision == "float32"
+    assert not model.name.endswith("/bf16")

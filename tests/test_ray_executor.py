@@ -532,7 +532,7 @@ def test_device_auto_follows_torch_and_cuda_without_a_gpu_is_refused(
 ) -> None:
     torch = pytest.importorskip("torch")
     from assay.core.extras import ModelUnavailable
-    from assay.models.device import model_threads, torch_device
+    from assay.models.device import available_cores, model_threads, torch_device
 
     gpu = torch.cuda.is_available()
     assert torch_device("cpu") == "cpu"
@@ -550,4 +550,4 @@ def test_device_auto_follows_torch_and_cuda_without_a_gpu_is_refused(
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # what Ray sets for a one-CPU worker
     assert model_threads() == 1
     monkeypatch.delenv("OMP_NUM_THREADS")
-    assert model_threads() == os.cpu_count()
+    assert model_threads() == available_cores()  # the cores allowed, not the host's

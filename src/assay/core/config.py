@@ -24,6 +24,7 @@ from assay.core.limits import (
     over_limit,
     raise_hint,
 )
+from assay.core.model_settings import ModelSettings
 
 __all__ = [
     "DEFAULT_MAX_JSON_DEPTH",
@@ -61,7 +62,7 @@ def _default_cache_dir() -> str:
     return str(Path(base) / "assay")
 
 
-class AssayConfig(PanelSettings):
+class AssayConfig(PanelSettings, ModelSettings):
     """All settings of a run. Field docs say what each does and its environment name."""
 
     model_config = SettingsConfigDict(extra="forbid", populate_by_name=True)
@@ -157,14 +158,6 @@ class AssayConfig(PanelSettings):
             "against its closest evidence windows) or head (the learned support head, "
             "trained on BEGIN and QAGS; with the embedder it was trained with, USE "
             "multilingual v3, else the graded support)."
-        ),
-    )
-    entailment_model: str | None = Field(
-        None,
-        validation_alias=_env("ASSAY_ENTAILMENT_MODEL", "entailment_model"),
-        description=(
-            "Local folder of a sequence-classification model whose labels name entailment "
-            "and contradiction, neutral or not_entailment; default: Assay's shipped model."
         ),
     )
     extra_patterns_file: str | None = Field(

@@ -156,6 +156,7 @@ class Resources:
                 self.config.entailment_model,
                 device=torch_device(self.config.device),
                 batch_size=self.config.batch_size,
+                precision=self.config.model_precision,
             )
 
     @cached_property
