@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 from assay.cli import app
 from assay.judge.batch import BatchLedger, BatchTransport, poll_delays
 from assay.judge.client import JudgeClient, JudgeError
+from assay.judge.panel import judge_from_config
 from assay.judge.prompts import RELEVANCE
 from judge_server import JudgeServer
 
@@ -354,12 +355,12 @@ def test_judge_batch_in_the_project_file_makes_a_batch_client(
         f'judge_base_url = "http://127.0.0.1:9/v1"\ncache_dir = "{tmp_path / "cache"}"\n'
     )
     config = load_config(project_dir=tmp_path)
-    client = JudgeClient.from_config(config)
+    client = judge_from_config(config)
     assert client is not None and client.batch is not None
     assert (client.batch.poll, client.batch.wait) == (0.5, 600.0)
     assert client.batch.ledger.path == tmp_path / "cache" / "judge_batches.sqlite"
     client.close()
-    direct = JudgeClient.from_config(config.model_copy(update={"judge_batch": False}))
+    direct = judge_from_config(config.model_copy(update={"judge_batch": False}))
     assert direct is not None and direct.batch is None
     direct.close()
     monkeypatch.setenv("ASSAY_JUDGE_BATCH_POLL", "0")

@@ -15,6 +15,7 @@ from assay.engine.resources import Resources
 from assay.judge.aio import run_sync
 from assay.judge.cache import JudgeCache
 from assay.judge.client import JudgeClient, JudgeError, JudgeUnreachable
+from assay.judge.panel import judge_from_config
 from assay.judge.parsing import ParseError, parse_reply
 from assay.judge.prompts import (
     ANSWER_CLASSIFICATION,
@@ -733,13 +734,13 @@ def test_sync_helper_works_inside_a_running_event_loop(server: JudgeServer) -> N
 def test_judge_from_config(server: JudgeServer, tmp_path: Path) -> None:
     base = {"cache_dir": str(tmp_path)}
     none = AssayConfig(**base, judge_model=None, judge_base_url=None, judge_api_key=None)
-    assert JudgeClient.from_config(none) is None
+    assert judge_from_config(none) is None
     key_only = AssayConfig(**base, judge_model=None, judge_api_key="sk-test")
-    assert JudgeClient.from_config(key_only) is None
+    assert judge_from_config(key_only) is None
     openai_proper = AssayConfig(
         **base, judge_model="gpt-4o-mini", judge_api_key="sk-test", judge_base_url=None
     )
-    client = JudgeClient.from_config(openai_proper)
+    client = judge_from_config(openai_proper)
     assert client is not None and client.base_url is None and client.model == "gpt-4o-mini"
     local = AssayConfig(
         **base,

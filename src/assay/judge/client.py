@@ -60,8 +60,7 @@ import time
 from collections.abc import Awaitable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -82,9 +81,6 @@ from assay.judge.parsing import ParseError, parse_reply
 from assay.judge.prompts import Prompt
 from assay.judge.rate import TokenBucket
 from assay.judge.usage import JudgeUsage
-
-if TYPE_CHECKING:
-    from assay.core.config import AssayConfig
 
 __all__ = [
     "STRUCTURED_MODES",
@@ -234,35 +230,6 @@ class JudgeClient:
     def unreachable(self) -> str | None:
         """Why the server cannot be reached, once the circuit is open; None while closed."""
         return self._circuit.open
-
-    # ---- construction ------------------------------------------------------------------
-    @classmethod
-    def from_config(cls, config: AssayConfig) -> JudgeClient | None:
-        """The judge the configuration describes, or None when none is configured.
-
-        Configured means a model and a base URL (any OpenAI-compatible server), or a model
-        and an API key (OpenAI itself, at its default URL).
-        """
-        model = config.judge_model
-        if not model or not config.judge_configured:
-            return None
-        enabled = config.judge_cache and config.use_cache
-        cache = JudgeCache(Path(config.cache_dir) / "judge.sqlite" if enabled else None)
-        batch = BatchTransport.from_config(config) if config.judge_batch else None
-        return cls(
-            model,
-            config.judge_base_url,
-            config.judge_api_key,
-            concurrency=config.judge_concurrency,
-            timeout=config.judge_timeout,
-            max_retries=config.judge_max_retries,
-            cache=cache,
-            price_prompt=config.judge_price_prompt,
-            price_completion=config.judge_price_completion,
-            rate_limit=config.judge_rate_limit,
-            max_reply_bytes=config.max_reply_bytes,
-            batch=batch,
-        )
 
     def __repr__(self) -> str:
         return f"JudgeClient(model={self.model!r}, base_url={self.base_url!r})"

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from assay.core.judges import JudgeMember
 from assay.judge.aio import in_background_loop, run_async, run_sync
 from assay.judge.batch import BatchTransport
 from assay.judge.cache import JudgeCache
@@ -54,23 +55,29 @@ _SUMMED = (
 
 def judge_from_config(config: AssayConfig) -> JudgeClient | JudgePanel | None:
     """The run's judge: None when none is configured; a `JudgeClient` for ``judge_model``
-    or for a panel of one (built exactly as that single judge); else a `JudgePanel`."""
+    or for a panel of one (built exactly as that single judge); else a `JudgePanel`.
+
+    Configured means a panel (``judge_models``), or a model and a base URL (any
+    OpenAI-compatible server), or a model and an API key (OpenAI at its default URL).
+    Every judge has the run's concurrency, timeout, retries and reply limit and shares
+    the run's cache and Batch API transport; its URL, key, rate limit and prices are its
+    own.
+    """
     members = config.judge_members()
-    if len(members) == 1:
-        (only,) = members
-        config = config.model_copy(
-            update={
-                "judge_models": [],
-                "judge_model": only.model,
-                "judge_base_url": only.base_url,
-                "judge_api_key": only.api_key,
-                "judge_rate_limit": only.rate_limit,
-                "judge_price_prompt": only.price_prompt,
-                "judge_price_completion": only.price_completion,
-            }
-        )
-    if len(members) < 2:
-        return JudgeClient.from_config(config)
+    if not members:
+        if not config.judge_model or not config.judge_configured:
+            return None
+        members = [
+            JudgeMember(
+                label=config.judge_model,
+                model=config.judge_model,
+                base_url=config.judge_base_url,
+                api_key=config.judge_api_key,
+                rate_limit=config.judge_rate_limit,
+                price_prompt=config.judge_price_prompt,
+                price_completion=config.judge_price_completion,
+            )
+        ]
     enabled = config.judge_cache and config.use_cache
     cache = JudgeCache(Path(config.cache_dir) / "judge.sqlite" if enabled else None)
     batch = BatchTransport.from_config(config) if config.judge_batch else None
@@ -91,6 +98,8 @@ def judge_from_config(config: AssayConfig) -> JudgeClient | JudgePanel | None:
         )
         for m in members
     }
+    if len(clients) == 1:
+        return next(iter(clients.values()))
     return JudgePanel(clients, config.panel, config.judge_concurrency)
 
 
