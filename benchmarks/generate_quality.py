@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import json
 import re
 import string
@@ -57,7 +58,7 @@ def f1(prediction: str, truth: str) -> float:
 def _sentence_at(passage: str, start: int) -> str:
     """The sentence of ``passage`` holding the character ``start``."""
     bounds = [0, *(m.end() for m in re.finditer(r"(?<=[.!?])\s+", passage)), len(passage)]
-    for left, right in zip(bounds, bounds[1:], strict=False):
+    for left, right in itertools.pairwise(bounds):
         if left <= start < right:
             return passage[left:right].strip()
     return passage.strip()
