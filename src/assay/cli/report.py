@@ -19,15 +19,19 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import typer
+from rich.progress import Progress
 from rich.table import Table
 
 from assay.cli import consoles
 from assay.core.jsonout import dumps
+from assay.engine.work import ModelWork, work_line
 from assay.evaluation.runner import Evaluation, MetricSummary
 from assay.evaluation.tally import ErrorCause
 
@@ -303,6 +307,7 @@ def print_report(
             "labels": evaluation.label_counts(),
             "judge_usage": evaluation.judge_usage,
             "metric_errors": error_notes(evaluation),
+            "model_work": {k: w.to_dict() for k, w in evaluation.model_work.items()},
         }
         if keys:
             payload["groups"] = [
@@ -358,6 +363,8 @@ def print_report(
         stdout.print(f"model and judge calls, made once for all metrics: {shared:.2f}s")
     slowest = sorted(summaries, key=lambda s: s.seconds, reverse=True)[:3]
     stdout.print("slowest metrics: " + ", ".join(f"{s.name} {s.seconds:.2f}s" for s in slowest))
+    if evaluation.model_work:  # where the model time went (items by kind, seconds)
+        stdout.print(f"model work: {work_line(evaluation.model_work)}", highlight=False)
     if evaluation.judge_usage:
         u = evaluation.judge_usage
         flat = {k: v for k, v in u.items() if k not in _PANEL_KEYS}
@@ -416,3 +423,27 @@ def batch_line(usage: dict[str, Any]) -> str:
     if usage.get("cost") is not None:
         line += f"; cost {usage['cost']:.6g}, the batch lines at half price"
     return line
+
+
+@contextmanager
+def model_work_bar(bar: Progress, work: ModelWork) -> Iterator[None]:
+    """Within the block, a line of ``bar`` (the run's progress) that follows the model
+    work as it is done: items and seconds by kind so far (`work_line`), shown from the
+    first model call on. The bar's own ``disable`` (not a terminal, ``--quiet``, JSON
+    output) keeps it off with the rest."""
+    task = None
+    before = work.totals()
+
+    def follow(kind: str, items: int, seconds: float) -> None:
+        nonlocal task
+        done = work.since(before)
+        line = f"model work: {work_line(done)}"
+        if task is None:
+            task = bar.add_task(line, total=None)
+        bar.update(task, description=line, completed=sum(w.items for w in done.values()))
+
+    work.add_listener(follow)
+    try:
+        yield
+    finally:
+        work.remove_listener(follow)

@@ -15,7 +15,9 @@ model for all distinct pairs, each text embedded once, longest first; ``parse``:
 call of the entailment model for all distinct pairs, sorted by length) run in a thread
 while the judge asks of the same round are in flight: the first round loads the models
 (and embeds what is known up front, e.g. the questions) during the judge's latency. A
-round without judge asks runs its model asks in the calling thread.
+round without judge asks runs its model asks in the calling thread. Each model call is
+counted in the resources' `assay.engine.work.ModelWork` (kind, items, seconds): where a
+run's model time goes.
 
 The judge is looked up only for metrics that declare it (``needs``); without one the
 answers' ``model`` is None and the metrics plan model asks only (the judged metrics,
@@ -34,6 +36,7 @@ taking their slots from the cluster's one judge budget.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -210,10 +213,13 @@ def _run_models(by_kind: dict[str, list[Ask]], answers: Answers, res: Resources)
     for kind, asks in by_kind.items():
         if not asks:
             continue
+        started = time.perf_counter()
         try:
             found = MODEL_KINDS[kind](asks, answers, res)
         except Exception as exc:
             found = [exc] * len(asks)
+        if kind != "embed":  # `_embed` counts each embedder's call itself
+            res.model_work.add(kind, len(asks), time.perf_counter() - started)
         for ask, answer in zip(asks, found, strict=True):
             answers.put(ask, answer)
 
@@ -229,6 +235,7 @@ def _embed(asks: list[Ask], answers: Answers, res: Resources) -> Sequence[Any]:
         by_embedder.setdefault(ask.values.get("embedder"), []).append(i)
     found: list[Any] = [None] * len(asks)
     for name, rows in by_embedder.items():
+        started = time.perf_counter()
         try:
             embedder = res.embedder if name is None else res.embedder_named(name)
             vectors: Sequence[Any] = list(embedder.embed([asks[i].values["text"] for i in rows]))
@@ -237,6 +244,8 @@ def _embed(asks: list[Ask], answers: Answers, res: Resources) -> Sequence[Any]:
         else:
             if name is None:
                 answers.embedder = embedder.name
+        kind = "embed" if name is None else f"embed {name}"
+        res.model_work.add(kind, len(rows), time.perf_counter() - started)
         for i, vector in zip(rows, vectors, strict=True):
             found[i] = vector
     return found

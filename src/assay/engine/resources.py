@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from assay.core.config import AssayConfig, AssayWarning, load_config
 from assay.core.extras import ModelUnavailable, needs_extra
+from assay.engine.work import ModelWork
 from assay.models.cache import EmbeddingCache
 from assay.models.embedders import (
     USE_SPECS,
@@ -55,6 +56,8 @@ class Resources:
         self.config = config or load_config(overrides)
         self._lock = threading.Lock()
         self._loading: threading.Thread | None = None
+        #: the model calls made with these resources: items and seconds by kind
+        self.model_work = ModelWork()
 
     def load_in_background(self, needs: Iterable[frozenset[str]]) -> None:
         """Start loading, in a thread, the torch models that the run's metrics (``needs``:

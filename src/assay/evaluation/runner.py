@@ -25,6 +25,7 @@ from assay.core.extras import ModelUnavailable
 from assay.core.result import MetricResult
 from assay.core.sample import Sample
 from assay.engine.resources import Resources
+from assay.engine.work import KindWork
 from assay.evaluation.calibration_apply import Calibrations
 from assay.evaluation.chunks import Executor, score_chunks
 from assay.evaluation.scale import resolve_executor
@@ -76,6 +77,9 @@ class Evaluation:
     tally: RunTally | None = None
     #: whether ``samples`` and ``results`` hold every sample (False for a streamed run)
     kept: bool = True
+    #: the run's model work by kind (`assay.engine.work.ModelWork.since`: items answered
+    #: and seconds); empty with the Ray executor (its workers' models are not counted here)
+    model_work: dict[str, KindWork] = field(default_factory=dict)
 
     @property
     def n_samples(self) -> int:
@@ -275,6 +279,7 @@ def evaluate(
         samples=samples, metrics=unique, results=[], config=cfg, tally=tally, kept=keep
     )
     seconds: dict[str, float] = defaultdict(float)
+    work_before = res.model_work.totals()
     started = time.perf_counter()
     chunk_size = cfg.chunk_size
     if scaled is not None:
@@ -313,6 +318,7 @@ def evaluate(
             evaluation.judge_usage = judge()
     evaluation.seconds_by_metric = dict(seconds)
     evaluation.wall_seconds = time.perf_counter() - started
+    evaluation.model_work = res.model_work.since(work_before)
     if resources is None:  # made for this run: its judge's connections closed with it
         res.close()
     return evaluation
