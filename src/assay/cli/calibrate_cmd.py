@@ -7,6 +7,13 @@ the calibration file (`assay.evaluation.calibration_file`) that ``assay evaluate
 --calibration FILE`` and the ``calibration`` setting apply. With several metrics each
 gets its own file, ``<out stem>.<metric><out suffix>``.
 
+With a judge configured (``judge_model`` and its URL or key), a judge metric whose
+prompt reads the sample's fields (``faithfulness``, ``judged_relevance``...) also gets
+``--examples K`` (default 4) few-shot examples chosen from the labels and measured out of
+fold (`assay.evaluation.calibration_examples`; at most 2 judge calls per label, said
+before they are spent), kept in the file's ``judge_examples`` when they beat the plain
+judge.
+
 Exit codes: 0 written; 2 unusable input, or labels that cannot support a calibration
 (fewer than 20 of a class, or one class only: refused in one line).
 """
@@ -88,10 +95,29 @@ def summary_lines(data: dict[str, Any], path: Path, digest: str) -> list[str]:
             "  candidates (out of fold): "
             + ", ".join(f"{k} {_agreement(v)}" for k, v in data["candidates"].items())
         )
+    if "judge_examples" in data:
+        lines.append(judge_examples_line(data["judge_examples"]))
     for reason, count in labels["skipped"].items():
         lines.append(f"  skipped {count}: {reason}")
     lines.append(f"  wrote {path} (calibration={digest})")
     return lines
+
+
+def judge_examples_line(part: dict[str, Any]) -> str:
+    """The judge examples' out-of-fold agreement before and after, and whether kept."""
+    oof = part["out_of_fold"]
+    statistic = "AUROC" if oof["statistic"] == "auroc" else "Spearman"
+    verdict = (
+        f"kept {part['k']} examples"
+        if part["kept"]
+        else "not kept (the paired interval does not lie above 0)"
+    )
+    return (
+        f"  judge with {part['k']} examples, out of fold {statistic}: plain "
+        f"{_agreement(oof['before'])}, with examples {_agreement(oof['after'])}, difference "
+        f"{_agreement(oof['difference'], signed=True)}; {verdict}; "
+        f"{part['judge_calls']} judge calls"
+    )
 
 
 @app.command("calibrate")
@@ -129,6 +155,15 @@ def calibrate_command(
             "that applies; the best out of fold, a tie going to the simplest).",
         ),
     ] = "auto",
+    examples: Annotated[
+        int,
+        typer.Option(
+            "--examples",
+            help="With a judge configured: show the judge this many labelled examples "
+            "(chosen from the labels, measured out of fold; at most 2 judge calls per "
+            "label); 0 = none.",
+        ),
+    ] = 4,  # assay.judge.examples.DEFAULT_EXAMPLES, not imported at the CLI's start
 ) -> None:
     """Fit metrics to your labels; print out-of-fold agreement before and after; write the file."""
     from assay.core.config import ConfigError, load_config
@@ -137,6 +172,7 @@ def calibrate_command(
     from assay.engine.resources import Resources
     from assay.evaluation.calibration import CalibrationRefused, fit_calibration
     from assay.evaluation.calibration_apply import Calibrations
+    from assay.evaluation.calibration_examples import can_take_examples, fit_judge_examples
     from assay.evaluation.calibration_file import write_calibration
     from assay.evaluation.calibration_head import head_embeddings, head_prior
     from assay.evaluation.runner import evaluate
@@ -152,13 +188,16 @@ def calibrate_command(
 
     if method not in {"auto", "score", "evidence", "head"}:
         fail(f"--method must be auto, score, evidence or head, got {method!r}")
+    if examples < 0:
+        fail(f"--examples must be 0 or more, got {examples}")
     if folds < 2:
         fail(f"--folds must be at least 2, got {folds}")
     names = [n.strip() for item in metric for n in item.split(",") if n.strip()]
     try:
         scale = LabelScale.parse(label_scale) if label_scale else None
         # the offline evidence is what is fitted: no judge, nor a panel of judges
-        config = load_config({}).without_judge()
+        configured = load_config({})
+        config = configured.without_judge()
         metrics = resolve_metrics(names, None)
         samples = labelled_samples(data, db, label_field, scale)
     except (ConfigError, KeyError, LabelError, ValueError, OSError, StoreError) as exc:
@@ -198,6 +237,17 @@ def calibrate_command(
                 head_features=head if use_head else None,
                 label_source={"data": str(data), "label_field": label_field, "scale": label_scale},
             )
+            if examples > 0 and can_take_examples(chosen, configured):
+                n = sum(label is not None for label in labels)
+                err.print(
+                    f"{chosen.name}: judge examples: at most 2 × {n} = {2 * n} judge calls "
+                    f"({configured.judge_model or 'the panel'}): a plain pass, then each "
+                    "label with examples from the other folds",
+                    highlight=False,
+                )
+                content["judge_examples"] = fit_judge_examples(
+                    chosen, samples, configured, k=examples, folds=folds, seed=seed
+                )
             written.append((content, paths[chosen.name]))
     except CalibrationRefused as exc:
         fail(str(exc))

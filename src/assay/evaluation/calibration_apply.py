@@ -14,7 +14,10 @@ After a calibrated metric has scored a sample, its result becomes::
                  data's range by more than `DOMAIN_MARGIN` of that range
 
 A result the file cannot read (no value, another method than it was fitted on, missing
-evidence) keeps its value and method, and says why in ``details["calibration"]``.
+evidence) keeps its value and method, and says why in ``details["calibration"]``. A
+judge's result whose prompt carried the file's ``judge_examples`` (method ``llm``,
+``details["judge_examples"]`` = k, ``calibration=<hash>`` in its signature) keeps its value
+and method, with ``details["calibration"]`` saying ``method: judge_examples``.
 """
 
 from __future__ import annotations
@@ -175,7 +178,28 @@ def _calibrated(
     )
 
 
+def _shown_examples(calibration: Calibration, result: MetricResult) -> bool:
+    """Whether ``result`` is the judge's verdict with this file's examples in its prompt
+    (`RubricScore.reduce`: ``details["judge_examples"]``, ``calibration=<hash>``)."""
+    return (
+        result.method == "llm"
+        and bool(result.details.get("judge_examples"))
+        and parse_signature(result.signature).get("calibration") == calibration.hash
+    )
+
+
 def _apply_evidence(calibration: Calibration, result: MetricResult) -> MetricResult:
+    if _shown_examples(calibration, result):  # the judge was calibrated: its value stays
+        details = {
+            **result.details,
+            "calibration": {
+                "hash": calibration.hash,
+                "method": "judge_examples",
+                "examples": result.details["judge_examples"],
+                "applied": True,
+            },
+        }
+        return dataclasses.replace(result, details=details)
     why = _readable(calibration, result)
     if why is not None:
         return _not_applied(calibration, result, why)

@@ -15,14 +15,17 @@ A JSON object (``version`` `FILE_VERSION`) with:
 - ``out_of_fold``: agreement before (the default) and after on the same items;
 - ``training_ranges``: each feature's min / max / mean over the labelled data (the
   refit head: the embeddings' centroid, their lowest cosine to it and the logit range),
-  for flagging data far from the labels (``details.in_domain = false``).
+  for flagging data far from the labels (``details.in_domain = false``);
+- ``judge_examples`` (with a judge configured, `assay.evaluation.calibration_examples`):
+  ``kept``, the ``fields`` the judge's prompt reads, the ``examples`` (those fields and
+  the ``label``; shown to the judge before each sample when kept), their out-of-fold
+  agreement before and after and the judge calls it cost.
 
 Its identity is the sha256 of the file's bytes, first 12 hex digits (`Calibration.hash`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -30,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from assay.judge.examples import file_hash, read_examples
 
 __all__ = [
     "EVIDENCE_METHOD",
@@ -59,7 +64,7 @@ class CalibrationFileError(ValueError):
 
 def calibration_hash(content: bytes) -> str:
     """The identity of a calibration file: sha256 of its bytes, first 12 hex digits."""
-    return hashlib.sha256(content).hexdigest()[:12]
+    return file_hash(content)
 
 
 def write_calibration(data: dict[str, Any], path: str | Path) -> str:
@@ -162,6 +167,8 @@ def load_calibration(path: str | Path) -> Calibration:
         )
     _field(data, where, "higher_is_better", bool)
     _check_ranges(_field(data, where, "training_ranges", dict), method, names, where)
+    if "judge_examples" in data:
+        _check_examples(_field(data, where, "judge_examples", dict), where)
     return Calibration(
         path=where,
         hash=calibration_hash(content),
@@ -193,3 +200,20 @@ def _check_ranges(ranges: dict[str, Any], method: str, names: list[str], where: 
             raise CalibrationFileError(f"{where}: field 'training_ranges.{name}' is missing")
         for end in ("min", "max"):
             _finite(bounds.get(end), where, f"training_ranges.{name}.{end}")
+
+
+def _check_examples(part: dict[str, Any], where: str) -> None:
+    """A file's ``judge_examples``: ``kept`` (bool), ``fields`` (names) and ``examples``
+    (each those fields and a ``label`` in [0, 1], `read_examples`)."""
+    kept = _field(part, f"{where}: judge_examples", "kept", bool)
+    fields = part.get("fields")
+    if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
+        raise CalibrationFileError(
+            f"{where}: field 'judge_examples.fields' must be a list of field names"
+        )
+    try:
+        examples = read_examples(part.get("examples"), fields, where)
+    except ValueError as exc:
+        raise CalibrationFileError(str(exc)) from exc
+    if kept and not examples:
+        raise CalibrationFileError(f"{where}: field 'judge_examples.examples' is empty")

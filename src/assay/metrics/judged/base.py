@@ -13,10 +13,11 @@ computes the named estimator from the answers.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
-from assay.core.result import MetricResult
+from assay.core.result import MetricResult, format_signature, parse_signature
 from assay.core.sample import Sample
 from assay.engine import (
     Answers,
@@ -41,6 +42,7 @@ from assay.estimators.offline import (
     sentence_support,
     sentence_support_texts,
 )
+from assay.judge.examples import JudgeExamples, examples_in_files
 from assay.judge.prompts import Prompt
 from assay.judge.verdicts import ScoreVerdict
 from assay.metrics.base import PASS_THRESHOLD, Metric
@@ -330,17 +332,52 @@ class RubricScore(JudgedMetric):
     prompt: ClassVar[Prompt[Any]]
     fields: ClassVar[tuple[str, ...]]
     key: ClassVar[str | None] = None
+    #: labelled examples the judge is shown before the sample (``assay calibrate`` sets
+    #: them on an instance); None: those of the run's ``calibration`` files, if any
+    judge_examples: JudgeExamples | None = None
 
-    def ask(self, sample: Sample) -> Ask:
-        return judge_ask(self.prompt, **{f: getattr(sample, f) for f in self.fields})
+    def examples(self, answers: Answers | None) -> JudgeExamples | None:
+        """The judge's labelled examples: the instance's, else those a calibration file
+        of the run's ``calibration`` setting keeps for this metric
+        (`assay.judge.examples.examples_in_files`)."""
+        if self.judge_examples is not None:
+            return self.judge_examples if self.judge_examples.items else None
+        res = answers.resources if answers is not None else None
+        setting = getattr(getattr(res, "config", None), "calibration", None)
+        paths = [p.strip() for p in (setting or "").split(",") if p.strip()]
+        return examples_in_files(paths, self.name) if paths else None
+
+    def judge_prompt(self, examples: JudgeExamples | None) -> Prompt[Any]:
+        """The metric's prompt, carrying ``examples`` when there are any."""
+        if examples is None:
+            return self.prompt
+        return self.prompt.with_examples(examples.items, self.key or self.name)
+
+    def ask(self, sample: Sample, examples: JudgeExamples | None = None) -> Ask:
+        values = {f: getattr(sample, f) for f in self.fields}
+        return judge_ask(self.judge_prompt(examples), **values)
 
     def judge_plan(self, sample: Sample, answers: Answers) -> list[Ask]:
-        return [self.ask(sample)]
+        return [self.ask(sample, self.examples(answers))]
 
     def reduce(self, sample: Sample, answers: Answers) -> MetricResult:
-        reply = answers.reply(self.ask(sample))
+        examples = self.examples(answers)
+        reply = answers.reply(self.ask(sample, examples))
         verdict = reply.output if self.key is None else getattr(reply.output, self.key)
         if verdict is None:  # the prompt's check makes the judge give it: a safeguard
             raise ValueError(f"the judge's reply has no {self.key!r} verdict")
         value, details = score_details(verdict, reply.source)
-        return self.llm(value, answers.model, [self.prompt], **details)
+        if examples is None:
+            return self.llm(value, answers.model, [self.prompt], **details)
+        result = self.llm(
+            value,
+            answers.model,
+            [self.judge_prompt(examples)],
+            judge_examples=len(examples.items),
+            **details,
+        )
+        if examples.source is None:
+            return result
+        parts = parse_signature(result.signature)
+        parts["calibration"] = examples.source
+        return dataclasses.replace(result, signature=format_signature(parts))
