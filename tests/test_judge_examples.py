@@ -70,7 +70,9 @@ def _grounding(faithfulness: float) -> dict[str, Any]:
     }
 
 
-def _samples(n_each: int) -> list[Sample]:
+def _samples(n_each: int, hostile: str = "") -> list[Sample]:
+    """``2 n_each`` samples, the even ones faithful ("alpha", label 1), the odd ones not
+    ("beta", label 0); ``hostile`` is appended to the first one's response."""
     out = []
     for i in range(2 * n_each):
         faithful = i % 2 == 0
@@ -80,7 +82,8 @@ def _samples(n_each: int) -> list[Sample]:
                 id=f"s{i}",
                 query=f"What does item {i} cost?",
                 contexts=[f"Item {i} costs {10 + i} euros."],
-                response=f"Item {i} costs {10 + i if faithful else 99 + i} euros, {marker}.",
+                response=f"Item {i} costs {10 + i if faithful else 99 + i} euros, {marker}."
+                + (f" {hostile}" if i == 0 and hostile else ""),
                 label=1.0 if faithful else 0.0,
             )
         )
@@ -195,7 +198,7 @@ def test_out_of_fold_examples_come_from_the_other_folds_and_agreement_is_as_work
     judge, tmp_path
 ):
     server, seen = judge
-    samples = _samples(10)  # 10 faithful, 10 not
+    samples = _samples(10, hostile=HOSTILE)  # 10 faithful, 10 not; one hostile
     part = fit_judge_examples(
         get_metric("faithfulness"),
         samples,
@@ -223,6 +226,10 @@ def test_out_of_fold_examples_come_from_the_other_folds_and_agreement_is_as_work
         assert sample_response not in example_responses  # never itself
         fold_of_response[sample_response] = frozenset(example_responses)
     # five folds: five different sets of examples, none from the sample's own fold
+    # the hostile response reached the judge whole, as a sample and as an example, and
+    # closed no block (every request above parsed into its 4 examples and its sample)
+    assert samples[0].response in fold_of_response
+    assert any(samples[0].response in chosen for chosen in fold_of_response.values())
     by_examples: dict[frozenset[str], list[str]] = {}
     for response, chosen in fold_of_response.items():
         by_examples.setdefault(chosen, []).append(response)

@@ -237,7 +237,17 @@ def calibrate_command(
                 head_features=head if use_head else None,
                 label_source={"data": str(data), "label_field": label_field, "scale": label_scale},
             )
-            if examples > 0 and can_take_examples(chosen, configured):
+            if (
+                examples > 0
+                and configured.judge_configured
+                and not can_take_examples(chosen, configured)
+            ):
+                err.print(
+                    f"note: {chosen.name}: no judge examples (only a judge rubric over the "
+                    "sample's fields takes them)",
+                    highlight=False,
+                )
+            elif examples > 0 and can_take_examples(chosen, configured):
                 n = sum(label is not None for label in labels)
                 err.print(
                     f"{chosen.name}: judge examples: at most 2 × {n} = {2 * n} judge calls "

@@ -172,8 +172,10 @@ def read_examples(raw: Any, fields: Sequence[str], where: str) -> tuple[Labelled
 def _examples_of_file(path: str, stamp: tuple[int, int], metric: str) -> JudgeExamples | None:
     content = Path(path).read_bytes()
     data = json.loads(content)
-    part = data.get("judge_examples") if isinstance(data, dict) else None
-    if data.get("metric") != metric or not isinstance(part, dict) or not part.get("kept"):
+    if not isinstance(data, dict) or data.get("metric") != metric:
+        return None
+    part = data.get("judge_examples")
+    if not isinstance(part, dict) or not part.get("kept"):
         return None
     fields = part.get("fields")
     if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
