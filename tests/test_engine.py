@@ -328,16 +328,30 @@ RAG_TEXTS = {
 
 
 class CountingPipeline:
-    """The session's real spaCy pipeline, counting the calls of ``pipe`` and the texts."""
+    """The session's real spaCy pipeline, counting the calls of ``pipe`` and the texts,
+    and the texts its entity recogniser is run on afterwards (``entity_texts``)."""
 
     def __init__(self, inner: Any) -> None:
         self.inner, self.calls, self.texts = inner, 0, []  # type: ignore[var-annotated]
+        self.pipe_names = inner.pipe_names
+        self.entity_texts: list[str] = []
 
-    def pipe(self, texts: Iterable[str], batch_size: int = 64) -> Iterator[Any]:
+    def pipe(
+        self, texts: Iterable[str], batch_size: int = 64, disable: Sequence[str] = ()
+    ) -> Iterator[Any]:
         texts = list(texts)
         self.calls += 1
         self.texts.extend(texts)
-        return self.inner.pipe(texts, batch_size=batch_size)
+        return self.inner.pipe(texts, batch_size=batch_size, disable=list(disable))
+
+    def get_pipe(self, name: str) -> Any:
+        component = self.inner.get_pipe(name)
+
+        def counted(doc: Any) -> Any:
+            self.entity_texts.append(doc.text)
+            return component(doc)
+
+        return counted if name == "ner" else component
 
 
 def test_offline_spacy_parses_each_distinct_text_once(resources: Resources) -> None:
@@ -355,6 +369,11 @@ def test_offline_spacy_parses_each_distinct_text_once(resources: Resources) -> N
     assert nlp.calls == 1
     assert sorted(nlp.texts) == sorted(
         {*RAG_CONTEXTS, "Who wrote Hamlet?", "William Shakespeare"} | {s.response for s in samples}
+    )
+    # entities are recognised afterwards, once, in the texts whose anchors are read: the
+    # responses and the reference; the passages and the question are evidence only
+    assert sorted(nlp.entity_texts) == sorted(
+        {"William Shakespeare"} | {s.response for s in samples if s.response}
     )
     for row in run.results:
         assert row["faithfulness"].details["estimator"] == "sentence_support+entailment"

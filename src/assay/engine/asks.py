@@ -12,6 +12,7 @@ import numpy as np
 
 from assay.judge.client import JudgeReply
 from assay.judge.prompts import Prompt
+from assay.text.parses import Parses
 
 if TYPE_CHECKING:
     from assay.engine.resources import Resources
@@ -205,14 +206,26 @@ class Answers:
             return 0.0
         return float(np.einsum("i,i->", self.reply(embed_ask(a)), self.reply(embed_ask(b))))
 
-    def docs(self, texts: Iterable[str]) -> dict[str, Any]:
-        """The spaCy parses of the parse asks of ``texts``, by text.
+    def docs(self, texts: Iterable[str]) -> Parses:
+        """The spaCy parses of the parse asks of ``texts``, by text (`Parses`: a doc's
+        named entities are recognised when it is first read, since the executor's
+        parse leaves them out; `assay.text.parses.evidence_doc` reads a context passage
+        without them).
 
         Raises:
             as `reply`: the error a parse ask failed with (e.g. spaCy or its pipeline is
             not installed); KeyError for a text whose parse ask was never planned.
         """
-        return {text: self.reply(parse_ask(text)) for text in dict.fromkeys(texts)}
+        docs = {text: self.reply(parse_ask(text)) for text in dict.fromkeys(texts)}
+        return Parses(docs, self._entity_recogniser(docs.values()))
+
+    def _entity_recogniser(self, docs: Iterable[Any]) -> Any | None:
+        """The run's spaCy ``ner`` when a doc of ``docs`` was parsed without it; None
+        when all have their entities (or no resources parsed them)."""
+        if self.resources is None or all(d.has_annotation("ENT_IOB") for d in docs):
+            return None
+        nlp = self.resources.nlp
+        return nlp.get_pipe("ner") if "ner" in nlp.pipe_names else None
 
     def entailments(self, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], np.ndarray]:
         """The answered probability rows of the entail asks of ``pairs`` (premise,

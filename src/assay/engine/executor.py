@@ -271,11 +271,12 @@ def _entail(asks: list[Ask], answers: Answers, res: Resources) -> Sequence[Any]:
 
 def _parse(asks: list[Ask], answers: Answers, res: Resources) -> Sequence[Any]:
     """The spaCy ``Doc`` of each text of ``asks``, from one ``nlp.pipe`` pass of the run's
-    pipeline (`assay.text.anchors.parse_texts`)."""
-    from assay.text.anchors import parse_texts
+    pipeline (`assay.text.parses.parse_texts`), its entity recogniser deferred to the
+    docs whose entities are read (`Answers.docs`)."""
+    from assay.text.parses import parse_texts
 
     texts = [a.values["text"] for a in asks]
-    docs = parse_texts(res.nlp, texts, batch_size=res.config.batch_size)
+    docs = parse_texts(res.nlp, texts, batch_size=res.config.batch_size, defer_entities=True)
     return [docs[t] for t in texts]
 
 

@@ -163,13 +163,14 @@ def _anchor_conflicts(
     anchor, reference anchor, the answer's sentence), from the parses of
     `agreement_parse_texts`."""
     from assay.text.anchors import build_evidence, check_anchors, extract_anchors
+    from assay.text.parses import evidence_doc
 
     out = []
     for question, answer, reference in triples:
         if not answer or not reference:
             out.append([])
             continue
-        q = [docs[question]] if question else []
+        q = [evidence_doc(docs, question)] if question else []
         unsupported = []
         for text, other in ((answer, reference), (reference, answer)):
             anchors = extract_anchors(docs[text], _CONFLICT_KINDS)

@@ -71,6 +71,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from assay.text.numbers import DECADE, ORDINAL, UNITS, NumberMention, parse_numbers
+from assay.text.parses import evidence_doc, parse_texts
 from assay.text.tokenize import STOP_WORDS
 
 __all__ = [
@@ -556,13 +557,6 @@ def check_anchors(anchors: Sequence[Anchor], evidence: Evidence) -> list[bool]:
     return [evidence.supports(a) for a in anchors]
 
 
-def parse_texts(nlp: Any, texts: Iterable[str], batch_size: int = 64) -> dict[str, Any]:
-    """The spaCy ``Doc`` of each distinct text, by text, from one ``nlp.pipe`` pass (the
-    engine's ``parse`` asks run this; see `assay.engine.parse_ask`)."""
-    distinct = list(dict.fromkeys(texts))
-    return dict(zip(distinct, nlp.pipe(distinct, batch_size=batch_size), strict=True))
-
-
 def anchor_texts(texts: Sequence[str], contexts: Sequence[Sequence[str]]) -> list[str]:
     """What `analyse` reads parsed: each text and each non-blank passage, distinct."""
     passages = (p for ps in contexts for p in ps if p and p.strip())
@@ -585,7 +579,7 @@ def analyse(
     return [
         (
             extract_anchors(docs[text], kinds),
-            build_evidence([docs[p] for p in passages if p and p.strip()]),
+            build_evidence([evidence_doc(docs, p) for p in passages if p and p.strip()]),
         )
         for text, passages in zip(texts, contexts, strict=True)
     ]

@@ -1,0 +1,61 @@
+"""Parsed texts for the claim anchors (`assay.text.anchors`): one ``nlp.pipe`` pass over
+the distinct texts, the entity recogniser run only on the docs whose entities are read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+__all__ = ["Parses", "evidence_doc", "parse_texts"]
+
+
+def parse_texts(
+    nlp: Any, texts: Iterable[str], batch_size: int = 64, defer_entities: bool = False
+) -> dict[str, Any]:
+    """The spaCy ``Doc`` of each distinct text, by text, from one ``nlp.pipe`` pass (the
+    engine's ``parse`` asks run this; see `assay.engine.parse_ask`). ``defer_entities``:
+    the pipeline's ``ner`` is left out of the pass (in en_core_web_sm it has its own
+    tok2vec, so no other annotation depends on it); `Parses` runs it later on the docs
+    whose entities are read. A context passage is read for its sentences, parse and
+    lemmas only (`build_evidence`), and NER was about 45 % of the pass over contexts."""
+    distinct = list(dict.fromkeys(texts))
+    disable = ["ner"] if defer_entities and "ner" in nlp.pipe_names else []
+    docs = nlp.pipe(distinct, batch_size=batch_size, disable=disable)
+    return dict(zip(distinct, docs, strict=True))
+
+
+class Parses(Mapping[str, Any]):
+    """Parsed texts by text, their named entities recognised when first read.
+
+    ``parses[text]`` is the text's ``Doc`` with its entities (``ner`` run on it in place
+    the first time, when `parse_texts` deferred it: the same annotations as one full
+    pass); `sentences` gives the ``Doc`` as parsed, for a reader of sentences, parse and
+    lemmas only (`build_evidence`). ``ner``: the pipeline's entity recogniser (None: the
+    docs are complete as given)."""
+
+    def __init__(self, docs: Mapping[str, Any], ner: Any | None) -> None:
+        self._docs = dict(docs)
+        self._ner = ner
+
+    def __getitem__(self, text: str) -> Any:
+        doc = self._docs[text]
+        if self._ner is not None and not doc.has_annotation("ENT_IOB"):
+            self._ner(doc)  # sets the entities in place
+        return doc
+
+    def sentences(self, text: str) -> Any:
+        """The ``Doc`` of ``text`` as parsed (its entities maybe not recognised)."""
+        return self._docs[text]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._docs)
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+
+def evidence_doc(docs: Mapping[str, Any], text: str) -> Any:
+    """The parse of ``text`` for `build_evidence` (which reads no entity): as parsed when
+    ``docs`` are `Parses`, so no entity is recognised for it."""
+    return docs.sentences(text) if isinstance(docs, Parses) else docs[text]
