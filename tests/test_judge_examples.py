@@ -105,15 +105,15 @@ def judge(running: JudgeServer) -> tuple[JudgeServer, list[tuple[str, list[str]]
 
 
 def _config(server: JudgeServer, tmp_path: Path, **settings: Any) -> AssayConfig:
-    return AssayConfig(
-        cache_dir=str(tmp_path / "cache"),
-        judge_model="scripted",
-        judge_api_key=None,
-        judge_base_url=server.url,
-        judge_models=[],
-        judge_max_retries=0,
-        **settings,
-    )
+    values: dict[str, Any] = {
+        "cache_dir": str(tmp_path / "cache"),
+        "judge_model": "scripted",
+        "judge_api_key": None,
+        "judge_base_url": server.url,
+        "judge_models": [],
+        "judge_max_retries": 0,
+    }
+    return AssayConfig(**(values | settings))
 
 
 # ---- the choice ----------------------------------------------------------------------
@@ -236,6 +236,22 @@ def test_out_of_fold_examples_come_from_the_other_folds_and_agreement_is_as_work
     assert len(by_examples) == 5
     for chosen, held in by_examples.items():
         assert not chosen & set(held)
+
+
+def test_each_judge_of_a_panel_is_shown_the_examples(judge, tmp_path):
+    server, seen = judge
+    config = _config(
+        server, tmp_path, judge_model=None, judge_models=[{"model": "a"}, {"model": "b"}]
+    )
+    part = fit_judge_examples(get_metric("faithfulness"), _samples(10), config, k=2, resamples=200)
+    # both judges answer alike: the panel's mean is each judge's value
+    assert part["out_of_fold"]["before"]["value"] == 0.5
+    assert part["out_of_fold"]["after"]["value"] == 1.0
+    assert part["model"] == "panel of a, b" and part["kept"] is True
+    # 2 judges x (20 plain + 20 with examples)
+    assert part["judge_calls"] == 80 == server.calls
+    assert server.calls_by_model() == {"a": 40, "b": 40}
+    assert sum(1 for _, examples in seen if len(examples) == 2) == 40
 
 
 def test_examples_that_do_not_help_are_not_kept(judge, tmp_path):

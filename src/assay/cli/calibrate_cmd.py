@@ -172,7 +172,12 @@ def calibrate_command(
     from assay.engine.resources import Resources
     from assay.evaluation.calibration import CalibrationRefused, fit_calibration
     from assay.evaluation.calibration_apply import Calibrations
-    from assay.evaluation.calibration_examples import can_take_examples, fit_judge_examples
+    from assay.evaluation.calibration_examples import (
+        can_take_examples,
+        fit_judge_examples,
+        judge_count,
+        judge_label,
+    )
     from assay.evaluation.calibration_file import write_calibration
     from assay.evaluation.calibration_head import head_embeddings, head_prior
     from assay.evaluation.runner import evaluate
@@ -249,10 +254,12 @@ def calibrate_command(
                 )
             elif examples > 0 and can_take_examples(chosen, configured):
                 n = sum(label is not None for label in labels)
+                judges = judge_count(configured)
+                per = f"2 × {n}" + (f" × {judges} judges" if judges > 1 else "")
                 err.print(
-                    f"{chosen.name}: judge examples: at most 2 × {n} = {2 * n} judge calls "
-                    f"({configured.judge_model or 'the panel'}): a plain pass, then each "
-                    "label with examples from the other folds",
+                    f"{chosen.name}: judge examples: at most {per} = {2 * n * judges} judge "
+                    f"calls ({judge_label(configured)}): a plain pass, then each label with "
+                    "examples from the other folds",
                     highlight=False,
                 )
                 content["judge_examples"] = fit_judge_examples(

@@ -16,7 +16,8 @@ For a judge metric whose prompt reads sample fields (`RubricScore`: ``faithfulne
    the rule the offline candidates follow (`choose_candidate`);
 4. chooses the kept examples from every labelled sample.
 
-At most 2 n judge calls (the judge's cache answers a prompt it has seen).
+At most 2 n judge calls, times the judges of a panel (each is shown the examples; the
+judge's cache answers a prompt it has seen).
 """
 
 from __future__ import annotations
@@ -43,13 +44,25 @@ from assay.judge.examples import (
 )
 from assay.metrics.judged.base import RubricScore
 
-__all__ = ["can_take_examples", "fit_judge_examples"]
+__all__ = ["can_take_examples", "fit_judge_examples", "judge_count", "judge_label"]
 
 
 def can_take_examples(metric: Any, config: AssayConfig) -> bool:
     """Whether ``metric``'s judge can be shown examples: a judge is configured, the
     metric asks one and its prompt reads the sample's fields (`RubricScore`)."""
     return config.judge_configured and "judge" in metric.needs and isinstance(metric, RubricScore)
+
+
+def judge_label(config: AssayConfig) -> str:
+    """The judge that is shown the examples: its model, or the panel's judges."""
+    if config.judge_models:
+        return "panel of " + ", ".join(m.label for m in config.judge_members())
+    return str(config.judge_model)
+
+
+def judge_count(config: AssayConfig) -> int:
+    """How many judges answer each question (a panel's members, else 1)."""
+    return len(config.judge_models) or 1
 
 
 def _with_examples(metric: RubricScore, items: Sequence[LabelledExample]) -> RubricScore:
@@ -137,7 +150,7 @@ def fit_judge_examples(
         "k": len(final),
         "fields": fields,
         "for": metric.key or metric.name,
-        "model": judge_config.judge_model,
+        "model": judge_label(judge_config),
         "examples": examples_payload(
             [_example(metric, kept_samples[i], y[i]) for i in final], fields
         )
