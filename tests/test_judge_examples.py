@@ -11,28 +11,37 @@ balanced examples ranks every fold perfectly (1.0), a difference of exactly +0.5
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from scipy.stats import ConstantInputWarning, spearmanr
 from typer.testing import CliRunner
 
 from assay.cli import app
+from assay.cli.calibrate_cmd import calibrate_command
 from assay.core.config import AssayConfig
 from assay.core.result import parse_signature
 from assay.core.sample import Sample
 from assay.evaluation.calibration_examples import fit_judge_examples
 from assay.evaluation.calibration_features import DEFAULT_SCORE
 from assay.evaluation.calibration_file import load_calibration
+from assay.evaluation.calibration_fit import stratified_folds
 from assay.evaluation.runner import evaluate
-from assay.judge.examples import LabelledExample, choose_examples
+from assay.judge.examples import DEFAULT_EXAMPLES, LabelledExample, choose_examples
 from assay.judge.prompts import FAITHFULNESS
 from assay.metrics.registry import get_metric
 from judge_server import JudgeServer, parse_blocks
 
 _EXAMPLE = re.compile(r'<example index="\d+">\n(.*?)\n</example>', re.S)
+_MARKER = re.compile(r"\b(alpha|beta|level[0-4])\b")
+#: the plain judge's score of a graded sample by its marker (0.5 for any other): it ranks
+#: the top level first and ties the rest
+PLAIN = {"level4": 0.9}
 _VERDICT = re.compile(r"<verdict>\w+ = ([0-9.]+)</verdict>")
 
 
@@ -45,13 +54,13 @@ def example_judge(seen: list[tuple[str, list[str]]]):
             return None
         user = next(m["content"] for m in body["messages"] if m["role"] == "user")
         data = parse_blocks(user.split("\nDATA (")[1])
-        marker = "alpha" if "alpha" in data["response"] else "beta"
+        marker = _MARKER.search(data["response"]).group(0)
         examples = _EXAMPLE.findall(user.split("\nDATA (")[0])
         responses = [parse_blocks(e)["response"] for e in examples]
         seen.append((data["response"], responses))
-        score = 0.5
+        score = PLAIN.get(marker, 0.5)
         for example, response in zip(examples, responses, strict=True):
-            if marker in response:
+            if _MARKER.search(response).group(0) == marker:
                 score = float(_VERDICT.search(example).group(1))
                 break
         if task == "relevance_rubric":
@@ -148,12 +157,11 @@ def test_without_a_first_pass_the_choice_is_seeded_and_still_balanced():
 
 def test_graded_labels_give_examples_spread_over_the_scale():
     labels = [0.5, 0.0, 0.25, 1.0, 0.75, 0.5, 0.25]
-    # sorted 0, .25, .25, .5, .5, .75, 1: the quantiles 0, 1/3, 2/3, 1 (positions 0, 2,
-    # 4, 6 of 0..6) are 0.0, 0.25, 0.5 and 1.0
+    # four points evenly spread from 0 to 1: 0, 1/3, 2/3, 1; the nearest labels 0.0,
+    # 0.25 (1/12 away; 0.5 is 1/6), 0.75 (1/12 away), 1.0
     picked = choose_examples(labels, 4, first_pass=[0.5, 0.0, 0.9, 1.0, 0.75, 0.1, 0.25])
-    # of the two 0.25s, sample 2 (error 0.65, sample 6's is 0); of the two 0.5s, sample 5
-    # (error 0.4, sample 0's is 0)
-    assert picked == [1, 2, 5, 3]
+    # of the two 0.25s, sample 2 (the plain judge's error 0.65; sample 6's is 0)
+    assert picked == [1, 2, 4, 3]
 
 
 # ---- the prompt ----------------------------------------------------------------------
@@ -254,6 +262,44 @@ def test_each_judge_of_a_panel_is_shown_the_examples(judge, tmp_path):
     assert sum(1 for _, examples in seen if len(examples) == 2) == 40
 
 
+def test_graded_labels_are_measured_by_spearman_with_examples_across_the_scale(judge, tmp_path):
+    server, seen = judge
+    # five samples at each of the levels 0, 0.25, 0.5, 0.75, 1 (marker level0..level4)
+    samples = [
+        Sample(
+            id=f"g{i}",
+            query=f"Is claim {i} supported?",
+            contexts=[f"Claim {i} is documented."],
+            response=f"Claim {i} is documented, level{i % 5}.",
+            label=(i % 5) / 4,
+        )
+        for i in range(25)
+    ]
+    part = fit_judge_examples(
+        get_metric("faithfulness"), samples, _config(server, tmp_path), k=5, resamples=200
+    )
+    oof = part["out_of_fold"]
+    assert oof["statistic"] == "spearman"
+    y = np.array([s.label for s in samples])
+    folds = stratified_folds(y, 5, 0)
+    plain = np.array([0.9 if s.label == 1.0 else 0.5 for s in samples])
+    # before: scipy's Spearman on each fold's items, averaged over the folds where it is
+    # defined (a fold without a level-4 sample has constant plain scores: left out)
+    with np.errstate(invalid="ignore"), pytest.warns(ConstantInputWarning):
+        per_fold = [spearmanr(y[folds == f], plain[folds == f])[0] for f in range(5)]
+    assert sum(np.isnan(per_fold)) >= 1
+    expected = np.nanmean(per_fold)
+    assert oof["before"]["value"] == round(float(expected), 4)
+    # after: each fold's 5 examples span the five levels, so each sample gets its level
+    assert all(
+        sorted(_MARKER.search(r).group(0) for r in examples) == [f"level{j}" for j in range(5)]
+        for _, examples in seen
+        if examples
+    )
+    assert oof["after"]["value"] == 1.0
+    assert sorted(e["label"] for e in part["examples"]) == [0.0, 0.25, 0.5, 0.75, 1.0]
+
+
 def test_examples_that_do_not_help_are_not_kept(judge, tmp_path):
     server, _ = judge
     server.script = lambda task, blocks, body: _grounding(0.5)
@@ -333,6 +379,11 @@ def test_calibrate_writes_the_examples_and_evaluate_shows_them_to_the_judge(
             "examples": 2,
             "applied": True,
         }
+
+
+def test_the_commands_default_is_the_documented_four():
+    default = inspect.signature(calibrate_command).parameters["examples"].default
+    assert default == DEFAULT_EXAMPLES == 4
 
 
 def test_a_malformed_example_in_the_file_names_the_file_and_field(judge, tmp_path):

@@ -8,8 +8,8 @@ them to the judge before the sample, each block escaped exactly as the sample's 
 `choose_examples` picks ``k`` of them from the labelled samples:
 
 - binary labels: balanced between the classes (``k // 2`` of each, the odd one from the
-  larger class); graded labels: spread over the scale (the samples nearest the ``k``
-  evenly spaced quantiles of the labels);
+  larger class); graded labels: spread over the scale (the samples nearest ``k`` points
+  evenly spaced from the lowest label to the highest);
 - within a class, the samples the plain judge got most wrong first (``|value - label|``
   of a first pass, when given), ties and the rest in a seeded random order.
 
@@ -95,7 +95,8 @@ def choose_examples(
 
     Binary labels (all 0 or 1): ``k // 2`` of each class and the odd one from the larger,
     fewer when a class has fewer. Graded labels: per j = 0..k-1 the sample whose label is
-    nearest the ``j / (k - 1)`` quantile of the labels, each sample once. Within that
+    nearest ``lo + j (hi - lo) / (k - 1)`` (k points evenly spread from the lowest label
+    to the highest), each sample once. Within that
     rule, a sample with a larger ``|first_pass - label|`` (the plain judge's error) comes
     first; the order is otherwise a random permutation seeded with ``seed``."""
     y = np.asarray(labels, dtype=np.float64)
@@ -118,9 +119,8 @@ def choose_examples(
         take_zero = min(len(zeros), k - take_one)
         take_one = min(len(ones), k - take_zero)  # a short class leaves its share to the other
         return sorted(ones[:take_one] + zeros[:take_zero], key=place.__getitem__)
-    targets = [
-        float(np.quantile(y, j / (k - 1))) if k > 1 else float(np.median(y)) for j in range(k)
-    ]
+    targets = np.linspace(y.min(), y.max(), k) if k > 1 else [float(np.median(y))]
+
     picked = []
     for target in targets:
         free = [i for i in order if i not in picked]
