@@ -120,7 +120,6 @@ def choose_examples(
         take_one = min(len(ones), k - take_zero)  # a short class leaves its share to the other
         return sorted(ones[:take_one] + zeros[:take_zero], key=place.__getitem__)
     targets = np.linspace(y.min(), y.max(), k) if k > 1 else [float(np.median(y))]
-
     picked = []
     for target in targets:
         free = [i for i in order if i not in picked]
