@@ -160,7 +160,7 @@ def calibrate_command(
         typer.Option(
             "--examples",
             help="With a judge configured: show the judge this many labelled examples "
-            "(chosen from the labels, measured out of fold; at most 2 judge calls per "
+            "(chosen from the labels, measured out of fold; at most 2 calls per judge and "
             "label); 0 = none.",
         ),
     ] = 4,  # assay.judge.examples.DEFAULT_EXAMPLES, not imported at the CLI's start
