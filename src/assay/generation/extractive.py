@@ -24,7 +24,8 @@ sentences into questions whose reference answer is the sentence itself:
   set the proxy in the config file.`` → ``What can you set in the config file?``.
 
 Inline Markdown (links, code and emphasis marks) is removed first. A sentence is used
-when it has 6 to 50 words, starts with a capital letter, ends with a full stop, has a verb
+when it has 6 to 50 words, starts with a capital letter (or a lower-case name as its
+subject: ``orjson serializes ...``), ends with a full stop, has a verb
 with a subject as its root, balanced brackets and none of the marks of code or formulas
 (``< > { } [ ] | = \\ ^ .. --``), and does not open with a pronoun (``It``, ``This``,
 ``They``: whom it names is in another sentence). A question that still contains its
@@ -51,7 +52,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from assay.generation.documents import Chunk
-from assay.text.tokenize import content_words
+from assay.generation.wording import front, fronted_entity, opening
+from assay.text.tokenize import STOP_WORDS, content_words
 
 __all__ = [
     "LINKABLE",
@@ -117,8 +119,6 @@ _NOT_PROSE = re.compile(r"[<>{}\[\]|=\\^]|\.\.|--")
 #: determiners that make a subject a quantifier ("No input", "Every request"), no answer
 _QUANTIFIERS = frozenset({"no", "every", "each", "all", "any", "some", "both", "either", "neither"})
 _MIN_QUESTION_WORDS = 4
-#: the auxiliary of a question about a verb of this tense with no auxiliary of its own
-_DO_SUPPORT = {"VBD": "did", "VBZ": "does", "VBP": "do"}
 _YEAR = re.compile(r"^(?:in |on )?(1[5-9]\d\d|20\d\d)$")
 #: a duration of one count ("30 days", "10 business days"): the count is asked for
 _DURATION = re.compile(
@@ -187,7 +187,9 @@ def _usable(sent: Any) -> bool:
     if not (_MIN_WORDS <= n_words <= _MAX_WORDS) or not text.endswith("."):
         return False
     first = sent[0]
-    if not text[0].isupper() or first.lower_ in _OPENING_PRONOUNS or _NOT_PROSE.search(text):
+    if not (text[0].isupper() or _lower_case_name(sent)):
+        return False
+    if first.lower_ in _OPENING_PRONOUNS or _NOT_PROSE.search(text):
         return False
     if text.count("(") != text.count(")"):
         return False
@@ -197,13 +199,30 @@ def _usable(sent: Any) -> bool:
     )
 
 
+def _lower_case_name(sent: Any) -> bool:
+    """A sentence that opens with a lower-case name as (part of) its subject (``orjson
+    serializes dataclasses.``, ``spaCy comes with a test suite.``): one word, not an
+    English stop word, of letters, digits and ``_``, whose token is a subject or a
+    compound of one."""
+    first = sent[0]
+    return (
+        first.text[0].islower()
+        and first.lower_ not in STOP_WORDS
+        and re.fullmatch(r"[a-z][A-Za-z0-9_]*", first.text) is not None
+        and (
+            first.dep_ in {"nsubj", "nsubjpass"}
+            or (first.dep_ == "compound" and first.head.dep_ in {"nsubj", "nsubjpass"})
+        )
+    )
+
+
 def _question(sent: Any, start: int, end: int, wh: str) -> str:
     """The sentence with the characters [start, end) (sentence offsets) replaced by ``wh``,
     ending with a question mark."""
     text = sent.text.strip()
     out = text[:start] + wh + text[end:]
     out = out.rstrip(" .!;:") + "?"
-    return out[0].upper() + out[1:]
+    return out[0].upper() + out[1:] if start == 0 else out  # "orjson ..." keeps its case
 
 
 def _entity_question(sent: Any, ent: Any) -> str | None:
@@ -213,13 +232,15 @@ def _entity_question(sent: Any, ent: Any) -> str | None:
     start, end = ent.start_char - base, ent.end_char - base
     subject = _whole_subject(sent, ent)
     if subject and label in WH_SUBJECT:
-        return _question(sent, start, end, WH_SUBJECT[label])
+        wh = WH_SUBJECT[label]
+        return _question(sent, start, end, wh if start == 0 else wh.lower())
     wh = WH_IN_PLACE.get(label)
     if wh is None or ent.root.dep_ in _MODIFIERS:
         return None  # "the Acme library": a name inside a noun phrase asks nothing
     if label == "MONEY" and start > 0 and sent.text[start - 1] in "$€£¥₹":
         start -= 1  # "$25" whose entity is "25": the symbol goes with the amount asked
     before = sent.doc[ent.start - 1] if ent.start > sent.start else None
+    prep = None  # the preposition the wh-word takes in ("in 2021" -> "when")
     after = sent.doc[ent.end] if ent.end < sent.end else None
     if label == "DATE":
         if not any(c.isdigit() for c in ent.text):
@@ -230,23 +251,24 @@ def _entity_question(sent: Any, ent: Any) -> str | None:
         if _SPAN_OF_TIME.search(ent.text):  # "5 to 8 business days" -> "how long"
             return _question(sent, start, end, "how long")
         if before is not None and before.lower_ in _TIME_PREPOSITIONS:
-            start = before.idx - base
+            start, prep = before.idx - base, before
         else:
             wh = "which year" if _YEAR.match(ent.text) else "what date"
     elif label in {"GPE", "LOC"} and before is not None and before.lower_ in _PLACE_PREPOSITIONS:
-        start, wh = before.idx - base, "where"
+        start, wh, prep = before.idx - base, "where", before
     elif label == "CARDINAL":
         if after is None or after.tag_ != "NNS":
             return None  # "in one pass", "exit code 2": not a count to ask
         wh = "how many"
     elif label == "PERSON" and ent.root.dep_ in {"dobj", "pobj", "dative"}:
         wh = "whom"
-    return _question(sent, start, end, wh)
+    return fronted_entity(sent, ent, wh, prep) or _question(sent, start, end, wh)
 
 
 def _whole_subject(sent: Any, span: Any) -> bool:
-    """Whether ``span`` is the whole subject of the sentence's main verb, at its start."""
-    if span.start != sent.start:
+    """Whether ``span`` is the whole subject of the sentence's main verb, at its start or
+    after an `_opening`."""
+    if opening(sent, span.start) is None:
         return False
     root = span.root
     if root.dep_ not in {"nsubj", "nsubjpass"} or root.head.dep_ != "ROOT":
@@ -278,11 +300,12 @@ def _instruction(sent: Any) -> bool:
         return False
     if not text[0].isupper() or _NOT_PROSE.search(text) or text.count("(") != text.count(")"):
         return False
-    root, first = sent.root, sent[0]
-    imperative = root.i == first.i and root.tag_ == "VB" and root.pos_ == "VERB"
-    you = first.lower_ == "you" and first.dep_ == "nsubj" and first.head.i == root.i
+    root = sent.root
     subjects = [t for t in root.children if t.dep_ in {"nsubj", "nsubjpass"}]
-    return (imperative and not subjects) or you
+    if not subjects:  # an imperative, at the start or after an opening phrase
+        return root.tag_ == "VB" and root.pos_ == "VERB" and opening(sent, root.i) is not None
+    first = subjects[0]
+    return first.lower_ == "you" and first.i < root.i and opening(sent, first.i) is not None
 
 
 def _sentence_facts(chunk: Chunk, sent: Any) -> list[Fact]:
@@ -298,27 +321,27 @@ def _sentence_facts(chunk: Chunk, sent: Any) -> list[Fact]:
         question = _entity_question(sent, ent)
         if question is None or not _fits(question, ent.text):
             continue
-        proper = ent.start != sent.start and sent[0].pos_ == "PROPN"
+        proper = question.split(" ", 1)[0] == sent[0].text and (
+            sent[0].pos_ == "PROPN" or text[0].islower()
+        )
         out.append(Fact(chunk, text, ent.text, ent.label_, question, _links(sent, ent), proper))
     root = next(t for t in sent if t.dep_ == "ROOT")
     subjects = [t for t in root.children if t.dep_ in {"nsubj", "nsubjpass"}]
-    if subjects and not any(f.answer.lower() == text[: len(f.answer)].lower() for f in out):
-        head = subjects[0]
-        span = sent.doc[head.left_edge.i : head.right_edge.i + 1]
+    head = subjects[0] if subjects else None
+    span = sent.doc[head.left_edge.i : head.right_edge.i + 1] if head is not None else None
+    if span is not None and not any(f.answer == span.text for f in out):
+        start = span.start_char - sent.start_char
         if (
-            span.start == sent.start
+            opening(sent, span.start) is not None
             and 1 <= len(span) <= 6
             and head.pos_ in {"NOUN", "PROPN"}
             and not any(t.pos_ == "PRON" or t.lower_ in _QUANTIFIERS for t in span)
         ):
-            question = _question(sent, 0, span.end_char - sent.start_char, "What")
+            wh = "What" if start == 0 else "what"
+            question = _question(sent, start, span.end_char - sent.start_char, wh)
             if _fits(question, span.text):
                 out.append(Fact(chunk, text, span.text, "NOUN", question, _links(sent, None)))
     return out + _object_facts(chunk, sent, text)
-
-
-def _words_of(tokens: Any) -> str:
-    return "".join(t.text_with_ws for t in tokens).strip()
 
 
 def _object_facts(chunk: Chunk, sent: Any, text: str) -> list[Fact]:
@@ -326,8 +349,9 @@ def _object_facts(chunk: Chunk, sent: Any, text: str) -> list[Fact]:
     object, and ``What does <subject> <verb> <preposition> <rest>?`` for the object of a
     preposition of the main verb (``Customers restore a backup from the Settings page.``
     → ``What do customers restore a backup from?``), the object being the answer; the
-    subject must open the sentence. The first auxiliary opens the question (``What can
-    the parser read?``), else do-support in the verb's tense."""
+    subject must open the sentence or follow an opening phrase. The first auxiliary opens
+    the question (``What can the parser read?``), else do-support in the verb's tense
+    (`assay.generation.wording.front`)."""
     root, doc = sent.root, sent.doc
     if root.pos_ != "VERB" or any(t.dep_ == "neg" for t in root.children):
         return []
@@ -338,10 +362,6 @@ def _object_facts(chunk: Chunk, sent: Any, text: str) -> list[Fact]:
         if subj.pos_ == "PRON" and subj.lower_ != "you":
             return []
         subject = doc[subj.left_edge.i : subj.right_edge.i + 1]
-        if subject.start != sent.start:
-            return []
-    elif root.i != sent.start:
-        return []
     targets = [(t, None) for t in root.children if t.dep_ == "dobj" and t.i > root.i]
     for prep in root.children:
         if prep.dep_ == "prep" and prep.i > root.i:
@@ -353,42 +373,12 @@ def _object_facts(chunk: Chunk, sent: Any, text: str) -> list[Fact]:
             continue
         if any(t.pos_ == "PRON" for t in answer) or obj.ent_type_ in WH_IN_PLACE:
             continue  # a pronoun names nothing; a named entity has its own question
-        question = _verb_question(sent, root, subject, answer, prep)
+        if prep is not None and (answer.start != prep.i + 1 or doc[prep.i - 1].text == ","):
+            continue  # "from the very first page", ", after the merger": not to strand
+        question = front(sent, subject, "What", (answer.start, answer.end))
         if question is not None and _fits(question, answer.text):
             out.append(Fact(chunk, text, answer.text, "NOUN", question, _links(sent, None)))
     return out
-
-
-def _verb_question(
-    sent: Any, root: Any, subject: Any | None, answer: Any, prep: Any | None
-) -> str | None:
-    """The question of `_object_facts` for one object (None: no auxiliary to use); an
-    imperative (``subject`` None) asks ``What should you <verb> ...?``."""
-    doc = sent.doc
-    if subject is None:
-        verb_to_object = list(doc[root.i : (prep.i + 1) if prep is not None else answer.start])
-        if prep is not None and answer.start != prep.i + 1:
-            return None
-        rest = _words_of(doc[answer.end : sent.end]).rstrip(" .!;:")
-        verb = _words_of(verb_to_object[1:])
-        return " ".join(p for p in ("What should you", root.lemma_.lower(), verb, rest) if p) + "?"
-    auxes = [t for t in root.children if t.dep_ == "aux" and subject.end <= t.i < root.i]
-    middle = [t for t in doc[subject.end : root.i] if not auxes or t.i != auxes[0].i]
-    verb_to_object = list(doc[root.i : (prep.i + 1) if prep is not None else answer.start])
-    if prep is not None and answer.start != prep.i + 1:
-        return None  # "from the very first page": the preposition must take the object
-    rest = _words_of(doc[answer.end : sent.end]).rstrip(" .!;:")
-    proper = sent[0].pos_ == "PROPN"
-    who = subject.text if proper else subject.text[0].lower() + subject.text[1:]
-    if auxes:
-        head = auxes[0].text
-        verb = _words_of([*middle, *verb_to_object])
-    else:
-        head = _DO_SUPPORT.get(root.tag_, "")
-        if not head or middle:
-            return None
-        verb = _words_of([root, *verb_to_object[1:]]).replace(root.text, root.lemma_, 1)
-    return " ".join(p for p in ("What", head, who, verb, rest) if p) + "?"
 
 
 def facts(chunks: Sequence[Chunk], docs: Mapping[str, Any]) -> list[Fact]:

@@ -8,9 +8,13 @@ The run, every stage bounded:
    make (offline: ``reasoning``) are shared among the others, as the summary reports.
 3. At most `MAX_ROUNDS` rounds: ask the source (offline: `OfflineSource`; with a judge:
    `assay.generation.judged.JudgeSource`) for each kind's shortfall times `OVERSHOOT`
-   (the first round) or `TOP_UP` (the second) plus 2, check them
-   (`assay.generation.filters`), keep up to each kind's count. Before the second round
-   the shortfall of a kind whose source ran dry moves to the kinds that have some left.
+   (the first round) or `TOP_UP` (the later ones) plus 2, check them
+   (`assay.generation.filters`), keep up to each kind's count. Before each later round
+   the shortfall of a kind whose source ran dry moves to the kinds that have some left
+   (``summary["moved_from_dry_kinds"]``), so a kind that runs dry in the second round
+   still has its share made by the others in the third. Candidates that passed the checks
+   when their kind was already full (``surplus``) are handed back to the offline source,
+   whose facts they used can then make other kinds' questions.
 4. Write the rows (`to_row`): ``id``, ``query``, ``expected``, ``contexts``, ``turns``
    for a conversation, ``tags`` with ``question_type`` (the kind: ``--group-by
    question_type`` scores each kind apart), and ``metadata`` with ``source`` (files and
@@ -69,10 +73,10 @@ __all__ = [
 ]
 
 #: rounds of asking and checking, at most
-MAX_ROUNDS = 2
+MAX_ROUNDS = 3
 #: candidates asked per missing question in the first round (checks remove some)
 OVERSHOOT = FIRST_ROUND_OVERSHOOT
-#: candidates asked per missing question in the second round
+#: candidates asked per missing question in each later round
 TOP_UP = 2.0
 
 #: progress callback: (stage, done, total)
@@ -187,11 +191,15 @@ def _rounds(
         kept, _ = filter_candidates(
             made, res, language, vocabulary, [*earlier, *kept_so_far], duplicate_cosine, report
         )
+        surplus = []
         for candidate in kept:
             if len(accepted[candidate.kind]) < need[candidate.kind]:
                 accepted[candidate.kind].append(candidate)
             else:  # passed, but its kind is full
-                info["surplus"] += 1
+                surplus.append(candidate)
+        info["surplus"] += len(surplus)
+        if hasattr(source, "release"):  # their facts may serve another kind's next round
+            source.release(surplus)
         if progress:
             progress("checking", len(made), len(made))
     info["need"] = need

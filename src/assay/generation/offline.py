@@ -7,16 +7,20 @@ second question comes after every chunk's first), so a small N still spreads ove
 documents:
 
 - ``single``: one fact;
-- ``multi``: two facts of different chunks whose questions keep the same named entity,
-  then (when those run out) the last facts of a chunk and of its nearest other chunk by
-  the run embedder's cosine;
+- ``multi``: two facts of different chunks whose questions keep the same named entity
+  (the chunks holding it in a ring, their facts zipped), then (when those run out) the
+  facts of a chunk and of each of its `NEIGHBOURS` nearest other chunks by the run
+  embedder's cosine, zipped from the last;
 - ``conversational``: two facts of different sentences of one chunk, as a question and
-  its follow-up;
-- ``unanswerable``: a fact with a named entity swapped (`extractive.unanswerable_question`);
+  its follow-up, at most `FOLLOW_UPS` facts apart (neighbours first);
+- ``unanswerable``: a fact with a named entity swapped (`extractive.unanswerable_question`),
+  the questions that open with their wh-word first;
 - ``reasoning``: none (`CANNOT`): comparison and reasoning questions need a judge.
 
-`OfflineSource.make` hands out the next candidates of each kind; a pool that runs dry
-says so (`exhausted`).
+`OfflineSource.make` hands out the next candidates of each kind, skipping an item that
+holds a question already handed out; `release` frees the questions of candidates the run
+did not keep although they passed the checks; a pool that runs dry says so
+(`exhausted`).
 """
 
 from __future__ import annotations
@@ -56,6 +60,10 @@ CANNOT: dict[str, str] = {
 #: the order `OfflineSource.make` hands the kinds out in
 _HANDOUT_ORDER = ("multi", "conversational", "unanswerable", "single", "reasoning")
 _OPENERS = frozenset({"Who", "What", "Which", "When", "Where", "How"})
+#: the nearest chunks a chunk is paired with for multi-chunk questions
+NEIGHBOURS = 3
+#: how far apart (in facts of one chunk) a conversation's opener and follow-up may be
+FOLLOW_UPS = 3
 #: the reference answer of an unanswerable question
 UNANSWERED = "The documents do not say."
 
@@ -109,6 +117,7 @@ class OfflineSource:
         }
         self._next = dict.fromkeys(self.pools, 0)
         self._used: set[str] = set()
+        self._parts: dict[tuple[str, str], list[str]] = {}  # (kind, query): its parts
 
     # ---- pools ------------------------------------------------------------------------
     @staticmethod
@@ -122,6 +131,10 @@ class OfflineSource:
         }
 
     def _multi(self, found: Sequence[Fact]) -> list[dict[str, Any]]:
+        """Pairs of facts of different chunks whose questions keep the same named entity:
+        for each entity, the chunks that hold it in a ring (each with the next, the last
+        with the first when there are three or more), their facts zipped (a chunk's first
+        with the other's first, second with second, ...)."""
         by_link: dict[str, dict[str, list[Fact]]] = defaultdict(lambda: defaultdict(list))
         for fact in found:
             for key, _, text in fact.links:
@@ -130,18 +143,19 @@ class OfflineSource:
         pairs = []
         for key, chunks in by_link.items():
             ids = list(chunks)
-            for a, b in itertools.pairwise(ids):
-                first, second = chunks[a][0], chunks[b][0]
-                pairs.append(
-                    multi_question(first, second, next(t for k, _, t in first.links if k == key))
-                )
+            ring = [*itertools.pairwise(ids), *([(ids[-1], ids[0])] if len(ids) > 2 else [])]
+            for a, b in ring:
+                for first, second in zip(chunks[a], chunks[b], strict=False):
+                    link = next(t for k, _, t in first.links if k == key)
+                    pairs.append(multi_question(first, second, link))
         return _round_robin(pairs, lambda p: p["chunks"][0].id, self._rng)
 
     def _neighbours(
         self, found: Sequence[Fact], chunks: Sequence[Chunk], res: Resources
     ) -> list[dict[str, Any]]:
-        """Multi-chunk questions over each chunk and its nearest other chunk, after those
-        linked by an entity: the last fact of each. A chunk's place in embedding space is
+        """Multi-chunk questions over each chunk and its `NEIGHBOURS` nearest other chunks,
+        after those linked by an entity: their facts zipped from the last (the last of each,
+        then the one before, ...). A chunk's place in embedding space is
         the mean of the run embedder's vectors of its question sentences (short texts: USE
         spent 15 s of CPU on 361 chunks of about 140 words, the whole offline run of 100
         pages 52 s), and chunks are near by the cosine of those means."""
@@ -164,23 +178,27 @@ class OfflineSource:
         np.fill_diagonal(similar, -np.inf)
         pairs = []
         for i, chunk in enumerate(with_facts):
-            j = int(similar[i].argmax())
-            first, second = by_chunk[chunk.id][-1], by_chunk[with_facts[j].id][-1]
-            if first.question == second.question:  # two copies of one text
-                continue
-            link = f"nearest chunk (cosine {similar[i, j]:.2f})"
-            pairs.append(multi_question(first, second, link))
+            nearest = np.argsort(-similar[i], kind="stable")[: min(NEIGHBOURS, len(with_facts) - 1)]
+            for j in (int(x) for x in nearest):
+                link = f"nearest chunk (cosine {similar[i, j]:.2f})"
+                ours, theirs = by_chunk[chunk.id][::-1], by_chunk[with_facts[j].id][::-1]
+                for first, second in zip(ours, theirs, strict=False):
+                    if first.question != second.question:  # two copies of one text
+                        pairs.append(multi_question(first, second, link))
         return _round_robin(pairs, lambda p: p["chunks"][0].id, self._rng)
 
     def _conversations(self, found: Sequence[Fact]) -> list[dict[str, Any]]:
+        """Pairs of facts of different sentences of one chunk, the earlier as the opener:
+        neighbours first, then two apart, ... (at most `FOLLOW_UPS` a fact opens)."""
         by_chunk: dict[str, list[Fact]] = defaultdict(list)
         for fact in found:
             by_chunk[fact.chunk.id].append(fact)
         out = []
-        for chunk_facts in by_chunk.values():
-            for first, follow in itertools.pairwise(chunk_facts):
-                if first.sentence != follow.sentence:
-                    out.append(conversation(first, follow))
+        for gap in range(1, FOLLOW_UPS + 1):
+            for chunk_facts in by_chunk.values():
+                for first, follow in zip(chunk_facts, chunk_facts[gap:], strict=False):
+                    if first.sentence != follow.sentence:
+                        out.append(conversation(first, follow))
         return _round_robin(out, lambda p: p["chunks"][0].id, self._rng)
 
     def _unanswerable(self, found: Sequence[Fact], docs: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -188,9 +206,12 @@ class OfflineSource:
         self._rng.shuffle(names)
         sentences = [frozenset(content_words(s.text)) for doc in docs.values() for s in doc.sents]
         out = []
-        # questions that open with their wh-word read best with a name swapped in
-        openers = [f for f in found if f.links and f.question.split(" ", 1)[0] in _OPENERS]
-        for fact in _round_robin(openers, _chunk_id, self._rng):
+        # questions that open with their wh-word read best with a name swapped in: first
+        linked = [f for f in found if f.links]
+        openers = [f for f in linked if f.question.split(" ", 1)[0] in _OPENERS]
+        others = [f for f in linked if f.question.split(" ", 1)[0] not in _OPENERS]
+        for fact in [*_round_robin(openers, _chunk_id, self._rng),
+                     *_round_robin(others, _chunk_id, self._rng)]:  # fmt: skip
             made = unanswerable_question(fact, names, sentences)
             if made is not None:
                 out.append({**made, "expected": UNANSWERED})
@@ -222,8 +243,16 @@ class OfflineSource:
                 self._next[kind] += 1
                 if self._used.isdisjoint(item["parts"]):
                     self._used.update(item["parts"])
+                    self._parts[kind, item["query"]] = item["parts"]
                     out[kind].append(self._candidate(kind, item))
         return out
+
+    def release(self, candidates: Sequence[Candidate]) -> None:
+        """Hand back candidates that were not kept although they passed the checks (their
+        kind was full): their questions are free again for the items of the pools not yet
+        visited (a surplus single question can be half of a later multi-chunk one)."""
+        for candidate in candidates:
+            self._used.difference_update(self._parts.pop((candidate.kind, candidate.query), []))
 
     def _candidate(self, kind: str, item: dict[str, Any]) -> Candidate:
         extra = {k: item[k] for k in ("link", "swapped", "turn_expected") if k in item}
