@@ -491,3 +491,41 @@ def test_a_score_calibration_reads_the_value_alone_and_an_evidence_one_says_what
     assert (kept.value, kept.method) == (0.8, "local")
     assert kept.details["calibration"]["applied"] is False
     assert "details['sentences']" in kept.details["calibration"]["reason"]
+
+
+def test_the_score_alone_stays_increasing_when_labels_run_against_it():
+    """Labels that fall as the score rises: the score-only fit holds its weight at the
+    floor (1e-3) instead of turning negative, its intercept is the constrained optimum
+    (scipy's bounded minimiser of the same penalised objective agrees), and out of fold
+    the default's ranking, so its AUROC, is kept exactly."""
+    from scipy.optimize import minimize
+
+    from assay.evaluation.calibration import out_of_fold_probabilities
+    from assay.evaluation.calibration_fit import MIN_SCORE_WEIGHT, fit_increasing
+
+    rng = np.random.default_rng(3)
+    scores = rng.normal(size=400)
+    labels = (scores + rng.normal(scale=0.5, size=400) < 0).astype(float)  # reversed
+    features = scores[:, None]
+    prior = np.array([0.0, 1.0])
+    penalty = pseudo_label_penalty(features, 100.0)
+    assert fit_logistic(features, labels, prior, penalty).weights[0] < 0  # unconstrained
+    fit = fit_increasing(features, labels, prior, penalty)
+    assert fit.converged and fit.weights.tolist() == [MIN_SCORE_WEIGHT]
+
+    def objective(theta):
+        z = theta[0] + theta[1] * scores
+        delta = theta - prior
+        return np.sum(np.logaddexp(0.0, z) - labels * z) + 0.5 * delta @ penalty @ delta
+
+    bounded = minimize(objective, prior, bounds=[(None, None), (MIN_SCORE_WEIGHT, None)])
+    assert bounded.x[1] == pytest.approx(MIN_SCORE_WEIGHT)
+    assert fit.intercept == pytest.approx(bounded.x[0], abs=1e-5)
+
+    folds = stratified_folds(labels, 5, 0)
+    oof = out_of_fold_probabilities(features, labels, prior, folds, increasing=True)
+    for fold in range(5):
+        held = folds == fold
+        assert roc_auc_score(labels[held], oof[held]) == pytest.approx(
+            roc_auc_score(labels[held], scores[held])
+        )

@@ -63,6 +63,8 @@ from assay.evaluation.calibration_file import (
 )
 from assay.evaluation.calibration_fit import (
     PRIOR_LABELS,
+    LogisticFit,
+    fit_increasing,
     fit_logistic,
     logit,
     pseudo_label_penalty,
@@ -179,15 +181,17 @@ def out_of_fold_probabilities(
     folds: np.ndarray,
     labels_worth: float = PRIOR_LABELS,
     weight_ridge: float = 0.0,
+    increasing: bool = False,
 ) -> np.ndarray:
     """Each sample's calibrated probability from the model fitted (penalty from the
-    training folds' features, `pseudo_label_penalty`) on the samples of the other folds."""
+    training folds' features, `pseudo_label_penalty`) on the samples of the other folds;
+    ``increasing``: the one feature's weight held positive (`fit_increasing`)."""
     out = np.empty(len(labels), dtype=np.float64)
     for fold in np.unique(folds):
         held = folds == fold
         train = features[~held]
         penalty = pseudo_label_penalty(train, labels_worth, weight_ridge)
-        fit = fit_logistic(train, labels[~held], prior, penalty)
+        fit = _fit(train, labels[~held], prior, penalty, increasing)
         out[held] = fit.probabilities(features[held])
     return out
 
@@ -308,6 +312,18 @@ def _head_domain(embeddings: np.ndarray, logits: np.ndarray) -> dict[str, Any]:
     }
 
 
+def _fit(
+    features: np.ndarray,
+    labels: np.ndarray,
+    prior: np.ndarray,
+    penalty: np.ndarray,
+    increasing: bool,
+) -> LogisticFit:
+    if increasing:
+        return fit_increasing(features, labels, prior, penalty)
+    return fit_logistic(features, labels, prior, penalty)
+
+
 def _candidate(
     method: str,
     features: np.ndarray,
@@ -317,10 +333,14 @@ def _candidate(
     labels_worth: float,
     weight_ridge: float = 0.0,
 ) -> tuple[np.ndarray, Any]:
-    """The out-of-fold probabilities and the fit on every label, of one method."""
-    oof = out_of_fold_probabilities(features, labels, prior, folds, labels_worth, weight_ridge)
+    """The out-of-fold probabilities and the fit on every label, of one method (the
+    default's score alone: increasing in it, `fit_increasing`)."""
+    increasing = method == SCORE_METHOD
+    oof = out_of_fold_probabilities(
+        features, labels, prior, folds, labels_worth, weight_ridge, increasing
+    )
     penalty = pseudo_label_penalty(features, labels_worth, weight_ridge)
-    fit = fit_logistic(features, labels, prior, penalty)
+    fit = _fit(features, labels, prior, penalty, increasing)
     if not fit.converged:
         raise CalibrationRefused(f"the {method} fit did not converge in 100 Newton steps")
     return oof, fit

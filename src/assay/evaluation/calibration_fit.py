@@ -34,6 +34,7 @@ import numpy as np
 __all__ = [
     "PRIOR_LABELS",
     "LogisticFit",
+    "fit_increasing",
     "fit_logistic",
     "logit",
     "pseudo_label_penalty",
@@ -41,6 +42,9 @@ __all__ = [
     "stratified_folds",
 ]
 
+#: the least weight a calibration of the default's score alone keeps on that score:
+#: strictly increasing in it, so the default's ranking (its AUROC) is kept exactly
+MIN_SCORE_WEIGHT = 1e-3
 #: how many labels the prior is worth (the penalty's strength in pseudo-labels)
 PRIOR_LABELS = 100.0
 #: the ridge added to the penalty, relative to its mean diagonal: keeps it positive definite
@@ -160,6 +164,45 @@ def fit_logistic(
             break
         theta -= _damped(step, x, y, theta, theta0, p_matrix)
     return LogisticFit(float(theta[0]), theta[1:].copy(), iteration, converged)
+
+
+def fit_increasing(
+    features: np.ndarray,
+    labels: np.ndarray,
+    prior: np.ndarray,
+    penalty: np.ndarray,
+    *,
+    floor: float = MIN_SCORE_WEIGHT,
+) -> LogisticFit:
+    """`fit_logistic` on one feature (the default's score) with its weight held at
+    ``floor`` or above, so the fit is increasing in the score and keeps its ranking.
+
+    Where the labels run against the score the unconstrained weight falls below
+    ``floor``; the objective being convex, the constrained optimum then lies on
+    ``w = floor``, and only the intercept is refit there (a one-dimensional Newton
+    search; the penalty's cross term moves the intercept's prior to
+    ``b0 - P01 (floor - w0) / P00``). A negative weight would turn the metric upside
+    down: labels that agree with the values reversed are the labels' direction to fix
+    (``assay agreement`` says so), not something to calibrate away."""
+    fit = fit_logistic(features, labels, prior, penalty)
+    if fit.weights.shape != (1,) or fit.weights[0] >= floor:
+        return fit
+    x = np.asarray(features, dtype=np.float64)[:, 0]
+    y = np.asarray(labels, dtype=np.float64)
+    p_matrix = np.asarray(penalty, dtype=np.float64)
+    b0 = float(prior[0]) - float(p_matrix[0, 1]) * (floor - float(prior[1])) / p_matrix[0, 0]
+    b, converged, iteration = fit.intercept, False, 0
+    while iteration < 100:
+        iteration += 1
+        p = sigmoid(b + floor * x)
+        gradient = float(np.sum(p - y)) + p_matrix[0, 0] * (b - b0)
+        curvature = float(np.sum(p * (1.0 - p))) + p_matrix[0, 0]
+        step = float(np.clip(gradient / curvature, -5.0, 5.0))
+        b -= step
+        if abs(step) < 1e-9:
+            converged = True
+            break
+    return LogisticFit(b, np.array([floor]), fit.iterations + iteration, converged)
 
 
 def _objective(
