@@ -18,6 +18,7 @@ from assay.generation.extractive import (
     unanswerable_question,
 )
 from assay.generation.filters import Candidate, filter_candidates, in_language, language_of
+from assay.generation.offline import OfflineSource
 from assay.generation.plan import quotas, read_personas, redistribute
 from assay.inputs.read import read_samples
 from assay.text.tokenize import words
@@ -302,6 +303,28 @@ def test_a_sentence_may_open_with_a_lower_case_name(resources) -> None:
     found = {(f.answer, f.question) for f in facts([chunk], {text: resources.nlp(text)})}
     assert ("dataclasses", "What does orjson serialize natively since 2019?") in found
     assert not [q for _, q in found if "parser" in q]  # "the" is no name: a broken sentence
+
+
+def test_released_questions_serve_other_kinds_and_go_back_to_the_single_pool(resources) -> None:
+    """A question handed out is in no other candidate until the run hands it back
+    (``release``: it passed the checks but its kind was full); then a conversation not
+    yet visited may use it as its follow-up, and the single pool holds it again."""
+    text = (
+        "Marie Curie discovered radium in 1898. Pierre Curie studied crystals in Paris. "
+        "The Porto office has 85 employees."
+    )
+    chunk = Chunk("a.md#1", "a.md", "", text)
+    source = OfflineSource([chunk], ["a reader"], 0, resources)
+    singles = source.make({"single": 100})["single"]
+    assert len(singles) == source.facts >= 6 and source.exhausted("single")
+    source.release(singles)
+    assert not source.exhausted("single") and source.left("single") == len(singles)
+    talks = source.make({"conversational": 5})["conversational"]
+    follow_ups = {t.turns[2]["content"].removeprefix("And ") for t in talks}
+    assert talks and {q[0].lower() + q[1:] for q in (s.query for s in singles)} >= follow_ups
+    # the follow-ups are taken: the single pool gives only the others
+    again = source.make({"single": 100})["single"]
+    assert len(again) == len(singles) - len(talks)
 
 
 def test_durations_and_amounts_are_asked_for_their_count(resources) -> None:

@@ -106,6 +106,7 @@ LINKABLE = frozenset(
     {"PERSON", "ORG", "GPE", "LOC", "FAC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW", "NORP"}
 )
 _PLACE_PREPOSITIONS = frozenset({"in", "at"})
+_ARTICLES = frozenset({"a", "an", "the"})
 _TIME_PREPOSITIONS = frozenset({"in", "on", "during"})
 _OPENING_PRONOUNS = frozenset(
     {"it", "this", "that", "these", "those", "they", "he", "she", "we", "you", "i", "its", "their"}
@@ -240,6 +241,9 @@ def _entity_question(sent: Any, ent: Any) -> str | None:
     if label == "MONEY" and start > 0 and sent.text[start - 1] in "$€£¥₹":
         start -= 1  # "$25" whose entity is "25": the symbol goes with the amount asked
     before = sent.doc[ent.start - 1] if ent.start > sent.start else None
+    if before is not None and before.lower_ in _ARTICLES:  # "the what" -> "what"
+        start = before.idx - base
+        before = sent.doc[before.i - 1] if before.i > sent.start else None
     prep = None  # the preposition the wh-word takes in ("in 2021" -> "when")
     after = sent.doc[ent.end] if ent.end < sent.end else None
     if label == "DATE":
@@ -442,8 +446,8 @@ def unanswerable_question(
         if text not in fact.question:
             continue
         for other_label, other in replacements:
-            if other_label != label or other.lower() == key:
-                continue
+            if other_label != label or other.lower() == key or not _NAME.match(other):
+                continue  # the same name, or one with the marks of code or versions
             query = fact.question.replace(text, other, 1)
             needed = _words(query) - _words("who what which when where how many much")
             if needed and not any(needed <= words for words in sentences):

@@ -118,6 +118,7 @@ class OfflineSource:
         self._next = dict.fromkeys(self.pools, 0)
         self._used: set[str] = set()
         self._parts: dict[tuple[str, str], list[str]] = {}  # (kind, query): its parts
+        self._singles = {item["query"]: item for item in self.pools["single"]}
 
     # ---- pools ------------------------------------------------------------------------
     @staticmethod
@@ -250,9 +251,13 @@ class OfflineSource:
     def release(self, candidates: Sequence[Candidate]) -> None:
         """Hand back candidates that were not kept although they passed the checks (their
         kind was full): their questions are free again for the items of the pools not yet
-        visited (a surplus single question can be half of a later multi-chunk one)."""
+        visited (a surplus single question can be half of a later multi-chunk one), and each
+        goes back to the end of the single questions' pool."""
         for candidate in candidates:
-            self._used.difference_update(self._parts.pop((candidate.kind, candidate.query), []))
+            for part in self._parts.pop((candidate.kind, candidate.query), []):
+                self._used.discard(part)
+                if part in self._singles:
+                    self.pools["single"].append(self._singles[part])
 
     def _candidate(self, kind: str, item: dict[str, Any]) -> Candidate:
         extra = {k: item[k] for k in ("link", "swapped", "turn_expected") if k in item}

@@ -31,6 +31,7 @@ MAX_OPENING = 10
 #: the auxiliary of a question about a verb of this tense with no auxiliary of its own
 DO_SUPPORT = {"VBD": "did", "VBZ": "does", "VBP": "do"}
 _CURRENCY = frozenset("$€£¥₹")
+_ARTICLES = frozenset({"a", "an", "the"})
 
 
 def words_of(tokens: Any) -> str:
@@ -67,11 +68,11 @@ def front(sent: Any, subject: Any | None, wh: str, gap: tuple[int, int]) -> str 
     ``subject`` is the main verb's subject span (None: an imperative). None when the
     sentence does not have the shape: no subject or imperative verb after an `opening`,
     a gap before the verb, words other than adverbs between the subject and a verb that
-    needs do-support."""
+    needs do-support, a gap followed by a comma, semicolon, colon or bracket."""
     root, doc = sent.root, sent.doc
     start, end = gap
-    if start <= root.i:
-        return None
+    if start <= root.i or (end < sent.end and doc[end].text in {",", ";", ":", "("}):
+        return None  # before the verb, or a gap whose comma would be left dangling
     lead = opening(sent, root.i if subject is None else subject.start)
     if lead is None:
         return None
@@ -107,7 +108,7 @@ def fronted_entity(sent: Any, ent: Any, wh: str, prep: Any | None) -> str | None
     many``, ``whom``, ...), or None where the in-place question should stay:
 
     - ``prep`` (the preposition the wh-word took in, ``in 2019`` → ``when``): the
-      preposition must be the main verb's and hold only the entity;
+      preposition must be the main verb's and hold only the entity (an article too);
     - otherwise the entity must be the main verb's direct object, whole (a currency
       symbol before it included: ``costs $25`` → ``How much does ... cost``), or a count
       that opens it (``has 300 contributors`` → ``How many contributors does ... have``).
@@ -129,7 +130,9 @@ def fronted_entity(sent: Any, ent: Any, wh: str, prep: Any | None) -> str | None
         if prep.head.i != root.i or prep.dep_ != "prep":
             return None
         gap = (prep.i, prep.right_edge.i + 1)
-        if gap != (prep.i, ent.end) or ent.start != prep.i + 1:
+        if gap != (prep.i, ent.end) or any(
+            t.lower_ not in _ARTICLES for t in doc[prep.i + 1 : ent.start]
+        ):
             return None
         phrase = wh
     else:
@@ -138,7 +141,7 @@ def fronted_entity(sent: Any, ent: Any, wh: str, prep: Any | None) -> str | None
             return None
         gap = (obj.left_edge.i, obj.right_edge.i + 1)
         outside = [t for t in doc[gap[0] : gap[1]] if not ent.start <= t.i < ent.end]
-        if all(t.text in _CURRENCY for t in outside):  # the entity is the whole object
+        if all(t.text in _CURRENCY or t.lower_ in _ARTICLES for t in outside):  # all of it
             phrase = wh
         elif wh == "how many" and ent.start == gap[0] and ent.root.dep_ == "nummod":
             phrase = f"{wh} {words_of(doc[ent.end : gap[1]])}"
