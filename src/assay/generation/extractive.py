@@ -241,6 +241,8 @@ def _entity_question(sent: Any, ent: Any) -> str | None:
     if label == "MONEY" and start > 0 and sent.text[start - 1] in "$€£¥₹":
         start -= 1  # "$25" whose entity is "25": the symbol goes with the amount asked
     before = sent.doc[ent.start - 1] if ent.start > sent.start else None
+    if before is not None and before.dep_ == "compound" and ent.start <= before.head.i < ent.end:
+        return None  # "Ana Ferreira" read as "Ana" + a place: half a name asks nothing
     if before is not None and before.lower_ in _ARTICLES:  # "the what" -> "what"
         start = before.idx - base
         before = sent.doc[before.i - 1] if before.i > sent.start else None
