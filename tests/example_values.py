@@ -130,13 +130,14 @@ if __name__ == "__main__":
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
     ).stdout.strip()
     # an empty embedding cache, as the test has: a vector cached by an earlier run,
-    # embedded in another batch, can differ from a fresh one in its last bits
+    # embedded in another batch, can differ from a fresh one in its last bits; float32
+    # models on every machine (see the test's fixture)
     from assay.core.config import AssayConfig
     from assay.engine.resources import Resources
 
     with tempfile.TemporaryDirectory() as cache:
         os.environ["ASSAY_CACHE_DIR"] = cache
-        resources = Resources(AssayConfig(cache_dir=cache))
+        resources = Resources(AssayConfig(cache_dir=cache, model_precision="float32"))
         results = example_results(example_evaluations(resources))
         resources.close()
     text = _snapshot_text(commit, results)

@@ -120,12 +120,15 @@ def snapshot_differences(expected: dict[str, Any], found: dict[str, Any]) -> lis
 def evaluations(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """The evaluations with models of their own and an empty embedding cache, as the
     snapshot was written: a vector cached by another test, embedded in another batch,
-    can differ from a fresh one in its last bits."""
+    can differ from a fresh one in its last bits. The models run in float32, as the
+    snapshot's did: bfloat16, the default on a CPU with native bfloat16, moves the
+    entailment model's probabilities by up to about 0.01 (tests/test_model_speed_paths.py
+    holds that path to its tolerance), so the snapshot is the same on every machine."""
     from assay.core.config import AssayConfig
     from assay.engine.resources import Resources
 
     cache = str(tmp_path_factory.mktemp("example-values-cache"))
-    resources = Resources(AssayConfig(cache_dir=cache))
+    resources = Resources(AssayConfig(cache_dir=cache, model_precision="float32"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ASSAY_CACHE_DIR", cache)
         yield example_evaluations(resources)
