@@ -213,7 +213,12 @@ def test_bad_labels_are_refused_before_anything_is_stored(client: TestClient, st
         json={"metric": "bleu", "index": 0, "label": 1, "annotator": "x"},
     )
     assert reply.status_code == 404 and "its metrics: exact_match, faithfulness" in reply.text
+    half = {"metric": "exact_match", "index": 0.5, "label": 1, "annotator": "x"}
+    assert client.post(f"/api/runs/{RUN}/labels", json=half).status_code == 422
     assert len(store.labels_for_run(RUN)) == before
+    # an index written 2.0 is the integer JSON Schema says it is (schemathesis sent one)
+    whole = {"metric": "exact_match", "index": 2.0, "label": 1, "annotator": "x"}
+    assert client.post(f"/api/runs/{RUN}/labels", json=whole).status_code == 201
 
 
 def test_undo_removes_only_ones_own_label(client: TestClient) -> None:

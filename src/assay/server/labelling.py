@@ -44,7 +44,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from assay.core.labels import LabelError, LabelScale, label_value
 from assay.server.api import MAX_SAMPLE_INDEX
@@ -174,13 +174,21 @@ def label_queue(
     }
 
 
+def _whole_number(value: object) -> object:
+    """A JSON number with no fraction (``7.0``) as the integer it is: JSON Schema counts it
+    an integer, and the strict body would refuse the float."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 class LabelBody(BaseModel):
     """A person's verdict on one sample of the run, for one metric."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     metric: str = Field(pattern=METRIC_PATTERN, description="The metric the verdict is for.")
-    index: int = Field(ge=0, le=MAX_SAMPLE_INDEX, description="The sample's index in the run.")
+    index: Annotated[int, BeforeValidator(_whole_number)] = Field(
+        ge=0, le=MAX_SAMPLE_INDEX, description="The sample's index in the run."
+    )
     label: bool | int | float | Annotated[str, Field(max_length=32)] = Field(
         description="1/0, true/false, a score in [0, 1], or a rating on `scale`, in the "
         "metric's own direction (1 = faithful for faithfulness, 1 = toxic for toxicity_score)."
