@@ -14,8 +14,9 @@ give the metric, in its own direction: 1 = faithful for ``faithfulness``, 1 = to
 3. also fits the default's score alone (``score``: a monotone map, so the default's
    ranking), and for ``toxicity_score`` refits the toxicity head on its embeddings, the
    shipped weights as the prior (`assay.evaluation.calibration_head`); keeps ``score``
-   (the default's ranking) unless another beats the default out of fold with the paired
-   95 % interval of the difference above 0 (`choose_candidate`; ``method="auto"``;
+   (the default's ranking) unless another is better than the default out of fold with
+   the paired 95 % interval of the difference no lower than -0.01 (`improves`,
+   `choose_candidate`; ``method="auto"``;
    every candidate's out-of-fold agreement is in the file);
 4. reports agreement with the labels on the SAME items before (the default's score) and
    after (each item's calibrated probability from the model fitted on the other k-1
@@ -73,11 +74,13 @@ from assay.evaluation.calibration_fit import (
 from assay.evaluation.calibration_head import HeadPrior
 
 __all__ = [
+    "LOSS_TOLERANCE",
     "MIN_PER_CLASS",
     "CalibrationRefused",
     "Evidence",
     "evidence_of",
     "fit_calibration",
+    "improves",
     "out_of_fold_probabilities",
     "prior_threshold",
 ]
@@ -346,21 +349,31 @@ def _candidate(
     return oof, fit
 
 
+#: how far below the default a kept calibration may plausibly fall: the lower end of
+#: the paired 95 % interval of its out-of-fold difference may reach -0.01, no lower
+LOSS_TOLERANCE = 0.01
+
+
+def improves(difference: dict[str, Any]) -> bool:
+    """Whether a candidate's out-of-fold ``difference`` from the default (its ``value``
+    and paired 95 % bootstrap ``interval``) earns its place: better on these labels
+    (value above 0) and, within the interval, at most `LOSS_TOLERANCE` worse."""
+    value, interval = difference.get("value"), difference.get("interval")
+    if value is None or interval is None:
+        return False
+    return value > 0.0 and interval[0] >= -LOSS_TOLERANCE
+
+
 def choose_candidate(candidates: dict[str, dict[str, Any]]) -> str:
     """The candidate a calibration keeps: the default's score alone (``score``, which
-    keeps the default's ranking) unless another beats the default out of fold with the
-    paired 95 % bootstrap interval of its difference above 0; among those, the one with
-    the best out-of-fold agreement. Without ``score`` among them (``--method``), the best.
-    Few labels give wide intervals, so they rarely replace the default's ranking."""
+    keeps the default's ranking) unless another `improves` on the default out of fold
+    (better, and the paired 95 % interval of the difference no lower than -0.01); among
+    those, the one with the best out-of-fold agreement. Without ``score`` among them
+    (``--method``), the best. Few labels give wide intervals, so they rarely replace the
+    default's ranking."""
     if SCORE_METHOD not in candidates:
         return max(candidates, key=lambda k: candidates[k]["after"]["value"] or -np.inf)
-    better = [
-        k
-        for k, c in candidates.items()
-        if k != SCORE_METHOD
-        and c["difference"]["interval"] is not None
-        and c["difference"]["interval"][0] > 0.0
-    ]
+    better = [k for k, c in candidates.items() if k != SCORE_METHOD and improves(c["difference"])]
     if not better:
         return SCORE_METHOD
     return max(better, key=lambda k: candidates[k]["after"]["value"] or -np.inf)
@@ -388,8 +401,8 @@ def fit_calibration(
     ranking unchanged), ``evidence`` (every feature of `calibration_features`), ``head``
     (the toxicity head refit; ``toxicity_score`` only) or ``auto`` (score and evidence,
     and the head for ``toxicity_score`` when ``head_features`` is given: the one with
-    the default's ranking is replaced only by a fit that beats it out of fold with a
-    paired interval above 0, `choose_candidate`).
+    the default's ranking is replaced only by a fit that `improves` on it out of fold,
+    `choose_candidate`).
     ``head_features(indices)``: the embeddings of those results' samples and the shipped
     head as a prior (`HeadPrior`). Raises `CalibrationRefused` on labels that
     cannot support a fit (fewer than ``min_per_class`` of a class: the learning-curve

@@ -12,8 +12,8 @@ For a judge metric whose prompt reads sample fields (`RubricScore`: ``faithfulne
    sample is never judged with itself as an example;
 3. compares before and after on the same items (`agreement_before_after`: AUROC or
    Spearman per fold, averaged, with 95 % bootstrap intervals and the paired interval of
-   after − before) and keeps the examples only when that paired interval lies above 0,
-   the rule the offline candidates follow (`choose_candidate`);
+   after − before) and keeps the examples only when they `improve` on the plain judge
+   (better, the paired interval no lower than -0.01), the offline candidates' rule;
 4. chooses the kept examples from every labelled sample.
 
 At most 2 n judge calls, times the judges of a panel (each is shown the examples; the
@@ -32,7 +32,7 @@ from assay.core.config import AssayConfig
 from assay.core.labels import sample_label
 from assay.core.sample import Sample
 from assay.engine.resources import Resources
-from assay.evaluation.calibration import CalibrationRefused, agreement_before_after
+from assay.evaluation.calibration import CalibrationRefused, agreement_before_after, improves
 from assay.evaluation.calibration_apply import Calibrations
 from assay.evaluation.calibration_fit import stratified_folds
 from assay.evaluation.runner import evaluate
@@ -140,13 +140,13 @@ def fit_judge_examples(
         seed=seed,
         resamples=resamples,
     )
-    interval = report["difference"]["interval"]
-    kept = interval is not None and interval[0] > 0.0
+    kept = improves(report["difference"])
     final = choose_examples(y, k, seed=seed, first_pass=before)
     fields = list(metric.fields)
     return {
         "kept": kept,
-        "rule": "kept when the paired 95 % interval of after - before lies above 0",
+        "rule": "kept when after - before is above 0 and its paired 95 % interval no lower "
+        "than -0.01",
         "k": len(final),
         "fields": fields,
         "for": metric.key or metric.name,
