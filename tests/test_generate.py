@@ -332,17 +332,22 @@ def test_released_questions_serve_other_kinds_and_go_back_to_the_single_pool(res
 
 
 def test_durations_and_amounts_are_asked_for_their_count(resources) -> None:
-    """'within 30 days' asks 'within how many days' (not 'what date'), and '$240' asks
-    'how much' with its currency symbol (spaCy's MONEY entity leaves the '$' out)."""
+    """'within 30 days' asks 'within how many days' (not 'what date'), the phrase in front
+    with the auxiliary, and '$240' asks 'how much' with its currency symbol (spaCy's MONEY
+    entity leaves the '$' out), in place after 'or'; a comma before a preposition keeps
+    its object from being asked with the preposition stranded."""
     text = (
         "Returns are accepted within 30 days of delivery. "
-        "The premium plan costs $25 a month or $240 a year."
+        "The premium plan costs $25 a month or $240 a year. "
+        "Northwind Cloud keeps nightly backups for 30 days. "
+        "Support answers tickets within 4 hours, even on weekends."
     )
     chunk = Chunk("a.md#1", "a.md", "", text)
     questions = {f.question for f in facts([chunk], {text: resources.nlp(text)})}
-    assert "Returns are accepted within how many days of delivery?" in questions
+    assert "Within how many days of delivery are returns accepted?" in questions
     assert "The premium plan costs $25 a month or how much a year?" in questions
-    assert not [q for q in questions if "what date" in q or "$how" in q]
+    assert "For how many days does Northwind Cloud keep nightly backups?" in questions
+    assert not [q for q in questions if "what date" in q or "$how" in q or "even on?" in q]
 
 
 def test_composed_kinds_from_facts() -> None:

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from assay.generation.documents import Chunk
-from assay.generation.wording import front, fronted_entity, opening
+from assay.generation.wording import front, fronted_count, fronted_entity, opening
 from assay.text.tokenize import STOP_WORDS, content_words
 
 __all__ = [
@@ -253,7 +253,8 @@ def _entity_question(sent: Any, ent: Any) -> str | None:
             return None  # "today", "every week": nothing to ask
         count = _DURATION.fullmatch(ent.text)
         if count is not None:  # "within 30 days" -> "within how many days"
-            return _question(sent, start, start + count.end(1), "how many")
+            fronted = fronted_count(sent, ent, before) if before is not None else None
+            return fronted or _question(sent, start, start + count.end(1), "how many")
         if _SPAN_OF_TIME.search(ent.text):  # "5 to 8 business days" -> "how long"
             return _question(sent, start, end, "how long")
         if before is not None and before.lower_ in _TIME_PREPOSITIONS:
@@ -379,8 +380,10 @@ def _object_facts(chunk: Chunk, sent: Any, text: str) -> list[Fact]:
             continue
         if any(t.pos_ == "PRON" for t in answer) or obj.ent_type_ in WH_IN_PLACE:
             continue  # a pronoun names nothing; a named entity has its own question
-        if prep is not None and (answer.start != prep.i + 1 or doc[prep.i - 1].text == ","):
-            continue  # "from the very first page", ", after the merger": not to strand
+        if prep is not None and (
+            answer.start != prep.i + 1 or any(t.text == "," for t in doc[root.i : prep.i])
+        ):
+            continue  # "from the very first page", ", even on weekends": not to strand
         question = front(sent, subject, "What", (answer.start, answer.end))
         if question is not None and _fits(question, answer.text):
             out.append(Fact(chunk, text, answer.text, "NOUN", question, _links(sent, None)))

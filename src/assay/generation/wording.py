@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MAX_OPENING", "front", "fronted_entity", "opening", "words_of"]
+__all__ = ["MAX_OPENING", "front", "fronted_count", "fronted_entity", "opening", "words_of"]
 
 #: the most tokens of an opening phrase kept in front of a question (`opening`)
 MAX_OPENING = 10
@@ -117,15 +117,6 @@ def fronted_entity(sent: Any, ent: Any, wh: str, prep: Any | None) -> str | None
     imperative has none) and no negation, and what is left after the verb no comma (a
     clause after a comma would read as part of the question)."""
     root, doc = sent.root, sent.doc
-    if any(t.dep_ == "neg" for t in root.children):
-        return None
-    subjects = [t for t in root.children if t.dep_ in {"nsubj", "nsubjpass"} and t.i < root.i]
-    subject = None
-    if subjects:
-        head = subjects[0]
-        if head.pos_ == "PRON" and head.lower_ != "you":
-            return None
-        subject = doc[head.left_edge.i : head.right_edge.i + 1]
     if prep is not None:
         if prep.head.i != root.i or prep.dep_ != "prep":
             return None
@@ -147,6 +138,38 @@ def fronted_entity(sent: Any, ent: Any, wh: str, prep: Any | None) -> str | None
             phrase = f"{wh} {words_of(doc[ent.end : gap[1]])}"
         else:
             return None
+    return _front_checked(sent, phrase, gap)
+
+
+def fronted_count(sent: Any, ent: Any, prep: Any) -> str | None:
+    """`front` for a duration of one count after the main verb's preposition, the whole
+    prepositional phrase in front with the count asked for (``Returns are accepted within
+    30 days of delivery.`` → ``Within how many days of delivery are returns accepted?``);
+    None where the in-place question should stay (the checks of `fronted_entity`)."""
+    doc = sent.doc
+    if prep.head.i != sent.root.i or prep.dep_ != "prep" or ent.start != prep.i + 1:
+        return None
+    if not doc[ent.start].like_num:
+        return None
+    gap = (prep.i, prep.right_edge.i + 1)
+    phrase = f"{prep.text} how many {words_of(doc[ent.start + 1 : gap[1]])}"
+    return _front_checked(sent, phrase, gap)
+
+
+def _front_checked(sent: Any, phrase: str, gap: tuple[int, int]) -> str | None:
+    """`front` when the main verb has a subject that is not a pronoun other than *you*
+    (or none: an imperative) and no negation, and what is left after the verb has no
+    comma, semicolon or colon; else None."""
+    root, doc = sent.root, sent.doc
+    if any(t.dep_ == "neg" for t in root.children):
+        return None
+    subjects = [t for t in root.children if t.dep_ in {"nsubj", "nsubjpass"} and t.i < root.i]
+    subject = None
+    if subjects:
+        head = subjects[0]
+        if head.pos_ == "PRON" and head.lower_ != "you":
+            return None
+        subject = doc[head.left_edge.i : head.right_edge.i + 1]
     rest = doc[root.i + 1 : sent.end]
     if any(t.text in {",", ";", ":"} for t in rest if not gap[0] <= t.i < gap[1]):
         return None
