@@ -24,6 +24,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from assay.engine.resources import Resources
 
 CONFIGS = {
     "lexical": {"suites": ["lexical"]},
@@ -170,25 +174,17 @@ def run_one(name: str, n: int = 1000) -> dict:
     }
 
 
-def _model_work(res: object) -> str:
+def _model_work(res: Resources) -> str:
     """What reached the models in the whole run (warm-up included) and the seconds each
-    took: texts embedded, distinct cosines computed, BERTScore pairs scored, entailment
-    pairs scored (distinct (window, sentence) pairs; the windows skipped are those outside
-    each sentence's top ``WINDOWS_PER_SENTENCE``)."""
+    kind took (`assay.engine.work`, the line ``assay evaluate`` prints): texts parsed,
+    texts embedded, BERTScore pairs and entailment pairs scored (distinct (window,
+    sentence) pairs; the windows skipped are those outside each sentence's top
+    ``WINDOWS_PER_SENTENCE``), the entailment model's name and precision with it."""
+    from assay.engine.work import work_line
+
     loaded = vars(res)
-    parts = []
-    if "embedder" in loaded:
-        embedder = loaded["embedder"]
-        parts.append(
-            f"{embedder.name}: embedded {embedder.calls} in {embedder.seconds:.1f}s, "
-            f"cosines {embedder.cosines}"
-        )
-    if "bertscorer" in loaded:
-        parts.append(f"bertscore pairs {loaded['bertscorer'].calls}")
-    if "entailment" in loaded:
-        model = loaded["entailment"]
-        parts.append(f"{model.name}: pairs {model.calls} in {model.seconds:.1f}s")
-    return "; ".join(parts) or "-"
+    named = [loaded["entailment"].name] if "entailment" in loaded else []
+    return "; ".join([work_line(res.model_work.totals()), *named])
 
 
 def main(argv: list[str]) -> None:

@@ -34,7 +34,8 @@ SAMPLES = [
     },
 ]
 # parse (anchor_hallucination: each response and each distinct passage): 2 responses +
-# 2 distinct passages = 4 texts. embed (semantic_similarity: response and expected):
+# 2 distinct passages = 4 texts; entities (recognised in the texts whose anchors are read):
+# the 2 responses. embed (semantic_similarity: response and expected):
 # 2 responses + 1 distinct reference = 3 texts.
 
 
@@ -44,12 +45,14 @@ def test_a_run_counts_its_distinct_texts_by_model_kind(tmp_path: Path) -> None:
     first = evaluate(SAMPLES, metrics=metrics, resources=res)
     assert {k: (w.items, w.unit) for k, w in first.model_work.items()} == {
         "parse": (4, "texts"),
+        "entities": (2, "texts"),
         "embed": (3, "texts"),
     }
     # a second run on the same resources reports its own work, not the totals
     second = evaluate(SAMPLES[1:], metrics=["anchor_hallucination"], resources=res)
-    assert {k: w.items for k, w in second.model_work.items()} == {"parse": 2}
-    assert {k: w.items for k, w in res.model_work.totals().items()} == {"parse": 6, "embed": 3}
+    assert {k: w.items for k, w in second.model_work.items()} == {"parse": 2, "entities": 1}
+    totals = {k: w.items for k, w in res.model_work.totals().items()}
+    assert totals == {"parse": 6, "entities": 3, "embed": 3}
 
 
 def test_the_work_line_puts_the_slowest_kind_first() -> None:

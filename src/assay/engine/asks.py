@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -219,13 +220,24 @@ class Answers:
         docs = {text: self.reply(parse_ask(text)) for text in dict.fromkeys(texts)}
         return Parses(docs, self._entity_recogniser(docs.values()))
 
-    def _entity_recogniser(self, docs: Iterable[Any]) -> Any | None:
-        """The run's spaCy ``ner`` when a doc of ``docs`` was parsed without it; None
-        when all have their entities (or no resources parsed them)."""
-        if self.resources is None or all(d.has_annotation("ENT_IOB") for d in docs):
+    def _entity_recogniser(self, docs: Iterable[Any]) -> Callable[[Any], Any] | None:
+        """The run's spaCy ``ner`` when a doc of ``docs`` was parsed without it, each call
+        counted as model work (``entities``, `assay.engine.work`); None when all have
+        their entities (or no resources parsed them)."""
+        res = self.resources
+        if res is None or all(d.has_annotation("ENT_IOB") for d in docs):
             return None
-        nlp = self.resources.nlp
-        return nlp.get_pipe("ner") if "ner" in nlp.pipe_names else None
+        if "ner" not in res.nlp.pipe_names:
+            return None
+        ner = res.nlp.get_pipe("ner")
+
+        def recognise(doc: Any) -> Any:
+            started = time.perf_counter()
+            found = ner(doc)
+            res.model_work.add("entities", 1, time.perf_counter() - started)
+            return found
+
+        return recognise
 
     def entailments(self, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], np.ndarray]:
         """The answered probability rows of the entail asks of ``pairs`` (premise,

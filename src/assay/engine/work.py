@@ -1,14 +1,16 @@
 """Where a run's model time goes: the items each model kind answered and the seconds it took.
 
 The executor (`assay.engine.executor`) adds one entry per model call of a round: the kind
-(``parse``: texts through spaCy, ``entail``: (premise, hypothesis) pairs through the
-entailment model, ``bertscore``: (candidate, reference) pairs, ``embed``: texts through the
-run's embedder, ``embed <name>``: texts through another embedder an ask names, e.g. the
-toxicity head's USE), the number of distinct asks it answered (a cache or memo hit in front
-of the model included) and the wall seconds of the call. `Resources.model_work` keeps the
-totals of the resources' life; a run reports the difference `ModelWork.since` its start
-(`assay.evaluation.runner.Evaluation.model_work`), and ``assay evaluate`` prints it as
-`work_line` after the table (``model_work`` in ``--format json``).
+(``parse``: texts through spaCy; ``entities``: texts whose named entities spaCy recognises
+when they are read, after the parse, `assay.text.parses.Parses`; ``entail``: (premise,
+hypothesis) pairs through the entailment model; ``bertscore``: (candidate, reference)
+pairs; ``embed``: texts through the run's embedder; ``embed <name>``: texts through another
+embedder an ask names, e.g. the toxicity head's USE), the number of distinct asks it
+answered (a cache or memo hit in front of the model included) and the wall seconds of the
+call. `Resources.model_work` keeps the totals of the resources' life; a run reports the
+difference `ModelWork.since` its start (`assay.evaluation.runner.Evaluation.model_work`),
+and ``assay evaluate`` prints it as `work_line` after the table (``model_work`` in
+``--format json``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ from dataclasses import dataclass
 __all__ = ["UNITS", "KindWork", "ModelWork", "work_line"]
 
 #: what one item of each model kind is
-UNITS = {"parse": "texts", "entail": "pairs", "bertscore": "pairs", "embed": "texts"}
+UNITS = {
+    "parse": "texts",
+    "entities": "texts",
+    "entail": "pairs",
+    "bertscore": "pairs",
+    "embed": "texts",
+}
 
 #: a listener's view of one model call: kind, items of the call, seconds of the call
 Listener = Callable[[str, int, float], None]
