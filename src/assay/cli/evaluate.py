@@ -225,6 +225,7 @@ def evaluate_command(
         error_gate,
         error_notes,
         gate_failures,
+        model_work_bar,
         nothing_measured,
         print_report,
     )
@@ -407,7 +408,7 @@ def evaluate_command(
             total = len(samples)
         with (
             Progress(
-                TextColumn("[bold]scoring"),
+                TextColumn("[bold]{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
@@ -415,8 +416,9 @@ def evaluate_command(
                 disable=not show_progress,
                 transient=True,
             ) as bar,
+            model_work_bar(bar, resources.model_work),
         ):
-            task = bar.add_task("samples", total=total)
+            task = bar.add_task("scoring", total=total)
             evaluation = evaluate(
                 samples,
                 metrics=metrics,
