@@ -532,19 +532,21 @@ def test_the_score_alone_stays_increasing_when_labels_run_against_it():
 
 
 @pytest.mark.parametrize(
-    ("value", "interval", "kept"),
+    ("value", "interval", "labels", "kept"),
     [
-        (0.004, [-0.002, 0.010], True),  # better, and at worst 0.002 below
-        (0.004, [-0.010, 0.018], True),  # at worst exactly the 0.01 allowed
-        (0.004, [-0.011, 0.018], False),  # could lose more than 0.01
-        (0.0, [-0.001, 0.001], False),  # not better
-        (-0.002, [-0.004, 0.000], False),
-        (0.004, None, False),  # no interval (no resamples): never replaces the default
+        (0.004, [0.001, 0.010], 40, True),  # under 100 labels: the interval above 0
+        (0.004, [-0.002, 0.010], 40, False),
+        (0.004, [-0.002, 0.010], 100, True),  # from 100: at worst 0.002 below
+        (0.004, [-0.010, 0.018], 200, True),  # at worst exactly the 0.01 allowed
+        (0.004, [-0.011, 0.018], 200, False),  # could lose more than 0.01
+        (0.0, [-0.001, 0.001], 200, False),  # not better
+        (-0.002, [-0.004, 0.000], 200, False),
+        (0.004, None, 200, False),  # no interval (no resamples): never replaces the default
     ],
 )
 def test_a_candidate_replaces_the_default_only_when_better_and_never_far_below(
-    value, interval, kept
+    value, interval, labels, kept
 ):
     from assay.evaluation.calibration import improves
 
-    assert improves({"value": value, "interval": interval}) is kept
+    assert improves({"value": value, "interval": interval}, labels) is kept

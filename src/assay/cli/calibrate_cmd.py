@@ -110,7 +110,7 @@ def judge_examples_line(part: dict[str, Any]) -> str:
     verdict = (
         f"kept {part['k']} examples"
         if part["kept"]
-        else "not kept (not better, or the paired interval reaches below -0.01)"
+        else "not kept (not clearly better: see the paired interval)"
     )
     return (
         f"  judge with {part['k']} examples, out of fold {statistic}: plain "

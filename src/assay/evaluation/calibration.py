@@ -15,7 +15,8 @@ give the metric, in its own direction: 1 = faithful for ``faithfulness``, 1 = to
    ranking), and for ``toxicity_score`` refits the toxicity head on its embeddings, the
    shipped weights as the prior (`assay.evaluation.calibration_head`); keeps ``score``
    (the default's ranking) unless another is better than the default out of fold with
-   the paired 95 % interval of the difference no lower than -0.01 (`improves`,
+   the paired 95 % interval of the difference above 0, or from 100 labels no lower
+   than -0.01 (`improves`,
    `choose_candidate`; ``method="auto"``;
    every candidate's out-of-fold agreement is in the file);
 4. reports agreement with the labels on the SAME items before (the default's score) and
@@ -76,6 +77,7 @@ from assay.evaluation.calibration_head import HeadPrior
 __all__ = [
     "LOSS_TOLERANCE",
     "MIN_PER_CLASS",
+    "TOLERANT_FROM",
     "CalibrationRefused",
     "Evidence",
     "evidence_of",
@@ -349,31 +351,41 @@ def _candidate(
     return oof, fit
 
 
-#: how far below the default a kept calibration may plausibly fall: the lower end of
-#: the paired 95 % interval of its out-of-fold difference may reach -0.01, no lower
+#: how far below the default a kept calibration may plausibly fall, from
+#: `TOLERANT_FROM` labels on: the lower end of the paired 95 % interval of its
+#: out-of-fold difference may reach -0.01 (the most the issue lets a calibration lose)
 LOSS_TOLERANCE = 0.01
+#: below this many labels a candidate must be better with the whole interval above 0:
+#: on the dev data's learning curves, with 25-50 labels the tolerant rule let 2 of 10
+#: TruthfulQA draws fall 0.017 below the default; from 100 on no draw of any source did
+TOLERANT_FROM = 100
 
 
-def improves(difference: dict[str, Any]) -> bool:
+def improves(difference: dict[str, Any], labels: int) -> bool:
     """Whether a candidate's out-of-fold ``difference`` from the default (its ``value``
-    and paired 95 % bootstrap ``interval``) earns its place: better on these labels
-    (value above 0) and, within the interval, at most `LOSS_TOLERANCE` worse."""
+    and paired 95 % bootstrap ``interval``), measured on ``labels`` labels, earns its
+    place: better on these labels (value above 0) and, within the interval, never
+    worse (under `TOLERANT_FROM` labels) or at most `LOSS_TOLERANCE` worse (from it)."""
     value, interval = difference.get("value"), difference.get("interval")
-    if value is None or interval is None:
+    if value is None or interval is None or value <= 0.0:
         return False
-    return value > 0.0 and interval[0] >= -LOSS_TOLERANCE
+    if labels < TOLERANT_FROM:
+        return interval[0] > 0.0
+    return interval[0] >= -LOSS_TOLERANCE
 
 
 def choose_candidate(candidates: dict[str, dict[str, Any]]) -> str:
     """The candidate a calibration keeps: the default's score alone (``score``, which
     keeps the default's ranking) unless another `improves` on the default out of fold
-    (better, and the paired 95 % interval of the difference no lower than -0.01); among
-    those, the one with the best out-of-fold agreement. Without ``score`` among them
-    (``--method``), the best. Few labels give wide intervals, so they rarely replace the
-    default's ranking."""
+    (better, the paired 95 % interval of the difference above 0, or from 100 labels no
+    lower than -0.01); among those, the one with the best out-of-fold agreement.
+    Without ``score`` among them (``--method``), the best. Few labels give wide
+    intervals, so they rarely replace the default's ranking."""
     if SCORE_METHOD not in candidates:
         return max(candidates, key=lambda k: candidates[k]["after"]["value"] or -np.inf)
-    better = [k for k, c in candidates.items() if k != SCORE_METHOD and improves(c["difference"])]
+    better = [
+        k for k, c in candidates.items() if k != SCORE_METHOD and improves(c["difference"], c["n"])
+    ]
     if not better:
         return SCORE_METHOD
     return max(better, key=lambda k: candidates[k]["after"]["value"] or -np.inf)

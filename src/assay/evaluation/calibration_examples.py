@@ -13,7 +13,8 @@ For a judge metric whose prompt reads sample fields (`RubricScore`: ``faithfulne
 3. compares before and after on the same items (`agreement_before_after`: AUROC or
    Spearman per fold, averaged, with 95 % bootstrap intervals and the paired interval of
    after − before) and keeps the examples only when they `improve` on the plain judge
-   (better, the paired interval no lower than -0.01), the offline candidates' rule;
+   (`improves`: better, the paired interval above 0, from 100 labels no lower than
+   -0.01), the offline candidates' rule;
 4. chooses the kept examples from every labelled sample.
 
 At most 2 n judge calls, times the judges of a panel (each is shown the examples; the
@@ -140,13 +141,13 @@ def fit_judge_examples(
         seed=seed,
         resamples=resamples,
     )
-    kept = improves(report["difference"])
+    kept = improves(report["difference"], report["n"])
     final = choose_examples(y, k, seed=seed, first_pass=before)
     fields = list(metric.fields)
     return {
         "kept": kept,
-        "rule": "kept when after - before is above 0 and its paired 95 % interval no lower "
-        "than -0.01",
+        "rule": "kept when after - before is above 0 and its paired 95 % interval above 0 "
+        "(from 100 labels: no lower than -0.01)",
         "k": len(final),
         "fields": fields,
         "for": metric.key or metric.name,
