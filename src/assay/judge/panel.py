@@ -31,6 +31,7 @@ from assay.judge.batch import BatchTransport
 from assay.judge.cache import JudgeCache
 from assay.judge.client import JudgeClient, JudgeReply, SharedBudget
 from assay.judge.prompts import Prompt
+from assay.judge.usage import SUMMED_COUNTERS
 
 if TYPE_CHECKING:
     from assay.core.config import AssayConfig
@@ -38,19 +39,6 @@ if TYPE_CHECKING:
 __all__ = ["JudgePanel", "PanelUsage", "judge_from_config"]
 
 R = TypeVar("R")
-#: usage counters summed over a panel's judges (`assay.judge.usage.JudgeUsage.to_dict`)
-_SUMMED = (
-    "calls",
-    "retries",
-    "reparse_calls",
-    "failures",
-    "cache_hits",
-    "memo_hits",
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "latency_seconds",
-)
 
 
 def judge_from_config(config: AssayConfig) -> JudgeClient | JudgePanel | None:
@@ -111,13 +99,13 @@ class PanelUsage:
         self._panel = panel
 
     def to_dict(self) -> dict[str, Any]:
-        """The summed counters (`_SUMMED`; the slowest call, the mean latency over every
-        answered call, the cost when every judge has one, the calls by prompt), then
+        """The summed counters (`SUMMED_COUNTERS`; the slowest call, the mean latency over
+        every answered call, the cost when every judge has one, the calls by prompt), then
         ``judges`` (label -> `JudgeUsage.to_dict`), ``panel`` and ``agreement``
         (`JudgePanel.agreement`)."""
         usages = {label: c.usage for label, c in self._panel.members.items()}
         each = {label: u.to_dict() for label, u in usages.items()}
-        out: dict[str, Any] = {k: sum(d.get(k, 0) for d in each.values()) for k in _SUMMED}
+        out: dict[str, Any] = {k: sum(d.get(k, 0) for d in each.values()) for k in SUMMED_COUNTERS}
         answered = sum(sum(u.by_prompt.values()) for u in usages.values())
         out["max_latency_seconds"] = max(d["max_latency_seconds"] for d in each.values())
         out["mean_latency_seconds"] = out["latency_seconds"] / answered if answered else None

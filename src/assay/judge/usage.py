@@ -8,7 +8,22 @@ from typing import Any
 
 from assay.judge.batch import BATCH_PRICE
 
-__all__ = ["JudgeUsage"]
+__all__ = ["SUMMED_COUNTERS", "JudgeUsage"]
+
+#: the counters of `JudgeUsage.to_dict` that add up over several clients (a panel's
+#: judges, a Ray cluster's workers)
+SUMMED_COUNTERS = (
+    "calls",
+    "retries",
+    "reparse_calls",
+    "failures",
+    "cache_hits",
+    "memo_hits",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "latency_seconds",
+)
 
 
 @dataclass

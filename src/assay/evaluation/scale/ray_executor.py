@@ -46,6 +46,7 @@ from assay.evaluation.scale.budget import BudgetSlots, JudgeBudget
 from assay.inputs.locations import is_local, read_location, read_piece
 from assay.inputs.read import read_samples
 from assay.judge.aio import run_sync
+from assay.judge.usage import SUMMED_COUNTERS
 from assay.metrics.base import Metric
 
 if TYPE_CHECKING:
@@ -395,18 +396,7 @@ def merge_usage(usages: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     cost summed when every client has one; None for none."""
     if not usages:
         return None
-    summed = (
-        "calls",
-        "retries",
-        "reparse_calls",
-        "failures",
-        "cache_hits",
-        "memo_hits",
-        "prompt_tokens",
-        "completion_tokens",
-        "latency_seconds",
-        "total_tokens",
-    )
+    summed = SUMMED_COUNTERS
     batched = (  # with judge_batch (`assay.judge.usage.JudgeUsage`)
         "batch_calls",
         "batch_prompt_tokens",
