@@ -40,6 +40,7 @@ __all__ = [
     "is_binary",
     "label_value",
     "metric_labels",
+    "metric_verdict",
     "sample_key",
     "sample_label",
 ]
@@ -87,6 +88,15 @@ def sample_key(sample: Sample) -> str:
         text = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         data = text.encode("utf-8", "surrogatepass")
     return hashlib.sha256(data).hexdigest()
+
+
+def metric_verdict(value: Any, threshold: float, higher_is_better: bool) -> Any:
+    """The metric's own verdict on ``value`` as a label in its direction: true where a
+    higher-is-better metric passes its threshold (``value >= threshold``) or a
+    lower-is-better one fails it (``value > threshold``: toxic, unsupported), the side
+    of the run's gate (`assay.evaluation.tally.passes`). A float gives a bool, a numpy
+    array an array of them."""
+    return value >= threshold if higher_is_better else value > threshold
 
 
 def sample_label(sample: Sample, metric: str) -> float | None:

@@ -77,7 +77,7 @@ from assay.core.agreement_stats import (
     spearman,
 )
 from assay.core.config import AssayConfig
-from assay.core.labels import LabelScale, is_binary, sample_label
+from assay.core.labels import LabelScale, is_binary, metric_verdict, sample_label
 from assay.core.result import MetricResult
 from assay.core.sample import Sample
 from assay.evaluation.agreement_methods import (
@@ -221,7 +221,7 @@ def _nearest(value: float, points: Sequence[float]) -> float:
 
 
 def _predicted(values: Sequence[float], threshold: float, higher_is_better: bool) -> list[float]:
-    return [float(v >= threshold if higher_is_better else v > threshold) for v in values]
+    return [float(metric_verdict(v, threshold, higher_is_better)) for v in values]
 
 
 def _method_agreement(

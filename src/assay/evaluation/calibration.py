@@ -49,6 +49,7 @@ from assay.core.agreement_stats import (
     cross_validated_threshold,
     spearman,
 )
+from assay.core.labels import metric_verdict
 from assay.core.result import MetricResult
 from assay.core.version import __version__
 from assay.evaluation.calibration_features import (
@@ -264,7 +265,7 @@ def agreement_before_after(
         return None if va is None or vb is None else va - vb
 
     hard = (labels >= 0.5).astype(np.float64)
-    above = before >= threshold if higher_is_better else before > threshold
+    above = metric_verdict(before, threshold, higher_is_better)
     folds = int(fold_of.max()) + 1
     chosen = cross_validated_threshold(
         hard.tolist(), a, folds=folds, seed=seed, higher_is_better=higher_is_better

@@ -31,6 +31,7 @@ from assay.core.agreement_stats import (
     kendall_tau_b,
     spearman,
 )
+from assay.core.labels import metric_verdict
 from assay.server.transcripts import agent_view, conversation_view
 from assay.store.annotation_queue import QueueRow, QueueThreshold, annotator_labels
 from assay.store.labels import StoredLabel
@@ -217,7 +218,7 @@ def predicted_label(row: QueueRow, threshold: QueueThreshold, higher_is_better: 
     t = threshold.of(row)
     if t is None:
         return None
-    return int(row.value >= t) if higher_is_better else int(row.value > t)
+    return int(metric_verdict(row.value, t, higher_is_better))
 
 
 def _interval(value: tuple[float, float] | None) -> list[float] | None:
