@@ -294,3 +294,41 @@ def test_wider_use_micro_batches_keep_the_vectors(resources: Resources) -> None:
     finally:
         backend._TOKEN_BUDGET = USE_TOKEN_BUDGET
     assert np.abs(wide - narrow).max() < 1e-5
+
+
+def test_use_batches_side_by_side_give_the_vectors_of_one_at_a_time(
+    resources: Resources, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With two threads USE runs its batches side by side, each on one BLAS thread: every
+    text's vector is, bit for bit, the one its batch gets run alone on the model's own
+    threads, in its row. One batch runs as before, in the calling thread."""
+    import copy
+
+    from assay.models.cache import EmbeddingCache
+    from assay.models.embedders import _normalise
+
+    use = copy.copy(resources.embedder)  # the loaded model, with a cache of its own
+    use.cache, use.batch_size, use._threads = EmbeddingCache(None), 3, 2
+    backend = use._model._model
+    threads: list[str] = []
+    alone = backend._encode
+
+    def recorded(texts: list[str]) -> np.ndarray:
+        threads.append(threading.current_thread().name)
+        return alone(texts)
+
+    monkeypatch.setattr(backend, "_encode", recorded)
+    texts = [f"Order {i} ships in {i + 2} days{'!' * i}" for i in range(7)]
+    texts += ["يتم شحن طلبك خلال ثلاثة أيام.", "", texts[0]]
+    rows = use.embed(texts)
+    assert len(threads) == 3 and all(t.startswith("assay-use") for t in threads)
+    todo = sorted(dict.fromkeys(texts[:8]), key=len, reverse=True)  # batches of 3, 3, 2
+    batches = [todo[:3], todo[3:6], todo[6:]]
+    expected = {t: v for b in batches for t, v in zip(b, _normalise(use._encode(b)), strict=True)}
+    here = threading.current_thread().name
+    assert threads[3:] == [here] * 3
+    for text, row in zip(texts, rows, strict=True):
+        assert np.array_equal(row, expected[text] if text else np.zeros(512, np.float32))
+    threads.clear()
+    use.embed(["A text not seen yet."])
+    assert threads == [here]
