@@ -525,6 +525,35 @@ def test_toxicity_falls_back_when_the_model_is_missing(
     )
 
 
+def test_toxicity_asks_plan_each_normalised_english_text_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The head's embed asks: one per distinct normalised text, none for Arabic (keyword
+    path) or a text blank once normalised, none where the first model does not read the
+    head; whether it does is model_order's answer, with or without alt-profanity-check."""
+    from assay.metrics.safety import TOXICITY_METHODS
+    from assay.metrics.toxicity_plan import (
+        HEAD_METHODS,
+        first_model_reads_head,
+        model_order,
+        toxicity_asks,
+    )
+
+    config = AssayConfig()
+    # the retweet marker, the mention and the URL go: the first two read the same text
+    texts = ["RT @bob: You are an idiot http://t.co/x", "You are an idiot", "أنت غبي جداً"]
+    texts += ["@bob RT: ", "Fine."]
+    for method in ("auto", "head", "head+keywords", "profanity-check+head"):
+        asks = toxicity_asks(texts, config, method)
+        assert [a.values["text"] for a in asks] == ["You are an idiot", "Fine."]
+    assert toxicity_asks(texts, config, "profanity-check") == []
+    assert toxicity_asks(texts, config, "keywords") == []
+    for method in TOXICITY_METHODS:
+        assert first_model_reads_head(method) == bool(set(model_order(method)[:1]) & HEAD_METHODS)
+    monkeypatch.setitem(sys.modules, "profanity_check", None)
+    assert model_order("auto") == ("head+keywords",) and first_model_reads_head("auto")
+
+
 def test_toxicity_method_is_validated() -> None:
     with pytest.raises(
         ValueError,

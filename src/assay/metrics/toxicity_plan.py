@@ -13,6 +13,7 @@ metrics' texts; `ToxicityPlannedMetric` is the base of the metrics that read tox
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,6 +34,8 @@ __all__ = [
     "KeywordScorer",
     "ToxicityMean",
     "ToxicityPlannedMetric",
+    "first_model_reads_head",
+    "head_text",
     "keyword_toxicity",
     "length_normalised",
     "model_order",
@@ -163,20 +166,41 @@ def model_texts(texts: Sequence[str]) -> list[int]:
     return [i for i, t in enumerate(texts) if not is_arabic(t)]
 
 
+def first_model_reads_head(method: str) -> bool:
+    """Whether the first model of `model_order` (``method``) reads the toxicity head. For
+    ``auto`` it does with or without alt-profanity-check (each model auto may run first
+    is a mean with the head), so the answer needs no look-up of that package."""
+    if method == "auto":
+        return all(m in HEAD_METHODS for m in AUTO_ORDER if m != "keywords")
+    return method in HEAD_METHODS
+
+
+@functools.lru_cache(maxsize=65_536)
+def head_text(text: str) -> str | None:
+    """The text the head embeds for ``text`` (`normalise_for_toxicity`); None where it
+    embeds none: an Arabic text (`model_texts`: the keyword path) or one blank once
+    normalised. Remembered per text: each toxicity metric plans every response again in
+    each round of a chunk (9 times a sample in the safety suites)."""
+    if is_arabic(text):
+        return None
+    normalised = normalise_for_toxicity(text)
+    return normalised if normalised.strip() else None
+
+
 def toxicity_asks(
     texts: Sequence[str], config: AssayConfig, method: str | None = None
 ) -> list[Ask]:
     """The embed asks whose vectors the toxicity head reads for ``texts`` under ``method``
     (default: the ``toxicity_method`` setting; none unless its first model reads the head):
-    the non-blank normalised texts (`normalise_for_toxicity`) of those the head scores,
-    for the USE multilingual encoder it was trained on (`assay.engine.resources.
-    use_asks_embedder`: the run's embedder when that is USE, so the asks are the
-    embedding metrics' own; else USE by name, answered by the run's USE instance)."""
-    if not set(model_order(method or config.toxicity_method)[:1]) & HEAD_METHODS:
+    the non-blank normalised texts (`head_text`) of those the head scores, for the USE
+    multilingual encoder it was trained on (`assay.engine.resources.use_asks_embedder`:
+    the run's embedder when that is USE, so the asks are the embedding metrics' own; else
+    USE by name, answered by the run's USE instance)."""
+    if not first_model_reads_head(method or config.toxicity_method):
         return []
     embedder = use_asks_embedder(config)
-    normalised = (normalise_for_toxicity(texts[i]) for i in model_texts(texts))
-    return [embed_ask(text, embedder) for text in dict.fromkeys(normalised) if text.strip()]
+    read = (head_text(text) for text in texts)
+    return [embed_ask(text, embedder) for text in dict.fromkeys(read) if text is not None]
 
 
 class ToxicityPlannedMetric(Metric):
