@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import pytest
 
+from assay.engine import Answers, parse_ask
 from assay.metrics.grounding import topic_overlap
+from assay.text import anchors as anchors_module
 from assay.text.anchors import (
     ALL_KINDS,
     PIPELINE_KINDS,
     analyse,
     anchor_texts,
+    build_evidence,
     extract_anchors,
+    joined_evidence,
     parse_texts,
+    passages_evidence,
 )
 from assay.text.numbers import NumberMention, parse_numbers
+from assay.text.parses import Parses
 
 
 @pytest.fixture(scope="module")
@@ -243,6 +249,101 @@ def test_repeated_anchor_counts_once(nlp):
 def test_unknown_kind_is_rejected(nlp):
     with pytest.raises(ValueError, match="unknown anchor kinds"):
         extract_anchors(nlp("x"), ["numbers"])
+
+
+# ---- the evidence of several passages --------------------------------------------------
+
+#: real two-passage contexts (rag-bench-50 s000, s004, s007): phrase and numbers by hand
+#: (lower-cased words without punctuation, "|" after each sentence, "299,792,458" read as
+#: 299792458); each context has three sentences
+CANBERRA = [
+    "Canberra is the capital city of Australia. It was selected as the capital in 1908 as "
+    "a compromise between Sydney and Melbourne.",
+    "Sydney is the largest city in Australia and is known for its Opera House.",
+]
+WATER = [
+    "At sea level, pure water boils at 100 degrees Celsius. At higher altitudes the boiling "
+    "point is lower because air pressure is lower.",
+    "Water freezes at 0 degrees Celsius.",
+]
+LIGHT = [
+    "The speed of light in a vacuum is exactly 299,792,458 metres per second. This value is "
+    "used to define the metre.",
+    "Sound travels at about 343 metres per second in air.",
+]
+CONTEXTS = [
+    (
+        CANBERRA,
+        " canberra is the capital city of australia | it was selected as the capital in 1908 "
+        "as a compromise between sydney and melbourne | sydney is the largest city in "
+        "australia and is known for its opera house | ",
+        (NumberMention(1908.0),),
+    ),
+    (
+        WATER,
+        " at sea level pure water boils at 100 degrees celsius | at higher altitudes the "
+        "boiling point is lower because air pressure is lower | water freezes at 0 degrees "
+        "celsius | ",
+        (NumberMention(100.0), NumberMention(0.0)),
+    ),
+    (
+        LIGHT,
+        " the speed of light in a vacuum is exactly 299792458 metres per second | this value "
+        "is used to define the metre | sound travels at about 343 metres per second in air | ",
+        (NumberMention(299792458.0), NumberMention(343.0)),
+    ),
+]
+
+
+@pytest.mark.parametrize(("passages", "phrase", "numbers"), CONTEXTS)
+def test_passages_evidence_is_the_evidence_of_all_passages(nlp, passages, phrase, numbers):
+    docs = Parses(parse_texts(nlp, passages, defer_entities=True), ner=None)
+    evidence = passages_evidence(docs, ["", *passages, " "])  # blank passages: none
+    assert evidence == build_evidence([docs[p] for p in passages])
+    assert evidence.phrase == phrase
+    assert evidence.numbers == numbers
+    assert len(evidence.sentences) == 3
+    assert evidence.forms == frozenset().union(*(s.forms for s in evidence.sentences))
+    # each passage's own evidence, kept by the parses
+    assert list(docs.passage_evidence) == passages
+    assert [docs.passage_evidence[p] for p in passages] == [
+        build_evidence([docs[p]]) for p in passages
+    ]
+
+
+def test_joined_evidence_keeps_passage_order_and_repeats(nlp):
+    docs = Parses(parse_texts(nlp, CANBERRA, defer_entities=True), ner=None)
+    first, second = CANBERRA
+    evidence = passages_evidence(docs, [second, first, second])
+    assert evidence == build_evidence([docs[second], docs[first], docs[second]])
+    sydney = " sydney is the largest city in australia and is known for its opera house | "
+    assert evidence.phrase.startswith(sydney) and evidence.phrase.endswith(sydney)
+    # "It was selected": a pronoun subject, in the second of four sentences
+    assert [s.pronoun_subject for s in evidence.sentences] == [False, False, True, False]
+    assert joined_evidence([]) == build_evidence([])  # no passage: phrase "  "
+    assert build_evidence([]).phrase == "  "
+
+
+def test_a_chunks_answers_build_each_passages_evidence_once(nlp, monkeypatch):
+    # two metrics reading two texts (a response, a reference) against the same passages,
+    # each through its own parses of the answers, as the judged metrics and the grounding
+    # metric do: the second reuses the first's evidence of every passage
+    response, reference = "Canberra was selected in 1908.", "Sydney is the capital."
+    answers = Answers()
+    for text, doc in parse_texts(nlp, [response, reference, *CANBERRA]).items():
+        answers.put(parse_ask(text), doc)
+    built: list[str] = []
+
+    def counted(docs):
+        built.extend(doc.text for doc in docs)
+        return build_evidence(docs)
+
+    monkeypatch.setattr(anchors_module, "build_evidence", counted)
+    for text in (response, reference):
+        docs = answers.docs(anchor_texts([text], [CANBERRA]))
+        [(_, evidence)] = analyse(docs, [text], [CANBERRA])
+        assert evidence == build_evidence([docs[p] for p in CANBERRA])
+    assert built == CANBERRA
 
 
 # ---- topic overlap ---------------------------------------------------------------------

@@ -144,6 +144,7 @@ class Answers:
         self.embedder: str | None = None
         self._by_key: dict[str, Any] = {}
         self._memo: dict[str, Any] = {}
+        self._passage_evidence: dict[str, Any] = {}  # every `docs` shares it
 
     def member(self, label: str) -> Answers:
         """The view of panel judge ``label``'s answers: the same answers (added to and read
@@ -211,14 +212,15 @@ class Answers:
         """The spaCy parses of the parse asks of ``texts``, by text (`Parses`: a doc's
         named entities are recognised when it is first read, since the executor's
         parse leaves them out; `assay.text.parses.evidence_doc` reads a context passage
-        without them).
+        without them). All of them share one ``passage_evidence``, which lives as long as
+        the answers: a passage's evidence is built once per chunk.
 
         Raises:
             as `reply`: the error a parse ask failed with (e.g. spaCy or its pipeline is
             not installed); KeyError for a text whose parse ask was never planned.
         """
         docs = {text: self.reply(parse_ask(text)) for text in dict.fromkeys(texts)}
-        return Parses(docs, self._entity_recogniser(docs.values()))
+        return Parses(docs, self._entity_recogniser(docs.values()), self._passage_evidence)
 
     def _entity_recogniser(self, docs: Iterable[Any]) -> Callable[[Any], Any] | None:
         """The run's spaCy ``ner`` when a doc of ``docs`` was parsed without it, each call

@@ -216,7 +216,9 @@ def distinct_texts(texts: Iterable[str | None]) -> list[str]:
 def _anchor_checks(
     docs: Mapping[str, Any], texts: Sequence[str], evidence: Sequence[Sequence[str]]
 ) -> list[tuple[list[Any], list[bool]]]:
-    """Per text: its anchors and whether its evidence supports each, from the parses."""
+    """Per text: its anchors and whether its evidence supports each, from the parses (each
+    passage's evidence built once for all the `Parses` of one chunk's answers: another
+    metric reading another text against the same passages reuses it)."""
     from assay.text.anchors import analyse, check_anchors
 
     return [

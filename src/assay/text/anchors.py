@@ -65,13 +65,14 @@ entities, and prepositional claims ("he lives in Paris") give no claim anchor.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from assay.text.numbers import DECADE, ORDINAL, UNITS, NumberMention, parse_numbers
-from assay.text.parses import evidence_doc, parse_texts
+from assay.text.parses import Parses, evidence_doc, parse_texts
 from assay.text.tokenize import STOP_WORDS
 
 __all__ = [
@@ -85,7 +86,9 @@ __all__ = [
     "check_anchors",
     "extract_anchors",
     "is_asserted",
+    "joined_evidence",
     "parse_texts",
+    "passages_evidence",
 ]
 
 ALL_KINDS: tuple[str, ...] = ("number", "date", "entity", "claim")
@@ -93,61 +96,23 @@ ALL_KINDS: tuple[str, ...] = ("number", "date", "entity", "claim")
 #: times, SVO claims
 PIPELINE_KINDS: tuple[str, ...] = ("number", "date", "claim")
 
+
+def _set_of(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 NUMBER_LABELS = frozenset({"MONEY", "CARDINAL", "PERCENT", "QUANTITY"})
 DATE_LABELS = frozenset({"DATE", "TIME"})
-ENTITY_LABELS = frozenset(
-    {
-        "PERSON",
-        "NORP",
-        "FAC",
-        "ORG",
-        "GPE",
-        "LOC",
-        "PRODUCT",
-        "EVENT",
-        "WORK_OF_ART",
-        "LAW",
-        "LANGUAGE",
-    }
-)
+ENTITY_LABELS = _set_of("PERSON NORP FAC ORG GPE LOC PRODUCT EVENT WORK_OF_ART LAW LANGUAGE")
 
 HEDGE_MODALS = frozenset({"may", "might", "could", "would", "should"})
-HEDGE_VERBS = frozenset(
-    {
-        "seem",
-        "appear",
-        "suggest",
-        "believe",
-        "think",
-        "guess",
-        "suppose",
-        "assume",
-        "presume",
-        "suspect",
-        "speculate",
-        "hope",
-        "wonder",
-        "doubt",
-        "imagine",
-        "reckon",
-        "estimate",
-    }
+HEDGE_VERBS = _set_of(
+    "seem appear suggest believe think guess suppose assume presume suspect speculate hope "
+    "wonder doubt imagine reckon estimate"
 )
-HEDGE_ADVERBS = frozenset(
-    {
-        "maybe",
-        "perhaps",
-        "probably",
-        "possibly",
-        "likely",
-        "apparently",
-        "presumably",
-        "supposedly",
-        "allegedly",
-        "reportedly",
-        "seemingly",
-        "arguably",
-    }
+HEDGE_ADVERBS = _set_of(
+    "maybe perhaps probably possibly likely apparently presumably supposedly allegedly "
+    "reportedly seemingly arguably"
 )
 HEDGE_ADJECTIVES = frozenset(
     {"possible", "likely", "probable", "unlikely", "uncertain", "unclear", "unsure"}
@@ -175,10 +140,6 @@ _MONTHS = {
 }
 
 
-def _set_of(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
 # words of a DATE/TIME span that say nothing checkable on their own
 _RELATIVE_DATE_WORDS = _set_of(
     "today tomorrow yesterday tonight now nowadays currently recently recent lately "
@@ -198,8 +159,10 @@ _DATE_FILLERS = _set_of(
 # ---- token normalisation ---------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _norm(token: str) -> str:
-    """Lower-case form used for matching dates and claims across texts."""
+    """Lower-case form used for matching dates and claims across texts (remembered by
+    word: the evidence of a passage reads it for every token)."""
     t = token.lower().replace("’", "'")
     if t in ("a.m.", "a.m", "am"):
         return "am"
@@ -224,13 +187,20 @@ def _norm(token: str) -> str:
 _DASHES = re.compile(r"[-–—/]")
 
 
-def _forms(token: Any) -> set[str]:
+def _forms(token: Any) -> frozenset[str]:
     """Every form a spaCy token can be matched by: its word, its lemma, its normalised
     word, and the normalised parts of a hyphenated word ("mid–19th" -> "mid", "19")."""
-    forms = {token.lower_, token.lemma_.lower(), _norm(token.text)}
-    if _DASHES.search(token.text):
-        forms.update(_norm(part) for part in _DASHES.split(token.text) if part)
-    return forms
+    return _word_forms(token.text, token.lower_, token.lemma_)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _word_forms(text: str, lower: str, lemma: str) -> frozenset[str]:
+    """`_forms` of a token with this word, lower-cased word and lemma (remembered: the
+    evidence of a passage reads it for every token)."""
+    forms = {lower, lemma.lower(), _norm(text)}
+    if _DASHES.search(text):
+        forms.update(_norm(part) for part in _DASHES.split(text) if part)
+    return frozenset(forms)
 
 
 # ---- anchors ---------------------------------------------------------------------------
@@ -394,9 +364,9 @@ def _claims(sent: Any) -> list[tuple[int, Anchor]]:
                         None if obj_wild else obj.lemma_.lower(),
                     )
                     forms = (
-                        frozenset() if subj_wild else frozenset(_forms(subj)),
-                        frozenset(_forms(verb)),
-                        frozenset() if obj_wild else frozenset(_forms(obj)),
+                        frozenset() if subj_wild else _forms(subj),
+                        _forms(verb),
+                        frozenset() if obj_wild else _forms(obj),
                     )
                     words_ = [t.text for t in (subj, verb, obj) if t is not None]
                     anchor = Anchor(
@@ -466,7 +436,8 @@ class _Sentence:
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
-    """What a context offers to check anchors against (build with `build_evidence`)."""
+    """What a context offers to check anchors against (build with `build_evidence`; from
+    the parses of several passages, `passages_evidence` joins each one's own)."""
 
     numbers: tuple[NumberMention, ...]
     forms: frozenset[str]
@@ -508,48 +479,73 @@ def _claim_in(anchor: Anchor, sent: _Sentence) -> bool:
     return anchor.negated in polarities
 
 
-def build_evidence(docs: Sequence[Any]) -> Evidence:
-    """Evidence from the parsed context passages (one spaCy ``Doc`` per passage)."""
-    numbers: list[NumberMention] = []
+def _sentence_evidence(sent: Any, phrase_tokens: list[str]) -> _Sentence:
+    """What one context sentence offers; its normalised words (no punctuation) and a
+    closing "|" are appended to ``phrase_tokens``."""
     forms: set[str] = set()
+    verbs: dict[str, set[bool]] = {}
+    negated = pronoun_subject = False
+    for tok in sent:
+        if tok.is_space:
+            continue
+        text, lower, lemma = tok.text, tok.lower_, tok.lemma_
+        if not tok.is_punct:
+            phrase_tokens.append(_norm(text))
+        forms |= _word_forms(text, lower, lemma)
+        dep = tok.dep_
+        if dep == "neg" or (dep == "det" and lower == "no"):
+            negated = True
+        if dep in ("nsubj", "nsubjpass") and _is_pronoun(tok):
+            pronoun_subject = True
+        if tok.pos_ in ("VERB", "AUX"):
+            neg = _negated(tok)
+            for form in (lemma.lower(), lower):
+                verbs.setdefault(form, set()).add(neg)
+    phrase_tokens.append("|")  # no phrase spans two sentences
+    polarities = {k: frozenset(v) for k, v in verbs.items()}
+    return _Sentence(frozenset(forms), polarities, negated, pronoun_subject)
+
+
+def build_evidence(docs: Sequence[Any]) -> Evidence:
+    """Evidence from the parsed context passages (one spaCy ``Doc`` per passage); equal to
+    `joined_evidence` of each passage's own (`passages_evidence` builds it that way)."""
+    numbers: list[NumberMention] = []
     phrase_tokens: list[str] = []
     sentences: list[_Sentence] = []
     for doc in docs:
         numbers.extend(parse_numbers(doc.text))
-        for sent in doc.sents:
-            sent_forms: set[str] = set()
-            verbs: dict[str, set[bool]] = {}
-            negated = pronoun_subject = False
-            for tok in sent:
-                if tok.is_space:
-                    continue
-                if not tok.is_punct:
-                    phrase_tokens.append(_norm(tok.text))
-                sent_forms |= _forms(tok)
-                if tok.dep_ == "neg" or (tok.dep_ == "det" and tok.lower_ == "no"):
-                    negated = True
-                if tok.dep_ in ("nsubj", "nsubjpass") and _is_pronoun(tok):
-                    pronoun_subject = True
-                if tok.pos_ in ("VERB", "AUX"):
-                    neg = _negated(tok)
-                    for form in (tok.lemma_.lower(), tok.lower_):
-                        verbs.setdefault(form, set()).add(neg)
-            phrase_tokens.append("|")  # no phrase spans two sentences
-            forms |= sent_forms
-            sentences.append(
-                _Sentence(
-                    frozenset(sent_forms),
-                    {k: frozenset(v) for k, v in verbs.items()},
-                    negated,
-                    pronoun_subject,
-                )
-            )
+        sentences.extend(_sentence_evidence(sent, phrase_tokens) for sent in doc.sents)
     return Evidence(
         numbers=tuple(numbers),
-        forms=frozenset(forms),
+        forms=frozenset().union(*(s.forms for s in sentences)),
         phrase=" " + " ".join(phrase_tokens) + " ",
         sentences=tuple(sentences),
     )
+
+
+def joined_evidence(parts: Sequence[Evidence]) -> Evidence:
+    """The evidence of several passages together from each one's own: equal to
+    `build_evidence` of all their docs (numbers and sentences in order, the forms' union,
+    the phrases joined; a passage without sentences adds no phrase word)."""
+    return Evidence(
+        numbers=tuple(n for e in parts for n in e.numbers),
+        forms=frozenset().union(*(e.forms for e in parts)),
+        phrase=" " + " ".join(e.phrase[1:-1] for e in parts if e.sentences) + " ",
+        sentences=tuple(s for e in parts for s in e.sentences),
+    )
+
+
+def passages_evidence(docs: Mapping[str, Any], passages: Sequence[str]) -> Evidence:
+    """Evidence of the non-blank ``passages`` together, from their parses ``docs``: equal
+    to `build_evidence` of their docs, joined from each passage's own, built once per
+    passage: in ``docs.passage_evidence`` when ``docs`` are `Parses` (the parses of one
+    chunk's answers share it, so every metric and sample reading a passage reuses it)."""
+    built = docs.passage_evidence if isinstance(docs, Parses) else {}
+    kept = [p for p in passages if p and p.strip()]
+    for passage in kept:
+        if passage not in built:
+            built[passage] = build_evidence([evidence_doc(docs, passage)])
+    return joined_evidence([built[p] for p in kept])
 
 
 def check_anchors(anchors: Sequence[Anchor], evidence: Evidence) -> list[bool]:
@@ -572,14 +568,14 @@ def analyse(
     """Anchors of each text and evidence of its contexts, from the parses ``docs`` of
     `anchor_texts` (by text). ``contexts[i]`` are the passages for ``texts[i]``; each
     passage is parsed on its own (so no sentence spans two passages) and together they
-    are the evidence."""
+    are the evidence (`passages_evidence`: each passage's built once per `Parses`)."""
     if len(texts) != len(contexts):
         raise ValueError(f"{len(texts)} texts but {len(contexts)} context lists")
     kinds = tuple(kinds)
     return [
         (
             extract_anchors(docs[text], kinds),
-            build_evidence([evidence_doc(docs, p) for p in passages if p and p.strip()]),
+            passages_evidence(docs, passages),
         )
         for text, passages in zip(texts, contexts, strict=True)
     ]

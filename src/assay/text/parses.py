@@ -32,11 +32,24 @@ class Parses(Mapping[str, Any]):
     the first time, when `parse_texts` deferred it: the same annotations as one full
     pass); `sentences` gives the ``Doc`` as parsed, for a reader of sentences, parse and
     lemmas only (`build_evidence`). ``ner``: the pipeline's entity recogniser (None: the
-    docs are complete as given)."""
+    docs are complete as given).
 
-    def __init__(self, docs: Mapping[str, Any], ner: Any | None) -> None:
+    Attributes:
+        passage_evidence: each context passage's ``Evidence`` by text, once built
+            (`assay.text.anchors.passages_evidence`); the owner of the docs may give
+            several `Parses` of them one dict (a chunk's answers do), so that every metric
+            and sample reading a passage shares its evidence (None given: a dict of its own).
+    """
+
+    def __init__(
+        self,
+        docs: Mapping[str, Any],
+        ner: Any | None,
+        passage_evidence: dict[str, Any] | None = None,
+    ) -> None:
         self._docs = dict(docs)
         self._ner = ner
+        self.passage_evidence = {} if passage_evidence is None else passage_evidence
 
     def __getitem__(self, text: str) -> Any:
         doc = self._docs[text]
