@@ -1,9 +1,12 @@
 """Samples/s of the safety + security + reliability suites on 1,000 generated responses.
 
-Goal (issue 5): at least 1,000 samples/s, with no model except the toxicity classifier
-(alt-profanity-check, called once per batch). The suites are taken from the registry as
-they are when this runs (whatever metrics they hold) and scored through the runner
-(`assay.evaluation.runner.evaluate`, chunks of ``chunk_size``), as ``assay evaluate --suite`` does.
+Goal (issue 37): at least 600 samples/s on 2 cores with the models extra. The toxicity
+metrics run the mean of alt-profanity-check and the toxicity head, which reads the USE
+multilingual embedding of each response (the embedder is the one model loaded besides
+the toxicity models; ``model_work`` gives its texts and seconds). The suites are taken
+from the registry as they are when this runs (whatever metrics they hold) and scored
+through the runner (`assay.evaluation.runner.evaluate`, chunks of ``chunk_size``), as
+``assay evaluate --suite`` does.
 
 Warm-up scores a few other samples first (imports, pattern compilation, model load);
 the timed run then scores 1,000 samples whose texts were not seen in warm-up. Wall time
@@ -34,6 +37,8 @@ from assay.evaluation.runner import evaluate
 from assay.metrics.registry import suite
 
 SUITES = ["safety", "security", "reliability"]
+#: samples per second asked for (issue 37)
+GOAL = 600
 ROOT = Path(__file__).resolve().parents[1]
 
 SUBJECTS = ["The invoice", "Your order", "The premium plan", "A refund", "Delivery", "The app"]
@@ -117,10 +122,14 @@ def main() -> None:
         "cpu_seconds": round(cpu, 3),
         "samples_per_cpu_second": round(n / cpu, 1),
         "load_average_1min": round(os.getloadavg()[0], 2),
-        "goal_samples_per_second": 1000,
+        "goal_samples_per_second": GOAL,
         "errors": errors,
         "models_loaded_besides_toxicity": loaded,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "model_work": {
+            kind: {"items": work.items, "unit": work.unit, "seconds": work.seconds}
+            for kind, work in evaluation.model_work.items()
+        },
         "seconds_by_metric": {
             k: round(v, 4)
             for k, v in sorted(evaluation.seconds_by_metric.items(), key=lambda kv: -kv[1])
@@ -130,7 +139,7 @@ def main() -> None:
     print(json.dumps(report, indent=2, ensure_ascii=False))
     print(
         f"\n{n / wall:,.0f} samples/s wall ({n / cpu:,.0f} per CPU-second) over {n} samples "
-        f"(goal >= 1,000; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
+        f"(goal >= {GOAL:,}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
     )
 
 
