@@ -332,3 +332,29 @@ def test_use_batches_side_by_side_give_the_vectors_of_one_at_a_time(
     threads.clear()
     use.embed(["A text not seen yet."])
     assert threads == [here]
+
+
+def test_use_runs_at_once_leave_the_blas_threads_as_they_were(resources: Resources) -> None:
+    """Two USE embeds at once, each running its batches side by side under a BLAS limit of
+    one thread, leave the process's BLAS threads as they found them."""
+    import copy
+
+    from threadpoolctl import threadpool_info
+
+    from assay.models.cache import EmbeddingCache
+
+    def blas_threads() -> list[int]:
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    use = copy.copy(resources.embedder)
+    use.cache, use.batch_size, use._threads = EmbeddingCache(None), 2, 2
+    found = blas_threads()
+    runs = [
+        threading.Thread(target=use.embed, args=([f"Run {r}, text {i}." for i in range(6)],))
+        for r in range(2)
+    ]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join()
+    assert use.calls == 12 and blas_threads() == found

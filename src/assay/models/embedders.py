@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import os
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
@@ -198,6 +199,12 @@ def _widen_use_micro_batches() -> None:
         backend._TOKEN_BUDGET = USE_TOKEN_BUDGET
 
 
+#: held while a USE embedder encodes: the BLAS thread limit its batches run under is
+#: process-wide, and two limits entered and left out of order (two runs at once) would
+#: leave the process on one BLAS thread
+_USE_RUNS = threading.Lock()
+
+
 @functools.cache
 def _blas_limit() -> Callable[..., Any] | None:
     """threadpoolctl's ``limit`` over the BLAS libraries loaded now (numpy's), found once
@@ -249,20 +256,22 @@ class USEMultilingualEmbedder(Embedder):
         at the end. The vectors are the same: each batch keeps its micro-batches, and
         OpenBLAS gives the same product on one thread as on several (every result of the
         safety, security and reliability suites equal on the benchmark's answers and
-        3,000 Davidson tweets). The BLAS limit is process-wide while the batches run.
+        3,000 Davidson tweets). The BLAS limit is process-wide while the batches run, so one
+        USE run goes at a time (`_USE_RUNS`).
         """
         workers = min(self._threads, len(batches))
         encode_alone = getattr(self._model._model, "_encode", None)  # without its thread limit
         limit = _blas_limit()
-        if workers < 2 or encode_alone is None or limit is None:
-            yield from map(self._encode, batches)
-            return
-        with (
-            limit(limits=1, user_api="blas"),
-            ThreadPoolExecutor(workers, thread_name_prefix="assay-use") as pool,
-        ):
-            for matrix in pool.map(encode_alone, batches):
-                yield np.asarray(matrix, dtype=np.float32)
+        with _USE_RUNS:
+            if workers < 2 or encode_alone is None or limit is None:
+                yield from map(self._encode, batches)
+                return
+            with (
+                limit(limits=1, user_api="blas"),
+                ThreadPoolExecutor(workers, thread_name_prefix="assay-use") as pool,
+            ):
+                for matrix in pool.map(encode_alone, batches):
+                    yield np.asarray(matrix, dtype=np.float32)
 
 
 class E5SmallEmbedder(Embedder):
