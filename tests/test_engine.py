@@ -4,7 +4,6 @@ follow-ups go round again, and a re-run on the judge cache makes no call."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,6 @@ from assay.judge.client import JudgeClient
 from assay.judge.prompts import ANSWER_QUESTIONS, RELEVANCE
 from assay.metrics.base import Metric
 from assay.metrics.registry import get_metric, list_metrics, resolve_metrics
-from assay.models.device import available_cores
 from assay.models.embedders import Embedder
 from judge_server import JudgeServer
 
@@ -337,7 +335,6 @@ class CountingPipeline:
         self.inner, self.calls, self.texts = inner, 0, []  # type: ignore[var-annotated]
         self.pipe_names = inner.pipe_names
         self.entity_texts: list[str] = []
-        self.threads: list[str] = []  # the thread of each ``pipe`` call
         self.entity_batches = 0  # the entity recogniser's ``pipe`` calls
 
     def pipe(
@@ -346,7 +343,6 @@ class CountingPipeline:
         texts = list(texts)
         self.calls += 1
         self.texts.extend(texts)
-        self.threads.append(threading.current_thread().name)
         return self.inner.pipe(texts, batch_size=batch_size, disable=list(disable))
 
     def get_pipe(self, name: str) -> Any:
@@ -383,8 +379,6 @@ def test_offline_spacy_parses_each_distinct_text_once(resources: Resources) -> N
     assert sorted(nlp.texts) == sorted(
         {*RAG_CONTEXTS, "Who wrote Hamlet?", "William Shakespeare"} | {s.response for s in samples}
     )
-    # beside the embedder and the entailment model, in a thread of its own (two cores)
-    assert nlp.threads == ["assay-parse" if available_cores() > 1 else "MainThread"]
     # entities are recognised afterwards, once, in the texts whose anchors are read: the
     # responses and the reference; the passages and the question are evidence only
     assert sorted(nlp.entity_texts) == sorted(

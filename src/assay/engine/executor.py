@@ -209,43 +209,19 @@ def _run_judge(asks: list[Ask], answers: Answers, res: Resources) -> None:
 
 def _run_models(by_kind: dict[str, list[Ask]], answers: Answers, res: Resources) -> None:
     """Each kind's asks in one call of its model (`MODEL_KINDS`); a model that cannot load
-    or fails: each ask of that kind gets the error as its answer. The spaCy parse
-    (single-threaded) runs in a thread of its own beside the other kinds when the process
-    has two cores or more, so it uses the core the others leave idle between their calls
-    (`PARALLEL_KINDS`)."""
-    from assay.models.device import available_cores
-
-    kinds = [kind for kind, asks in by_kind.items() if asks]
-    beside = [k for k in kinds if k in PARALLEL_KINDS] if len(kinds) > 1 else []
-    if available_cores() < 2:
-        beside = []
-    threads = [
-        threading.Thread(
-            target=_run_kind, args=(kind, by_kind[kind], answers, res), name=f"assay-{kind}"
-        )
-        for kind in beside
-    ]
-    for thread in threads:
-        thread.start()
-    for kind in kinds:
-        if kind not in beside:
-            _run_kind(kind, by_kind[kind], answers, res)
-    for thread in threads:
-        thread.join()
-
-
-def _run_kind(kind: str, asks: list[Ask], answers: Answers, res: Resources) -> None:
-    """The asks of one kind in one call of its model, each answer (or the error) into
-    ``answers``, the call counted in ``res.model_work``."""
-    started = time.perf_counter()
-    try:
-        found = MODEL_KINDS[kind](asks, answers, res)
-    except Exception as exc:
-        found = [exc] * len(asks)
-    if kind != "embed":  # `_embed` counts each embedder's call itself
-        res.model_work.add(kind, len(asks), time.perf_counter() - started)
-    for ask, answer in zip(asks, found, strict=True):
-        answers.put(ask, answer)
+    or fails: each ask of that kind gets the error as its answer."""
+    for kind, asks in by_kind.items():
+        if not asks:
+            continue
+        started = time.perf_counter()
+        try:
+            found = MODEL_KINDS[kind](asks, answers, res)
+        except Exception as exc:
+            found = [exc] * len(asks)
+        if kind != "embed":  # `_embed` counts each embedder's call itself
+            res.model_work.add(kind, len(asks), time.perf_counter() - started)
+        for ask, answer in zip(asks, found, strict=True):
+            answers.put(ask, answer)
 
 
 def _embed(asks: list[Ask], answers: Answers, res: Resources) -> Sequence[Any]:
@@ -312,9 +288,3 @@ MODEL_KINDS: dict[str, Callable[[list[Ask], Answers, Resources], Sequence[Any]]]
     "parse": _parse,
     "entail": _entail,
 }
-
-#: the model kinds that run in a thread of their own beside the others (`_run_models`):
-#: spaCy's parse runs on one core and releases the interpreter in its parser and matrix
-#: products, while the embedders and the entailment model use the threads set by
-#: `assay.models.device.model_threads`
-PARALLEL_KINDS = frozenset({"parse"})
