@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +24,7 @@ from assay.estimators.entailment import (
     entailment_support,
     evidence_windows,
 )
+from assay.models.cache import EmbeddingCache
 from assay.models.entailment import (
     DEFAULT_WEIGHTS,
     FROZEN_KEY,
@@ -196,6 +199,9 @@ def test_a_users_model_folder_runs_the_same_way(model: EntailmentModel, saved_fo
     ``entailment_model`` gives the same probabilities, in plain torch."""
     own = EntailmentModel(saved_folder, precision="float32")
     assert own.name == "my-nli" and own.engine == "assay"
+    # its cache key names the folder's full path: another "my-nli" folder is another model
+    digest = hashlib.sha1(os.path.realpath(saved_folder).encode()).hexdigest()[:8]
+    assert own.cache_name == f"entailment:my-nli@{digest}"
     np.testing.assert_allclose(own.probabilities(PAIRS), model.probabilities(PAIRS), atol=1e-5)
 
 
@@ -306,3 +312,22 @@ def test_the_default_averages_the_graded_support_and_the_model(tmp_path) -> None
     assert new_subject["faithfulness"].details["sentences"][0]["entailment"] > 0.5
     assert new_subject["faithfulness"].details["unsupported_anchors"]
     assert values[0] > values[1]
+
+
+def test_a_pair_is_scored_once_ever_with_the_disk_cache(tmp_path: Path) -> None:
+    pairs = [(SENTENCES[0], "Curie was born in Warsaw."), (SENTENCES[2], "She won in 1911.")]
+    first = EntailmentModel(precision="float32", cache=EmbeddingCache(tmp_path / "c.sqlite"))
+    scored = first.probabilities(pairs)
+    assert first.calls == 2
+    # a later run with the same cache file: the same rows, no pair reaches the model
+    again = EntailmentModel(precision="float32", cache=EmbeddingCache(tmp_path / "c.sqlite"))
+    assert np.array_equal(again.probabilities(pairs), scored)
+    assert again.calls == 0
+    new = (SENTENCES[1], "She studied in Paris.")
+    assert np.array_equal(again.probabilities([new, *pairs])[1:], scored)
+    assert again.calls == 1
+    # another number format is another model: its own rows
+    other = EntailmentModel(precision="bfloat16", cache=EmbeddingCache(tmp_path / "c.sqlite"))
+    other.probabilities(pairs)
+    assert other.calls == 2
+    assert other.cache_name == "entailment:assay-entailment-minilm-l6/bf16"

@@ -150,7 +150,8 @@ class Resources:
     @cached_property
     def entailment(self) -> EntailmentModel:
         """The entailment model (`assay.models.entailment`): the shipped one, or the
-        folder of ``entailment_model``, on the run's ``device``."""
+        folder of ``entailment_model``, on the run's ``device``, its probabilities kept in
+        the run's model cache (`cache`)."""
         from assay.models.device import torch_device
         from assay.models.entailment import EntailmentModel
 
@@ -160,6 +161,7 @@ class Resources:
                 device=torch_device(self.config.device),
                 batch_size=self.config.batch_size,
                 precision=self.config.model_precision,
+                cache=self.cache,
             )
 
     @cached_property
