@@ -276,6 +276,47 @@ def test_schema_draft_follows_dollar_schema():
     assert validate_json(instance, draft7) == []
 
 
+def test_validators_are_kept_per_schema_and_never_shared():
+    """A validator is built once per schema (its repr, keys in order) and reused; schemas
+    that differ in a value, or only in the order of their keywords, get their own."""
+    from assay.metrics import reliability
+
+    enum_first = {"enum": ["x"], "const": "y"}
+    const_first = {"const": "y", "enum": ["x"]}
+    # the errors of one path come in the order of the schema's keywords
+    assert [e["keyword"] for e in validate_json("z", enum_first)] == ["enum", "const"]
+    assert [e["keyword"] for e in validate_json("z", const_first)] == ["const", "enum"]
+    assert validate_json("x", {"enum": ["x"]}) == []
+    assert [e["message"] for e in validate_json("x", {"enum": ["w"]})] == [
+        "'x' is not one of ['w']"
+    ]
+    kept = reliability._validator(enum_first)
+    assert reliability._validator({"enum": ["x"], "const": "y"}) is kept
+    assert reliability._validator(const_first) is not kept
+
+
+def test_a_schema_changed_after_validation_is_validated_as_it_is_now():
+    schema = {"type": "object", "required": ["order"]}
+    assert [e["keyword"] for e in validate_json({}, schema)] == ["required"]
+    schema["required"] = []  # the caller's dict, changed in place
+    assert validate_json({}, schema) == []
+    assert [e["keyword"] for e in validate_json({}, {"type": "object", "required": ["order"]})] == [
+        "required"
+    ]
+
+
+def test_an_invalid_schema_raises_each_time_and_the_cache_stays_bounded():
+    from assay.metrics import reliability
+
+    for _ in range(2):
+        with pytest.raises(jsonschema.SchemaError):
+            validate_json({}, {"type": "objekt"})
+    for n in range(reliability.MAX_CACHED_VALIDATORS + 5):
+        assert validate_json(n, {"minimum": n}) == []
+    assert len(reliability._validators) == reliability.MAX_CACHED_VALIDATORS
+    assert [e["keyword"] for e in validate_json(0, {"minimum": 1})] == ["minimum"]
+
+
 def test_invalid_schema_is_none_with_reason(resources):
     result = score(
         "schema_compliance", resources, response='{"a": 1}', json_schema={"type": "objekt"}

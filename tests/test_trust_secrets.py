@@ -152,6 +152,34 @@ def test_redaction_by_name_by_value_and_in_urls():
     assert redact_url("https://u@host/v1") == "https://u@host/v1"
 
 
+def test_bearer_and_basic_credentials_are_redacted_in_any_case():
+    """The text is searched for bearer tokens only when it holds "ba" or "bea" lower-cased;
+    every spelling the case-blind pattern matches does (the long s of "baſic" included)."""
+    token = "dXNlcjpwYXNzd29yZA=="
+    for word in ("Bearer", "BEARER", "bEaReR", "basic", "BASIC", "baſic"):
+        assert redact_text(f"sent {word} {token} back", []) == f"sent {word} {REDACTED} back"
+    assert redact_text(f"no credential {token} here", []) == f"no credential {token} here"
+    assert redact_text("see ?token=t0k3n and a://u:pw@h", []) == (
+        f"see ?token={REDACTED} and a://u:{REDACTED}@h"
+    )
+
+
+def test_a_secret_set_after_the_first_result_is_cut_from_the_next_results_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from assay.core.redaction import known_secrets
+    from assay.core.result import MetricResult
+
+    monkeypatch.delenv("LATE_JUDGE_TOKEN", raising=False)
+    reason = "judge said: late-Qq4secret"
+    assert MetricResult("m", None, reason=reason).reason == reason
+    monkeypatch.setenv("LATE_JUDGE_TOKEN", "late-Qq4secret")
+    assert MetricResult("m", None, reason=reason).reason == f"judge said: {REDACTED}"
+    listed = known_secrets()
+    listed.clear()  # the caller's copy: the next call lists the secret again
+    assert "late-Qq4secret" in known_secrets()
+
+
 def test_credential_query_parameters_in_urls_are_redacted_and_others_kept():
     url = "https://judge.example/v1?api-version=2024&key=AIza123&access_token=t0k&x=1#top"
     assert redact_url(url) == (

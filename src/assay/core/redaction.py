@@ -90,25 +90,39 @@ def is_secret_name(name: str) -> bool:
     return any(word in lowered for word in _SECRET_WORDS)
 
 
-#: the secrets of this process's environment and registry, by what they were read from
-_known: tuple[Any, frozenset[str]] | None = None
+#: the secrets of this process's environment and registry (a set, and the sorted list
+#: `known_secrets` returns), with a copy of the environment and the registry's size they
+#: were read from
+_known: tuple[dict[Any, Any], int, frozenset[str], tuple[str, ...]] | None = None
 
 
-def _standing_secrets() -> frozenset[str]:
-    """The registered secrets and the credential-named variables of ``os.environ``,
-    recomputed only when either changed (asked for every sample written, a scan of the
-    environment cost about 200 µs)."""
+def _longest_first(found: Iterable[str]) -> list[str]:
+    """The secrets long enough to search for, longest first."""
+    return sorted((s for s in found if len(s) >= _MIN_SECRET_LENGTH), key=len, reverse=True)
+
+
+def _standing() -> tuple[frozenset[str], tuple[str, ...]]:
+    """The registered secrets and the credential-named variables of ``os.environ``, as a
+    set and longest first; recomputed only when either changed (asked for every result
+    with a reason: a scan of the environment cost about 200 µs, the comparison of the
+    environment with the copy it was read from is one dict comparison)."""
     global _known
     raw = getattr(os.environ, "_data", None)  # CPython: the bytes behind os.environ
-    environ = tuple(raw.items()) if isinstance(raw, dict) else tuple(os.environ.items())
-    key = (environ, len(_registered))
-    if _known is None or _known[0] != key:
+    environ = raw if isinstance(raw, dict) else dict(os.environ)
+    known = _known
+    if known is None or known[1] != len(_registered) or known[0] != environ:
+        snapshot = dict(environ)  # taken before the scan: a change during it is seen next
         found = set(_registered)
         for name, value in os.environ.items():
             if value and is_secret_name(name):
                 found.add(value)
-        _known = (key, frozenset(found))
-    return _known[1]
+        known = _known = (
+            snapshot,
+            len(_registered),
+            frozenset(found),
+            tuple(_longest_first(found)),
+        )
+    return known[2], known[3]
 
 
 def known_secrets(config: Any = None, environ: dict[str, str] | None = None) -> list[str]:
@@ -116,7 +130,10 @@ def known_secrets(config: Any = None, environ: dict[str, str] | None = None) -> 
     or mapping) and credential-named environment variables. Longest first, so a secret
     that contains another is cut out whole."""
     if environ is None:
-        found = set(_standing_secrets())
+        standing, ordered = _standing()
+        if config is None:
+            return list(ordered)
+        found = set(standing)
     else:
         found = set(_registered)
         for name, value in environ.items():
@@ -127,13 +144,17 @@ def known_secrets(config: Any = None, environ: dict[str, str] | None = None) -> 
         for name, value in fields.items():
             if isinstance(value, str) and value and is_secret_name(name):
                 found.add(value)
-    return sorted((s for s in found if len(s) >= _MIN_SECRET_LENGTH), key=len, reverse=True)
+    return _longest_first(found)
 
 
 def redact_url(url: str) -> str:
     """``url`` with any password and credential-named query parameter replaced:
     ``postgresql://u:[redacted]@host/db``, ``https://host/v1?key=[redacted]``."""
-    url = _URL_PASSWORD.sub(lambda m: f"{m['head']}:{REDACTED}@", url)
+    # each pattern's match holds its literal ("://", "="): a text without it is skipped
+    if "://" in url:
+        url = _URL_PASSWORD.sub(lambda m: f"{m['head']}:{REDACTED}@", url)
+    if "=" not in url:
+        return url
     return _URL_QUERY_PARAMETER.sub(
         lambda m: f"{m['head']}{REDACTED}" if is_secret_name(m["name"]) else m[0], url
     )
@@ -145,6 +166,11 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
         if len(secret) >= _MIN_SECRET_LENGTH and secret in text:
             text = text.replace(secret, REDACTED)
     text = redact_url(text)
+    # a bearer match starts with [bB][eE][aA] or [bB][aA] (no other letter folds to b, e
+    # or a under re.I), so its lower-cased text holds "bea" or "ba"
+    lowered = text.lower()
+    if "ba" not in lowered and "bea" not in lowered:
+        return text
     return _BEARER.sub(lambda m: f"{m['head']}{REDACTED}", text)
 
 

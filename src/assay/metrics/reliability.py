@@ -8,8 +8,10 @@ other metric's texts.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,6 +35,8 @@ STABILITY_WINDOW = 5
 MAX_ERRORS_SHOWN = 20
 #: longest validation or parse message kept as evidence
 MAX_MESSAGE_CHARS = 500
+#: schemas whose checked validator is kept (the oldest is dropped beyond this)
+MAX_CACHED_VALIDATORS = 64
 
 _WS = re.compile(r"\s+")
 # the info string is followed by spaces/tabs only ([^\S\n]*, not \s*): otherwise a fence
@@ -61,6 +65,35 @@ def _json_path(path: Sequence[Any]) -> str:
     return out
 
 
+# checked validators by the repr of their schema (keys in order: the order of the
+# keywords is the order of the errors of one path); built from a copy of the schema, so a
+# caller that changes its schema afterwards never changes a cached validator
+_validators: dict[str, Any] = {}
+_validators_lock = threading.Lock()
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    """The jsonschema validator of ``schema``, its schema checked; kept per schema (about
+    1.4 ms to build and check). Raises ``jsonschema.SchemaError`` for an invalid schema."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import validator_for
+
+    key = repr(schema)
+    with _validators_lock:
+        found = _validators.get(key)
+    if found is not None:
+        return found
+    schema = copy.deepcopy(schema)
+    cls = validator_for(schema, default=Draft202012Validator)
+    cls.check_schema(schema)
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    with _validators_lock:
+        if len(_validators) >= MAX_CACHED_VALIDATORS:
+            del _validators[next(iter(_validators))]
+        _validators[key] = validator
+    return validator
+
+
 def validate_json(instance: Any, schema: dict[str, Any]) -> list[dict[str, str]]:
     """JSON Schema validation errors of ``instance``, as ``{path, message, keyword}``.
 
@@ -69,14 +102,9 @@ def validate_json(instance: Any, schema: dict[str, Any]) -> list[dict[str, str]]
     jsonschema has a checker for it. Errors are sorted by path. Raises
     ``jsonschema.SchemaError`` when the schema itself is invalid.
     """
-    from jsonschema import Draft202012Validator
-    from jsonschema.validators import validator_for
-
-    cls = validator_for(schema, default=Draft202012Validator)
-    cls.check_schema(schema)
-    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
     errors = sorted(
-        validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path]
+        _validator(schema).iter_errors(instance),
+        key=lambda e: [str(p) for p in e.absolute_path],
     )
     return [
         {
@@ -332,7 +360,7 @@ class DeterminismScore(EmbeddedMetric):
     def reduce(self, sample: Sample, answers: Answers, res: Resources) -> MetricResult:
         sims = _similarities(sample, answers, None)
         if sims is None:  # output_stability's fallback: it reads no vector
-            proxy = OutputStability().reduce(sample, answers, res)
+            proxy = _STABILITY.reduce(sample, answers, res)
             return self.result(
                 proxy.value,
                 method=proxy.method,
@@ -355,3 +383,8 @@ class DeterminismScore(EmbeddedMetric):
             compared=len(previous),
             distinct_outputs=len({current, *previous}),
         )
+
+
+#: the output_stability whose fallback determinism_score reports (one instance: it keeps
+#: its signatures, built once)
+_STABILITY = OutputStability()

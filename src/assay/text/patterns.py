@@ -424,6 +424,10 @@ class PatternSet:
     def __init__(self, name: str, entries: list[Entry]) -> None:
         self.name = name
         self.entries = tuple(entries)
+        # the literals of all entries, each tested once per text; and per entry whether
+        # its regex has a ``value`` group
+        self._literals = tuple(sorted({lit for e in entries for lit in e.literals or ()}))
+        self._has_value = tuple("value" in e.regex.groupindex for e in entries)
         self._find = lru_cache(maxsize=8192)(self._find_uncached)
 
     def __len__(self) -> int:
@@ -452,16 +456,16 @@ class PatternSet:
     def _find_uncached(self, text: str) -> tuple[Hit, ...]:
         norm = normalise(text)
         low = _lower(norm)
+        present = {lit for lit in self._literals if lit in low}
         hits: list[Hit] = []
-        for e in self.entries:
-            if e.literals is not None and not any(map(low.__contains__, e.literals)):
+        for e, has_value in zip(self.entries, self._has_value, strict=True):
+            if e.literals is not None and present.isdisjoint(e.literals):
                 continue
             for m in e.regex.finditer(norm):
-                if e.validate and not VALIDATORS[e.validate](
-                    m.group("value") if "value" in e.regex.groupindex else m.group(0)
-                ):
+                value = m.group("value") if has_value else None
+                checked = value if has_value else m.group(0)
+                if e.validate and not VALIDATORS[e.validate](checked):
                     continue
-                value = m.group("value") if "value" in e.regex.groupindex else None
                 hits.append(
                     Hit(e.pattern, m.group(0), m.start(), m.end(), e.weight, e.label, e.kind, value)
                 )
