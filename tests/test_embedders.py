@@ -347,7 +347,7 @@ def test_use_runs_at_once_leave_the_blas_threads_as_they_were(resources: Resourc
         return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
 
     use = copy.copy(resources.embedder)
-    use.cache, use.batch_size, use._threads = EmbeddingCache(None), 2, 2
+    use.cache, use.batch_size, use._threads, use.calls = EmbeddingCache(None), 2, 2, 0
     found = blas_threads()
     runs = [
         threading.Thread(target=use.embed, args=([f"Run {r}, text {i}." for i in range(6)],))
