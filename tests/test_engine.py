@@ -22,6 +22,7 @@ from assay.judge.client import JudgeClient
 from assay.judge.prompts import ANSWER_QUESTIONS, RELEVANCE
 from assay.metrics.base import Metric
 from assay.metrics.registry import get_metric, list_metrics, resolve_metrics
+from assay.models.cache import EmbeddingCache
 from assay.models.embedders import Embedder
 from judge_server import JudgeServer
 
@@ -333,7 +334,7 @@ class CountingPipeline:
 
     def __init__(self, inner: Any) -> None:
         self.inner, self.calls, self.texts = inner, 0, []  # type: ignore[var-annotated]
-        self.pipe_names = inner.pipe_names
+        self.pipe_names, self.meta, self.vocab = inner.pipe_names, inner.meta, inner.vocab
         self.entity_texts: list[str] = []
         self.entity_batches = 0  # the entity recogniser's ``pipe`` calls
 
@@ -369,6 +370,7 @@ def test_offline_spacy_parses_each_distinct_text_once(resources: Resources) -> N
     # hallucination score the graded support, which checks spaCy's anchors
     counting.name = "another-embedder"
     nlp = res.__dict__["nlp"] = CountingPipeline(resources.nlp)
+    res.__dict__["cache"] = EmbeddingCache(None)  # no parse of an earlier test read back
     names = ["faithfulness", "hallucination", "anchor_hallucination", "factual_accuracy"]
     metrics = [get_metric(n) for n in names]
     samples = [s.model_copy(update={"expected": "William Shakespeare"}) for s in RAG]

@@ -270,13 +270,25 @@ def _entail(asks: list[Ask], answers: Answers, res: Resources) -> Sequence[Any]:
 
 
 def _parse(asks: list[Ask], answers: Answers, res: Resources) -> Sequence[Any]:
-    """The spaCy ``Doc`` of each text of ``asks``, from one ``nlp.pipe`` pass of the run's
-    pipeline (`assay.text.parses.parse_texts`), its entity recogniser deferred to the
-    docs whose entities are read (`Answers.docs`)."""
-    from assay.text.parses import parse_texts
+    """The spaCy ``Doc`` of each text of ``asks``: read from the run's model cache where a
+    run parsed it before (`assay.text.parses.doc_from_bytes`), the others from one
+    ``nlp.pipe`` pass of the run's pipeline (`assay.text.parses.parse_texts`) and then
+    stored; the entity recogniser deferred to the docs whose entities are read
+    (`Answers.docs`)."""
+    from assay.text.parses import doc_from_bytes, doc_to_bytes, parse_texts
 
     texts = [a.values["text"] for a in asks]
-    docs = parse_texts(res.nlp, texts, batch_size=res.config.batch_size, defer_entities=True)
+    nlp, name = res.nlp, res.parse_cache_name
+    docs = {}
+    for text, data in res.cache.get_blobs(name, dict.fromkeys(texts)).items():
+        doc = doc_from_bytes(nlp, data)
+        if doc is not None and doc.text == text:
+            docs[text] = doc
+    todo = [t for t in dict.fromkeys(texts) if t not in docs]
+    if todo:
+        parsed = parse_texts(nlp, todo, batch_size=res.config.batch_size, defer_entities=True)
+        res.cache.put_blobs(name, {t: doc_to_bytes(d) for t, d in parsed.items()})
+        docs.update(parsed)
     return [docs[t] for t in texts]
 
 

@@ -8,6 +8,8 @@ embedder, one BERTScore model and one spaCy pipeline serve every metric.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import os
 import sqlite3
 import threading
 import warnings
@@ -219,6 +221,21 @@ class Resources:
             nlp.max_length = 10_000_000
             index_attribute_ruler(nlp)
             return nlp
+
+    @cached_property
+    def parse_cache_name(self) -> str:
+        """The key of the spaCy pipeline's parses in the model cache: spaCy's version and
+        the pipeline's name and version (and, for a pipeline folder, a hash of its full
+        path), so a parse is never read back by another parser."""
+        import spacy
+
+        meta = self.nlp.meta
+        name = f"spacy {spacy.__version__}:{meta.get('lang')}_{meta.get('name')}"
+        name += f"@{meta.get('version')}"
+        if os.path.isdir(self.config.spacy_model):
+            full = os.path.realpath(self.config.spacy_model).encode("utf-8", "surrogatepass")
+            name += ":" + hashlib.sha1(full).hexdigest()[:8]
+        return name
 
     @cached_property
     def judge(self) -> JudgeClient | JudgePanel | None:

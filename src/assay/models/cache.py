@@ -1,7 +1,9 @@
-"""One on-disk cache for model outputs (embeddings), keyed by (model, text).
+"""One on-disk cache for model outputs, keyed by (model, text).
 
-SQLite in WAL mode so several processes on one machine can share it; an in-memory
-dict sits in front. Values are float32 vectors.
+SQLite in WAL mode so several processes on one machine can share it. Vectors (embeddings,
+entailment probabilities) are float32 rows with an in-memory dict in front; blobs (a
+parser's serialised parses) are bytes, read from disk only (their reader keeps what it
+needs).
 
 A cache never stops a run: when its file cannot be created or opened (a folder that is
 not writable, a corrupt file, a database another process keeps locked), or a read or
@@ -58,6 +60,10 @@ class EmbeddingCache:
                     "CREATE TABLE IF NOT EXISTS embeddings ("
                     "model TEXT NOT NULL, key BLOB NOT NULL, dim INTEGER NOT NULL, "
                     "vec BLOB NOT NULL, PRIMARY KEY (model, key))"
+                )
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS blobs (model TEXT NOT NULL, key BLOB NOT NULL, "
+                    "value BLOB NOT NULL, PRIMARY KEY (model, key))"
                 )
                 self._db.commit()
             except (OSError, sqlite3.Error) as exc:
@@ -150,6 +156,43 @@ class EmbeddingCache:
                     with contextlib.suppress(sqlite3.Error):
                         self._db.rollback()
                     self._give_up("cannot be written", exc)
+
+    def get_blobs(self, model: str, texts: Iterable[str]) -> dict[str, bytes]:
+        """The stored blobs of ``model`` for the texts that have one (none in memory only)."""
+        if self._db is None:
+            return {}
+        missing = {text_key(t): t for t in texts}
+        keys = list(missing)
+        found: dict[str, bytes] = {}
+        with self._lock:
+            try:
+                for start in range(0, len(keys), 500):
+                    chunk = keys[start : start + 500]
+                    marks = ",".join("?" * len(chunk))
+                    rows = self._db.execute(
+                        f"SELECT key, value FROM blobs WHERE model = ? AND key IN ({marks})",
+                        [model, *chunk],
+                    ).fetchall()
+                    found.update((missing[k], v) for k, v in rows if isinstance(v, bytes))
+            except sqlite3.Error as exc:
+                self._give_up("cannot be read", exc)
+        return found
+
+    def put_blobs(self, model: str, items: dict[str, bytes]) -> None:
+        """Store a blob of ``model`` per text (nothing in memory only)."""
+        if self._db is None or not items:
+            return
+        rows = [(model, text_key(t), value) for t, value in items.items()]
+        with self._lock:
+            try:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO blobs (model, key, value) VALUES (?, ?, ?)", rows
+                )
+                self._db.commit()
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.rollback()
+                self._give_up("cannot be written", exc)
 
     def close(self) -> None:
         if self._db is not None:
