@@ -37,8 +37,9 @@ _Test = tuple[int, str, Any]
 #: a rule's token pattern: (rule index, match id, the tests of each of its tokens)
 _Pattern = tuple[int, int, Sequence[Sequence[_Test]]]
 
-#: distinct token rows whose one-token matches are remembered; the memo starts over when full
-_MEMO_LIMIT = 200_000
+#: distinct token rows whose matches are remembered (about 0.5 KB each; 1,500 passages of
+#: 150 words held 15,850); the memo starts over when full
+_MEMO_LIMIT = 50_000
 
 
 class IndexedRules:
