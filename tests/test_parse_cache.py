@@ -13,7 +13,7 @@ from assay.engine.resources import Resources
 from assay.evaluation.runner import evaluate
 from assay.metrics.registry import get_metric
 from assay.models.cache import EmbeddingCache
-from assay.text.parses import doc_from_bytes, doc_to_bytes
+from assay.text.parses import Parses, doc_from_bytes, doc_to_bytes, parse_texts
 
 spacy = pytest.importorskip("spacy")
 from spacy.attrs import DEP, HEAD, LEMMA, MORPH, POS, SENT_START, TAG  # noqa: E402
@@ -101,3 +101,15 @@ def test_a_damaged_entry_is_parsed_again(resources: Resources, tmp_path) -> None
     again, reparsed = _run(resources, str(tmp_path))
     assert len(reparsed.texts) == 5 and again == first
     assert EmbeddingCache(None).get_blobs("any", ["text"]) == {}  # memory only: no blobs
+
+
+def test_a_parse_keeps_no_tensor_and_its_entities_come_out_the_same(resources: Resources) -> None:
+    text = "Marie Curie moved to Paris in 1891. She won the Nobel Prize in 1903."
+    [doc] = parse_texts(resources.nlp, [text], defer_entities=True).values()
+    assert doc.tensor.size == 0  # the tok2vec output, about 28 KB here, is dropped
+    Parses({text: doc}, lambda docs: list(resources.nlp.get_pipe("ner").pipe(docs))).recognise(
+        [text]
+    )
+    full = resources.nlp(text)
+    assert [(e.text, e.label_) for e in doc.ents] == [(e.text, e.label_) for e in full.ents]
+    assert [e.text for e in doc.ents] == ["Marie Curie", "Paris", "1891", "the Nobel Prize", "1903"]

@@ -8,6 +8,8 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+import numpy
+
 __all__ = ["Parses", "doc_from_bytes", "doc_to_bytes", "evidence_doc", "parse_texts"]
 
 
@@ -19,11 +21,22 @@ def parse_texts(
     the pipeline's ``ner`` is left out of the pass (in en_core_web_sm it has its own
     tok2vec, so no other annotation depends on it); `Parses` runs it later on the docs
     whose entities are read. A context passage is read for its sentences, parse and
-    lemmas only (`build_evidence`), and NER was about 45 % of the pass over contexts."""
+    lemmas only (`build_evidence`), and NER was about 45 % of the pass over contexts.
+
+    Each doc's ``tensor`` (the shared tok2vec's output, 96 floats a token: about 65 KB for
+    a 150-word passage, most of a parsed chunk's memory) is dropped once the pass is over,
+    unless a deferred ``ner`` listens to that tok2vec: nothing else reads it."""
     distinct = list(dict.fromkeys(texts))
     disable = ["ner"] if defer_entities and "ner" in nlp.pipe_names else []
-    docs = nlp.pipe(distinct, batch_size=batch_size, disable=disable)
-    return dict(zip(distinct, docs, strict=True))
+    listening = nlp.get_pipe("tok2vec").listening_components if "tok2vec" in nlp.pipe_names else []
+    keep_tensor = bool(disable) and "ner" in listening
+    docs = dict(
+        zip(distinct, nlp.pipe(distinct, batch_size=batch_size, disable=disable), strict=True)
+    )
+    if not keep_tensor:
+        for doc in docs.values():
+            doc.tensor = numpy.zeros((0,), dtype="float32")
+    return docs
 
 
 def doc_to_bytes(doc: Any) -> bytes:
