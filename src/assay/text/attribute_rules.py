@@ -38,8 +38,8 @@ _Test = tuple[int, str, Any]
 _Pattern = tuple[int, int, Sequence[Sequence[_Test]]]
 
 #: distinct token rows whose matches are remembered (about 0.5 KB each; 1,500 passages of
-#: 150 words held 15,850); the memo starts over when full
-_MEMO_LIMIT = 50_000
+#: 150 words held 15,850, most of them seen once); the memo starts over when full
+_MEMO_LIMIT = 10_000
 
 
 class IndexedRules:
