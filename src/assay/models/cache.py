@@ -21,6 +21,7 @@ import threading
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -108,29 +109,16 @@ class EmbeddingCache:
             else:
                 missing[key] = text
         if missing and self._db is not None:
-            keys = list(missing)
-            with self._lock:
-                try:
-                    for start in range(0, len(keys), 500):
-                        chunk = keys[start : start + 500]
-                        marks = ",".join("?" * len(chunk))
-                        rows = self._db.execute(
-                            "SELECT key, dim, vec FROM embeddings "
-                            f"WHERE model = ? AND key IN ({marks})",
-                            [model, *chunk],
-                        ).fetchall()
-                        for key, dim, blob in rows:
-                            if not isinstance(blob, bytes) or len(blob) != 4 * int(dim) or not dim:
-                                continue  # a damaged row: compute the vector again
-                            vec = np.frombuffer(blob, dtype=np.float32)
-                            if not np.all(np.isfinite(vec)):
-                                continue
-                            if len(self._memory) >= MEMORY_LIMIT:
-                                self._memory.clear()
-                            self._memory[(model, key)] = vec
-                            found[missing[key]] = vec
-                except sqlite3.Error as exc:
-                    self._give_up("cannot be read", exc)
+            for key, dim, blob in self._rows("embeddings", "dim, vec", model, list(missing)):
+                if not isinstance(blob, bytes) or len(blob) != 4 * int(dim) or not dim:
+                    continue  # a damaged row: compute the vector again
+                vec = np.frombuffer(blob, dtype=np.float32)
+                if not np.all(np.isfinite(vec)):
+                    continue
+                if len(self._memory) >= MEMORY_LIMIT:
+                    self._memory.clear()
+                self._memory[(model, key)] = vec
+                found[missing[key]] = vec
         return found
 
     def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
@@ -144,50 +132,51 @@ class EmbeddingCache:
             if self._db is not None:
                 rows.append((model, key, int(arr.shape[0]), arr.tobytes()))
         if rows and self._db is not None:
-            with self._lock:
-                try:
-                    self._db.executemany(
-                        "INSERT OR REPLACE INTO embeddings (model, key, dim, vec) "
-                        "VALUES (?, ?, ?, ?)",
-                        rows,
-                    )
-                    self._db.commit()
-                except sqlite3.Error as exc:
-                    with contextlib.suppress(sqlite3.Error):
-                        self._db.rollback()
-                    self._give_up("cannot be written", exc)
+            self._write(
+                "INSERT OR REPLACE INTO embeddings (model, key, dim, vec) VALUES (?, ?, ?, ?)", rows
+            )
 
     def get_blobs(self, model: str, texts: Iterable[str]) -> dict[str, bytes]:
         """The stored blobs of ``model`` for the texts that have one (none in memory only)."""
         if self._db is None:
             return {}
         missing = {text_key(t): t for t in texts}
-        keys = list(missing)
-        found: dict[str, bytes] = {}
+        rows = self._rows("blobs", "value", model, list(missing))
+        return {missing[key]: value for key, value in rows if isinstance(value, bytes)}
+
+    def put_blobs(self, model: str, items: dict[str, bytes]) -> None:
+        """Store a blob of ``model`` per text (nothing in memory only)."""
+        if self._db is not None and items:
+            rows = [(model, text_key(t), value) for t, value in items.items()]
+            self._write("INSERT OR REPLACE INTO blobs (model, key, value) VALUES (?, ?, ?)", rows)
+
+    def _rows(self, table: str, columns: str, model: str, keys: list[bytes]) -> list[Any]:
+        """The rows (key, ``columns``) of ``table`` for ``model`` and ``keys``, read 500 keys
+        at a time; those read before a failure, after which the cache goes on in memory."""
+        found: list[Any] = []
         with self._lock:
             try:
                 for start in range(0, len(keys), 500):
+                    if self._db is None:
+                        break
                     chunk = keys[start : start + 500]
                     marks = ",".join("?" * len(chunk))
-                    rows = self._db.execute(
-                        f"SELECT key, value FROM blobs WHERE model = ? AND key IN ({marks})",
+                    found += self._db.execute(
+                        f"SELECT key, {columns} FROM {table} WHERE model = ? AND key IN ({marks})",
                         [model, *chunk],
                     ).fetchall()
-                    found.update((missing[k], v) for k, v in rows if isinstance(v, bytes))
             except sqlite3.Error as exc:
                 self._give_up("cannot be read", exc)
         return found
 
-    def put_blobs(self, model: str, items: dict[str, bytes]) -> None:
-        """Store a blob of ``model`` per text (nothing in memory only)."""
-        if self._db is None or not items:
-            return
-        rows = [(model, text_key(t), value) for t, value in items.items()]
+    def _write(self, statement: str, rows: list[tuple[Any, ...]]) -> None:
+        """Run ``statement`` for each row and commit; on a failure, roll back and go on in
+        memory."""
         with self._lock:
+            if self._db is None:
+                return
             try:
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO blobs (model, key, value) VALUES (?, ?, ?)", rows
-                )
+                self._db.executemany(statement, rows)
                 self._db.commit()
             except sqlite3.Error as exc:
                 with contextlib.suppress(sqlite3.Error):
