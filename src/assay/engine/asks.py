@@ -13,6 +13,7 @@ import numpy as np
 
 from assay.judge.client import JudgeReply
 from assay.judge.prompts import Prompt
+from assay.models.cache import pair_text
 from assay.text.parses import Parses
 
 if TYPE_CHECKING:
@@ -88,8 +89,8 @@ def embed_ask(text: str, embedder: str | None = None) -> Ask:
 
 
 def _pair_key(kind: str, first: str, second: str) -> str:
-    """An unambiguous key of a pair of texts: the first text's length says where it ends."""
-    return f"{kind}:{len(first)}:{first}{second}"
+    """An unambiguous key of a pair of texts (`assay.models.cache.pair_text`)."""
+    return f"{kind}:{pair_text(first, second)}"
 
 
 def bertscore_ask(candidate: str, reference: str) -> Ask:

@@ -8,7 +8,6 @@ embedder, one BERTScore model and one spaCy pipeline serve every metric.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import sqlite3
 import threading
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from assay.core.config import AssayConfig, AssayWarning, load_config
 from assay.core.extras import ModelUnavailable, needs_extra
 from assay.engine.work import ModelWork
-from assay.models.cache import EmbeddingCache
+from assay.models.cache import EmbeddingCache, folder_digest
 from assay.models.embedders import (
     USE_SPECS,
     Embedder,
@@ -233,8 +232,7 @@ class Resources:
         name = f"spacy {spacy.__version__}:{meta.get('lang')}_{meta.get('name')}"
         name += f"@{meta.get('version')}"
         if os.path.isdir(self.config.spacy_model):
-            full = os.path.realpath(self.config.spacy_model).encode("utf-8", "surrogatepass")
-            name += ":" + hashlib.sha1(full).hexdigest()[:8]
+            name += ":" + folder_digest(self.config.spacy_model)
         return name
 
     @cached_property

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import sqlite3
 import threading
 import warnings
@@ -27,7 +28,7 @@ import numpy as np
 
 from assay.core.config import AssayWarning
 
-__all__ = ["MEMORY_LIMIT", "EmbeddingCache", "text_key"]
+__all__ = ["MEMORY_LIMIT", "EmbeddingCache", "folder_digest", "pair_text", "text_key"]
 
 #: seconds to wait for another process's write lock before giving up on the disk cache
 BUSY_TIMEOUT = 10.0
@@ -39,6 +40,19 @@ MEMORY_LIMIT = 100_000
 
 def text_key(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def pair_text(first: str, second: str) -> str:
+    """One text standing for the pair (``first``, ``second``), unambiguous: the first
+    text's length says where it ends."""
+    return f"{len(first)}:{first}{second}"
+
+
+def folder_digest(path: str) -> str:
+    """8 hex digits of the full path of a model folder: a local model's cache key carries
+    them, so two folders of one name never share cached outputs."""
+    full = os.path.realpath(path).encode("utf-8", "surrogatepass")
+    return hashlib.sha1(full).hexdigest()[:8]
 
 
 class EmbeddingCache:

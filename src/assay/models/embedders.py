@@ -9,7 +9,6 @@ naming the package to install. Nothing downloads at run time.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import threading
@@ -30,7 +29,7 @@ from assay.core.http import (
 )
 from assay.core.limits import DEFAULT_MAX_REPLY_BYTES
 from assay.core.redaction import redact_url
-from assay.models.cache import EmbeddingCache
+from assay.models.cache import EmbeddingCache, folder_digest
 from assay.models.device import model_threads, torch_device
 
 __all__ = [
@@ -328,8 +327,7 @@ def _local_model_name(path: str) -> str:
             return "all-MiniLM-L6-v2"
     except ModelUnavailable:
         pass
-    digest = hashlib.sha1(full.encode("utf-8")).hexdigest()[:8]
-    return f"st:{os.path.basename(os.path.normpath(path))}@{digest}"
+    return f"st:{os.path.basename(os.path.normpath(path))}@{folder_digest(path)}"
 
 
 #: the number formats a sentence-transformers model can be cast to -> its name's suffix

@@ -38,7 +38,6 @@ neutral and contradiction, or entailment and not_entailment) runs the same way
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -50,7 +49,7 @@ import numpy as np
 
 from assay.core.extras import ModelUnavailable
 from assay.models.bert_files import WordPieces, read_bert_folder
-from assay.models.cache import EmbeddingCache
+from assay.models.cache import EmbeddingCache, folder_digest, pair_text
 from assay.models.device import model_threads
 from assay.models.embedders import minilm_path
 from assay.models.precision import PRECISION_SUFFIX, resolve_precision
@@ -177,8 +176,7 @@ class EntailmentModel:
         #: path (two folders of one name never share probabilities)
         self.cache_name = "entailment:" + self.name
         if model_path is not None:
-            full = os.path.realpath(model_path).encode("utf-8", "surrogatepass")
-            self.cache_name += "@" + hashlib.sha1(full).hexdigest()[:8]
+            self.cache_name += "@" + folder_digest(model_path)
         if device == "cpu":
             torch.set_num_threads(model_threads())
 
@@ -199,7 +197,7 @@ class EntailmentModel:
         then into the cache)."""
         if self.cache is None:
             return dict(zip(pairs, self._forward(pairs), strict=True))
-        keys = {pair: f"{len(pair[0])}:{pair[0]}{pair[1]}" for pair in pairs}
+        keys = {pair: pair_text(*pair) for pair in pairs}
         known = self.cache.get_many(self.cache_name, keys.values())
         rows = {p: known[k] for p, k in keys.items() if k in known and len(known[k]) == len(LABELS)}
         todo = [p for p in pairs if p not in rows]
