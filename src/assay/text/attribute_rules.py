@@ -88,11 +88,9 @@ class IndexedRules:
 
     def match(self, doc: Any) -> list[tuple[int, int, int, int]]:
         """The matches of the rules in ``doc``, as ``AttributeRuler.match`` sorts them."""
-        from spacy.attrs import DEP, IS_SPACE, LOWER, TAG
-
         if len(doc) == 0:
             return []
-        rows = [tuple(r) for r in doc.to_array([TAG, LOWER, DEP, IS_SPACE]).tolist()]
+        rows = [tuple(r) for r in doc.to_array(list(_ATTRIBUTES)).tolist()]
         found: list[tuple[int, int, int, int]] = []
         for start, row in enumerate(rows):
             known = self._known.get(row)
@@ -101,7 +99,8 @@ class IndexedRules:
             for index, match_id, tokens in longer:
                 end = start + len(tokens)
                 if end <= len(rows) and all(
-                    _passes(tests, rows[start + k], self._strings) for k, tests in enumerate(tokens)
+                    _passes(tests, rows[start + k], self._strings)
+                    for k, tests in enumerate(tokens[1:], 1)  # the first passed in _learn
                 ):
                     found.append((index, match_id, start, end))
         # like the Matcher, a rule matches a span once, whichever of its patterns matched

@@ -85,10 +85,8 @@ class Parses(Mapping[str, Any]):
         self.passage_evidence = {} if passage_evidence is None else passage_evidence
 
     def __getitem__(self, text: str) -> Any:
-        doc = self._docs[text]
-        if self._ner is not None and not doc.has_annotation("ENT_IOB"):
-            self._ner([doc])  # sets the entities in place
-        return doc
+        self.recognise([text])  # sets the entities in place, if not yet
+        return self._docs[text]
 
     def recognise(self, texts: Iterable[str]) -> None:
         """Recognise the entities of the docs of ``texts`` that lack them, in one batch
