@@ -4,6 +4,7 @@ endpoints a user configured are ever contacted, and tests run those on 127.0.0.1
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import socket
@@ -11,6 +12,14 @@ import socket
 import pytest
 
 pytest_plugins = ["pytester"]
+
+# psycopg is imported before any test: the pytester fixture restores sys.modules after its
+# test, dropping what the test imported first; psycopg's C extension (psycopg_binary)
+# keeps raising the error classes of its first import, so a psycopg imported again raises
+# errors that are not its own `psycopg.Error` and SQLAlchemy no longer wraps them (an
+# unreachable PostgreSQL store then escaped as a bare psycopg.OperationalError).
+with contextlib.suppress(ImportError):  # without the postgres extra those tests skip
+    import psycopg  # noqa: F401
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
