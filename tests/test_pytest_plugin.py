@@ -7,6 +7,8 @@ import sqlite3
 
 import pytest
 
+from inner_sessions import PLAIN
+
 INNER_TESTS = """
 import pytest
 
@@ -39,7 +41,7 @@ def inner(pytester, cache_dir, monkeypatch):
 
 
 def test_check_fails_with_score_threshold_and_evidence(inner):
-    result = inner.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:playwright")
+    result = inner.runpytest_subprocess(*PLAIN)
     result.assert_outcomes(passed=2, failed=2, skipped=1)
     result.stdout.re_match_lines(
         [
@@ -54,20 +56,13 @@ def test_check_fails_with_score_threshold_and_evidence(inner):
 
 
 def test_nothing_is_written_without_the_option(inner):
-    inner.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:playwright")
+    inner.runpytest_subprocess(*PLAIN)
     assert not list(inner.path.glob("*.db"))
 
 
 def test_store_option_writes_one_run_with_every_test(inner):
     db = inner.path / "results.db"
-    inner.runpytest_subprocess(
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:playwright",
-        f"--assay-store={db}",
-        "--assay-run-name=nightly",
-    )
+    inner.runpytest_subprocess(*PLAIN, f"--assay-store={db}", "--assay-run-name=nightly")
     conn = sqlite3.connect(db)
     (name, source, status) = conn.execute("SELECT name, source, status FROM runs").fetchone()
     assert (name, source, status) == ("nightly", "pytest", "finished")
@@ -123,9 +118,7 @@ def test_an_unregistered_metric_is_stored_too(pytester, cache_dir, monkeypatch):
     monkeypatch.setenv("ASSAY_CACHE_DIR", cache_dir)
     pytester.makepyfile(test_custom=CUSTOM_METRIC_TESTS)
     db = pytester.path / "custom.db"
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-p", "no:playwright", f"--assay-store={db}"
-    )
+    result = pytester.runpytest_subprocess(*PLAIN, f"--assay-store={db}")
     result.assert_outcomes(passed=1)  # before: INTERNALERROR (KeyError: unknown metric)
     assert "INTERNALERROR" not in result.stdout.str()
     conn = sqlite3.connect(db)
@@ -139,9 +132,7 @@ def test_a_store_in_a_missing_folder_is_refused_naming_the_folder(inner):
     (as assay evaluate --db refuses it, exit 2), the warning names the folder, the
     session goes on and its results are spooled, and no folder is made."""
     db = inner.path / "nonexistent" / "dir" / "x.db"
-    result = inner.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-p", "no:playwright", f"--assay-store={db}"
-    )
+    result = inner.runpytest_subprocess(*PLAIN, f"--assay-store={db}")
     result.assert_outcomes(passed=2, failed=2, skipped=1)
     result.stdout.re_match_lines(
         [

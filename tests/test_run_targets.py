@@ -25,6 +25,7 @@ from assay.inputs.targets import (
     call_target,
     parse_target,
 )
+from inner_sessions import PLAIN
 from target_server import TargetServer
 
 FAST = TargetSettings(timeout=5.0, retries=2, backoff_base=0.01, backoff_max=0.05)
@@ -389,9 +390,6 @@ def test_the_docs_python_example_runs(monkeypatch: pytest.MonkeyPatch, capsys) -
         "You can change the delivery address on the Orders page until the parcel has shipped."
     )
     assert capsys.readouterr().out.split() == ["ok", str(run.summary()[0].mean)]
-
-
-PLAIN = ("-p", "no:cacheprovider", "-p", "no:playwright")
 
 
 def test_the_pytest_fixture_asks_the_configured_target(pytester, cache_dir, monkeypatch) -> None:

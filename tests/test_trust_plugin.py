@@ -12,9 +12,9 @@ import pytest
 
 from assay.pytest_plugin import import_spool
 from assay.store.db import Store
+from inner_sessions import PLAIN
 from pg_databases import fresh_postgres
 
-PLAIN = ("-p", "no:cacheprovider", "-p", "no:playwright")
 PASSWORD = "secretpw"
 UNREACHABLE = f"postgresql://u:{PASSWORD}@127.0.0.1:1/x"  # port 1 refuses at once
 SAFE_UNREACHABLE = "postgresql+psycopg://u:[redacted]@127.0.0.1:1/x"
