@@ -69,6 +69,46 @@ def sentences(n: int, seed: int, first: int = 0) -> list[str]:
     ]
 
 
+def rag_samples(n: int, seed: int, first: int = 0) -> list[dict]:
+    """RAG samples for ``-m faithfulness``: three passages of five support-style sentences
+    (about 55 words, so one entailment window each) and a three-sentence answer, two
+    sentences taken from the passages and one with another passage's reference number."""
+    out = []
+    for i in range(n):
+        ref = (first + i) * 16
+        passages = [sentences(5, seed * 7_919 + 3 * i + k, ref + 5 * k) for k in range(3)]
+        altered = sentences(1, seed * 7_919 + 3 * i + 99, ref + 11)[0]
+        answer = " ".join([passages[0][0], passages[1][2], altered])
+        out.append(
+            {
+                "id": str(i),
+                "query": f"What applies to reference {ref}?",
+                "response": answer,
+                "contexts": [" ".join(p) for p in passages],
+            }
+        )
+    return out
+
+
+def rag_pairs(samples: list[dict]) -> list[tuple[str, str]]:
+    """The distinct (window, sentence) pairs ``-m faithfulness`` sends to the entailment
+    model for ``samples`` with ``support_estimator = "entailment"``."""
+    from assay.estimators.entailment import entailment_pairs
+
+    return entailment_pairs([s["response"] for s in samples], [s["contexts"] for s in samples])
+
+
+def benchmark_texts(pairs: int = 100_000, small: int = 2_000, rag: int = 20_000) -> list[str]:
+    """Every text a default run of this script tokenises (for gpu_bundle.py's word pieces)."""
+    texts = sentences(pairs, 0) + sentences(pairs, 1, pairs) + sentences(small, 3)
+    texts += sentences(small, 4, small) + sentences(2048, 7, 10**7) + sentences(2048, 8, 2 * 10**7)
+    texts += sentences(1000, 7) + sentences(1000, 8, 1000)
+    for n, seed in ((rag // 10, 5), (rag, 6), (2_000, 9), (1_000, 11)):
+        for sample in rag_samples(n, seed):
+            texts += [sample["query"], sample["response"], *sample["contexts"]]
+    return texts
+
+
 def sync(device: str) -> None:
     import torch
 
@@ -141,27 +181,92 @@ def model_only(a: list[str], b: list[str], device: str, precision: str) -> tuple
     return pairs_rate, 2 * len(a) / (time.perf_counter() - t)
 
 
+def entailment_anchor(pairs: list[tuple[str, str]], device: str) -> float:
+    """Plain transformers: the shipped entailment classifier as a
+    ``BertForSequenceClassification`` in float16 (float32 on a CPU), pairs sorted by
+    length, 1,024 a pass, probabilities back on the host: pairs/s."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from assay.models.entailment import DEFAULT_WEIGHTS, FROZEN_KEY, MAX_LENGTH, base_model_path
+
+    base = str(base_model_path())
+    model = BertForSequenceClassification(BertConfig.from_pretrained(base, num_labels=3))
+    weights = load_file(str(DEFAULT_WEIGHTS))
+    words = load_file(os.path.join(base, "model.safetensors"))["embeddings.word_embeddings.weight"]
+    weights[FROZEN_KEY] = words
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    if unexpected or [m for m in missing if not m.endswith("position_ids")]:
+        raise SystemExit(f"anchor weights do not fit: {missing} {unexpected}")
+    model.to(device).eval()
+    if device == "cuda":
+        model.half()
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    ordered = sorted(pairs, key=lambda p: len(p[0]) + len(p[1]))
+
+    @torch.no_grad()
+    def run(batch: list[tuple[str, str]]) -> np.ndarray:
+        enc = tokenizer(
+            [p for p, _ in batch],
+            [h for _, h in batch],
+            truncation="longest_first",
+            max_length=MAX_LENGTH,
+            padding=True,
+            return_tensors="pt",
+        ).to(device)
+        return torch.softmax(model(**enc).logits.float(), dim=-1).cpu().numpy()
+
+    run(ordered[:1024])
+    sync(device)
+    t = time.perf_counter()
+    for i in range(0, len(ordered), 1024):
+        run(ordered[i : i + 1024])
+    sync(device)
+    return len(ordered) / (time.perf_counter() - t)
+
+
+def entailment_model_only(pairs: list[tuple[str, str]], device: str, precision: str) -> float:
+    """Assay's `EntailmentModel.probabilities` alone, 1,024 pairs a pass: pairs/s."""
+    from assay.models.entailment import EntailmentModel
+
+    model = EntailmentModel(device=device, batch_size=1024, precision=precision)
+    model.probabilities(rag_pairs(rag_samples(300, 9)))
+    sync(device)
+    t = time.perf_counter()
+    for i in range(0, len(pairs), 8192):
+        model.probabilities(pairs[i : i + 8192])
+    return len(pairs) / (time.perf_counter() - t)
+
+
 def check(path: Path, device: str, write: bool) -> None:
     """Write (``write``) or compare on ``device`` the raw BERTScores and MiniLM cosines
     of the pairs in ``path`` (a JSON file: ``pairs``, and once written ``bertscore`` and
     ``cosine``): the device's values against the CPU's, as the largest difference."""
     from assay.models.bertscore import BERTScorer
     from assay.models.embedders import SentenceTransformerEmbedder, minilm_path
+    from assay.models.entailment import EntailmentModel
 
     data = json.loads(path.read_text())
     left, right = [p[0] for p in data["pairs"]], [p[1] for p in data["pairs"]]
     scores = BERTScorer(device=device).raw_scores(left, right)
     embedder = SentenceTransformerEmbedder(minilm_path(), None, 1024, device)
     cosines = embedder.pair_similarity(left, right)
+    premises = [tuple(p) for p in data["entailment_pairs"]]
+    entailed = EntailmentModel(device=device, precision="float32").probabilities(premises)
     if write:
-        data.update(bertscore=scores.tolist(), cosine=cosines.tolist())
+        data.update(
+            bertscore=scores.tolist(), cosine=cosines.tolist(), entailment=entailed.tolist()
+        )
         path.write_text(json.dumps(data))
         return
     gap_scores = abs(scores - np.array(data["bertscore"])).max()
     gap_cosines = abs(cosines - np.array(data["cosine"])).max()
+    gap_entailed = abs(entailed - np.array(data["entailment"])).max()
     print(
         f"{device} against the CPU on {len(left):,} pairs: largest difference "
-        f"{gap_scores:.2g} in raw BERTScore (P, R, F), {gap_cosines:.2g} in MiniLM cosines"
+        f"{gap_scores:.2g} in raw BERTScore (P, R, F), {gap_cosines:.2g} in MiniLM cosines; "
+        f"{gap_entailed:.2g} in entailment probabilities on {len(premises):,} pairs"
     )
 
 
@@ -190,91 +295,141 @@ def end_to_end(
     )
 
 
+def write_files(folder: Path, sizes: tuple[int, int], rag: bool) -> list[Path]:
+    """Two input files (``sizes[0]`` and ``sizes[1]`` samples): sentence pairs, or RAG
+    samples (``rag``)."""
+    files = []
+    for n, seed in zip(sizes, (3, 0) if not rag else (5, 6), strict=True):
+        path = folder / f"{'rag' if rag else 'p'}{n}.jsonl"
+        if rag:
+            rows = rag_samples(n, seed)
+        else:
+            left, right = sentences(n, seed), sentences(n, seed + 1, n)
+            rows = [
+                {"id": str(i), "response": x, "expected": y}
+                for i, (x, y) in enumerate(zip(left, right, strict=True))
+            ]
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        files.append(path)
+    return files
+
+
+def sentence_pair_runs(opts: argparse.Namespace, folder: Path, rates: tuple[float, float]) -> None:
+    """End to end: ``-m bertscore`` and ``-m semantic_similarity --embedder minilm``."""
+    encode_rate, greedy_rate = rates
+    files = write_files(folder, (opts.small, opts.pairs), rag=False)
+    common = ["--device", opts.device, "--no-cache", "--chunk-size", "8192", "--batch-size", "1024"]
+    runs = {
+        "bertscore float32": (["-m", "bertscore"], {}),
+        "bertscore float16": (["-m", "bertscore"], {"ASSAY_BERTSCORE_PRECISION": "float16"}),
+        "semantic_similarity minilm float32": (
+            ["-m", "semantic_similarity", "--embedder", "minilm"],
+            {},
+        ),
+        "semantic_similarity minilm float16": (
+            ["-m", "semantic_similarity", "--embedder", "minilm"],
+            {"ASSAY_EMBEDDER_PRECISION": "float16"},
+        ),
+    }
+    trees = [("now", ROOT / "src")] + ([("also", opts.also_src)] if opts.also_src else [])
+    for label, src in trees:
+        for name, (args, extra) in runs.items():
+            if label == "also" and "float16" in name:
+                continue
+            env = {**os.environ, **extra}
+            env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")])
+            # semantic similarity encodes two sentences a pair
+            unit = greedy_rate if name.startswith("bertscore") else encode_rate / 2
+            line = end_to_end(files, (opts.small, opts.pairs), [*args, *common], env, unit)
+            print(f"end to end ({label}), {name}: {line}", flush=True)
+
+
+def entailment_runs(opts: argparse.Namespace, folder: Path) -> None:
+    """The entailment model: plain transformers, Assay's model calls alone, and
+    ``-m faithfulness`` with ``support_estimator = "entailment"`` end to end."""
+    samples = rag_samples(opts.rag, 6)
+    pairs = rag_pairs(samples)
+    per_sample = len(pairs) / len(samples)
+    print(f"entailment: {len(pairs):,} pairs from {len(samples):,} RAG samples", flush=True)
+    anchor_rate = float("nan") if opts.skip_anchor else entailment_anchor(pairs, opts.device)
+    print(f"entailment anchor (plain transformers): {anchor_rate:,.0f} pairs/s", flush=True)
+    for precision in () if opts.skip_model_only else ("float32", "bfloat16"):
+        rate = entailment_model_only(pairs, opts.device, precision)
+        print(
+            f"entailment model calls alone, {precision}: {rate:,.0f} pairs/s "
+            f"({rate / anchor_rate:.0%})",
+            flush=True,
+        )
+    sizes = (opts.rag // 10, opts.rag)
+    files = write_files(folder, sizes, rag=True)
+    common = ["-m", "faithfulness", "--device", opts.device, "--no-cache"]
+    common += ["--chunk-size", "8192", "--batch-size", "1024"]
+    env = {**os.environ, "ASSAY_SUPPORT_ESTIMATOR": "entailment"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    for precision in ("float32", "bfloat16"):
+        env["ASSAY_MODEL_PRECISION"] = precision
+        walls = [cli_wall(f, common, env) for f in files]
+        samples_rate = (sizes[1] - sizes[0]) / (walls[1] - walls[0])
+        rate = samples_rate * per_sample
+        print(
+            f"end to end, faithfulness (entailment) {precision}: {samples_rate:,.0f} "
+            f"samples/s, {rate:,.0f} pairs/s marginal ({rate / anchor_rate:.0%} of the "
+            f"anchor), start-up {walls[0] - sizes[0] / samples_rate:.1f} s (walls "
+            f"{walls[0]:.1f} s and {walls[1]:.1f} s)",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--pairs", type=int, default=100_000)
     parser.add_argument("--small", type=int, default=2_000)
+    parser.add_argument("--rag", type=int, default=20_000, help="RAG samples, entailment")
     parser.add_argument(
         "--also-src", type=Path, help="another checkout's src, timed end to end too"
     )
     parser.add_argument("--skip-anchor", action="store_true")
     parser.add_argument("--skip-model-only", action="store_true", help="end to end runs only")
+    parser.add_argument("--only", choices=("pairs", "entailment"), help="one part only")
     parser.add_argument("--check", type=Path, help="compare with the CPU's values in this file")
     parser.add_argument("--write-check", type=Path, help="write the CPU's values to this file")
     opts = parser.parse_args()
     if opts.write_check:
         pairs = list(zip(sentences(1000, 7), sentences(1000, 8, 1000), strict=True))
-        opts.write_check.write_text(json.dumps({"pairs": pairs}))
+        premises = rag_pairs(rag_samples(1000, 11))
+        opts.write_check.write_text(json.dumps({"pairs": pairs, "entailment_pairs": premises}))
         check(opts.write_check, "cpu", write=True)
         return
     if opts.check:
         check(opts.check, opts.device, write=False)
-    a, b = sentences(opts.pairs, 0), sentences(opts.pairs, 1, opts.pairs)
     if opts.device == "cuda":
         import torch
 
-        print("device:", torch.cuda.get_device_name(0))
-    if not opts.skip_anchor:
-        encode_rate, greedy_rate = anchor(a, b, opts.device)
-        print(
-            f"anchor (plain torch, float16): {encode_rate:,.0f} sentences/s, "
-            f"{greedy_rate:,.0f} pairs/s"
-        )
-    else:
+        print("device:", torch.cuda.get_device_name(0), flush=True)
+    with tempfile.TemporaryDirectory() as name:
+        if opts.only != "pairs":
+            entailment_runs(opts, Path(name))
+        if opts.only == "entailment":
+            return
+        a, b = sentences(opts.pairs, 0), sentences(opts.pairs, 1, opts.pairs)
         encode_rate = greedy_rate = float("nan")
-    for precision in () if opts.skip_model_only else ("float32", "float16"):
-        pairs_rate, sentence_rate = model_only(a, b, opts.device, precision)
-        print(
-            f"model calls alone, {precision}: bertscore {pairs_rate:,.0f} pairs/s "
-            f"({pairs_rate / greedy_rate:.0%}), minilm {sentence_rate:,.0f} sentences/s "
-            f"({sentence_rate / encode_rate:.0%})"
-        )
-    with tempfile.TemporaryDirectory() as folder:
-        files = []
-        for n, seed in ((opts.small, 3), (opts.pairs, 0)):
-            path = Path(folder) / f"p{n}.jsonl"
-            left, right = sentences(n, seed), sentences(n, seed + 1, n)
-            path.write_text(
-                "".join(
-                    json.dumps({"id": str(i), "response": x, "expected": y}) + "\n"
-                    for i, (x, y) in enumerate(zip(left, right, strict=True))
-                )
+        if not opts.skip_anchor:
+            encode_rate, greedy_rate = anchor(a, b, opts.device)
+            print(
+                f"anchor (plain torch, float16): {encode_rate:,.0f} sentences/s, "
+                f"{greedy_rate:,.0f} pairs/s",
+                flush=True,
             )
-            files.append(path)
-        common = [
-            "--device",
-            opts.device,
-            "--no-cache",
-            "--chunk-size",
-            "8192",
-            "--batch-size",
-            "1024",
-        ]
-        runs = {
-            "bertscore float32": (["-m", "bertscore"], {}),
-            "bertscore float16": (["-m", "bertscore"], {"ASSAY_BERTSCORE_PRECISION": "float16"}),
-            "semantic_similarity minilm float32": (
-                ["-m", "semantic_similarity", "--embedder", "minilm"],
-                {},
-            ),
-            "semantic_similarity minilm float16": (
-                ["-m", "semantic_similarity", "--embedder", "minilm"],
-                {"ASSAY_EMBEDDER_PRECISION": "float16"},
-            ),
-        }
-        trees = [("now", ROOT / "src")] + ([("also", opts.also_src)] if opts.also_src else [])
-        for label, src in trees:
-            for name, (args, extra) in runs.items():
-                if label == "also" and "float16" in name:
-                    continue
-                env = {**os.environ, **extra}
-                env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")])
-                sizes = (opts.small, opts.pairs)
-                # semantic similarity encodes two sentences a pair
-                unit = greedy_rate if name.startswith("bertscore") else encode_rate / 2
-                line = end_to_end(files, sizes, [*args, *common], env, unit)
-                print(f"end to end ({label}), {name}: {line}")
+        for precision in () if opts.skip_model_only else ("float32", "float16"):
+            pairs_rate, sentence_rate = model_only(a, b, opts.device, precision)
+            print(
+                f"model calls alone, {precision}: bertscore {pairs_rate:,.0f} pairs/s "
+                f"({pairs_rate / greedy_rate:.0%}), minilm {sentence_rate:,.0f} sentences/s "
+                f"({sentence_rate / encode_rate:.0%})",
+                flush=True,
+            )
+        sentence_pair_runs(opts, Path(name), (encode_rate, greedy_rate))
     print(f"anchor for the shares: {greedy_rate:,.0f} pairs/s, {encode_rate:,.0f} sentences/s")
 
 

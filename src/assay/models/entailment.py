@@ -42,6 +42,7 @@ import json
 import os
 import time
 from collections.abc import Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,7 @@ from assay.models.cache import EmbeddingCache, folder_digest, pair_text
 from assay.models.device import model_threads
 from assay.models.embedders import minilm_path
 from assay.models.precision import PRECISION_SUFFIX, resolve_precision
+from assay.models.token_batches import to_device
 
 __all__ = [
     "BF16_TOLERANCE",
@@ -251,21 +253,24 @@ class _BertClassifier(_Classifier):
         self._pad = pieces.pad_id
 
     def logits(self, pairs: list[tuple[str, str]], device: str) -> Any:
-        import torch
-
         encodings = self._backend.encode_batch(pairs, add_special_tokens=True)
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(pairs))
         # widths rounded up to a multiple of WIDTH_STEP: a few tensor shapes, not one per
         # length (oneDNN keeps a kernel per shape: in bfloat16 that held 290 MB after 358
         # pairs of news text)
-        width = -(-max(len(e.ids) for e in encodings) // WIDTH_STEP) * WIDTH_STEP
-        ids = torch.full((len(pairs), width), self._pad, dtype=torch.long)
-        types = torch.zeros((len(pairs), width), dtype=torch.long)
-        mask = torch.zeros((len(pairs), width), dtype=torch.long)
-        for row, e in enumerate(encodings):
-            ids[row, : len(e.ids)] = torch.tensor(e.ids)
-            types[row, : len(e.ids)] = torch.tensor(e.type_ids)
-            mask[row, : len(e.ids)] = 1
-        return self.model.classify(ids.to(device), mask.to(device), types.to(device))
+        width = -(-int(lengths.max()) // WIDTH_STEP) * WIDTH_STEP
+        inside = np.arange(width)[None, :] < lengths[:, None]
+        total = int(lengths.sum())
+        ids = np.full(inside.shape, self._pad, dtype=np.int64)
+        ids[inside] = np.fromiter(chain.from_iterable(e.ids for e in encodings), np.int64, total)
+        types = np.zeros(inside.shape, dtype=np.int64)
+        types[inside] = np.fromiter(
+            chain.from_iterable(e.type_ids for e in encodings), np.int64, total
+        )
+        mask = inside.astype(np.int64)
+        return self.model.classify(
+            to_device(ids, device), to_device(mask, device), to_device(types, device)
+        )
 
 
 class _TransformersClassifier(_Classifier):
