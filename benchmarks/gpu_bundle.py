@@ -39,6 +39,8 @@ import numpy as np
 WHEELS = (
     "pydantic", "pydantic-core", "pydantic-settings", "python-dotenv", "annotated-types",
     "typing-inspection", "json-repair", "rapidfuzz", "jmespath", "orjson",
+    # there, but at versions the command line was not tested with
+    "typer", "click", "rich",
 )  # fmt: skip
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64")  # fmt: skip
