@@ -146,7 +146,10 @@ class JudgeServer:
         self._stopping.clear()
         server = _Server(("127.0.0.1", 0), _handler(self))
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        # shutdown() waits for the loop's next poll: 0.05 s, not the default 0.5 s
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 

@@ -153,7 +153,9 @@ def embeddings_server() -> Iterator[str]:
     _EmbeddingsHandler.requests = []
     _EmbeddingsHandler.failures = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _EmbeddingsHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/v1"

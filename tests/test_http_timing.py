@@ -161,7 +161,9 @@ def test_https_through_the_timed_stream(tls_files: tuple[Path, Path]) -> None:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _SlowHandler)
     httpd.daemon_threads = True
     httpd.socket = server_context.wrap_socket(httpd.socket, server_side=True)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()
     url = f"https://127.0.0.1:{httpd.server_address[1]}/"
 
     async def get(trusted: bool) -> tuple[httpx.Response, float]:

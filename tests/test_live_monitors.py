@@ -107,7 +107,9 @@ def test_a_state_change_is_posted_to_the_webhook_and_shown_without_its_secret(
     tmp_path: Path,
 ) -> None:
     hooks = ThreadingHTTPServer(("127.0.0.1", 0), _Hooks)
-    threading.Thread(target=hooks.serve_forever, daemon=True).start()
+    threading.Thread(
+        target=hooks.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()
     url = f"http://127.0.0.1:{hooks.server_port}/{SECRET_PATH}"
     store = Store(f"sqlite:///{tmp_path / 'w.db'}")
     previous = closed_hour(utcnow())
@@ -312,7 +314,9 @@ def test_no_monitor_state_before_a_service_first_traces(tmp_path: Path) -> None:
     """Before: a 'traces < 1' rule fired at start-up for the hour before any service
     existed, and called the webhook."""
     hooks = ThreadingHTTPServer(("127.0.0.1", 0), _Hooks)
-    threading.Thread(target=hooks.serve_forever, daemon=True).start()
+    threading.Thread(
+        target=hooks.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()
     store = Store(f"sqlite:///{tmp_path / 'first.db'}")
     now = utcnow()
     this_hour = closed_hour(now) + timedelta(hours=1)
