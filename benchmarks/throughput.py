@@ -193,6 +193,12 @@ def _model_work(res: Resources) -> str:
 
 
 def main(argv: list[str]) -> None:
+    if {"-h", "--help"} & set(argv):
+        print(__doc__)
+        return
+    unknown = [a for a in argv if not a.startswith("-") and a not in CONFIGS and not a.isdigit()]
+    if unknown and "--one" not in argv:
+        raise SystemExit(f"unknown configuration {unknown[0]!r}; choose from {', '.join(CONFIGS)}")
     n = 1000
     if "--samples" in argv:
         at = argv.index("--samples")
