@@ -46,12 +46,12 @@ __all__ = [
 
 #: the annotator of the labels a data file carried
 FILE_ANNOTATOR = "file"
-#: the most characters each text of a label may hold (its column's size; a note and the
-#: raw value are bounded too, so one request cannot fill the database)
+#: the most characters each text of a label may hold (its column's size; a sample's id, a
+#: note and the raw value are TEXT, bounded so one request cannot fill the database)
 TEXT_LIMITS = {
     "annotator": 256,
     "metric": 128,
-    "sample_id": 256,
+    "sample_id": 10_000,
     "run_id": 64,
     "raw": 1_000,
     "scale": 32,

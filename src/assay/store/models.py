@@ -151,8 +151,10 @@ class TestResult(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     sample_index: Mapped[int] = mapped_column(Integer)
-    test_name: Mapped[str] = mapped_column(SafeString(512))
-    sample_id: Mapped[str | None] = mapped_column(SafeString(256))
+    #: the sample's id (or a name made from it): from the user's data, of any length
+    #: (TEXT since revision 0011)
+    test_name: Mapped[str] = mapped_column(SafeText)
+    sample_id: Mapped[str | None] = mapped_column(SafeText)
     status: Mapped[str] = mapped_column(SafeString(16))
     duration: Mapped[float | None] = mapped_column(Float)
     #: seconds to a streamed reply's first token (assay run; revision 0007)
@@ -207,7 +209,7 @@ class Label(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     sample_key: Mapped[str] = mapped_column(SafeString(64), index=True)
-    sample_id: Mapped[str | None] = mapped_column(SafeString(256))
+    sample_id: Mapped[str | None] = mapped_column(SafeText)
     run_id: Mapped[str | None] = mapped_column(SafeString(64))
     metric: Mapped[str | None] = mapped_column(SafeString(128))
     value: Mapped[float] = mapped_column(Float)
