@@ -18,7 +18,7 @@ from assay.metrics.registry import resolve_metrics
 from assay.server.app import create_app
 from assay.server.live_scoring import LiveScoring
 from assay.store.db import Store
-from pg_databases import fresh_store_database
+from pg_databases import fresh_postgres
 
 
 @pytest.fixture(
@@ -26,12 +26,11 @@ from pg_databases import fresh_store_database
     params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)],
 )
 def sqlite_or_postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A new SQLite file's URL, or a fresh PostgreSQL database's holding the store's schema
-    (dropped afterwards)."""
+    """A SQLite file's URL, or a fresh PostgreSQL database's (dropped afterwards)."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'live.db'}"
         return
-    with fresh_store_database("assay_live") as url:
+    with fresh_postgres("assay_live") as url:
         yield url
 
 

@@ -33,7 +33,7 @@ from assay.core.result import MetricResult
 from assay.core.sample import Sample
 from assay.server.app import create_app
 from assay.store.db import Store
-from pg_databases import fresh_store_database
+from pg_databases import fresh_postgres
 
 RUN = "run-q"
 VALUES = [0.90, 0.52, 0.15, 0.45, 0.72, 0.31, 0.61, 0.02]
@@ -90,7 +90,7 @@ def store(
         yield opened
         opened.close()
         return
-    with fresh_store_database("assay_queue") as url:
+    with fresh_postgres("assay_queue") as url:
         opened = Store(url)
         populate(opened)
         yield opened

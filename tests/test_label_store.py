@@ -20,7 +20,7 @@ from assay.core.sample import Sample
 from assay.store import db
 from assay.store.db import Store
 from assay.store.labels import FileLabels, StoredLabel, write_file_labels
-from pg_databases import fresh_postgres, fresh_store_database
+from pg_databases import fresh_postgres
 from store_revisions import head_revision, store_at_revision
 
 
@@ -31,7 +31,7 @@ def store(request, tmp_path):
         yield opened
         opened.close()
         return
-    with fresh_store_database("assay_labels") as url:
+    with fresh_postgres("assay_labels") as url:
         opened = Store(url)
         yield opened
         opened.close()

@@ -21,7 +21,7 @@ pytest_plugins = ["browser_conftest"]
 pytest.register_assert_rewrite("browser_conftest")
 
 from browser_conftest import EXPECTED, XSS_IMG, XSS_SCRIPT, populate  # noqa: E402
-from pg_databases import fresh_store_database  # noqa: E402
+from pg_databases import fresh_postgres  # noqa: E402
 
 TOKEN = "s3cret-token"
 #: the JSON comparison specification's worked example: ground truth and output
@@ -921,7 +921,7 @@ def test_serve_answers_the_hosts_given_with_allowed_host(
 
 # ---- the same reads on PostgreSQL ----------------------------------------------------------
 def _pg_client(stocked: bool) -> Iterator[TestClient]:
-    with fresh_store_database("assay_server") as url:
+    with fresh_postgres("assay_server") as url:
         store = Store(url)
         try:
             if stocked:

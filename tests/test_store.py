@@ -13,12 +13,12 @@ from assay.core.result import MetricResult
 from assay.core.sample import Sample
 from assay.store.db import Store
 from assay.store.models import utcnow
-from pg_databases import fresh_store_database
+from pg_databases import fresh_postgres
 from store_revisions import head_revision, store_at_revision
 
 
 def _postgres_store():
-    fresh = fresh_store_database("assay_test")
+    fresh = fresh_postgres("assay_test")
     store = Store(fresh.__enter__())
 
     def drop():

@@ -12,7 +12,7 @@ from assay.core.result import MetricResult
 from assay.core.sample import Sample
 from assay.store.db import Store
 from assay.store.transcript import MAX_STORED_CHARS, MAX_STORED_ITEMS
-from pg_databases import fresh_store_database
+from pg_databases import fresh_postgres
 from store_revisions import head_revision, store_at_revision
 
 SECRET = "sk-test-secret-0123456789"
@@ -26,7 +26,7 @@ def store(request, tmp_path, monkeypatch):
         yield s
         s.close()
     else:
-        with fresh_store_database("assay_transcripts") as url:
+        with fresh_postgres("assay_transcripts") as url:
             s = Store(url)
             yield s
             s.close()
