@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 
 import assay
 from assay.cli import app
+from assay.core.agreement_stats import krippendorff_alpha
 from assay.core.config import AssayConfig, AssayWarning
 from assay.core.extras import MissingExtra
 from assay.core.sample import Sample
@@ -300,6 +301,47 @@ def test_two_workers_share_one_judge_rate_limit(tmp_path: Path) -> None:
     assert (executor.budget_stats["rate_limit"], executor.budget_stats["granted"]) == (20.0, 40)
     usage = scaled.judge_usage
     assert usage is not None and usage["calls"] == 40 and usage["failures"] == 0
+
+
+def test_a_judge_panel_on_ray_reports_each_judge_and_their_agreement(tmp_path: Path) -> None:
+    """Two judges (one server, told apart by model name) over 12 samples in chunks of 4 on
+    two workers: each judge's calls and the judges' agreement are those of the same run
+    in one process (the agreement over all 12 samples, not one worker's share)."""
+
+    def judge(step: int, scale: float) -> object:
+        """A judge scoring item i as ((step * i) mod 5) / 4 * scale."""
+
+        def script(task: str, blocks: dict, body: dict) -> dict:
+            i = int(blocks["query"].split()[3])  # "What is item {i} made of?"
+            return {"score": round((step * i) % 5 / 4 * scale, 2), "reason": f"item {i}"}
+
+        return script
+
+    with JudgeServer() as server:
+        server.by_model = {"a": judge(1, 0.8), "b": judge(3, 1.0)}
+        config = AssayConfig(
+            judge_model=None,
+            judge_base_url=server.url,
+            judge_models=[{"model": "a"}, {"model": "b"}],
+            use_cache=False,
+            cache_dir=str(tmp_path),
+            chunk_size=4,
+        )
+        samples = judged_samples(12)
+        scaled = assay.evaluate(
+            samples, metrics=["judged_relevance"], config=config, executor=RayExecutor(workers=2)
+        )
+        local = assay.evaluate(samples, metrics=["judged_relevance"], config=config)
+    got, want = scaled.judge_usage, local.judge_usage
+    assert got is not None and want is not None
+    assert {k: v["calls"] for k, v in got["judges"].items()} == {"a": 12, "b": 12}
+    assert got["calls"] == 24 and got["panel"] == want["panel"] == "mean"
+    assert got["agreement"] == want["agreement"]
+    table = [[round(i % 5 / 4 * 0.8, 2), round(3 * i % 5 / 4, 2)] for i in range(12)]
+    alpha = round(krippendorff_alpha(table, level="interval"), 4)  # type: ignore[arg-type]
+    assert got["agreement"]["judged_relevance"] == {"alpha": alpha, "samples": 12}
+    assert "new_ratings" not in got
+    assert_same(scaled, local)
 
 
 def test_merge_usage_sums_counters_and_recomputes_the_mean() -> None:

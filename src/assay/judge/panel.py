@@ -36,7 +36,7 @@ from assay.judge.usage import SUMMED_COUNTERS
 if TYPE_CHECKING:
     from assay.core.config import AssayConfig
 
-__all__ = ["JudgePanel", "PanelUsage", "judge_from_config"]
+__all__ = ["JudgePanel", "PanelUsage", "judge_from_config", "panel_agreement"]
 
 R = TypeVar("R")
 
@@ -89,6 +89,25 @@ def judge_from_config(config: AssayConfig) -> JudgeClient | JudgePanel | None:
     if len(clients) == 1:
         return next(iter(clients.values()))
     return JudgePanel(clients, config.panel, config.judge_concurrency)
+
+
+def panel_agreement(
+    ratings: Mapping[str, Sequence[Mapping[str, float | None]]], labels: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """Per metric of ``ratings`` (metric -> one row per sample: judge label -> value):
+    Krippendorff's alpha on the interval scale between the judges ``labels`` (``alpha``:
+    1 = the judges agree, 0 = no better than chance, below 0 = systematic disagreement;
+    None when undefined: fewer than two values on any sample, or every value the same),
+    and ``samples``, the samples two or more judges gave a value."""
+    from assay.core.agreement_stats import krippendorff_alpha
+
+    out = {}
+    for metric, rows in sorted(ratings.items()):
+        table = [[row.get(label) for label in labels] for row in rows]
+        pairable = sum(1 for r in table if sum(v is not None for v in r) >= 2)
+        alpha = krippendorff_alpha(table, level="interval")
+        out[metric] = {"alpha": None if alpha is None else round(alpha, 4), "samples": pairable}
+    return out
 
 
 class PanelUsage:
@@ -219,23 +238,15 @@ class JudgePanel:
             kept = self._ratings.setdefault(metric, [])
             kept.extend({label: row.get(label) for label in self.members} for row in values)
 
-    def agreement(self) -> dict[str, dict[str, Any]]:
-        """Per metric: Krippendorff's alpha on the interval scale between the judges over
-        the samples recorded (``alpha``: 1 = the judges agree, 0 = no better than chance,
-        below 0 = systematic disagreement; None when undefined: fewer than two values on
-        any sample, or every value the same), and ``samples``, the samples two or more
-        judges gave a value."""
-        from assay.core.agreement_stats import krippendorff_alpha
-
+    def ratings(self) -> dict[str, list[dict[str, float | None]]]:
+        """The judge values recorded so far: metric -> one row per sample (label -> value,
+        None for no value), in the order recorded."""
         with self._lock:
-            kept = {metric: list(rows) for metric, rows in self._ratings.items()}
-        out = {}
-        for metric, rows in sorted(kept.items()):
-            ratings = [[row[label] for label in self.members] for row in rows]
-            pairable = sum(1 for r in ratings if sum(v is not None for v in r) >= 2)
-            alpha = krippendorff_alpha(ratings, level="interval")
-            out[metric] = {"alpha": None if alpha is None else round(alpha, 4), "samples": pairable}
-        return out
+            return {metric: list(rows) for metric, rows in self._ratings.items()}
+
+    def agreement(self) -> dict[str, dict[str, Any]]:
+        """`panel_agreement` of the samples recorded so far."""
+        return panel_agreement(self.ratings(), list(self.members))
 
     def close(self) -> None:
         """Close every judge's connections, and the cache they share."""

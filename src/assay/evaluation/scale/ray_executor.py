@@ -31,7 +31,7 @@ import os
 import uuid
 import warnings
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +46,7 @@ from assay.evaluation.scale.budget import BudgetSlots, JudgeBudget
 from assay.inputs.locations import is_local, read_location, read_piece
 from assay.inputs.read import read_samples
 from assay.judge.aio import run_sync
+from assay.judge.panel import JudgePanel, panel_agreement
 from assay.judge.usage import SUMMED_COUNTERS
 from assay.metrics.base import Metric
 
@@ -79,6 +80,7 @@ class Scorer:
         self.res = Resources(config)
         self.holder = holder
         self.slots: BudgetSlots | None = None  # this actor's view of the judge budget
+        self._reported: dict[str, int] = {}  # a panel's values reported, per metric
         if budget is not None and config.judge_configured:
             judge = self.res.judge
             if judge is not None:
@@ -99,7 +101,14 @@ class Scorer:
         rows = score_chunk(self.metrics, samples, self.res, seconds)
         if self.slots is not None:  # the chunk's slots back at the budget before it returns
             run_sync(self.slots.settle())
-        return rows, seconds, self.res.judge_usage()
+        usage = self.res.judge_usage()
+        panel = self.res.__dict__.get("judge")
+        if usage is not None and isinstance(panel, JudgePanel):
+            # the judges' values since the last report, for the run's panel agreement
+            ratings = panel.ratings()
+            usage["new_ratings"] = {m: r[self._reported.get(m, 0) :] for m, r in ratings.items()}
+            self._reported = {m: len(r) for m, r in ratings.items()}
+        return rows, seconds, usage
 
 
 @dataclass
@@ -133,6 +142,8 @@ class RayExecutor:
     #: how the last `read_samples` read its dataset: "N Ray tasks" or why "the driver"
     read_by: str | None = field(default=None, init=False)
     _usage: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, repr=False)
+    #: a judge panel's values per metric, from every chunk scored (the actors send theirs)
+    _ratings: dict[str, list[dict[str, Any]]] = field(default_factory=dict, init=False, repr=False)
     _ours: bool = field(default=False, init=False, repr=False)  # we started the instance
 
     def __post_init__(self) -> None:
@@ -153,7 +164,7 @@ class RayExecutor:
     ) -> Iterator[ScoredChunk]:
         with needs_extra("the Ray executor (--executor ray)"):
             import ray
-        self.started, self._usage, self.budget_stats = {}, {}, None
+        self.started, self._usage, self._ratings, self.budget_stats = {}, {}, {}, None
         chunks = deque(
             (start, list(samples[start : start + chunk_size]))
             for start in range(0, len(samples), chunk_size)
@@ -248,6 +259,8 @@ class RayExecutor:
             if holder not in self.started and holder in actors:  # a replacement's first
                 self.started[holder] = ray.get(actors[holder].where.remote())
             if usage is not None:
+                for metric, values in usage.pop("new_ratings", {}).items():
+                    self._ratings.setdefault(metric, []).extend(values)
                 self._usage[holder] = usage
             yield start, rows, seconds
 
@@ -374,7 +387,7 @@ class RayExecutor:
 
     def judge_usage(self) -> dict[str, Any] | None:
         """The judge usage of the last run, summed over its actors (`merge_usage`)."""
-        return merge_usage(list(self._usage.values()))
+        return merge_usage(list(self._usage.values()), self._ratings)
 
 
 def _node_cpus(ray: Any) -> int:
@@ -390,12 +403,33 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0][:300]}" if lines else type(error).__name__
 
 
-def merge_usage(usages: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+def merge_usage(
+    usages: Sequence[dict[str, Any]],
+    ratings: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+) -> dict[str, Any] | None:
     """One judge usage (as `JudgeUsage.to_dict` gives it) for several clients: counters
     and tokens summed, the slowest call's latency, the mean over every answered call,
-    cost summed when every client has one; None for none."""
+    cost summed when every client has one; None for none. A judge panel's usages
+    (`assay.judge.panel.PanelUsage`) also give each judge's own merged (``judges``), the
+    rule (``panel``) and the judges' agreement (``agreement``) over ``ratings``, the
+    panel's values of every sample the actors scored."""
     if not usages:
         return None
+    out = _merged_counters(usages)
+    panels = [u for u in usages if "judges" in u]
+    if panels:
+        labels = list(dict.fromkeys(label for u in panels for label in u["judges"]))
+        out["judges"] = {
+            label: _merged_counters([u["judges"][label] for u in panels if label in u["judges"]])
+            for label in labels
+        }
+        out["panel"] = panels[0].get("panel")
+        out["agreement"] = panel_agreement(ratings or {}, labels)
+    return out
+
+
+def _merged_counters(usages: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """`merge_usage`'s counters, latencies, calls by prompt and cost."""
     summed = SUMMED_COUNTERS
     batched = (  # with judge_batch (`assay.judge.usage.JudgeUsage`)
         "batch_calls",
