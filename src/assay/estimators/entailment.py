@@ -117,9 +117,11 @@ def out_of_domain(window: str, sentence: str) -> list[str]:
     """Why the model's reading of (window, sentence) is outside its training (none: in
     its domain); see the module doc."""
     reasons = []
-    letters = [c for c in window + sentence if c.isalpha()]
-    if letters and sum(c.isascii() for c in letters) < ENGLISH_LETTERS * len(letters):
-        reasons.append("not English: the entailment model was trained on English only")
+    text = window + sentence
+    if not text.isascii():  # all-ASCII text has only a-z letters: skip the count
+        letters = [c for c in text if c.isalpha()]
+        if letters and sum(c.isascii() for c in letters) < ENGLISH_LETTERS * len(letters):
+            reasons.append("not English: the entailment model was trained on English only")
     if len(window.split()) + len(sentence.split()) > READ_WORDS:
         reasons.append(
             f"over {READ_WORDS} words with its window: the model reads 128 word pieces, "
