@@ -18,11 +18,19 @@ hypothesis) and gives P(entailment), P(neutral), P(contradiction).
   the last digits).
 - 5 % of the pairs are held back and the accuracy on them is printed and stored with the
   weights (``<out>.json``), with the data counts, the settings and the time taken.
+- On a GPU machine without spaCy, make the pairs here and carry them::
+
+      python scripts/train_entailment.py --pairs-out /tmp/pairs.jsonl.gz   # here
+      python scripts/train_entailment.py --pairs /tmp/pairs.jsonl.gz --device cuda  # there
+
+  ``--device cuda`` runs the passes in bfloat16 autocast (the weights and the optimiser
+  stay float32).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -69,6 +77,24 @@ def training_pairs(seed: int) -> tuple[list[Pair], dict[str, int]]:
     return pairs, dict(sorted(counts.items()))
 
 
+def write_pairs(path: Path, pairs: list[Pair]) -> None:
+    """``pairs`` in order as gzipped JSON lines (premise, hypothesis, label, kind)."""
+    with gzip.open(path, "wt", encoding="utf-8") as handle:
+        for p in pairs:
+            handle.write(json.dumps(dataclasses.asdict(p), ensure_ascii=False) + "\n")
+
+
+def read_pairs(path: Path) -> tuple[list[Pair], dict[str, int]]:
+    """The pairs `write_pairs` wrote, in order, and how many of each rule."""
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        pairs = [Pair(**json.loads(line)) for line in handle if line.strip()]
+    counts: dict[str, int] = {}
+    for pair in pairs:
+        key = f"{pair.kind}:{LABELS[pair.label]}"
+        counts[key] = counts.get(key, 0) + 1
+    return pairs, dict(sorted(counts.items()))
+
+
 def batches(encoded: list[list[int]], size: int, rng: random.Random) -> list[list[int]]:
     """Index batches of similar length (less padding): shuffled, cut into pools of 50
     batches, each pool sorted by length, the batches shuffled again."""
@@ -84,7 +110,7 @@ def batches(encoded: list[list[int]], size: int, rng: random.Random) -> list[lis
 
 
 def collate(
-    rows: list[dict[str, list[int]]], pad_id: int
+    rows: list[dict[str, list[int]]], pad_id: int, device: str = "cpu"
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     width = max(len(r["input_ids"]) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
@@ -95,17 +121,18 @@ def collate(
         ids[k, :n] = torch.tensor(row["input_ids"])
         types[k, :n] = torch.tensor(row["token_type_ids"])
         mask[k, :n] = 1
-    return ids, types, mask
+    return ids.to(device), types.to(device), mask.to(device)
 
 
-def accuracy(model, rows, labels, pad_id: int, size: int = 64) -> float:
+def accuracy(model, rows, labels, pad_id: int, size: int = 64, device: str = "cpu") -> float:
     model.eval()
     right = 0
     with torch.inference_mode():
         for start in range(0, len(rows), size):
-            ids, types, mask = collate(rows[start : start + size], pad_id)
+            ids, types, mask = collate(rows[start : start + size], pad_id, device)
             logits = model(input_ids=ids, token_type_ids=types, attention_mask=mask).logits
-            right += int((logits.argmax(-1) == torch.tensor(labels[start : start + size])).sum())
+            truth = torch.tensor(labels[start : start + size], device=logits.device)
+            right += int((logits.argmax(-1) == truth).sum())
     model.train()
     return right / max(1, len(rows))
 
@@ -123,6 +150,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="train on this many pairs only")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all)")
     parser.add_argument("--out", type=Path, default=DEFAULT_WEIGHTS)
+    parser.add_argument("--device", default="cpu", help="torch device (cuda: bfloat16 autocast)")
+    parser.add_argument("--pairs", type=Path, help="train on the pairs of this --pairs-out file")
+    parser.add_argument("--pairs-out", type=Path, help="write the pairs to this file and stop")
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -131,7 +161,11 @@ def main() -> None:
     torch.manual_seed(args.seed)
     if args.threads:
         torch.set_num_threads(args.threads)
-    pairs, counts = training_pairs(args.seed)
+    pairs, counts = read_pairs(args.pairs) if args.pairs else training_pairs(args.seed)
+    if args.pairs_out:
+        write_pairs(args.pairs_out, pairs)
+        print(f"{len(pairs)} pairs written to {args.pairs_out}; by rule: {counts}")
+        return
     if args.limit:
         pairs = pairs[: args.limit]
     held = max(1, len(pairs) // 20)
@@ -151,6 +185,7 @@ def main() -> None:
     model = AutoModelForSequenceClassification.from_pretrained(
         base, num_labels=len(LABELS), id2label=dict(enumerate(LABELS))
     )
+    model.to(args.device)
     frozen = dict(model.named_parameters())[FROZEN_KEY]
     frozen.requires_grad_(False)
     trained = [p for p in model.parameters() if p.requires_grad]
@@ -169,9 +204,10 @@ def main() -> None:
         for batch in batches([r["input_ids"] for r in train_rows], args.batch_size, rng):
             if step >= total:
                 break
-            ids, types, mask = collate([train_rows[i] for i in batch], pad_id)
-            target = torch.tensor([train_labels[i] for i in batch])
-            out = model(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=target)
+            ids, types, mask = collate([train_rows[i] for i in batch], pad_id, args.device)
+            target = torch.tensor([train_labels[i] for i in batch], device=args.device)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.device == "cuda"):
+                out = model(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=target)
             out.loss.backward()
             torch.nn.utils.clip_grad_norm_(trained, 1.0)
             optimiser.step()
@@ -185,7 +221,7 @@ def main() -> None:
                     f"step {step}/{total} loss {np.mean(losses[-50:]):.4f} ({minutes:.1f} min)",
                     flush=True,
                 )
-    held_accuracy = accuracy(model, test_rows, test_labels, pad_id)
+    held_accuracy = accuracy(model, test_rows, test_labels, pad_id, device=args.device)
     print(f"held-back accuracy: {held_accuracy:.4f}", flush=True)
 
     weights = {
@@ -210,6 +246,7 @@ def main() -> None:
         "pairs_by_rule": counts,
         "minutes": round((time.perf_counter() - started) / 60, 1),
         "torch_threads": torch.get_num_threads(),
+        "device": args.device,
         "sha256": hashlib.sha256(args.out.read_bytes()).hexdigest(),
     }
     args.out.with_suffix(".json").write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
