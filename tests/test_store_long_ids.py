@@ -7,15 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import create_engine
 
 from assay.cli import app
 from assay.store import db
 from assay.store.db import Store
 from pg_databases import fresh_postgres
-from store_revisions import head_revision, store_at_revision
+from store_revisions import head_revision, migrate, store_at_revision, url_at_revision
 
 #: ids over the old VARCHAR(256) and VARCHAR(512) columns, and a short one
 IDS = ["s-" + "x" * 298, "long/" + "é" * 4_995, "s3"]
@@ -47,25 +45,10 @@ def _stored(url: str) -> list[tuple[str, str, str]]:
     return [tuple(r) for r in rows]
 
 
-def _at_0010(url: str) -> None:
-    cfg = Config()
-    cfg.set_main_option("script_location", str(Path(db.__file__).parent / "migrations"))
-    engine = create_engine(db.normalise_url(url))
-    with engine.begin() as connection:
-        cfg.attributes["connection"] = connection
-        command.upgrade(cfg, "0010")
-        connection.exec_driver_sql(
-            "INSERT INTO runs (id, source, status, started_at, metrics, tags, config) "
-            "VALUES ('old', 'cli', 'finished', '2026-11-24 10:00:00', '[]', '{}', '{}')"
-        )
-        connection.exec_driver_sql(OLD_ROW)
-    engine.dispose()
-
-
 @pytest.mark.postgres
 def test_a_postgresql_store_at_0010_upgrades_and_keeps_ids_of_any_length(tmp_path, monkeypatch):
     with fresh_postgres("assay_long_ids") as url:
-        _at_0010(url)
+        url_at_revision(url, "0010", OLD_ROW)
         Store(url).close()  # upgrades to the newest revision on open
         _evaluate(url, tmp_path, monkeypatch)
         assert _stored(url) == [(i, i, "passed") for i in IDS]
@@ -97,13 +80,7 @@ def test_a_postgresql_store_downgrades_to_0010_cutting_long_ids(tmp_path, monkey
     with fresh_postgres("assay_long_ids_down") as url:
         Store(url).close()
         _evaluate(url, tmp_path, monkeypatch)
-        cfg = Config()
-        cfg.set_main_option("script_location", str(Path(db.__file__).parent / "migrations"))
-        engine = create_engine(db.normalise_url(url))
-        with engine.begin() as connection:
-            cfg.attributes["connection"] = connection
-            command.downgrade(cfg, "0010")
-        engine.dispose()
+        migrate(url, "0010", down=True)
         # the old sizes: 256 characters of an id, 512 of a test name
         assert _stored(url) == [
             (IDS[0][:256], IDS[0], "passed"),
