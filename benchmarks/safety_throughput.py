@@ -96,6 +96,9 @@ def generate(n: int, seed: int) -> list[dict[str, Any]]:
 
 
 def main() -> None:
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(__doc__)
+        return
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     metrics = {s: suite(s) for s in SUITES}
     res = Resources(AssayConfig(use_cache=False))
