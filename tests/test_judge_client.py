@@ -596,6 +596,7 @@ def test_server_down_fails_after_the_retries_and_opens_the_circuit(server: Judge
     with pytest.raises(JudgeUnreachable, match=f"the judge at {url} cannot be reached"):
         client.ask_sync(RELEVANCE, query="another?", response="r")
     assert client.usage.calls == 3  # no request: the circuit is open
+    client.close()
 
 
 def test_the_circuit_opens_after_three_questions_in_a_row_fail_to_connect() -> None:
@@ -621,6 +622,7 @@ def test_the_circuit_opens_after_three_questions_in_a_row_fail_to_connect() -> N
         with pytest.raises(JudgeUnreachable):
             ask_relevance(client, 4)
         assert client.usage.calls == calls
+        client.close()
 
 
 def test_html_instead_of_a_chat_completion_fails_at_once_saying_so(server: JudgeServer) -> None:
