@@ -7,8 +7,7 @@ Two kinds:
   matched validation (OANC and permissively licensed fiction), SciTail test (Apache 2.0;
   its "not entailed" read as neutral). Opt-in (``more=True``, ``--more-data`` of the
   training script): ``scripts/data/nli_more/`` (its README): DocNLI's binary FEVER-NLI
-  and MultiNLI mismatched pairs (entailment or "not_entailment", label `NOT_ENTAILED`)
-  and FeverSymmetric (entailment or contradiction).
+  and MultiNLI mismatched pairs (entailment or "not_entailment", label `NOT_ENTAILED`).
 - **Synthetic pairs from paragraphs** (`synthetic_pairs`), after the FactCC recipe
   (Kryscinski et al., 2020), applied to any prose: a claim sentence is taken from a
   paragraph and the premise is a window of one to three sentences around it. The
@@ -87,7 +86,7 @@ def nli_pairs(directory: Path = NLI_DIR, more: bool = False) -> list[Pair]:
     """Every pair of the ``*.jsonl.gz`` files of ``directory`` (premise, hypothesis, label
     as a word of `LABELS` or "not_entailment"), its kind the file's data set ("snli",
     "mnli", "scitail"); with ``more``, then those of `NLI_MORE_DIR` ("fevernli",
-    "mnlimismatched", "feversymmetric")."""
+    "mnlimismatched")."""
     pairs: list[Pair] = []
     directories = [directory, NLI_MORE_DIR] if more else [directory]
     for path in [p for d in directories for p in sorted(d.glob("*.jsonl.gz"))]:

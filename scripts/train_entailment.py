@@ -15,7 +15,7 @@ hypothesis) and gives P(entailment), P(neutral), P(contradiction).
   validation, scored afterwards by ``benchmarks/validity.py``.
 - ``--more-data`` (opt-in; without it the pairs are exactly those of the shipped weights)
   adds ``scripts/data/nli_more`` (its README): DocNLI's binary FEVER-NLI and MultiNLI
-  mismatched pairs and FeverSymmetric. A two-label "not_entailment" row (`NOT_ENTAILED`)
+  mismatched pairs. A two-label "not_entailment" row (`NOT_ENTAILED`)
   is trained on the binary marginal, -log(1 - P(entailment)), every other row on the
   usual cross-entropy; on the held-back pairs such a row counts as right when the top
   label is not entailment.

@@ -95,7 +95,6 @@ def main() -> None:
     ]
     write_rows("fevernli_binary.jsonl.gz", fever)
     write_rows("mnlimismatched_binary.jsonl.gz", mnli)
-    write_rows("feversymmetric.jsonl.gz", fever_symmetric)
 
 
 if __name__ == "__main__":
