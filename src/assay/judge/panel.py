@@ -31,7 +31,7 @@ from assay.judge.batch import BatchTransport
 from assay.judge.cache import JudgeCache
 from assay.judge.client import JudgeClient, JudgeReply, SharedBudget
 from assay.judge.prompts import Prompt
-from assay.judge.usage import SUMMED_COUNTERS
+from assay.judge.usage import summed_usage
 
 if TYPE_CHECKING:
     from assay.core.config import AssayConfig
@@ -118,27 +118,11 @@ class PanelUsage:
         self._panel = panel
 
     def to_dict(self) -> dict[str, Any]:
-        """The summed counters (`SUMMED_COUNTERS`; the slowest call, the mean latency over
-        every answered call, the cost when every judge has one, the calls by prompt), then
-        ``judges`` (label -> `JudgeUsage.to_dict`), ``panel`` and ``agreement``
+        """The judges' usages summed (`assay.judge.usage.summed_usage`), then ``judges``
+        (label -> `JudgeUsage.to_dict`), ``panel`` and ``agreement``
         (`JudgePanel.agreement`)."""
-        usages = {label: c.usage for label, c in self._panel.members.items()}
-        each = {label: u.to_dict() for label, u in usages.items()}
-        out: dict[str, Any] = {k: sum(d.get(k, 0) for d in each.values()) for k in SUMMED_COUNTERS}
-        answered = sum(sum(u.by_prompt.values()) for u in usages.values())
-        out["max_latency_seconds"] = max(d["max_latency_seconds"] for d in each.values())
-        out["mean_latency_seconds"] = out["latency_seconds"] / answered if answered else None
-        costs = [d["cost"] for d in each.values()]
-        out["cost"] = None if None in costs else sum(costs)
-        if any(u.batch_mode for u in usages.values()):
-            for key in next(iter(each.values())):
-                if key.startswith("batch"):
-                    out[key] = sum(d.get(key, 0) for d in each.values())
-        by_prompt: dict[str, int] = {}
-        for usage in usages.values():
-            for prompt, n in usage.by_prompt.items():
-                by_prompt[prompt] = by_prompt.get(prompt, 0) + n
-        out["calls_by_prompt"] = by_prompt
+        each = {label: c.usage.to_dict() for label, c in self._panel.members.items()}
+        out = summed_usage(list(each.values()))
         out["judges"] = each
         out["panel"] = self._panel.rule
         out["agreement"] = self._panel.agreement()

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from assay.judge.batch import BATCH_PRICE
 
-__all__ = ["SUMMED_COUNTERS", "JudgeUsage"]
+__all__ = ["BATCH_COUNTERS", "SUMMED_COUNTERS", "JudgeUsage", "summed_usage"]
 
 #: the counters of `JudgeUsage.to_dict` that add up over several clients (a panel's
 #: judges, a Ray cluster's workers)
@@ -24,6 +25,37 @@ SUMMED_COUNTERS = (
     "total_tokens",
     "latency_seconds",
 )
+#: the counters of `JudgeUsage.to_dict` in batch mode only (``judge_batch``), summed too
+BATCH_COUNTERS = (
+    "batch_calls",
+    "batch_prompt_tokens",
+    "batch_completion_tokens",
+    "batches",
+    "batches_resumed",
+    "batch_failed",
+    "batch_pending",
+)
+
+
+def summed_usage(usages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One usage (as `JudgeUsage.to_dict` gives it) for several clients (a panel's judges,
+    a Ray cluster's workers): `SUMMED_COUNTERS` summed, and `BATCH_COUNTERS` when a client
+    batched; the slowest call; the mean latency over every answered call; the cost summed
+    when every client has one (else None); the calls by prompt summed."""
+    batched = any("batch_calls" in u for u in usages)
+    counters = (*SUMMED_COUNTERS, *BATCH_COUNTERS) if batched else SUMMED_COUNTERS
+    out: dict[str, Any] = {key: sum(u.get(key, 0) for u in usages) for key in counters}
+    out["max_latency_seconds"] = max(u.get("max_latency_seconds", 0.0) for u in usages)
+    by_prompt: dict[str, int] = {}
+    for usage in usages:
+        for prompt, n in (usage.get("calls_by_prompt") or {}).items():
+            by_prompt[prompt] = by_prompt.get(prompt, 0) + n
+    answered = sum(by_prompt.values())
+    out["mean_latency_seconds"] = out["latency_seconds"] / answered if answered else None
+    costs = [u.get("cost") for u in usages]
+    out["cost"] = None if any(c is None for c in costs) else sum(costs)
+    out["calls_by_prompt"] = by_prompt
+    return out
 
 
 @dataclass

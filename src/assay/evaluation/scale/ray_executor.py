@@ -47,7 +47,7 @@ from assay.inputs.locations import is_local, read_location, read_piece
 from assay.inputs.read import read_samples
 from assay.judge.aio import run_sync
 from assay.judge.panel import JudgePanel, panel_agreement
-from assay.judge.usage import SUMMED_COUNTERS
+from assay.judge.usage import summed_usage
 from assay.metrics.base import Metric
 
 if TYPE_CHECKING:
@@ -415,42 +415,14 @@ def merge_usage(
     panel's values of every sample the actors scored."""
     if not usages:
         return None
-    out = _merged_counters(usages)
+    out = summed_usage(usages)
     panels = [u for u in usages if "judges" in u]
     if panels:
         labels = list(dict.fromkeys(label for u in panels for label in u["judges"]))
         out["judges"] = {
-            label: _merged_counters([u["judges"][label] for u in panels if label in u["judges"]])
+            label: summed_usage([u["judges"][label] for u in panels if label in u["judges"]])
             for label in labels
         }
         out["panel"] = panels[0].get("panel")
         out["agreement"] = panel_agreement(ratings or {}, labels)
-    return out
-
-
-def _merged_counters(usages: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """`merge_usage`'s counters, latencies, calls by prompt and cost."""
-    summed = SUMMED_COUNTERS
-    batched = (  # with judge_batch (`assay.judge.usage.JudgeUsage`)
-        "batch_calls",
-        "batch_prompt_tokens",
-        "batch_completion_tokens",
-        "batches",
-        "batches_resumed",
-        "batch_failed",
-        "batch_pending",
-    )
-    if any("batch_calls" in u for u in usages):
-        summed = (*summed, *batched)
-    out: dict[str, Any] = {key: sum(u.get(key, 0) for u in usages) for key in summed}
-    out["max_latency_seconds"] = max(u.get("max_latency_seconds", 0.0) for u in usages)
-    by_prompt: dict[str, int] = {}
-    for usage in usages:
-        for prompt, n in (usage.get("calls_by_prompt") or {}).items():
-            by_prompt[prompt] = by_prompt.get(prompt, 0) + n
-    out["calls_by_prompt"] = by_prompt
-    answered = sum(by_prompt.values())
-    out["mean_latency_seconds"] = out["latency_seconds"] / answered if answered else None
-    costs = [u.get("cost") for u in usages]
-    out["cost"] = None if any(c is None for c in costs) else sum(costs)
     return out
