@@ -260,17 +260,20 @@ class _BertClassifier(_Classifier):
         # pairs of news text)
         width = -(-int(lengths.max()) // WIDTH_STEP) * WIDTH_STEP
         inside = np.arange(width)[None, :] < lengths[:, None]
-        total = int(lengths.sum())
-        ids = np.full(inside.shape, self._pad, dtype=np.int64)
-        ids[inside] = np.fromiter(chain.from_iterable(e.ids for e in encodings), np.int64, total)
-        types = np.zeros(inside.shape, dtype=np.int64)
-        types[inside] = np.fromiter(
-            chain.from_iterable(e.type_ids for e in encodings), np.int64, total
-        )
+        ids = _padded([e.ids for e in encodings], inside, self._pad)
+        types = _padded([e.type_ids for e in encodings], inside, 0)
         mask = inside.astype(np.int64)
         return self.model.classify(
             to_device(ids, device), to_device(mask, device), to_device(types, device)
         )
+
+
+def _padded(rows: list[list[int]], inside: np.ndarray, fill: int) -> np.ndarray:
+    """``rows`` of ids laid left-aligned where ``inside`` is true (one row of the boolean
+    array per row, its first len(row) places), ``fill`` elsewhere."""
+    out = np.full(inside.shape, fill, dtype=np.int64)
+    out[inside] = np.fromiter(chain.from_iterable(rows), np.int64, int(inside.sum()))
+    return out
 
 
 class _TransformersClassifier(_Classifier):
