@@ -48,6 +48,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+#: the default sizes: sentence pairs of the large and the small run, RAG samples
+PAIRS, SMALL, RAG = 100_000, 2_000, 20_000
 SUBJECTS = [
     "the invoice", "your order", "the premium plan", "a refund",
     "the password", "delivery", "the warranty", "our support team",
@@ -97,7 +99,7 @@ def rag_pairs(samples: list[dict]) -> list[tuple[str, str]]:
     return entailment_pairs([s["response"] for s in samples], [s["contexts"] for s in samples])
 
 
-def benchmark_texts(pairs: int = 100_000, small: int = 2_000, rag: int = 20_000) -> list[str]:
+def benchmark_texts(pairs: int = PAIRS, small: int = SMALL, rag: int = RAG) -> list[str]:
     """Every text a default run of this script tokenises (for gpu_bundle.py's word pieces)."""
     texts = sentences(pairs, 0) + sentences(pairs, 1, pairs) + sentences(small, 3)
     texts += sentences(small, 4, small) + sentences(2048, 7, 10**7) + sentences(2048, 8, 2 * 10**7)
@@ -280,14 +282,23 @@ def cli_wall(data: Path, args: list[str], env: dict[str, str]) -> float:
     return wall
 
 
+def marginal(
+    files: list[Path], sizes: tuple[int, int], args: list[str], env: dict[str, str]
+) -> tuple[float, float, float, float]:
+    """``assay evaluate`` of the two ``files`` (``sizes`` samples): the marginal rate in
+    samples/s, the start-up (the small run's wall less its samples at that rate), and the
+    two walls."""
+    wall_small, wall_large = cli_wall(files[0], args, env), cli_wall(files[1], args, env)
+    rate = (sizes[1] - sizes[0]) / (wall_large - wall_small)
+    return rate, wall_small - sizes[0] / rate, wall_small, wall_large
+
+
 def end_to_end(
     files: list[Path], sizes: tuple[int, int], args: list[str], env: dict[str, str], unit: float
 ) -> str:
-    """The marginal rate of ``assay evaluate`` and its start-up; ``unit`` is the anchor's
-    rate in the same unit (pairs/s) for the share."""
-    wall_small, wall_large = cli_wall(files[0], args, env), cli_wall(files[1], args, env)
-    rate = (sizes[1] - sizes[0]) / (wall_large - wall_small)
-    start_up = wall_small - sizes[0] / rate
+    """The marginal rate of ``assay evaluate`` of sentence pairs and its start-up; ``unit``
+    is the anchor's rate in the same unit (pairs/s) for the share."""
+    rate, start_up, wall_small, wall_large = marginal(files, sizes, args, env)
     return (
         f"{rate:,.0f} pairs/s marginal ({rate / unit:.0%} of the anchor), start-up "
         f"{start_up:.1f} s (walls {wall_small:.1f} s and {wall_large:.1f} s)"
@@ -367,14 +378,13 @@ def entailment_runs(opts: argparse.Namespace, folder: Path) -> None:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
     for precision in ("float32", "bfloat16"):
         env["ASSAY_MODEL_PRECISION"] = precision
-        walls = [cli_wall(f, common, env) for f in files]
-        samples_rate = (sizes[1] - sizes[0]) / (walls[1] - walls[0])
+        samples_rate, start_up, wall_small, wall_large = marginal(files, sizes, common, env)
         rate = samples_rate * per_sample
         print(
             f"end to end, faithfulness (entailment) {precision}: {samples_rate:,.0f} "
             f"samples/s, {rate:,.0f} pairs/s marginal ({rate / anchor_rate:.0%} of the "
-            f"anchor), start-up {walls[0] - sizes[0] / samples_rate:.1f} s (walls "
-            f"{walls[0]:.1f} s and {walls[1]:.1f} s)",
+            f"anchor), start-up {start_up:.1f} s (walls {wall_small:.1f} s and "
+            f"{wall_large:.1f} s)",
             flush=True,
         )
 
@@ -382,9 +392,9 @@ def entailment_runs(opts: argparse.Namespace, folder: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--pairs", type=int, default=100_000)
-    parser.add_argument("--small", type=int, default=2_000)
-    parser.add_argument("--rag", type=int, default=20_000, help="RAG samples, entailment")
+    parser.add_argument("--pairs", type=int, default=PAIRS)
+    parser.add_argument("--small", type=int, default=SMALL)
+    parser.add_argument("--rag", type=int, default=RAG, help="RAG samples, entailment")
     parser.add_argument(
         "--also-src", type=Path, help="another checkout's src, timed end to end too"
     )
