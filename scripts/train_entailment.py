@@ -30,7 +30,8 @@ hypothesis) and gives P(entailment), P(neutral), P(contradiction).
       python scripts/train_entailment.py --pairs /tmp/pairs.jsonl.gz --device cuda  # there
 
   ``--device cuda`` runs the passes in bfloat16 autocast (the weights and the optimiser
-  stay float32).
+  stay float32). ``--bf16`` does the same on the CPU: about twice as fast on a CPU with
+  AMX or AVX-512 BF16, and the weights differ from a float32 run's.
 """
 
 from __future__ import annotations
@@ -183,6 +184,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all)")
     parser.add_argument("--out", type=Path, default=DEFAULT_WEIGHTS)
     parser.add_argument("--device", default="cpu", help="torch device (cuda: bfloat16 autocast)")
+    parser.add_argument(
+        "--bf16", action="store_true", help="bfloat16 autocast on the CPU too (cuda always)"
+    )
     parser.add_argument("--pairs", type=Path, help="train on the pairs of this --pairs-out file")
     parser.add_argument("--pairs-out", type=Path, help="write the pairs to this file and stop")
     parser.add_argument(
@@ -238,6 +242,8 @@ def main() -> None:
         optimiser, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup)))
     )
     pad_id = tokenizer.pad_token_id
+    device_type = torch.device(args.device).type
+    half = device_type == "cuda" or args.bf16
     model.train()
     step, losses = 0, []
     while step < total:
@@ -246,7 +252,7 @@ def main() -> None:
                 break
             ids, types, mask = collate([train_rows[i] for i in batch], pad_id, args.device)
             target = torch.tensor([train_labels[i] for i in batch], device=args.device)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.device == "cuda"):
+            with torch.autocast(device_type, dtype=torch.bfloat16, enabled=half):
                 logits = model(input_ids=ids, token_type_ids=types, attention_mask=mask).logits
                 loss = pair_loss(logits, target)
             loss.backward()
@@ -288,6 +294,7 @@ def main() -> None:
         "minutes": round((time.perf_counter() - started) / 60, 1),
         "torch_threads": torch.get_num_threads(),
         "device": args.device,
+        "bfloat16_autocast": half,
         "sha256": hashlib.sha256(args.out.read_bytes()).hexdigest(),
     }
     args.out.with_suffix(".json").write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
