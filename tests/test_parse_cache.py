@@ -13,7 +13,7 @@ from assay.engine.resources import Resources
 from assay.evaluation.runner import evaluate
 from assay.metrics.registry import get_metric
 from assay.models.cache import EmbeddingCache
-from assay.text.parses import Parses, doc_from_bytes, doc_to_bytes, parse_texts
+from assay.text.parses import Parses, doc_from_bytes, doc_to_bytes, parse_texts, text_batches
 
 spacy = pytest.importorskip("spacy")
 from spacy.attrs import DEP, HEAD, LEMMA, MORPH, POS, SENT_START, TAG  # noqa: E402
@@ -113,3 +113,25 @@ def test_a_parse_keeps_no_tensor_and_its_entities_come_out_the_same(resources: R
     full = resources.nlp(text)
     assert [(e.text, e.label_) for e in doc.ents] == [(e.text, e.label_) for e in full.ents]
     assert [e.text for e in doc.ents] == ["Marie Curie", "Paris", "1891", "the Nobel Prize", "1903"]
+
+
+def test_batches_stop_at_a_count_or_a_character_budget() -> None:
+    texts = ["aaaa", "bb", "cccccc", "d", "e"]
+    # 4 + 2 fill the 6 characters; "cccccc" fills them alone; "d" and "e" meet the count
+    assert list(text_batches(texts, size=2, chars=6)) == [["aaaa", "bb"], ["cccccc"], ["d", "e"]]
+    assert list(text_batches(["x" * 10, "y"], size=64, chars=5)) == [["x" * 10], ["y"]]
+    assert list(text_batches([], size=2)) == []
+
+
+def test_parses_batched_by_characters_equal_one_pass(resources: Resources) -> None:
+    """Texts over PARSE_BATCH_CHARS go to the pipeline one by one (memory); each parse is
+    the same as in one batch of all."""
+    sentence = "The council met on Monday and approved the plan. "  # 49 characters
+    texts = [f"Report {i}. " + sentence * 2100 for i in range(2)]  # over 100,000 each
+    texts.append("A short one.")
+    assert [len(b) for b in text_batches(texts, size=64)] == [1, 1, 1]
+    batched = parse_texts(resources.nlp, texts, defer_entities=True)
+    together = resources.nlp.pipe(texts, batch_size=64, disable=["ner"])
+    exclude = ["tensor", "user_data"]
+    for text, doc in zip(texts, together, strict=True):
+        assert batched[text].to_bytes(exclude=exclude) == doc.to_bytes(exclude=exclude)
