@@ -10,6 +10,7 @@ seen during warm-up.
     python benchmarks/throughput.py lexical    # one configuration (names: see CONFIGS)
     python benchmarks/throughput.py rag --samples 300   # fewer samples
     python benchmarks/throughput.py faithfulness --samples 200  # news summaries (QAGS)
+    python benchmarks/throughput.py long --samples 20   # the same against 10,000 words
     ASSAY_EMBEDDER=e5-small python benchmarks/throughput.py semantic   # another embedder
 """
 
@@ -38,6 +39,7 @@ CONFIGS = {
     "semantic": {"suites": ["semantic"]},
     "rag": {"suites": ["rag"], "samples": "rag"},
     "faithfulness": {"metrics": ["faithfulness"], "samples": "news"},
+    "long": {"metrics": ["faithfulness"], "samples": "long"},
 }
 #: samples scored before the timed run (models loaded, code paths warm)
 WARM_UP = 32
@@ -146,6 +148,28 @@ def make_news_samples(n: int, seed: int) -> list[dict]:
     ]
 
 
+def make_long_samples(n: int, seed: int) -> list[dict]:
+    """Documents of `validity_data.LONG_WORDS` words, as ``-m faithfulness`` reads a long
+    source: the summary of a QAGS CNN/DM article (as in `make_news_samples`) against one
+    context that holds the article among about 30 others (`validity_data.long_documents`).
+    The timed run (``seed`` 2) takes the first ``n`` articles; the warm-up (any other seed)
+    one document, of the last article (a document's parse serves no other)."""
+    from validity_data import long_documents
+
+    with (DATA / "qags-cnndm-dev.jsonl").open(encoding="utf-8") as handle:
+        items = [json.loads(line) for line in handle]
+    documents = long_documents([item["article"] for item in items])
+    chosen = range(min(n, len(items) - 1)) if seed == 2 else [len(items) - 1]
+    return [
+        {
+            "id": f"{seed}-{i}",
+            "response": " ".join(s["sentence"] for s in items[i]["summary_sentences"]),
+            "contexts": [documents[i]],
+        }
+        for i in chosen
+    ]
+
+
 def run_one(name: str, n: int = 1000) -> dict:
     from assay.core.config import AssayConfig
     from assay.engine.resources import Resources
@@ -158,9 +182,8 @@ def run_one(name: str, n: int = 1000) -> dict:
         metrics = [m for m in metrics if spec["exclude_needs"] not in m.needs]
     with tempfile.TemporaryDirectory() as cache:
         res = Resources(AssayConfig(cache_dir=cache))
-        make = {"rag": make_rag_samples, "news": make_news_samples}.get(
-            spec.get("samples", ""), make_samples
-        )
+        samplers = {"rag": make_rag_samples, "news": make_news_samples, "long": make_long_samples}
+        make = samplers.get(spec.get("samples", ""), make_samples)
         evaluate(make(WARM_UP, seed=1), metrics=metrics, resources=res)
         samples = make(n, seed=2)
         start = time.perf_counter()

@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import functools
 import json
+import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +97,48 @@ def qags_cnndm_sentences(data: Path) -> tuple[list[Sample], np.ndarray, np.ndarr
                 labels.append(int(2 * sum(votes) > len(votes)))
                 groups.append(index)
     return samples, np.asarray(labels), np.asarray(groups)
+
+
+#: the words a long document reaches (`long_documents`)
+LONG_WORDS = 10_000
+
+
+def long_documents(articles: Sequence[str], words: int = LONG_WORDS, seed: int = 0) -> list[str]:
+    """One document per article, of at least ``words`` words: the other articles in one
+    shuffled order (``seed``; the same for every document) until, with the article, they
+    reach ``words``, and the article put in among them at a position drawn from ``seed``;
+    blank lines between articles. QAGS CNN/DM's articles give about 31 to a document of
+    10,000 words; each document is a distinct text, so each is read whole."""
+    rng = random.Random(seed)
+    order = list(range(len(articles)))
+    rng.shuffle(order)
+    sizes = [len(a.split()) for a in articles]
+    documents = []
+    for i, article in enumerate(articles):
+        others, total = [], sizes[i]
+        for k in order:
+            if total >= words:
+                break
+            if k != i:
+                others.append(articles[k])
+                total += sizes[k]
+        others.insert(rng.randrange(len(others) + 1), article)
+        documents.append("\n\n".join(others))
+    return documents
+
+
+def qags_cnndm_long(data: Path) -> tuple[list[Sample], np.ndarray, np.ndarray]:
+    """`qags_cnndm_sentences` with each sentence's article read inside a document of
+    `LONG_WORDS` words (`long_documents`): the same sentences, labels and groups."""
+    samples, labels, groups = qags_cnndm_sentences(data)
+    articles = {int(g): s.contexts[0] for s, g in zip(samples, groups, strict=True)}
+    keys = sorted(articles)
+    document = dict(zip(keys, long_documents([articles[k] for k in keys]), strict=True))
+    long = [
+        Sample(response=s.response, contexts=[document[int(g)]])
+        for s, g in zip(samples, groups, strict=True)
+    ]
+    return long, labels, groups
 
 
 @functools.cache

@@ -76,6 +76,15 @@ DATASETS: dict[str, dict[str, str]] = {
         "licence": "research use, cite the paper",
         "trained_on_by": "support_head",
     },
+    "qags-cnndm-long": {
+        "name": "QAGS CNN/DailyMail, each article in a 10,000-word document",
+        "split": "all (used as dev)",
+        "labels": "as QAGS CNN/DailyMail; the article put among about 30 others (714 sentences)",
+        "compared": "summary sentences the article supports vs not, read against 10,000 words",
+        "source": "Wang et al. 2020",
+        "licence": "research use, cite the paper",
+        "trained_on_by": "support_head",
+    },
     "davidson-tweets": {
         "name": "Davidson tweets",
         "split": "all (used as dev)",
