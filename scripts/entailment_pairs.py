@@ -44,7 +44,7 @@ LABELS = ("entailment", "neutral", "contradiction")
 NOT_ENTAILED = -1
 
 NLI_DIR = Path(__file__).resolve().parent / "data" / "nli"
-#: the opt-in human-labelled pairs (``--more-data``), some of them two-label
+#: the human-labelled pairs that ``--more-data`` adds, some of them two-label
 NLI_MORE_DIR = Path(__file__).resolve().parent / "data" / "nli_more"
 
 #: entity types that are swapped for another of the same type (names of things)

@@ -330,4 +330,6 @@ def test_a_pair_is_scored_once_ever_with_the_disk_cache(tmp_path: Path) -> None:
     other = EntailmentModel(precision="bfloat16", cache=EmbeddingCache(tmp_path / "c.sqlite"))
     other.probabilities(pairs)
     assert other.calls == 2
-    assert other.cache_name == "entailment:assay-entailment-minilm-l6/bf16"
+    # the key names the weights: a release with new weights never reads the old rows
+    weights = hashlib.sha256(DEFAULT_WEIGHTS.read_bytes()).hexdigest()[:16]
+    assert other.cache_name == f"entailment:assay-entailment-minilm-l6/bf16@{weights}"

