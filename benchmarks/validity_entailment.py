@@ -46,29 +46,37 @@ def check_support_estimators_left_out(ctx: Context) -> list[Row]:
         ("qags-cnndm-dev", qags, qags_labels, qags_groups),
     )
     rows: list[Row] = []
-    for setting, (label, fitted_on) in SUPPORT_ESTIMATORS.items():
+    for setting in SUPPORT_ESTIMATORS:
         res = ctx.res(judge_model=None, support_estimator=setting)
         for dataset, samples, labels, groups in data:
             for metric in METRICS:
                 scores, estimator, seconds, _ = metric_scores(metric, samples, res)
                 if metric == "hallucination":  # lower is better: 1 - it ranks support
                     scores, metric = 1.0 - scores, "1 - hallucination"
-                rows += scored_left_out(
-                    auroc_rows(
-                        "support_estimators_left_out",
-                        dataset,
-                        f"{metric} ({label})",
-                        estimator,
-                        np.asarray(scores),
-                        labels,
-                        seconds,
-                        ctx.seed,
-                        groups=groups,
-                        note=f"left out: the estimator was fitted on {fitted_on}",
-                    ),
-                    fitted_on,
-                )
+                scored = (scores, estimator, seconds)
+                rows += _estimator_rows("support_estimators_left_out", dataset, metric, setting,
+                                        scored, labels, ctx.seed, groups)  # fmt: skip
     return rows
+
+
+def _estimator_rows(
+    check_: str,
+    dataset: str,
+    metric: str,
+    setting: str,
+    scored: tuple[np.ndarray, str, float],
+    labels: np.ndarray,
+    seed: int,
+    groups: np.ndarray | None,
+) -> list[Row]:
+    """The AUROC rows of a metric's ``scored`` (scores, estimator, seconds) with the
+    support estimator ``setting``, marked as left out of that estimator's fitting."""
+    label, fitted_on = SUPPORT_ESTIMATORS[setting]
+    scores, estimator, seconds = scored
+    note = f"left out: the estimator was fitted on {fitted_on}"
+    rows = auroc_rows(check_, dataset, f"{metric} ({label})", estimator, np.asarray(scores),
+                      labels, seconds, seed, groups=groups, note=note)  # fmt: skip
+    return scored_left_out(rows, fitted_on)
 
 
 @check
@@ -82,23 +90,11 @@ def check_support_long_documents(ctx: Context) -> list[Row]:
     samples, labels, groups = qags_cnndm_long(ctx.data)
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as cache:
-        for setting, (label, fitted_on) in SUPPORT_ESTIMATORS.items():
+        for setting in SUPPORT_ESTIMATORS:
             config = AssayConfig(cache_dir=cache, judge_model=None, support_estimator=setting)
             res = Resources(config)
             scores, estimator, seconds, _ = metric_scores("faithfulness", samples, res)
-            rows += scored_left_out(
-                auroc_rows(
-                    "support_long_documents",
-                    "qags-cnndm-long",
-                    f"faithfulness ({label})",
-                    estimator,
-                    np.asarray(scores),
-                    labels,
-                    seconds,
-                    ctx.seed,
-                    groups=groups,
-                    note=f"left out: the estimator was fitted on {fitted_on}",
-                ),
-                fitted_on,
-            )
+            rows += _estimator_rows("support_long_documents", "qags-cnndm-long", "faithfulness",
+                                    setting, (scores, estimator, seconds), labels, ctx.seed,
+                                    groups)  # fmt: skip
     return rows
