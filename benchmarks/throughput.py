@@ -127,6 +127,16 @@ def make_rag_samples(n: int, seed: int) -> list[dict]:
     return rows
 
 
+def qags_summaries() -> list[tuple[str, str]]:
+    """QAGS CNN/DM dev in file order: each article's summary (its sentences joined) and
+    the article."""
+    with (DATA / "qags-cnndm-dev.jsonl").open(encoding="utf-8") as handle:
+        items = [json.loads(line) for line in handle]
+    return [
+        (" ".join(s["sentence"] for s in it["summary_sentences"]), it["article"]) for it in items
+    ]
+
+
 def make_news_samples(n: int, seed: int) -> list[dict]:
     """News summaries against their article, as ``assay evaluate -m faithfulness`` reads
     them: QAGS CNN/DM dev (235 CNN/DailyMail articles of about 320 words, each with a
@@ -135,16 +145,11 @@ def make_news_samples(n: int, seed: int) -> list[dict]:
     ``n`` of the others, from the first: no article is read twice, so no parse, vector or
     entailment pair of the warm-up serves the timed run (the 1,000 asked by default are
     the 203 there are)."""
-    with (DATA / "qags-cnndm-dev.jsonl").open(encoding="utf-8") as handle:
-        items = [json.loads(line) for line in handle]
+    items = qags_summaries()
     chosen = items[: min(n, len(items) - WARM_UP)] if seed == 2 else items[-n:]
     return [
-        {
-            "id": f"{seed}-{i}",
-            "response": " ".join(s["sentence"] for s in item["summary_sentences"]),
-            "contexts": [item["article"]],
-        }
-        for i, item in enumerate(chosen)
+        {"id": f"{seed}-{i}", "response": summary, "contexts": [article]}
+        for i, (summary, article) in enumerate(chosen)
     ]
 
 
@@ -156,17 +161,11 @@ def make_long_samples(n: int, seed: int) -> list[dict]:
     one document, of the last article (a document's parse serves no other)."""
     from validity_data import long_documents
 
-    with (DATA / "qags-cnndm-dev.jsonl").open(encoding="utf-8") as handle:
-        items = [json.loads(line) for line in handle]
-    documents = long_documents([item["article"] for item in items])
+    items = qags_summaries()
+    documents = long_documents([article for _, article in items])
     chosen = range(min(n, len(items) - 1)) if seed == 2 else [len(items) - 1]
     return [
-        {
-            "id": f"{seed}-{i}",
-            "response": " ".join(s["sentence"] for s in items[i]["summary_sentences"]),
-            "contexts": [documents[i]],
-        }
-        for i in chosen
+        {"id": f"{seed}-{i}", "response": items[i][0], "contexts": [documents[i]]} for i in chosen
     ]
 
 
