@@ -94,6 +94,7 @@ def check_support_long_documents(ctx: Context) -> list[Row]:
             config = AssayConfig(cache_dir=cache, judge_model=None, support_estimator=setting)
             res = Resources(config)
             scores, estimator, seconds, _ = metric_scores("faithfulness", samples, res)
+            res.close()  # its cache file, before the folder goes
             rows += _estimator_rows("support_long_documents", "qags-cnndm-long", "faithfulness",
                                     setting, (scores, estimator, seconds), labels, ctx.seed,
                                     groups)  # fmt: skip
