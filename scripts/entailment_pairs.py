@@ -20,6 +20,15 @@ Two kinds:
   clause from elsewhere added (neutral). LLM answers paraphrase, compress and fuse their
   sources, and invent details in fluent sentences; these pairs teach exactly that
   difference, which SNLI's one-line image captions do not show.
+- **LLM-style errors** (`llm_style_pair`, opt-in: ``llm_errors=True``, ``--llm-errors``
+  of the training script): one more minimal pair a claim, an entailed hypothesis beside
+  one that differs from it only by an error of the kind LLM summaries and answers make:
+  facts merged from two places (a name swapped for another of its type from elsewhere in
+  the same paragraph, so the premise mentions both), a date or number swapped for another
+  of the article's, a causal link the text does not state ("A, and b" against "A because
+  b"), an overstated hedge ("may" to "will", "about 40" to "exactly 40", "some" to
+  "all"), and an invented specific detail (a date or place of the article's, not the
+  window's, added to the claim).
 
 Everything is drawn from a `random.Random` seeded by the caller, so the pairs are the
 same on every run.
@@ -337,11 +346,185 @@ def not_entailed(
     return None
 
 
+#: hedged wording and what an LLM overstates it as, tried in a random order (the first
+#: that matches is rewritten); the result is neutral: the text does not say so much
+_OVERSTATED = (
+    (re.compile(r"\b(may|might|could)\b(?!\s+(?:have|not)\b)"), "will"),
+    (re.compile(r"\b(is|are|was|were) likely to\b"), "will"),
+    (
+        re.compile(
+            r"\b(probably|possibly|perhaps|reportedly|allegedly|apparently|presumably|"
+            r"supposedly) "
+        ),
+        "",
+    ),
+    (re.compile(r"\b(some|several|many|most)\b(?= of\b| [a-z]+s\b)"), "all"),
+    (re.compile(r"\b(often|sometimes|usually|frequently|generally|typically)\b"), "always"),
+    (
+        re.compile(
+            r"\b(about|approximately|around|nearly|almost|roughly|over|more than|less than|"
+            r"up to|at least|some) (?=\$?\d)"
+        ),
+        "exactly ",
+    ),
+    (re.compile(r"\bsuggest(s|ed)?\b|\bindicate(s|d)?\b"), "prove"),
+    (
+        re.compile(
+            r"\b(is|are|was|were) (?:believed|thought|said|considered|reported|estimated|"
+            r"alleged|claimed) to be\b"
+        ),
+        r"\1",
+    ),
+)
+#: words that already state a cause: a claim built from such a sentence is left alone
+_CAUSAL = re.compile(
+    r"\b(because|since|therefore|thus|hence|so that|as a result|due to|owing to|thanks to|"
+    r"led to|leads to|lead to|caused|causes|cause|consequently|result(?:ed|s)? in|why)\b",
+    re.IGNORECASE,
+)
+
+
+def _continued(sentence: _Sentence) -> str:
+    """A sentence as the continuation of another: its first word lower-cased unless it
+    begins a name or is "I" or an acronym ("The", "Fighters", "If" are; "NASA" is not)."""
+    text = sentence.text
+    head = text.split(" ", 1)[0]
+    keep = head == "I" or (len(head) > 1 and not head[1:].islower())
+    if keep or any(text.startswith(name) for name, _ in sentence.entities):
+        return text
+    return head[0].lower() + text[1:]
+
+
+def _overstate(claim: str, rng: random.Random) -> str | None:
+    """The claim with one hedge stated as certainty ("may" to "will", "about 40" to
+    "exactly 40", "some of" to "all of", "suggests" to "proves")."""
+    rules = list(_OVERSTATED)
+    rng.shuffle(rules)
+    for pattern, replacement in rules:
+        match = pattern.search(claim)
+        if match is None:
+            continue
+        if replacement == "prove":
+            suffix = {"s": "s", "ed": "d", "d": "d"}.get(match.group(1) or match.group(2) or "", "")
+            replacement = "prove" + suffix
+        made = pattern.sub(replacement, claim, count=1)
+        return made[0].upper() + made[1:] if made and made != claim else None
+    return None
+
+
+def _causal_link(first: _Sentence, second: _Sentence, rng: random.Random) -> tuple[str, str] | None:
+    """Two sentences of the window joined as the text joins them ("A, and b": entailed)
+    and with a causal link it does not state ("A because b", "A, so b", "B because a")."""
+    if _CAUSAL.search(first.text) or _CAUSAL.search(second.text):
+        return None
+    fused = _fuse(first.text, second.text)
+    if fused is None:
+        return None
+    form = rng.choice(("because", "so", "reversed"))
+    if form == "because":
+        linked = f"{_strip_end(first.text)} because {_continued(second)}"
+    elif form == "so":
+        linked = f"{_strip_end(first.text)}, so {_continued(second)}"
+    else:
+        linked = f"{_strip_end(second.text)} because {_continued(first)}"
+    return fused, _sentence_end(linked)
+
+
+def _merge_facts(
+    claim: str,
+    entities: Sequence[tuple[str, str]],
+    nearby: Sequence[tuple[str, str]],
+    pool: dict[str, list[str]],
+    rng: random.Random,
+    types: frozenset[str],
+) -> str | None:
+    """A name (or date, or number) of ``types`` in the claim replaced by another of its
+    type from another sentence of the paragraph (``nearby``), else of the article: two
+    facts of the document merged into one wrong one."""
+    present = [(t, lab) for t, lab in entities if lab in types and t in claim]
+    rng.shuffle(present)
+    for text, label in present:
+        for source in ([o for o, lab in nearby if lab == label], pool.get(label, [])):
+            others = [o for o in source if o not in claim and text not in o and o not in text]
+            if others:
+                return claim.replace(text, rng.choice(others), 1)
+    return None
+
+
+def _invent_detail(
+    claim: str, entities: Sequence[tuple[str, str]], premise: str, pool: dict[str, list[str]],
+    rng: random.Random,
+) -> str | None:  # fmt: skip
+    """The claim with a specific date or place added that the article has but the window
+    does not ("... in 1994", "... in Ontario"): a detail made up in a fluent sentence."""
+    kinds = ["DATE", "GPE"]
+    rng.shuffle(kinds)
+    for label in kinds:
+        if any(lab == label for _, lab in entities):
+            continue
+        candidates = [
+            o
+            for o in pool.get(label, [])
+            if o not in premise and _words(o) <= 4 and (label != "DATE" or _DIGITS.search(o))
+        ]
+        if candidates:
+            value = rng.choice(candidates)
+            on = label == "DATE" and re.search(r"[A-Z][a-z]+ \d{1,2}\b|\b\d{1,2} [A-Z]", value)
+            return _sentence_end(f"{_strip_end(claim)} {'on' if on else 'in'} {value}")
+    return None
+
+
+def llm_style_pair(
+    sentence: _Sentence,
+    neighbour: tuple[_Sentence, _Sentence] | None,
+    premise: str,
+    nearby: Sequence[tuple[str, str]],
+    pool: dict[str, list[str]],
+    rng: random.Random,
+) -> tuple[str, str, int, str] | None:
+    """A minimal pair for the claim ``sentence``: (entailed hypothesis, not entailed
+    hypothesis, the latter's label index, its rule's name). ``neighbour`` is the claim and
+    the sentence beside it in the window, in order; ``nearby`` the names of the
+    paragraph's other sentences."""
+    rules = ["merged", "merged", "merged_number", "causal", "causal", "hedge", "hedge",
+             "hedge", "detail", "detail"]  # fmt: skip
+    rng.shuffle(rules)
+    neutral, contradiction = LABELS.index("neutral"), LABELS.index("contradiction")
+    claim = sentence.text
+    for rule in rules:
+        made: str | None = None
+        entailed_text, label = claim, neutral
+        if rule == "merged":
+            made = _merge_facts(claim, sentence.entities, nearby, pool, rng, NAME_TYPES)
+            label = contradiction
+        elif rule == "merged_number":
+            made = _merge_facts(claim, sentence.entities, nearby, pool, rng, NUMBER_TYPES)
+            label = contradiction
+        elif rule == "causal" and neighbour is not None:
+            linked = _causal_link(neighbour[0], neighbour[1], rng)
+            if linked is not None:
+                entailed_text, made = linked
+        elif rule == "hedge":
+            made = _overstate(claim, rng)
+        elif rule == "detail":
+            made = _invent_detail(claim, sentence.entities, premise, pool, rng)
+        if made and made != entailed_text:
+            return entailed_text, made, label, rule
+    return None
+
+
 def synthetic_pairs(
-    articles: Iterable[Sequence[str]], nlp, rng: random.Random, per_paragraph: int = 3
+    articles: Iterable[Sequence[str]],
+    nlp,
+    rng: random.Random,
+    per_paragraph: int = 3,
+    llm_errors: bool = False,
 ) -> list[Pair]:
     """Entailed and not-entailed pairs from articles (each a list of paragraphs): up to
-    ``per_paragraph`` claims a paragraph, each giving one pair of either side."""
+    ``per_paragraph`` claims a paragraph, each giving one pair of either side; with
+    ``llm_errors``, also the claim's `llm_style_pair` (its entailed side of kind
+    "llm_<rule>_source"). Without it the pairs (and the draws from ``rng``) are exactly
+    those made before the option existed."""
     pairs: list[Pair] = []
     earlier: dict[str, list[str]] = {}  # the names of the articles before, by type
     for paragraphs in articles:
@@ -382,4 +565,16 @@ def synthetic_pairs(
                     continue
                 pairs.append(Pair(premise, hypothesis, LABELS.index("entailment"), rule))
                 pairs.append(Pair(premise, negative[0], negative[1], negative[2]))
+                if not llm_errors:
+                    continue
+                if following is not None:
+                    neighbour: tuple[_Sentence, _Sentence] | None = (para[i], following)
+                else:
+                    neighbour = (para[i - 1], para[i]) if start < i else None
+                nearby = [e for j, s in enumerate(para) if j != i for e in s.entities]
+                extra = llm_style_pair(para[i], neighbour, premise, nearby, pool, rng)
+                if extra is not None:
+                    source = f"llm_{extra[3]}_source"
+                    pairs.append(Pair(premise, extra[0], LABELS.index("entailment"), source))
+                    pairs.append(Pair(premise, extra[1], extra[2], extra[3]))
     return pairs

