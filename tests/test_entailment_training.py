@@ -1,0 +1,166 @@
+"""The entailment model's training tools: the LLM-style error pairs
+(`scripts/entailment_pairs.py`), the soup of several trainings
+(`scripts/soup_entailment.py`) and the GPU training bundle (`benchmarks/gpu_bundle.py`).
+Expected values are worked out by hand in each test."""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_file
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "benchmarks")]
+
+from entailment_pairs import (  # noqa: E402
+    NAME_TYPES,
+    NUMBER_TYPES,
+    Pair,
+    _causal_link,
+    _invent_detail,
+    _merge_facts,
+    _overstate,
+    _Sentence,
+    is_llm_style,
+)
+from soup_entailment import fit_temperature, mean_weights, unseen_pairs  # noqa: E402
+
+import gpu_bundle  # noqa: E402
+
+
+def sentence(text: str, entities: list[tuple[str, str]] | None = None) -> _Sentence:
+    return _Sentence(text, entities or [], None, 0)
+
+
+@pytest.mark.parametrize(
+    ("claim", "overstated"),
+    [
+        ("The storm may reach the coast.", "The storm will reach the coast."),
+        ("The fire killed about 40 people.", "The fire killed exactly 40 people."),
+        ("The study suggests a link.", "The study proves a link."),
+        ("He wrote some of the songs.", "He wrote all of the songs."),
+        ("It was believed to be the oldest bridge.", "It was the oldest bridge."),
+        ("The band probably split in 1970.", "The band split in 1970."),
+        ("The bridge opened in 1901.", None),
+    ],
+)
+def test_an_overstated_hedge(claim: str, overstated: str | None) -> None:
+    assert _overstate(claim, random.Random(0)) == overstated
+
+
+def test_a_causal_link_the_text_does_not_state() -> None:
+    first = sentence("The river flooded the valley.")
+    second = sentence("The harvest failed.")
+    made = {_causal_link(first, second, random.Random(seed)) for seed in range(20)}
+    fused = "The river flooded the valley, and the harvest failed."
+    assert made == {
+        (fused, "The river flooded the valley because the harvest failed."),
+        (fused, "The river flooded the valley, so the harvest failed."),
+        (fused, "The harvest failed because the river flooded the valley."),
+    }
+    stated = sentence("The harvest failed because of the flood.")
+    assert _causal_link(first, stated, random.Random(0)) is None
+
+
+def test_a_name_keeps_its_capital_in_a_causal_link() -> None:
+    first = sentence("Tickets sold out in a day.")
+    second = sentence("Paris hosted the games.", [("Paris", "GPE")])
+    made = {_causal_link(first, second, random.Random(seed))[1] for seed in range(20)}
+    assert "Tickets sold out in a day because Paris hosted the games." in made
+    assert "Paris hosted the games because tickets sold out in a day." in made
+
+
+def test_facts_merged_from_elsewhere_in_the_paragraph() -> None:
+    claim = "Smith won the race in 1990."
+    entities = [("Smith", "PERSON"), ("1990", "DATE")]
+    nearby = [("Jones", "PERSON"), ("1992", "DATE")]
+    rng = random.Random(0)
+    merged_name = _merge_facts(claim, entities, nearby, {}, rng, NAME_TYPES)
+    assert merged_name == "Jones won the race in 1990."
+    merged_date = _merge_facts(claim, entities, nearby, {}, rng, NUMBER_TYPES)
+    assert merged_date == "Smith won the race in 1992."
+    # nothing of the type nearby: the article's names serve
+    pool = {"PERSON": ["Smith", "Brown"]}
+    assert _merge_facts(claim, entities, [], pool, rng, NAME_TYPES) == "Brown won the race in 1990."
+    assert _merge_facts(claim, entities, [], {}, rng, NAME_TYPES) is None
+
+
+def test_an_invented_date_or_place() -> None:
+    rng = random.Random(0)
+    pool = {"DATE": ["last year", "1901"], "GPE": []}
+    claim = "The bridge opened."
+    assert _invent_detail(claim, [], claim, pool, rng) == "The bridge opened in 1901."
+    pool = {"DATE": ["March 3, 1901"]}
+    assert _invent_detail(claim, [], claim, pool, rng) == "The bridge opened on March 3, 1901."
+    # a date the window already has is no invention; a claim with a date gets none
+    assert _invent_detail(claim, [], "It opened on March 3, 1901.", pool, rng) is None
+    assert _invent_detail("It opened in 1899.", [("1899", "DATE")], "", pool, rng) is None
+
+
+def test_the_pairs_no_member_of_a_soup_trained_on() -> None:
+    # 60 pairs, 20 of them LLM-style (indices 20-39): a plain training holds back the
+    # first 3 (60 // 20); one with --no-llm-errors holds back the first 2 of its 40
+    kinds = ["snli"] * 20 + ["hedge", "llm_hedge_source"] * 10 + ["snli"] * 20
+    pairs = [Pair(f"p{i}", f"h{i}", 0, kind) for i, kind in enumerate(kinds)]
+    assert [p.premise for p in unseen_pairs(pairs)] == ["p0", "p1"]
+    assert is_llm_style("merged_number") and is_llm_style("llm_causal_source")
+    assert not is_llm_style("entity") and not is_llm_style("fevernli")
+    # when the LLM-style pairs come first, the plain training's first 3 are unseen by both
+    pairs = pairs[20:40] + pairs[:20] + pairs[40:]
+    assert [p.premise for p in unseen_pairs(pairs)] == ["p20", "p21", "p22"]
+
+
+def test_the_temperature_that_minimises_the_loss() -> None:
+    # two rows of logits (a, 0, 0), labelled 0 and 1: the mean loss is
+    # -log(x / (x + 2)) - log(1 / (x + 2)) over 2 with x = exp(a / T), least at x = 2,
+    # so T = a / log 2; at that T the loss is (log 2 + log 4) / 2
+    a = 1.5 * math.log(2)
+    logits = torch.tensor([[a, 0.0, 0.0], [a, 0.0, 0.0]])
+    temperature, before, after = fit_temperature(logits, torch.tensor([0, 1]))
+    assert temperature == pytest.approx(1.5, rel=0.005)
+    x = math.exp(a)
+    assert before == pytest.approx((-math.log(x / (x + 2)) + math.log(x + 2)) / 2, rel=1e-6)
+    assert after == pytest.approx((math.log(2) + math.log(4)) / 2, rel=1e-4)
+
+
+def test_the_soup_is_the_mean_of_its_members(tmp_path: Path) -> None:
+    first, second, odd = tmp_path / "1.safetensors", tmp_path / "2.safetensors", tmp_path / "3"
+    save_file({"a": torch.tensor([1.0, 2.0]), "b": torch.tensor([[0.0, 4.0]])}, str(first))
+    save_file({"a": torch.tensor([3.0, 4.0]), "b": torch.tensor([[2.0, 0.0]])}, str(second))
+    save_file({"a": torch.tensor([3.0, 4.0])}, str(odd))
+    soup = mean_weights([first, second])
+    assert soup["a"].tolist() == [2.0, 3.0] and soup["b"].tolist() == [[1.0, 2.0]]
+    with pytest.raises(SystemExit, match="differ"):
+        mean_weights([first, odd])
+
+
+def test_a_training_bundle_round_trip(tmp_path: Path) -> None:
+    from safetensors.numpy import load_file
+    from safetensors.numpy import save_file as save_numpy
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    embeddings = np.array([[0.5, -1.27], [0.0, 0.0], [2.54, 1.0]], dtype=np.float32)
+    layer = np.array([[0.1, 0.2], [0.3, 1 / 3]], dtype=np.float32)
+    weights = {gpu_bundle.WORD_EMBEDDINGS: embeddings, "encoder.layer": layer}
+    save_numpy(weights, str(model / "model.safetensors"))
+    gpu_bundle.pack(model, tmp_path / "bundle" / "minilm", training=True)
+    gpu_bundle.unpack(tmp_path / "bundle", tmp_path / "out")
+    back = load_file(str(tmp_path / "out" / "model.safetensors"))
+    # every row of the embeddings kept, in int8 steps of (row's largest |value|) / 127
+    steps = np.abs(embeddings).max(axis=1, keepdims=True) / 127
+    assert np.all(np.abs(back[gpu_bundle.WORD_EMBEDDINGS] - embeddings) <= steps / 2 + 1e-7)
+    # every other weight in float16, not int8
+    halved = layer.astype(np.float16).astype(np.float32)
+    np.testing.assert_array_equal(back["encoder.layer"], halved)
+    assert (tmp_path / "out" / "config.json").read_text() == "{}"
+    stand_in: dict[str, object] = {}
+    exec(gpu_bundle.TRAINING_STAND_IN.format(frozen="bert.x", max_length=128), stand_in)
+    assert stand_in["FROZEN_KEY"] == "bert.x" and stand_in["MAX_LENGTH"] == 128
