@@ -53,3 +53,13 @@ def head_revision() -> str:
     head = ScriptDirectory.from_config(cfg).get_current_head()
     assert head is not None
     return head
+
+
+def stored_revisions(url: str) -> list[str]:
+    """The schema revisions the store at ``url`` records as applied (its
+    ``alembic_version`` rows): one, the newest, after an upgrade."""
+    engine = create_engine(db.normalise_url(url))
+    with engine.connect() as connection:
+        rows = connection.exec_driver_sql("SELECT version_num FROM alembic_version").fetchall()
+    engine.dispose()
+    return [row[0] for row in rows]

@@ -21,7 +21,7 @@ from assay.store import db
 from assay.store.db import Store
 from assay.store.labels import FileLabels, StoredLabel, write_file_labels
 from pg_databases import fresh_postgres
-from store_revisions import head_revision, store_at_revision
+from store_revisions import head_revision, store_at_revision, stored_revisions
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -273,10 +273,8 @@ def test_revision_0010_upgrades_an_existing_postgresql_store():
         assert store.run_sample_keys("old") == {0: sample_key(old)}
         store.add_label(sample_key=sample_key(old), value=0.0, raw="no", annotator="ana")
         assert [s.label for s in store.run_samples("old")] == [0.0]
-        with store.engine.connect() as connection:
-            version = connection.exec_driver_sql("SELECT version_num FROM alembic_version")
-            assert version.fetchall() == [(head_revision(),)]
         store.close()
+        assert stored_revisions(url) == [head_revision()]
 
 
 def test_revision_0010_upgrades_an_existing_store(tmp_path):
@@ -290,8 +288,7 @@ def test_revision_0010_upgrades_an_existing_store(tmp_path):
     assert [s.label for s in store.run_samples("old")] == [1.0]
     assert [lab.annotator for lab in store.labels_for_run("old")] == ["ana"]
     store.close()
+    assert stored_revisions(f"sqlite:///{path}") == [head_revision()]
     conn = sqlite3.connect(path)
-    versions = conn.execute("SELECT version_num FROM alembic_version").fetchall()
-    assert versions == [(head_revision(),)]
     assert conn.execute("SELECT sample_key FROM test_results").fetchall() == [(None,)]
     conn.close()

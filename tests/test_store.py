@@ -14,7 +14,7 @@ from assay.core.sample import Sample
 from assay.store.db import Store
 from assay.store.models import utcnow
 from pg_databases import fresh_postgres
-from store_revisions import head_revision, store_at_revision
+from store_revisions import head_revision, store_at_revision, stored_revisions
 
 
 def _postgres_store():
@@ -549,7 +549,4 @@ def test_revision_0009_adds_the_contexts_column_to_an_existing_store(tmp_path):
     store.record("new", 0, Sample(response="r", contexts=["c1"]), {}, status="passed")
     assert store.sample_detail("new", 0)["contexts"] == ["c1"]
     store.close()
-    conn = sqlite3.connect(path)
-    versions = conn.execute("SELECT version_num FROM alembic_version").fetchall()
-    assert versions == [(head_revision(),)]
-    conn.close()
+    assert stored_revisions(f"sqlite:///{path}") == [head_revision()]

@@ -13,7 +13,13 @@ from assay.cli import app
 from assay.store import db
 from assay.store.db import Store
 from pg_databases import fresh_postgres
-from store_revisions import head_revision, migrate, store_at_revision, url_at_revision
+from store_revisions import (
+    head_revision,
+    migrate,
+    store_at_revision,
+    stored_revisions,
+    url_at_revision,
+)
 
 #: ids over the old VARCHAR(256) and VARCHAR(512) columns, and a short one
 IDS = ["s-" + "x" * 298, "long/" + "é" * 4_995, "s3"]
@@ -64,9 +70,8 @@ def test_a_postgresql_store_at_0010_upgrades_and_keeps_ids_of_any_length(tmp_pat
             old = connection.exec_driver_sql(
                 "SELECT sample_id FROM test_results WHERE run_id = 'old'"
             ).fetchall()
-            version = connection.exec_driver_sql("SELECT version_num FROM alembic_version")
-            assert version.fetchall() == [(head_revision(),)]
         store.close()
+        assert stored_revisions(url) == [head_revision()]
     assert [tuple(t) for t in types] == [
         ("labels", "sample_id", "text"),
         ("test_results", "sample_id", "text"),
@@ -101,7 +106,6 @@ def test_a_sqlite_store_from_0010_keeps_long_ids_and_its_label_index(tmp_path, m
         indexes = connection.exec_driver_sql(
             "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'labels'"
         ).fetchall()
-        version = connection.exec_driver_sql("SELECT version_num FROM alembic_version")
-        assert version.fetchall() == [(head_revision(),)]
     engine.dispose()
+    assert stored_revisions(url) == [head_revision()]
     assert ("uq_labels_file_verdict",) in indexes

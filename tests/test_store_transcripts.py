@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ from assay.core.sample import Sample
 from assay.store.db import Store
 from assay.store.transcript import MAX_STORED_CHARS, MAX_STORED_ITEMS
 from pg_databases import fresh_postgres
-from store_revisions import head_revision, store_at_revision
+from store_revisions import head_revision, store_at_revision, stored_revisions
 
 SECRET = "sk-test-secret-0123456789"
 
@@ -137,10 +136,7 @@ def test_revision_0006_adds_the_columns_to_an_existing_store(tmp_path: Path) -> 
     store.record("new", 0, Sample(turns=[{"role": "user", "content": "hi"}]), {}, status="passed")
     assert store.sample_detail("new", 0)["turns"] == [{"role": "user", "content": "hi"}]
     store.close()
-    conn = sqlite3.connect(path)
-    versions = conn.execute("SELECT version_num FROM alembic_version").fetchall()
-    assert versions == [(head_revision(),)]
-    conn.close()
+    assert stored_revisions(f"sqlite:///{path}") == [head_revision()]
 
 
 def test_the_recorder_stores_the_turns_of_what_the_runner_scored(store):
