@@ -357,33 +357,18 @@ def is_llm_style(kind: str) -> bool:
 
 #: hedged wording and what an LLM overstates it as, tried in a random order (the first
 #: that matches is rewritten); the result is neutral: the text does not say so much
+_HEDGE_ADVERBS = "probably|possibly|perhaps|reportedly|allegedly|apparently|presumably|supposedly"
+_APPROXIMATE = "about|approximately|around|nearly|almost|roughly|over|more than|less than|up to"
+_REPORTED = "believed|thought|said|considered|reported|estimated|alleged|claimed"
 _OVERSTATED = (
     (re.compile(r"\b(may|might|could)\b(?!\s+(?:have|not)\b)"), "will"),
     (re.compile(r"\b(is|are|was|were) likely to\b"), "will"),
-    (
-        re.compile(
-            r"\b(probably|possibly|perhaps|reportedly|allegedly|apparently|presumably|"
-            r"supposedly) "
-        ),
-        "",
-    ),
+    (re.compile(rf"\b({_HEDGE_ADVERBS}) "), ""),
     (re.compile(r"\b(some|several|many|most)\b(?= of\b| [a-z]+s\b)"), "all"),
     (re.compile(r"\b(often|sometimes|usually|frequently|generally|typically)\b"), "always"),
-    (
-        re.compile(
-            r"\b(about|approximately|around|nearly|almost|roughly|over|more than|less than|"
-            r"up to|at least|some) (?=\$?\d)"
-        ),
-        "exactly ",
-    ),
+    (re.compile(rf"\b({_APPROXIMATE}|at least|some) (?=\$?\d)"), "exactly "),
     (re.compile(r"\bsuggest(s|ed)?\b|\bindicate(s|d)?\b"), "prove"),
-    (
-        re.compile(
-            r"\b(is|are|was|were) (?:believed|thought|said|considered|reported|estimated|"
-            r"alleged|claimed) to be\b"
-        ),
-        r"\1",
-    ),
+    (re.compile(rf"\b(is|are|was|were) (?:{_REPORTED}) to be\b"), r"\1"),
 )
 #: words that already state a cause: a claim built from such a sentence is left alone
 _CAUSAL = re.compile(
