@@ -1,0 +1,78 @@
+"""spaCy's layers multiplying their matrices through numpy's BLAS: the same parses, faster.
+
+thinc, the layer library under spaCy, multiplies matrices with blis on one thread
+(``NumpyOps.gemm``). In ``en_core_web_sm`` those products are most of a parse: the shared
+``tok2vec`` (four maxout layers over every token) and the parser's precomputed first
+layer. numpy's ``matmul`` calls the BLAS numpy was built with (OpenBLAS in the wheels),
+which uses every core the process may use (``OPENBLAS_NUM_THREADS`` or
+``OMP_NUM_THREADS`` bound it) and faster kernels. On 600 retrieved passages of 150 words
+on 2 cores (an AMD EPYC) the parse took 3.8 s against 9.0 s
+(``benchmarks/parse_speed.py``).
+
+`use_blas_gemm` gives every layer of a loaded pipeline `BlasGemmOps`: thinc's numpy
+backend with only ``gemm`` replaced. The parser's transition loop keeps thinc's own
+single-threaded routine (it multiplies one small batch of states at a time, without
+the GIL). The products differ from blis's in the order of their sums only, by about
+1e-6 on the token vectors. On the dev texts of ``benchmarks/parse_speed.py`` every
+annotation (tags, lemmas, dependencies, sentence bounds, entities) was the same, and
+``tests/test_pipeline_gemm.py`` holds that on a sample of them.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy
+
+__all__ = ["blas_gemm_ops", "use_blas_gemm"]
+
+
+def blas_gemm_ops() -> Any:
+    """A `BlasGemmOps` (thinc's ``NumpyOps`` whose ``gemm`` is numpy's ``matmul``); the
+    class is made on first use, so that importing this module does not import thinc."""
+    return _ops_class()()
+
+
+@functools.cache
+def _ops_class() -> type:
+    from thinc.api import NumpyOps
+
+    class BlasGemmOps(NumpyOps):
+        """thinc's numpy backend, its matrix products through numpy's ``matmul``."""
+
+        def gemm(
+            self,
+            x: numpy.ndarray,
+            y: numpy.ndarray,
+            out: numpy.ndarray | None = None,
+            trans1: bool = False,
+            trans2: bool = False,
+        ) -> numpy.ndarray:
+            a = x.T if trans1 else x
+            b = y.T if trans2 else y
+            if out is None:
+                return numpy.matmul(a, b)
+            numpy.matmul(a, b, out=out)
+            return out
+
+    return BlasGemmOps
+
+
+def use_blas_gemm(nlp: Any) -> int:
+    """Give every layer of each component of pipeline ``nlp`` that runs on thinc's numpy
+    backend one `BlasGemmOps` (components on another backend, a GPU's, keep theirs);
+    returns the number of layers given it."""
+    from thinc.api import Model, NumpyOps
+
+    ops = blas_gemm_ops()
+    given = 0
+    for _, component in nlp.pipeline:
+        model = getattr(component, "model", None)
+        if not isinstance(model, Model):
+            continue
+        for layer in model.walk():
+            if type(layer.ops) is NumpyOps:
+                layer.ops = ops
+                given += 1
+    return given
