@@ -21,14 +21,14 @@ Measured 2026-11-28 on 2 vCPUs (AMD EPYC, numpy with OpenBLAS 0.3.31), median of
 | data set | texts | parse, blis s | parse, BLAS s | ratio | entities, blis s | BLAS s \
 | docs differing | max tensor diff |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- |
-| QAGS CNN/DM | 949 | 5.53 | 3.24 | 0.59 | 6.47 | 4.54 | 0 | 2.9e-06 |
-| BEGIN dev | 754 | 1.00 | 0.57 | 0.57 | 1.22 | 0.86 | 0 | 2.4e-06 |
-| STS-B dev | 2,910 | 2.69 | 1.41 | 0.52 | 2.94 | 2.06 | 0 | 1.9e-06 |
-| TruthfulQA 1-400 | 373 | 0.29 | 0.15 | 0.54 | 0.33 | 0.23 | 0 | 2.6e-06 |
-| RAG speed set | 98 | 0.10 | 0.06 | 0.55 | 0.12 | 0.08 | 0 | 2.3e-06 |
-| throughput.py rag, 200 | 800 | 7.09 | 3.93 | 0.55 | 8.59 | 6.02 | 0 | 2.9e-06 |
+| QAGS CNN/DM | 949 | 5.46 | 3.29 | 0.60 | 6.41 | 4.53 | 0 | 2.9e-06 |
+| BEGIN dev | 754 | 1.04 | 0.57 | 0.55 | 1.25 | 0.86 | 0 | 2.4e-06 |
+| STS-B dev | 2,910 | 2.62 | 1.33 | 0.51 | 2.86 | 1.93 | 0 | 1.9e-06 |
+| TruthfulQA 1-400 | 373 | 0.26 | 0.14 | 0.55 | 0.32 | 0.22 | 0 | 2.6e-06 |
+| RAG speed set | 98 | 0.10 | 0.06 | 0.55 | 0.11 | 0.08 | 0 | 2.3e-06 |
+| throughput.py rag, 200 | 800 | 7.25 | 3.96 | 0.55 | 8.67 | 6.01 | 0 | 2.9e-06 |
 
-So the parse takes 0.52-0.59 of its time and the entity recogniser (which has its own
+So the parse takes 0.51-0.60 of its time and the entity recogniser (which has its own
 ``tok2vec`` and many more classes to choose from at each step) 0.70, and not one of the
 5,884 docs differs in any annotation. (Assay recognises entities only in the texts whose
 entities it reads, the answers, not in retrieved passages: `assay.text.parses`.)

@@ -28,7 +28,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from assay.engine.resources import Resources
+    from assay.engine.work import KindWork
 
 CONFIGS = {
     "lexical": {"suites": ["lexical"]},
@@ -185,6 +188,7 @@ def run_one(name: str, n: int = 1000) -> dict:
         make = samplers.get(spec.get("samples", ""), make_samples)
         evaluate(make(WARM_UP, seed=1), metrics=metrics, resources=res)
         samples = make(n, seed=2)
+        warmed = res.model_work.totals()
         start = time.perf_counter()
         run = evaluate(samples, metrics=metrics, resources=res)
         seconds = time.perf_counter() - start
@@ -196,22 +200,23 @@ def run_one(name: str, n: int = 1000) -> dict:
         "seconds": round(seconds, 2),
         "samples_per_s": round(len(samples) / seconds, 1),
         "peak_rss_mb": round(rss_mb),
-        "model_work": _model_work(res),
+        "model_work": _model_work(res, warmed),
         "slowest": sorted(run.seconds_by_metric.items(), key=lambda kv: -kv[1])[:3],
     }
 
 
-def _model_work(res: Resources) -> str:
-    """What reached the models in the whole run (warm-up included) and the seconds each
-    kind took (`assay.engine.work`, the line ``assay evaluate`` prints): texts parsed,
-    texts embedded, BERTScore pairs and entailment pairs scored (distinct (window,
-    sentence) pairs; the windows skipped are those outside each sentence's top
-    ``WINDOWS_PER_SENTENCE``), the entailment model's name and precision with it."""
+def _model_work(res: Resources, warmed: Mapping[str, KindWork]) -> str:
+    """What reached the models in the timed run (the work `since` ``warmed``, the totals
+    after the warm-up, which loads the models) and the seconds each kind took
+    (`assay.engine.work`, the line ``assay evaluate`` prints): texts parsed, texts embedded,
+    BERTScore pairs and entailment pairs scored (distinct (window, sentence) pairs; the
+    windows skipped are those outside each sentence's top ``WINDOWS_PER_SENTENCE``), the
+    entailment model's name and precision with it."""
     from assay.engine.work import work_line
 
     loaded = vars(res)
     named = [loaded["entailment"].name] if "entailment" in loaded else []
-    return "; ".join([work_line(res.model_work.totals()), *named])
+    return "; ".join([work_line(res.model_work.since(warmed)), *named])
 
 
 def main(argv: list[str]) -> None:

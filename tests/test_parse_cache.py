@@ -127,7 +127,7 @@ def test_parses_batched_by_characters_equal_one_pass(resources: Resources) -> No
     """Texts over PARSE_BATCH_CHARS go to the pipeline one by one (memory); each parse is
     the same as in one batch of all."""
     sentence = "The council met on Monday and approved the plan. "  # 49 characters
-    texts = [f"Report {i}. " + sentence * 2100 for i in range(2)]  # over 100,000 each
+    texts = [f"Report {i}. " + sentence * 600 for i in range(2)]  # over 25,000 each
     texts.append("A short one.")
     assert [len(b) for b in text_batches(texts, size=64)] == [1, 1, 1]
     batched = parse_texts(resources.nlp, texts, defer_entities=True)
