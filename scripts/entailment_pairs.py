@@ -20,15 +20,8 @@ Two kinds:
   clause from elsewhere added (neutral). LLM answers paraphrase, compress and fuse their
   sources, and invent details in fluent sentences; these pairs teach exactly that
   difference, which SNLI's one-line image captions do not show.
-- **LLM-style errors** (`llm_style_pair`, opt-in: ``llm_errors=True``, ``--llm-errors``
-  of the training script): one more minimal pair a claim, an entailed hypothesis beside
-  one that differs from it only by an error of the kind LLM summaries and answers make:
-  facts merged from two places (a name swapped for another of its type from elsewhere in
-  the same paragraph, so the premise mentions both), a date or number swapped for another
-  of the article's, a causal link the text does not state ("A, and b" against "A because
-  b"), an overstated hedge ("may" to "will", "about 40" to "exactly 40", "some" to
-  "all"), and an invented specific detail (a date or place of the article's, not the
-  window's, added to the claim).
+- **More pairs a claim** (``extra``, a `ClaimPairs`): the LLM-style error pairs of
+  `llm_error_pairs` (opt-in, ``--llm-errors`` of the training script).
 
 Everything is drawn from a `random.Random` seeded by the caller, so the pairs are the
 same on every run.
@@ -40,7 +33,7 @@ import gzip
 import json
 import random
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,7 +59,7 @@ _AUXILIARIES = ("is", "are", "was", "were", "has", "have", "had", "will", "can",
 _OPENING = re.compile(
     r"^(In|On|At|By|During|After|Before|Since|From|Until|Through|Following|Under|For)\b[^,]{2,60},\s+"
 )
-_DIGITS = re.compile(r"\d+(?:[.,]\d+)?")
+DIGITS = re.compile(r"\d+(?:[.,]\d+)?")
 
 
 @dataclass(frozen=True)
@@ -109,15 +102,15 @@ def nli_pairs(directory: Path = NLI_DIR, more: bool = False) -> list[Pair]:
 
 
 @dataclass
-class _Sentence:
+class Sentence:
     text: str
     entities: list[tuple[str, str]]  # (text, spaCy label) in order
     lemma_verb: tuple[str, str] | None  # (the past-tense root verb, its lemma)
     root: int  # the character offset of the root verb in ``text``
 
 
-def _sentences(doc) -> list[_Sentence]:
-    out: list[_Sentence] = []
+def _sentences(doc) -> list[Sentence]:
+    out: list[Sentence] = []
     for sent in doc.sents:
         text = sent.text.strip()
         if not text:
@@ -126,29 +119,29 @@ def _sentences(doc) -> list[_Sentence]:
         root = sent.root
         verb = (root.text, root.lemma_) if root.tag_ == "VBD" else None
         offset = root.idx - sent.start_char - (len(sent.text) - len(sent.text.lstrip()))
-        out.append(_Sentence(text, entities, verb, offset))
+        out.append(Sentence(text, entities, verb, offset))
     return out
 
 
-def _words(text: str) -> int:
+def word_count(text: str) -> int:
     return len(text.split())
 
 
-def _sentence_end(text: str) -> str:
+def sentence_end(text: str) -> str:
     text = text.rstrip()
     return text if text.endswith((".", "!", "?")) else text + "."
 
 
-def _strip_end(text: str) -> str:
+def strip_end(text: str) -> str:
     return text.rstrip().rstrip(".!?").rstrip()
 
 
-def _delete_clause(sentence: _Sentence, rng: random.Random) -> str | None:
+def _delete_clause(sentence: Sentence, rng: random.Random) -> str | None:
     """The sentence without one of its comma-delimited segments, never the one that holds
     its root verb (so the rest is still a sentence, not a fragment)."""
     text = sentence.text
     parts, starts, at = [], [], 0
-    for part in re.split(r"(,\s+)", _strip_end(text)):
+    for part in re.split(r"(,\s+)", strip_end(text)):
         if part.startswith(",") and not part.strip(", "):
             at += len(part)
             continue
@@ -162,9 +155,9 @@ def _delete_clause(sentence: _Sentence, rng: random.Random) -> str | None:
     drop = rng.choice(droppable)
     kept = parts[:drop] + parts[drop + 1 :]
     shorter = ", ".join(kept)
-    if _words(shorter) < 5 or shorter == _strip_end(text):
+    if word_count(shorter) < 5 or shorter == strip_end(text):
         return None
-    return _sentence_end(shorter[0].upper() + shorter[1:])
+    return sentence_end(shorter[0].upper() + shorter[1:])
 
 
 def _move_opening(text: str) -> str | None:
@@ -174,22 +167,22 @@ def _move_opening(text: str) -> str | None:
         return None
     opening = match.group(0).rstrip().rstrip(",")
     rest = text[match.end() :]
-    if _words(rest) < 4:
+    if word_count(rest) < 4:
         return None
     opening = opening[0].lower() + opening[1:]
-    return _sentence_end(f"{rest[0].upper()}{rest[1:].rstrip().rstrip('.')} {opening}")
+    return sentence_end(f"{rest[0].upper()}{rest[1:].rstrip().rstrip('.')} {opening}")
 
 
-def _fuse(first: str, second: str) -> str | None:
+def fuse(first: str, second: str) -> str | None:
     """Two sentences as one: "A. B." -> "A, and b." """
     head = second.split(" ", 1)[0]
-    if _words(first) + _words(second) > 45 or not head[:1].isalpha() or len(head) < 2:
+    if word_count(first) + word_count(second) > 45 or not head[:1].isalpha() or len(head) < 2:
         return None
     lowered = second if head.isupper() else second[0].lower() + second[1:]
-    return _sentence_end(f"{_strip_end(first)}, and {lowered}")
+    return sentence_end(f"{strip_end(first)}, and {lowered}")
 
 
-def _shorten_name(sentence: _Sentence) -> str | None:
+def _shorten_name(sentence: Sentence) -> str | None:
     """A full person's name cut to the surname ("Marie Curie" -> "Curie")."""
     for text, label in sentence.entities:
         words = text.split()
@@ -199,7 +192,7 @@ def _shorten_name(sentence: _Sentence) -> str | None:
 
 
 def entailed(
-    sentence: _Sentence, following: _Sentence | None, rng: random.Random
+    sentence: Sentence, following: Sentence | None, rng: random.Random
 ) -> tuple[str, str] | None:
     """A hypothesis the claim's window entails, and its rule's name."""
     rules = ["copy", "delete", "delete", "delete", "move", "fuse", "fuse", "shorten"]
@@ -212,7 +205,7 @@ def entailed(
         elif rule == "move":
             made = _move_opening(sentence.text)
         elif rule == "fuse":
-            made = _fuse(sentence.text, following.text) if following is not None else None
+            made = fuse(sentence.text, following.text) if following is not None else None
         else:
             made = _shorten_name(sentence)
         if made:
@@ -246,12 +239,12 @@ def _swap_entity(
 def _change_number(
     hypothesis: str, entities: Sequence[tuple[str, str]], rng: random.Random
 ) -> str | None:
-    numbers = [t for t, lab in entities if lab in NUMBER_TYPES and _DIGITS.search(t)]
+    numbers = [t for t, lab in entities if lab in NUMBER_TYPES and DIGITS.search(t)]
     numbers = [t for t in numbers if t in hypothesis]
     if not numbers:
         return None
     text = rng.choice(numbers)
-    match = _DIGITS.search(text)
+    match = DIGITS.search(text)
     assert match is not None
     digits = match.group(0).replace(",", "")
     try:
@@ -304,17 +297,17 @@ def _swap_roles(hypothesis: str, entities: Sequence[tuple[str, str]]) -> str | N
 
 def _add_clause(hypothesis: str, elsewhere: str) -> str | None:
     """The claim with a clause of another sentence added: it says more than the window."""
-    parts = [p for p in re.split(r",\s+|;\s+", _strip_end(elsewhere)) if _words(p) >= 4]
+    parts = [p for p in re.split(r",\s+|;\s+", strip_end(elsewhere)) if word_count(p) >= 4]
     if not parts:
         return None
     clause = parts[-1]
     clause = clause if clause.split(" ", 1)[0].isupper() else clause[0].lower() + clause[1:]
-    return _sentence_end(f"{_strip_end(hypothesis)}, and {clause}")
+    return sentence_end(f"{strip_end(hypothesis)}, and {clause}")
 
 
 def not_entailed(
     hypothesis: str,
-    sentence: _Sentence,
+    sentence: Sentence,
     premise: str,
     elsewhere: Sequence[str],
     pool: dict[str, list[str]],
@@ -346,165 +339,22 @@ def not_entailed(
     return None
 
 
-#: the rules of `llm_style_pair`: a pair's kind is one of them, or "llm_<rule>_source"
-LLM_ERROR_RULES = ("merged", "merged_number", "causal", "hedge", "detail")
+@dataclass(frozen=True)
+class Claim:
+    """A claim sentence taken for pairs: ``paragraph[index]``, its premise (the sentences
+    ``start`` to ``end`` of the paragraph, joined) and the names of its article (and, under
+    "*<label>", of the articles before it), by spaCy label."""
+
+    paragraph: list[Sentence]
+    index: int
+    start: int
+    end: int
+    premise: str
+    pool: dict[str, list[str]]
 
 
-def is_llm_style(kind: str) -> bool:
-    """Whether a pair of this kind was made by `llm_style_pair` (either side)."""
-    return kind in LLM_ERROR_RULES or kind.startswith("llm_")
-
-
-#: hedged wording and what an LLM overstates it as, tried in a random order (the first
-#: that matches is rewritten); the result is neutral: the text does not say so much
-_HEDGE_ADVERBS = "probably|possibly|perhaps|reportedly|allegedly|apparently|presumably|supposedly"
-_APPROXIMATE = "about|approximately|around|nearly|almost|roughly|over|more than|less than|up to"
-_REPORTED = "believed|thought|said|considered|reported|estimated|alleged|claimed"
-_OVERSTATED = (
-    (re.compile(r"\b(may|might|could)\b(?!\s+(?:have|not)\b)"), "will"),
-    (re.compile(r"\b(is|are|was|were) likely to\b"), "will"),
-    (re.compile(rf"\b({_HEDGE_ADVERBS}) "), ""),
-    (re.compile(r"\b(some|several|many|most)\b(?= of\b| [a-z]+s\b)"), "all"),
-    (re.compile(r"\b(often|sometimes|usually|frequently|generally|typically)\b"), "always"),
-    (re.compile(rf"\b({_APPROXIMATE}|at least|some) (?=\$?\d)"), "exactly "),
-    (re.compile(r"\bsuggest(s|ed)?\b|\bindicate(s|d)?\b"), "prove"),
-    (re.compile(rf"\b(is|are|was|were) (?:{_REPORTED}) to be\b"), r"\1"),
-)
-#: words that already state a cause: a claim built from such a sentence is left alone
-_CAUSAL = re.compile(
-    r"\b(because|since|therefore|thus|hence|so that|as a result|due to|owing to|thanks to|"
-    r"led to|leads to|lead to|caused|causes|cause|consequently|result(?:ed|s)? in|why)\b",
-    re.IGNORECASE,
-)
-
-
-def _continued(sentence: _Sentence) -> str:
-    """A sentence as the continuation of another: its first word lower-cased unless it
-    begins a name or is "I" or an acronym ("The", "Fighters", "If" are; "NASA" is not)."""
-    text = sentence.text
-    head = text.split(" ", 1)[0]
-    keep = head == "I" or (len(head) > 1 and not head[1:].islower())
-    if keep or any(text.startswith(name) for name, _ in sentence.entities):
-        return text
-    return head[0].lower() + text[1:]
-
-
-def _overstate(claim: str, rng: random.Random) -> str | None:
-    """The claim with one hedge stated as certainty ("may" to "will", "about 40" to
-    "exactly 40", "some of" to "all of", "suggests" to "proves")."""
-    rules = list(_OVERSTATED)
-    rng.shuffle(rules)
-    for pattern, replacement in rules:
-        match = pattern.search(claim)
-        if match is None:
-            continue
-        if replacement == "prove":
-            suffix = {"s": "s", "ed": "d", "d": "d"}.get(match.group(1) or match.group(2) or "", "")
-            replacement = "prove" + suffix
-        made = pattern.sub(replacement, claim, count=1)
-        return made[0].upper() + made[1:] if made and made != claim else None
-    return None
-
-
-def _causal_link(first: _Sentence, second: _Sentence, rng: random.Random) -> tuple[str, str] | None:
-    """Two sentences of the window joined as the text joins them ("A, and b": entailed)
-    and with a causal link it does not state ("A because b", "A, so b", "B because a")."""
-    if _CAUSAL.search(first.text) or _CAUSAL.search(second.text):
-        return None
-    fused = _fuse(first.text, second.text)
-    if fused is None:
-        return None
-    form = rng.choice(("because", "so", "reversed"))
-    if form == "because":
-        linked = f"{_strip_end(first.text)} because {_continued(second)}"
-    elif form == "so":
-        linked = f"{_strip_end(first.text)}, so {_continued(second)}"
-    else:
-        linked = f"{_strip_end(second.text)} because {_continued(first)}"
-    return fused, _sentence_end(linked)
-
-
-def _merge_facts(
-    claim: str,
-    entities: Sequence[tuple[str, str]],
-    nearby: Sequence[tuple[str, str]],
-    pool: dict[str, list[str]],
-    rng: random.Random,
-    types: frozenset[str],
-) -> str | None:
-    """A name (or date, or number) of ``types`` in the claim replaced by another of its
-    type from another sentence of the paragraph (``nearby``), else of the article: two
-    facts of the document merged into one wrong one."""
-    present = [(t, lab) for t, lab in entities if lab in types and t in claim]
-    rng.shuffle(present)
-    for text, label in present:
-        for source in ([o for o, lab in nearby if lab == label], pool.get(label, [])):
-            others = [o for o in source if o not in claim and text not in o and o not in text]
-            if others:
-                return claim.replace(text, rng.choice(others), 1)
-    return None
-
-
-def _invent_detail(
-    claim: str, entities: Sequence[tuple[str, str]], premise: str, pool: dict[str, list[str]],
-    rng: random.Random,
-) -> str | None:  # fmt: skip
-    """The claim with a specific date or place added that the article has but the window
-    does not ("... in 1994", "... in Ontario"): a detail made up in a fluent sentence."""
-    kinds = ["DATE", "GPE"]
-    rng.shuffle(kinds)
-    for label in kinds:
-        if any(lab == label for _, lab in entities):
-            continue
-        candidates = [
-            o
-            for o in pool.get(label, [])
-            if o not in premise and _words(o) <= 4 and (label != "DATE" or _DIGITS.search(o))
-        ]
-        if candidates:
-            value = rng.choice(candidates)
-            on = label == "DATE" and re.search(r"[A-Z][a-z]+ \d{1,2}\b|\b\d{1,2} [A-Z]", value)
-            return _sentence_end(f"{_strip_end(claim)} {'on' if on else 'in'} {value}")
-    return None
-
-
-def llm_style_pair(
-    sentence: _Sentence,
-    neighbour: tuple[_Sentence, _Sentence] | None,
-    premise: str,
-    nearby: Sequence[tuple[str, str]],
-    pool: dict[str, list[str]],
-    rng: random.Random,
-) -> tuple[str, str, int, str] | None:
-    """A minimal pair for the claim ``sentence``: (entailed hypothesis, not entailed
-    hypothesis, the latter's label index, its rule's name). ``neighbour`` is the claim and
-    the sentence beside it in the window, in order; ``nearby`` the names of the
-    paragraph's other sentences."""
-    rules = ["merged", "merged", "merged_number", "causal", "causal", "hedge", "hedge",
-             "hedge", "detail", "detail"]  # fmt: skip
-    rng.shuffle(rules)
-    neutral, contradiction = LABELS.index("neutral"), LABELS.index("contradiction")
-    claim = sentence.text
-    for rule in rules:
-        made: str | None = None
-        entailed_text, label = claim, neutral
-        if rule == "merged":
-            made = _merge_facts(claim, sentence.entities, nearby, pool, rng, NAME_TYPES)
-            label = contradiction
-        elif rule == "merged_number":
-            made = _merge_facts(claim, sentence.entities, nearby, pool, rng, NUMBER_TYPES)
-            label = contradiction
-        elif rule == "causal" and neighbour is not None:
-            linked = _causal_link(neighbour[0], neighbour[1], rng)
-            if linked is not None:
-                entailed_text, made = linked
-        elif rule == "hedge":
-            made = _overstate(claim, rng)
-        elif rule == "detail":
-            made = _invent_detail(claim, sentence.entities, premise, pool, rng)
-        if made and made != entailed_text:
-            return entailed_text, made, label, rule
-    return None
+#: more pairs of a claim (`synthetic_pairs`' ``extra``): they may draw from the generator
+ClaimPairs = Callable[[Claim, random.Random], list[Pair]]
 
 
 def synthetic_pairs(
@@ -512,13 +362,12 @@ def synthetic_pairs(
     nlp,
     rng: random.Random,
     per_paragraph: int = 3,
-    llm_errors: bool = False,
+    extra: ClaimPairs | None = None,
 ) -> list[Pair]:
     """Entailed and not-entailed pairs from articles (each a list of paragraphs): up to
-    ``per_paragraph`` claims a paragraph, each giving one pair of either side; with
-    ``llm_errors``, also the claim's `llm_style_pair` (its entailed side of kind
-    "llm_<rule>_source"). Without it the pairs (and the draws from ``rng``) are exactly
-    those made before the option existed."""
+    ``per_paragraph`` claims a paragraph, each giving one pair of either side, then the
+    ``extra`` pairs of the claim (`llm_error_pairs.claim_pairs`). Without ``extra`` the
+    pairs (and the draws from ``rng``) are exactly those made before it existed."""
     pairs: list[Pair] = []
     earlier: dict[str, list[str]] = {}  # the names of the articles before, by type
     for paragraphs in articles:
@@ -535,7 +384,7 @@ def synthetic_pairs(
             if not label.startswith("*"):
                 earlier[label] = list(dict.fromkeys([*earlier.get(label, []), *names]))[-200:]
         for p, para in enumerate(sentences):
-            claims = [i for i, s in enumerate(para) if 6 <= _words(s.text) <= 45]
+            claims = [i for i, s in enumerate(para) if 6 <= word_count(s.text) <= 45]
             rng.shuffle(claims)
             for i in claims[:per_paragraph]:
                 start = max(0, i - rng.randint(0, 1))
@@ -548,7 +397,7 @@ def synthetic_pairs(
                     for q, other in enumerate(sentences)
                     if q != p
                     for s in other
-                    if 6 <= _words(s.text) <= 45
+                    if 6 <= word_count(s.text) <= 45
                 ]
                 made = entailed(para[i], following, rng)
                 if made is None:
@@ -559,16 +408,6 @@ def synthetic_pairs(
                     continue
                 pairs.append(Pair(premise, hypothesis, LABELS.index("entailment"), rule))
                 pairs.append(Pair(premise, negative[0], negative[1], negative[2]))
-                if not llm_errors:
-                    continue
-                if following is not None:
-                    neighbour: tuple[_Sentence, _Sentence] | None = (para[i], following)
-                else:
-                    neighbour = (para[i - 1], para[i]) if start < i else None
-                nearby = [e for j, s in enumerate(para) if j != i for e in s.entities]
-                extra = llm_style_pair(para[i], neighbour, premise, nearby, pool, rng)
                 if extra is not None:
-                    source = f"llm_{extra[3]}_source"
-                    pairs.append(Pair(premise, extra[0], LABELS.index("entailment"), source))
-                    pairs.append(Pair(premise, extra[1], extra[2], extra[3]))
+                    pairs += extra(Claim(para, i, start, end, premise, pool), rng)
     return pairs

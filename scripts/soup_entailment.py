@@ -59,7 +59,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from entailment_pairs import LABELS, Pair, is_llm_style
+from entailment_pairs import LABELS, Pair
+from llm_error_pairs import is_llm_style
 from safetensors.torch import load_file, save_file
 from train_entailment import batch_logits, encode_pairs, pair_loss, read_pairs, right_answers
 

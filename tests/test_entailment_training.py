@@ -1,5 +1,5 @@
 """The entailment model's training tools: the LLM-style error pairs
-(`scripts/entailment_pairs.py`), the soup of several trainings
+(`scripts/llm_error_pairs.py`), the soup of several trainings
 (`scripts/soup_entailment.py`) and the GPU training bundle (`benchmarks/gpu_bundle.py`).
 Expected values are worked out by hand in each test."""
 
@@ -18,24 +18,24 @@ from safetensors.torch import save_file
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "benchmarks")]
 
-from entailment_pairs import (  # noqa: E402
-    NAME_TYPES,
-    NUMBER_TYPES,
-    Pair,
+from entailment_pairs import NAME_TYPES, NUMBER_TYPES, Claim, Pair, Sentence  # noqa: E402
+from llm_error_pairs import (  # noqa: E402
+    ErrorPair,
     _causal_link,
     _invent_detail,
     _merge_facts,
     _overstate,
-    _Sentence,
+    claim_pairs,
     is_llm_style,
+    stated_premise,
 )
 from soup_entailment import fit_temperature, mean_weights, unseen_pairs  # noqa: E402
 
 import gpu_bundle  # noqa: E402
 
 
-def sentence(text: str, entities: list[tuple[str, str]] | None = None) -> _Sentence:
-    return _Sentence(text, entities or [], None, 0)
+def sentence(text: str, entities: list[tuple[str, str]] | None = None) -> Sentence:
+    return Sentence(text, entities or [], None, 0)
 
 
 @pytest.mark.parametrize(
@@ -101,6 +101,61 @@ def test_an_invented_date_or_place() -> None:
     # a date the window already has is no invention; a claim with a date gets none
     assert _invent_detail(claim, [], "It opened on March 3, 1901.", pool, rng) is None
     assert _invent_detail("It opened in 1899.", [("1899", "DATE")], "", pool, rng) is None
+
+
+def test_a_stated_premise_says_the_wrong_hypothesis() -> None:
+    premise = "The dam was built in 1931. It floods the valley. Farmers left."
+    claim = "It floods the valley."
+    hedge = ErrorPair(claim, "It always floods the valley.", 1, "hedge", claim)
+    assert stated_premise(premise, hedge) == (
+        "The dam was built in 1931. It always floods the valley. Farmers left."
+    )
+    joined = "It floods the valley. Farmers left."
+    causal = ErrorPair("", "It floods the valley, so farmers left.", 1, "causal", joined)
+    assert stated_premise(premise, causal) == (
+        "The dam was built in 1931. It floods the valley, so farmers left."
+    )
+
+
+@pytest.mark.parametrize(
+    ("seed", "made"),
+    [
+        # a name of the paragraph's other sentence merged in: contradiction
+        (0, ("Smith won the race in 1990.", "Jones won the race in 1990.", 2, "merged")),
+        # the two sentences joined by a cause the text does not state: neutral
+        (
+            1,
+            (
+                "Smith won the race in 1990, and jones came second.",
+                "Jones came second because Smith won the race in 1990.",
+                1,
+                "causal",
+            ),
+        ),
+    ],
+)
+def test_symmetric_claim_pairs_add_the_wrong_hypothesis_entailed(
+    seed: int, made: tuple[str, str, int, str]
+) -> None:
+    para = [
+        sentence("Smith won the race in 1990.", [("Smith", "PERSON"), ("1990", "DATE")]),
+        sentence("Jones came second.", [("Jones", "PERSON")]),
+    ]
+    premise = "Smith won the race in 1990. Jones came second."
+    claim = Claim(para, 0, 0, 2, premise, {"PERSON": ["Smith", "Jones"]})
+    rng_one, rng_both = random.Random(seed), random.Random(seed)
+    one_sided = claim_pairs(claim, rng_one)
+    both = claim_pairs(claim, rng_both, stated=True)
+    assert rng_one.random() == rng_both.random()  # the same draws either way
+    entailed, wrong, label, rule = made
+    assert one_sided == [
+        Pair(premise, entailed, 0, f"llm_{rule}_source"),
+        Pair(premise, wrong, label, rule),
+    ]
+    # the premise with the claim (or the two sentences joined) replaced by what it says
+    says = wrong if rule == "causal" else f"{wrong} Jones came second."
+    assert both == [*one_sided, Pair(says, wrong, 0, f"llm_{rule}_stated")]
+    assert is_llm_style(f"llm_{rule}_stated")
 
 
 def test_the_pairs_no_member_of_a_soup_trained_on() -> None:

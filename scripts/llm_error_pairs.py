@@ -1,0 +1,249 @@
+"""LLM-style error pairs for the entailment model (`scripts/train_entailment.py
+--llm-errors`): for a claim of `entailment_pairs.synthetic_pairs`, one more minimal pair,
+an entailed hypothesis beside one that differs from it only by an error of the kind LLM
+summaries and answers make (`llm_style_pair`):
+
+- **facts merged from two places**: a name swapped for another of its type from
+  elsewhere in the same paragraph, so the premise mentions both (``merged``); a date or
+  number swapped for another of the article's (``merged_number``);
+- **a causal link the text does not state**: "A, and b" against "A because b", "A, so b"
+  or "B because a" (``causal``);
+- **an overstated hedge**: "may" to "will", "about 40" to "exactly 40", "some" to "all",
+  "suggests" to "proves" (``hedge``);
+- **an invented specific detail**: a date or place of the article's, not the window's,
+  added to the claim (``detail``).
+
+One-sided, these pairs teach a shortcut as well as the error: the words the rules bring
+("because", ", so", "exactly", "will", "all") then occur 3 to 6 times as often in
+not-entailed hypotheses as in entailed ones, and a model trained on them lost 0.015 and
+0.019 AUROC on FeverSymmetric, whose claims are written to punish claim-only cues
+(`scripts/soup_entailment.py` has the experiment). With ``stated`` (``--llm-errors
+symmetric``) each wrong hypothesis comes a second time, entailed by a premise that says
+it (`stated_premise`: the premise with the claim, or the two sentences a causal link
+joins, replaced by the hypothesis), so a cue word alone tells nothing of the label.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from entailment_pairs import (
+    DIGITS,
+    LABELS,
+    NAME_TYPES,
+    NUMBER_TYPES,
+    Claim,
+    Pair,
+    Sentence,
+    fuse,
+    sentence_end,
+    strip_end,
+    word_count,
+)
+
+#: the rules of `llm_style_pair`: a pair's kind is one of them, or "llm_<rule>_source" or
+#: "llm_<rule>_stated" (`claim_pairs`)
+LLM_ERROR_RULES = ("merged", "merged_number", "causal", "hedge", "detail")
+
+
+def is_llm_style(kind: str) -> bool:
+    """Whether a pair of this kind was made by `llm_style_pair` (either side)."""
+    return kind in LLM_ERROR_RULES or kind.startswith("llm_")
+
+
+#: hedged wording and what an LLM overstates it as, tried in a random order (the first
+#: that matches is rewritten); the result is neutral: the text does not say so much
+_HEDGE_ADVERBS = "probably|possibly|perhaps|reportedly|allegedly|apparently|presumably|supposedly"
+_APPROXIMATE = "about|approximately|around|nearly|almost|roughly|over|more than|less than|up to"
+_REPORTED = "believed|thought|said|considered|reported|estimated|alleged|claimed"
+_OVERSTATED = (
+    (re.compile(r"\b(may|might|could)\b(?!\s+(?:have|not)\b)"), "will"),
+    (re.compile(r"\b(is|are|was|were) likely to\b"), "will"),
+    (re.compile(rf"\b({_HEDGE_ADVERBS}) "), ""),
+    (re.compile(r"\b(some|several|many|most)\b(?= of\b| [a-z]+s\b)"), "all"),
+    (re.compile(r"\b(often|sometimes|usually|frequently|generally|typically)\b"), "always"),
+    (re.compile(rf"\b({_APPROXIMATE}|at least|some) (?=\$?\d)"), "exactly "),
+    (re.compile(r"\bsuggest(s|ed)?\b|\bindicate(s|d)?\b"), "prove"),
+    (re.compile(rf"\b(is|are|was|were) (?:{_REPORTED}) to be\b"), r"\1"),
+)
+#: words that already state a cause: a claim built from such a sentence is left alone
+_CAUSAL = re.compile(
+    r"\b(because|since|therefore|thus|hence|so that|as a result|due to|owing to|thanks to|"
+    r"led to|leads to|lead to|caused|causes|cause|consequently|result(?:ed|s)? in|why)\b",
+    re.IGNORECASE,
+)
+
+
+def _continued(sentence: Sentence) -> str:
+    """A sentence as the continuation of another: its first word lower-cased unless it
+    begins a name or is "I" or an acronym ("The", "Fighters", "If" are; "NASA" is not)."""
+    text = sentence.text
+    head = text.split(" ", 1)[0]
+    keep = head == "I" or (len(head) > 1 and not head[1:].islower())
+    if keep or any(text.startswith(name) for name, _ in sentence.entities):
+        return text
+    return head[0].lower() + text[1:]
+
+
+def _overstate(claim: str, rng: random.Random) -> str | None:
+    """The claim with one hedge stated as certainty ("may" to "will", "about 40" to
+    "exactly 40", "some of" to "all of", "suggests" to "proves")."""
+    rules = list(_OVERSTATED)
+    rng.shuffle(rules)
+    for pattern, replacement in rules:
+        match = pattern.search(claim)
+        if match is None:
+            continue
+        if replacement == "prove":
+            suffix = {"s": "s", "ed": "d", "d": "d"}.get(match.group(1) or match.group(2) or "", "")
+            replacement = "prove" + suffix
+        made = pattern.sub(replacement, claim, count=1)
+        return made[0].upper() + made[1:] if made and made != claim else None
+    return None
+
+
+def _causal_link(first: Sentence, second: Sentence, rng: random.Random) -> tuple[str, str] | None:
+    """Two sentences of the window joined as the text joins them ("A, and b": entailed)
+    and with a causal link it does not state ("A because b", "A, so b", "B because a")."""
+    if _CAUSAL.search(first.text) or _CAUSAL.search(second.text):
+        return None
+    fused = fuse(first.text, second.text)
+    if fused is None:
+        return None
+    form = rng.choice(("because", "so", "reversed"))
+    if form == "because":
+        linked = f"{strip_end(first.text)} because {_continued(second)}"
+    elif form == "so":
+        linked = f"{strip_end(first.text)}, so {_continued(second)}"
+    else:
+        linked = f"{strip_end(second.text)} because {_continued(first)}"
+    return fused, sentence_end(linked)
+
+
+def _merge_facts(
+    claim: str,
+    entities: Sequence[tuple[str, str]],
+    nearby: Sequence[tuple[str, str]],
+    pool: dict[str, list[str]],
+    rng: random.Random,
+    types: frozenset[str],
+) -> str | None:
+    """A name (or date, or number) of ``types`` in the claim replaced by another of its
+    type from another sentence of the paragraph (``nearby``), else of the article: two
+    facts of the document merged into one wrong one."""
+    present = [(t, lab) for t, lab in entities if lab in types and t in claim]
+    rng.shuffle(present)
+    for text, label in present:
+        for source in ([o for o, lab in nearby if lab == label], pool.get(label, [])):
+            others = [o for o in source if o not in claim and text not in o and o not in text]
+            if others:
+                return claim.replace(text, rng.choice(others), 1)
+    return None
+
+
+def _invent_detail(
+    claim: str, entities: Sequence[tuple[str, str]], premise: str, pool: dict[str, list[str]],
+    rng: random.Random,
+) -> str | None:  # fmt: skip
+    """The claim with a specific date or place added that the article has but the window
+    does not ("... in 1994", "... in Ontario"): a detail made up in a fluent sentence."""
+    kinds = ["DATE", "GPE"]
+    rng.shuffle(kinds)
+    for label in kinds:
+        if any(lab == label for _, lab in entities):
+            continue
+        candidates = [
+            o
+            for o in pool.get(label, [])
+            if o not in premise and word_count(o) <= 4 and (label != "DATE" or DIGITS.search(o))
+        ]
+        if candidates:
+            value = rng.choice(candidates)
+            on = label == "DATE" and re.search(r"[A-Z][a-z]+ \d{1,2}\b|\b\d{1,2} [A-Z]", value)
+            return sentence_end(f"{strip_end(claim)} {'on' if on else 'in'} {value}")
+    return None
+
+
+class ErrorPair(NamedTuple):
+    """A minimal pair of `llm_style_pair`: the ``entailed`` hypothesis, the ``wrong`` one
+    (label index ``label``, made by ``rule``) and the ``source``: the text of the premise
+    both were made from (the claim, or the two sentences a causal link joins)."""
+
+    entailed: str
+    wrong: str
+    label: int
+    rule: str
+    source: str
+
+
+def llm_style_pair(
+    sentence: Sentence,
+    neighbour: tuple[Sentence, Sentence] | None,
+    premise: str,
+    nearby: Sequence[tuple[str, str]],
+    pool: dict[str, list[str]],
+    rng: random.Random,
+) -> ErrorPair | None:
+    """A minimal pair for the claim ``sentence`` (`ErrorPair`). ``neighbour`` is the claim
+    and the sentence beside it in the window, in order; ``nearby`` the names of the
+    paragraph's other sentences."""
+    rules = ["merged", "merged", "merged_number", "causal", "causal", "hedge", "hedge",
+             "hedge", "detail", "detail"]  # fmt: skip
+    rng.shuffle(rules)
+    neutral, contradiction = LABELS.index("neutral"), LABELS.index("contradiction")
+    claim = sentence.text
+    for rule in rules:
+        made: str | None = None
+        entailed_text, label, source = claim, neutral, claim
+        if rule == "merged":
+            made = _merge_facts(claim, sentence.entities, nearby, pool, rng, NAME_TYPES)
+            label = contradiction
+        elif rule == "merged_number":
+            made = _merge_facts(claim, sentence.entities, nearby, pool, rng, NUMBER_TYPES)
+            label = contradiction
+        elif rule == "causal" and neighbour is not None:
+            linked = _causal_link(neighbour[0], neighbour[1], rng)
+            if linked is not None:
+                entailed_text, made = linked
+                source = f"{neighbour[0].text} {neighbour[1].text}"
+        elif rule == "hedge":
+            made = _overstate(claim, rng)
+        elif rule == "detail":
+            made = _invent_detail(claim, sentence.entities, premise, pool, rng)
+        if made and made != entailed_text:
+            return ErrorPair(entailed_text, made, label, rule, source)
+    return None
+
+
+def stated_premise(premise: str, pair: ErrorPair) -> str:
+    """``premise`` saying the wrong hypothesis of ``pair``: its source text (the first
+    time it occurs) replaced by that hypothesis."""
+    return premise.replace(pair.source, pair.wrong, 1)
+
+
+def claim_pairs(claim: Claim, rng: random.Random, stated: bool = False) -> list[Pair]:
+    """The `llm_style_pair` of ``claim`` (an `entailment_pairs.ClaimPairs`): its entailed
+    side (kind "llm_<rule>_source") and its wrong side (kind "<rule>"); with ``stated``,
+    also the wrong hypothesis entailed by the `stated_premise` (kind "llm_<rule>_stated").
+    The draws from ``rng`` are the same either way."""
+    para, i = claim.paragraph, claim.index
+    if i + 1 < claim.end:
+        neighbour: tuple[Sentence, Sentence] | None = (para[i], para[i + 1])
+    else:
+        neighbour = (para[i - 1], para[i]) if claim.start < i else None
+    nearby = [e for j, s in enumerate(para) if j != i for e in s.entities]
+    made = llm_style_pair(para[i], neighbour, claim.premise, nearby, claim.pool, rng)
+    if made is None:
+        return []
+    entailment = LABELS.index("entailment")
+    pairs = [
+        Pair(claim.premise, made.entailed, entailment, f"llm_{made.rule}_source"),
+        Pair(claim.premise, made.wrong, made.label, made.rule),
+    ]
+    if stated:
+        premise = stated_premise(claim.premise, made)
+        pairs.append(Pair(premise, made.wrong, entailment, f"llm_{made.rule}_stated"))
+    return pairs
