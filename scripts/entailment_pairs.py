@@ -339,6 +339,16 @@ def not_entailed(
     return None
 
 
+def claim_indices(sentences: Sequence[Sentence], questions: bool = True) -> list[int]:
+    """The indices of the sentences that may be taken as claims: of 6 to 45 words and,
+    unless ``questions``, not a question."""
+    return [
+        i
+        for i, s in enumerate(sentences)
+        if 6 <= word_count(s.text) <= 45 and (questions or not s.text.endswith("?"))
+    ]
+
+
 @dataclass(frozen=True)
 class Claim:
     """A claim sentence taken for pairs: ``paragraph[index]``, its premise (the sentences
@@ -363,11 +373,14 @@ def synthetic_pairs(
     rng: random.Random,
     per_paragraph: int = 3,
     extra: ClaimPairs | None = None,
+    questions: bool = True,
 ) -> list[Pair]:
     """Entailed and not-entailed pairs from articles (each a list of paragraphs): up to
     ``per_paragraph`` claims a paragraph, each giving one pair of either side, then the
-    ``extra`` pairs of the claim (`llm_error_pairs.claim_pairs`). Without ``extra`` the
-    pairs (and the draws from ``rng``) are exactly those made before it existed."""
+    ``extra`` pairs of the claim (`llm_error_pairs.claim_pairs`). ``questions``: a
+    question may be taken as a claim (False for dialogues, half of whose sentences are
+    questions, which claim nothing). With the defaults the pairs (and the draws from
+    ``rng``) are exactly those made before ``extra`` and ``questions`` existed."""
     pairs: list[Pair] = []
     earlier: dict[str, list[str]] = {}  # the names of the articles before, by type
     for paragraphs in articles:
@@ -384,7 +397,7 @@ def synthetic_pairs(
             if not label.startswith("*"):
                 earlier[label] = list(dict.fromkeys([*earlier.get(label, []), *names]))[-200:]
         for p, para in enumerate(sentences):
-            claims = [i for i, s in enumerate(para) if 6 <= word_count(s.text) <= 45]
+            claims = claim_indices(para, questions)
             rng.shuffle(claims)
             for i in claims[:per_paragraph]:
                 start = max(0, i - rng.randint(0, 1))

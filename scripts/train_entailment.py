@@ -19,7 +19,9 @@ hypothesis) and gives P(entailment), P(neutral), P(contradiction).
   synthetic claim, a minimal pair of an error LLMs make
   (`llm_error_pairs.llm_style_pair`: merged facts, causal links, overstated hedges,
   invented details); ``--llm-errors symmetric`` adds the wrong hypothesis a third time,
-  entailed by a premise edited to say it (`llm_error_pairs.stated_premise`). A
+  entailed by a premise edited to say it (`llm_error_pairs.stated_premise`).
+  ``--more-text`` adds synthetic pairs from other kinds of text than Wikipedia
+  (``scripts/data/paragraphs_more``, its README: task-oriented dialogues). A
   two-label "not_entailment" row (`NOT_ENTAILED`) is trained on the binary marginal,
   -log(1 - P(entailment)), every other row on the usual cross-entropy; on the
   held-back pairs such a row counts as right when the top label is not entailment.
@@ -67,6 +69,8 @@ from llm_error_pairs import claim_pairs, is_llm_style
 from assay.models.entailment import DEFAULT_WEIGHTS, FROZEN_KEY, MAX_LENGTH, base_model_path
 
 PARAGRAPHS = Path(__file__).resolve().parent / "data" / "paragraphs"
+#: ``--more-text``: paragraphs of other kinds of text (task dialogues), its README says which
+PARAGRAPHS_MORE = Path(__file__).resolve().parent / "data" / "paragraphs_more"
 #: consecutive paragraphs of one file are taken as one article (the pool of entities to
 #: swap in and of sentences from elsewhere); the files keep an article's paragraphs together
 ARTICLE_PARAGRAPHS = 8
@@ -98,12 +102,13 @@ LLM_ERROR_FORMS = ("one-sided", "symmetric")
 
 
 def training_pairs(
-    seed: int, more_data: bool = False, llm_errors: str | None = None
+    seed: int, more_data: bool = False, llm_errors: str | None = None, more_text: bool = False
 ) -> tuple[list[Pair], dict[str, int]]:
     """The NLI pairs (with ``more_data``, those of ``scripts/data/nli_more`` too) plus the
-    synthetic pairs (with ``llm_errors``, one of `LLM_ERROR_FORMS`, their LLM-style
-    minimal pairs too: `llm_error_pairs.claim_pairs`), shuffled by ``seed``; and how many
-    of each rule."""
+    synthetic pairs of the paragraphs (with ``more_text``, those of `PARAGRAPHS_MORE` too,
+    after the others, and no question taken as a claim; with ``llm_errors``, one of
+    `LLM_ERROR_FORMS`, their LLM-style minimal pairs too: `llm_error_pairs.claim_pairs`),
+    shuffled by ``seed``; and how many of each rule."""
     import spacy
 
     rng = random.Random(seed)
@@ -111,7 +116,10 @@ def training_pairs(
     extra = None
     if llm_errors is not None:
         extra = functools.partial(claim_pairs, stated=llm_errors == "symmetric")
-    made = synthetic_pairs(paragraph_articles(), nlp, rng, extra=extra)
+    articles = paragraph_articles()
+    if more_text:
+        articles += paragraph_articles(PARAGRAPHS_MORE)
+    made = synthetic_pairs(articles, nlp, rng, extra=extra, questions=not more_text)
     pairs = nli_pairs(more=more_data) + made
     rng.shuffle(pairs)
     return pairs, rule_counts(pairs)
@@ -245,13 +253,18 @@ def main() -> None:
         "and its wrong hypothesis entailed by a premise that says it)",
     )
     parser.add_argument(
+        "--more-text",
+        action="store_true",
+        help="add synthetic pairs from the task dialogues of scripts/data/paragraphs_more",
+    )
+    parser.add_argument(
         "--no-llm-errors",
         action="store_true",
         help="with --pairs: train on the file's pairs but its LLM-style ones, in order",
     )
     args = parser.parse_args()
-    if (args.more_data or args.llm_errors) and args.pairs:
-        parser.error("--more-data and --llm-errors make pairs; a --pairs file holds them")
+    if (args.more_data or args.llm_errors or args.more_text) and args.pairs:
+        parser.error("--more-data, --more-text and --llm-errors make pairs; --pairs reads them")
     if args.no_llm_errors and not args.pairs:
         parser.error("--no-llm-errors filters a --pairs file")
 
@@ -264,7 +277,7 @@ def main() -> None:
     if args.pairs:
         pairs, counts = read_pairs(args.pairs, without_llm_style=args.no_llm_errors)
     else:
-        pairs, counts = training_pairs(args.seed, args.more_data, args.llm_errors)
+        pairs, counts = training_pairs(args.seed, args.more_data, args.llm_errors, args.more_text)
     if args.pairs_out:
         write_pairs(args.pairs_out, pairs)
         print(f"{len(pairs)} pairs written to {args.pairs_out}; by rule: {counts}")

@@ -5,6 +5,7 @@ Expected values are worked out by hand in each test."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import random
 import sys
@@ -18,7 +19,14 @@ from safetensors.torch import save_file
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "benchmarks")]
 
-from entailment_pairs import NAME_TYPES, NUMBER_TYPES, Claim, Pair, Sentence  # noqa: E402
+from entailment_pairs import (  # noqa: E402
+    NAME_TYPES,
+    NUMBER_TYPES,
+    Claim,
+    Pair,
+    Sentence,
+    claim_indices,
+)
 from llm_error_pairs import (  # noqa: E402
     ErrorPair,
     _causal_link,
@@ -32,6 +40,11 @@ from llm_error_pairs import (  # noqa: E402
 from soup_entailment import fit_temperature, mean_weights, unseen_pairs  # noqa: E402
 
 import gpu_bundle  # noqa: E402
+
+_CONVERT = ROOT / "scripts" / "data" / "paragraphs_more" / "convert.py"
+_SPEC = importlib.util.spec_from_file_location("paragraphs_more_convert", _CONVERT)
+dialogue_text = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(dialogue_text)
 
 
 def sentence(text: str, entities: list[tuple[str, str]] | None = None) -> Sentence:
@@ -156,6 +169,32 @@ def test_symmetric_claim_pairs_add_the_wrong_hypothesis_entailed(
     says = wrong if rule == "causal" else f"{wrong} Jones came second."
     assert both == [*one_sided, Pair(says, wrong, 0, f"llm_{rule}_stated")]
     assert is_llm_style(f"llm_{rule}_stated")
+
+
+def test_claims_are_sentences_of_6_to_45_words_and_questions_only_if_asked() -> None:
+    sentences = [
+        sentence("Can you book a table at Sino for two?"),  # 9 words, a question
+        sentence("I booked a table at Sino."),  # 6 words
+        sentence("It is at noon."),  # 4 words: too short
+        sentence(" ".join(["word"] * 46) + "."),  # too long
+    ]
+    assert claim_indices(sentences) == [0, 1]
+    assert claim_indices(sentences, questions=False) == [1]
+
+
+def test_dialogue_turns_four_to_a_paragraph() -> None:
+    assert dialogue_text.turn_text("  I want  to fly on the 3rd ") == "I want to fly on the 3rd."
+    assert dialogue_text.turn_text("Where to?") == "Where to?"
+    turns = [{"speaker": "USER", "utterance": f"Turn {i} has words"} for i in range(6)]
+    turns.insert(2, {"speaker": "SYSTEM", "utterance": "  "})  # an empty turn: left out
+    assert dialogue_text.dialogue_paragraphs(turns) == [
+        "Turn 0 has words. Turn 1 has words. Turn 2 has words. Turn 3 has words.",
+        "Turn 4 has words. Turn 5 has words.",
+    ]
+    long_enough = "A sentence of some length here. " * 5  # 160 characters, 5 ends
+    assert dialogue_text.kept(long_enough.strip())
+    assert not dialogue_text.kept("Short. Two ends.")  # under 150 characters
+    assert not dialogue_text.kept("x" * 200 + ".")  # one sentence end
 
 
 def test_the_pairs_no_member_of_a_soup_trained_on() -> None:
