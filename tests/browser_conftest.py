@@ -1,4 +1,4 @@
-"""Fixtures shared by tests/test_server_api.py and the browser tests
+"""Fixtures shared by the dashboard API tests (tests/test_server_*.py) and the browser tests
 (tests/test_dashboard_browser.py, tests/test_dashboard_transcripts.py).
 
 Loaded by those modules with ``pytest_plugins = ["browser_conftest"]``. The browser
