@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.structured_helpers import FixedScorer
+from tests.structured_helpers import FixedScorer, saved_config
 
 from assay.structured import (
     DocPair,
@@ -38,15 +38,12 @@ def test_config_round_trip(tmp_path) -> None:
             "internal_notes": "IGNORE",
         }
     )
-    path = tmp_path / "strategies.json"
-    config.save(path)
-    assert json.loads(path.read_text()) == {
+    assert saved_config(config, tmp_path / "strategies.json") == {
         "customer_name": "FUZZY",
         "address.city": "EXACT",
         "items.*.sku": "EXACT",
         "internal_notes": "IGNORE",
     }
-    assert StrategyConfig.load(path) == config
 
 
 def test_config_unknown_strategy_names_field_and_valid_values(tmp_path) -> None:

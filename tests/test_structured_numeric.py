@@ -4,10 +4,8 @@ tolerances, in the config file, and the json_accuracy metric's tolerance paramet
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from tests.structured_helpers import FixedScorer
+from tests.structured_helpers import FixedScorer, saved_config
 
 from assay.core.sample import Sample
 from assay.metrics.registry import get_metric
@@ -102,14 +100,11 @@ def test_numeric_tolerances_are_validated() -> None:
 
 def test_numeric_in_the_config_round_trip_and_errors(tmp_path) -> None:
     config = StrategyConfig({"total": "numeric", "items.*.price": "NUMERIC", "id": "EXACT"})
-    path = tmp_path / "strategies.json"
-    config.save(path)
-    assert json.loads(path.read_text()) == {
+    assert saved_config(config, tmp_path / "strategies.json") == {
         "total": "NUMERIC",
         "items.*.price": "NUMERIC",
         "id": "EXACT",
     }
-    assert StrategyConfig.load(path) == config
     assert config.lookup("items.3.price") is Strategy.NUMERIC
     with pytest.raises(StrategyConfigError) as err:
         StrategyConfig({"total": "NUMBER"})
