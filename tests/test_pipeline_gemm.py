@@ -11,7 +11,8 @@ import pytest
 from tests.dev_data import dev_file
 from tests.test_attribute_rules import _example_texts
 
-from assay.text.pipeline_gemm import blas_gemm_ops, use_blas_gemm
+from assay.text import pipeline_gemm
+from assay.text.pipeline_gemm import blas_gemm_ops, numpy_blas, use_blas_gemm
 
 spacy = pytest.importorskip("spacy")
 from thinc.api import NumpyOps  # noqa: E402
@@ -49,6 +50,18 @@ def test_every_layer_of_the_pipeline_runs_on_the_blas_products(pipelines):
         assert kinds == {"BlasGemmOps"}, name
         assert {type(layer.ops) for layer in plain.get_pipe(name).model.walk()} == {NumpyOps}
     assert use_blas_gemm(spacy.blank("en")) == 0  # no component with layers
+
+
+def test_a_pipeline_keeps_blis_where_numpy_has_no_fast_blas(monkeypatch, resources):
+    assert "openblas" in numpy_blas()  # the wheels' BLAS (scipy-openblas)
+    nlp = spacy.load(resources.config.spacy_model)
+    monkeypatch.setattr(pipeline_gemm, "numpy_blas", lambda: "blas")  # a reference BLAS
+    assert use_blas_gemm(nlp) == 0
+    assert {type(layer.ops) for layer in nlp.get_pipe("parser").model.walk()} == {NumpyOps}
+    monkeypatch.undo()
+    named = ("tok2vec", "tagger", "parser", "ner")  # the components with layers
+    layers = sum(len(list(nlp.get_pipe(name).model.walk())) for name in named)
+    assert use_blas_gemm(nlp) == layers
 
 
 def _same_annotations(pipelines, texts: list[str]) -> int:

@@ -11,13 +11,15 @@ samples' passages and answers: 3.96 s against 7.25 s; ``benchmarks/parse_speed.p
 and the entity recogniser 0.70 of its. Two Python threads parsing half the texts each,
 on one BLAS thread each, were no faster than one (the rest of a parse holds the GIL).
 
-`use_blas_gemm` gives every layer of a loaded pipeline `BlasGemmOps`: thinc's numpy
-backend with only ``gemm`` replaced. The parser's transition loop keeps thinc's own
-single-threaded routine (it multiplies one small batch of states at a time, without
-the GIL). The products differ from blis's in the order of their sums only, by about
-3e-6 on the token vectors. On the 5,884 dev texts of ``benchmarks/parse_speed.py`` every
-annotation (tags, lemmas, dependencies, sentence bounds, entities) was the same, and
-``tests/test_pipeline_gemm.py`` holds that on the shipped examples and 40 news articles.
+`use_blas_gemm` gives every layer of a loaded pipeline `BlasGemmOps`, thinc's numpy
+backend with only ``gemm`` replaced, where numpy's BLAS is OpenBLAS, MKL or Accelerate
+(`FAST_BLAS`; a numpy on a reference BLAS keeps thinc's blis). The parser's transition
+loop keeps thinc's own single-threaded routine (it multiplies one small batch of states
+at a time, without the GIL). The products differ from blis's in the order of their sums
+only, by about 3e-6 on the token vectors. On the 5,884 dev texts of
+``benchmarks/parse_speed.py`` every annotation (tags, lemmas, dependencies, sentence
+bounds, entities) was the same, and ``tests/test_pipeline_gemm.py`` holds that on the
+shipped examples and 40 news articles.
 """
 
 from __future__ import annotations
@@ -27,7 +29,21 @@ from typing import Any
 
 import numpy
 
-__all__ = ["blas_gemm_ops", "use_blas_gemm"]
+__all__ = ["FAST_BLAS", "blas_gemm_ops", "numpy_blas", "use_blas_gemm"]
+
+#: the BLAS libraries numpy may be built with whose products beat thinc's blis (a
+#: reference BLAS, as some Linux distributions link by default, would not)
+FAST_BLAS = ("openblas", "mkl", "accelerate")
+
+
+def numpy_blas() -> str:
+    """The name of the BLAS numpy was built with, lower-cased ("scipy-openblas" for the
+    wheels); "" where numpy does not say."""
+    try:
+        config = numpy.show_config(mode="dicts")
+        return str(config["Build Dependencies"]["blas"]["name"]).lower()
+    except (TypeError, KeyError, ValueError):
+        return ""
 
 
 def blas_gemm_ops() -> Any:
@@ -63,8 +79,11 @@ def _ops_class() -> type:
 
 def use_blas_gemm(nlp: Any) -> int:
     """Give every layer of each component of pipeline ``nlp`` that runs on thinc's numpy
-    backend one `BlasGemmOps` (components on another backend, a GPU's, keep theirs);
-    returns the number of layers given it."""
+    backend one `BlasGemmOps` (components on another backend, a GPU's, keep theirs),
+    where numpy's BLAS is one of `FAST_BLAS` (`numpy_blas`; else the pipeline is left as
+    it is); returns the number of layers given it."""
+    if not any(name in numpy_blas() for name in FAST_BLAS):
+        return 0
     from thinc.api import Model, NumpyOps
 
     ops = blas_gemm_ops()
