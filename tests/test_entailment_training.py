@@ -38,6 +38,7 @@ from llm_error_pairs import (  # noqa: E402
     stated_premise,
 )
 from soup_entailment import fit_temperature, mean_weights, unseen_pairs  # noqa: E402
+from train_entailment import start_from  # noqa: E402
 
 import gpu_bundle  # noqa: E402
 
@@ -232,6 +233,31 @@ def test_the_soup_is_the_mean_of_its_members(tmp_path: Path) -> None:
     assert soup["a"].tolist() == [2.0, 3.0] and soup["b"].tolist() == [[1.0, 2.0]]
     with pytest.raises(SystemExit, match="differ"):
         mean_weights([first, odd])
+
+
+def test_a_training_starts_from_trained_weights(tmp_path: Path) -> None:
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from assay.models.entailment import FROZEN_KEY
+
+    config = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=16, num_labels=3)  # fmt: skip
+    torch.manual_seed(0)
+    trained = BertForSequenceClassification(config)
+    saved = {k: v.half() for k, v in trained.state_dict().items() if k != FROZEN_KEY}
+    save_file(saved, str(tmp_path / "m.safetensors"))
+    torch.manual_seed(1)
+    fresh = BertForSequenceClassification(config)
+    words = fresh.state_dict()[FROZEN_KEY].clone()
+    start_from(fresh, tmp_path / "m.safetensors")
+    state = fresh.state_dict()
+    for key, value in saved.items():  # every trained weight, as stored (float16)
+        assert torch.equal(state[key], value.float()), key
+    assert torch.equal(state[FROZEN_KEY], words)  # the word embeddings stay the base's
+    del saved["classifier.bias"]
+    save_file(saved, str(tmp_path / "short.safetensors"))
+    with pytest.raises(SystemExit, match=r"classifier\.bias"):
+        start_from(fresh, tmp_path / "short.safetensors")
 
 
 def test_a_training_bundle_round_trip(tmp_path: Path) -> None:
