@@ -371,7 +371,7 @@ ESTIMATOR_TEXTS = {
 
 
 def test_offline_the_suite_embeds_each_distinct_text_once(resources: Resources) -> None:
-    from test_engine import offline
+    from tests.engine_helpers import offline
 
     for name, texts in ESTIMATOR_TEXTS.items():
         asks = planned([get_metric(name)], [CHAT], Answers()).values()

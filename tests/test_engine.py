@@ -26,12 +26,7 @@ from judge_server import JudgeServer
 
 pytest.register_assert_rewrite("tests.engine_helpers")
 
-from tests.engine_helpers import (  # noqa: E402
-    CALLS,
-    FIRST,
-    SAMPLES,
-    offline,  # noqa: F401 (tests/test_conversation_metrics.py imports it from here)
-)
+from tests.engine_helpers import CALLS, FIRST, SAMPLES  # noqa: E402
 
 
 @pytest.fixture

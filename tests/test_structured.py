@@ -95,7 +95,7 @@ def test_the_local_scorer_on_its_own_embeds_a_batch_in_one_engine_call(resources
     vectors of its SEMANTIC texts: one embedder call for the distinct texts, and each
     similarity is the embedder's pair similarity (its former call), to the last bit; a
     blank text has cosine 0 and equal texts 1.0, neither embedded."""
-    from test_engine import offline
+    from tests.engine_helpers import offline
 
     res, counting = offline(resources)
     pairs = [
