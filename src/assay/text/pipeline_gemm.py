@@ -67,12 +67,8 @@ def _ops_class() -> type:
             trans1: bool = False,
             trans2: bool = False,
         ) -> numpy.ndarray:
-            a = x.T if trans1 else x
-            b = y.T if trans2 else y
-            if out is None:
-                return numpy.matmul(a, b)
-            numpy.matmul(a, b, out=out)
-            return out
+            # matmul writes into ``out`` when given and returns it (else a new array)
+            return numpy.matmul(x.T if trans1 else x, y.T if trans2 else y, out=out)
 
     return BlasGemmOps
 
