@@ -24,11 +24,10 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
 from sklearn.metrics import roc_auc_score
 
 import assay.models.entailment as entailment
-from fever_symmetric import FILES, rows
+from fever_symmetric import claims
 
 #: the words the LLM-style rules bring into not-entailed hypotheses
 CUE = re.compile(r"\b(because|exactly|all|always|will|proves?|proved)\b|, so\b", re.IGNORECASE)
@@ -65,7 +64,7 @@ def main() -> None:
     parser.add_argument("--trained", type=int, default=10_000)
     args = parser.parse_args()
     cue, plain = probe_pairs(args.pairs, args.trained)
-    fever = {split: rows(args.fever_git_dir, path) for split, path in FILES.items()}
+    fever = claims(args.fever_git_dir)
     print(f"{len(cue)} cue pairs, {len(plain)} plain pairs")
     print("| weights | P(ent) cue | P(ent) plain | gap | FeverSymmetric dev | test |")
     print("| --- | --- | --- | --- | --- | --- |")
@@ -74,12 +73,10 @@ def main() -> None:
         model = entailment.EntailmentModel()
         with_cue = float(model.probabilities(cue)[:, 0].mean())
         without = float(model.probabilities(plain)[:, 0].mean())
-        aurocs = []
-        for items in fever.values():
-            scores = model.probabilities([(r["evidence"], r["claim"]) for r in items])[:, 0]
-            aurocs.append(
-                roc_auc_score(np.array([r["gold_label"] == "SUPPORTS" for r in items]), scores)
-            )
+        aurocs = [
+            roc_auc_score(supports, model.probabilities(pairs)[:, 0])
+            for pairs, supports in fever.values()
+        ]
         print(
             f"| {weights.name} | {with_cue:.3f} | {without:.3f} | {without - with_cue:.3f} "
             f"| {aurocs[0]:.3f} | {aurocs[1]:.3f} |",

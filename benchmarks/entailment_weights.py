@@ -2,7 +2,8 @@
 `faithfulness` with the model alone (``support_estimator = "entailment"``) and with the
 default (``graded+entailment``) on BEGIN dev and QAGS CNN/DM, and of P(entailment) on
 FeverSymmetric v0.2 dev and test (`fever_symmetric.py`), each with the change and its
-paired bootstrap 95 % interval (2,000 draws of the same items for both weights).
+paired bootstrap 95 % interval (`assay.core.agreement_stats.bootstrap_interval`: 2,000
+draws of the same items for both weights).
 
     python benchmarks/entailment_weights.py FEVER_SYMMETRIC_GIT_DIR NEW.safetensors [...] \\
         [--old OLD.safetensors]
@@ -24,9 +25,10 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 import assay.models.entailment as entailment
+from assay.core.agreement_stats import bootstrap_interval
 from assay.core.config import AssayConfig
 from assay.engine.resources import Resources
-from fever_symmetric import FILES, rows
+from fever_symmetric import claims
 from validity_checks import DATA, metric_scores
 from validity_data import begin_rows, qags_cnndm_sentences
 
@@ -46,25 +48,17 @@ def scores_of(weights: Path, samples: dict, fever: dict) -> dict[str, np.ndarray
                 scored = metric_scores("faithfulness", items, Resources(config))
             out[f"{name} {reading}"] = np.asarray(scored[0])
     model = entailment.EntailmentModel()
-    for split, items in fever.items():
-        pairs = [(r["evidence"], r["claim"]) for r in items]
+    for split, (pairs, _) in fever.items():
         out[f"FeverSymmetric {split}"] = model.probabilities(pairs)[:, 0]
     return out
 
 
-def paired_change(
-    labels: np.ndarray, old: np.ndarray, new: np.ndarray, rng: np.random.Generator
-) -> tuple[float, float]:
-    """The 2.5 and 97.5 percentiles of AUROC(new) - AUROC(old) over `DRAWS` resamples of
-    the items (a draw with one class only is skipped)."""
-    changes = []
-    for _ in range(DRAWS):
-        idx = rng.integers(0, len(labels), len(labels))
-        if labels[idx].min() == labels[idx].max():
-            continue
-        changes.append(roc_auc_score(labels[idx], new[idx]) - roc_auc_score(labels[idx], old[idx]))
-    low, high = np.percentile(changes, [2.5, 97.5])
-    return float(low), float(high)
+def auroc_change(labels: np.ndarray, old: np.ndarray, new: np.ndarray) -> float | None:
+    """AUROC of the new scores minus that of the old; None for labels of one class (the
+    resample is dropped)."""
+    if labels.min() == labels.max():
+        return None
+    return float(roc_auc_score(labels, new) - roc_auc_score(labels, old))
 
 
 def main() -> None:
@@ -76,21 +70,25 @@ def main() -> None:
     begin, begin_labels = begin_rows(DATA)
     qags, qags_labels, _ = qags_cnndm_sentences(DATA)
     samples = {"BEGIN": begin, "QAGS": qags}
-    fever = {split: rows(args.fever_git_dir, path) for split, path in FILES.items()}
+    fever = claims(args.fever_git_dir)
     labels = {f"{name} {reading}": np.asarray(y) for reading in SETTINGS
               for name, y in (("BEGIN", begin_labels), ("QAGS", qags_labels))}  # fmt: skip
-    for split, items in fever.items():
-        labels[f"FeverSymmetric {split}"] = np.array([r["gold_label"] == "SUPPORTS" for r in items])
+    for split, (_, supports) in fever.items():
+        labels[f"FeverSymmetric {split}"] = supports
     old = scores_of(args.old, samples, fever)
     for weights in args.new:
         new = scores_of(weights, samples, fever)
-        rng = np.random.default_rng(0)
         print(f"{weights.name} against {args.old.name}")
         print("| data set, reading | old | new | change | 95 % interval |")
         print("| --- | --- | --- | --- | --- |")
         for key, y in labels.items():
             before, after = roc_auc_score(y, old[key]), roc_auc_score(y, new[key])
-            low, high = paired_change(y, old[key], new[key], rng)
+            labelled = y.astype(float)  # bootstrap_interval's columns are floats or objects
+            interval = bootstrap_interval(
+                auroc_change, labelled, old[key], new[key], resamples=DRAWS
+            )
+            assert interval is not None  # both classes in every data set
+            low, high = interval
             print(f"| {key} | {before:.4f} | {after:.4f} | {after - before:+.4f} "
                   f"| {low:+.4f} .. {high:+.4f} |", flush=True)  # fmt: skip
 

@@ -41,18 +41,26 @@ def rows(git_dir: str, path: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+def claims(git_dir: str) -> dict[str, tuple[list[tuple[str, str]], np.ndarray]]:
+    """Each split's (evidence, claim) pairs and whether each claim is SUPPORTS, by split."""
+    out = {}
+    for split, path in FILES.items():
+        items = rows(git_dir, path)
+        pairs = [(r["evidence"], r["claim"]) for r in items]
+        out[split] = (pairs, np.array([r["gold_label"] == "SUPPORTS" for r in items]))
+    return out
+
+
 def main(argv: list[str]) -> None:
     if len(argv) != 1 or argv[0] in {"-h", "--help"}:
         raise SystemExit(__doc__)
     model = EntailmentModel()
     print(f"model: {model.name}")
-    for split, path in FILES.items():
-        items = rows(argv[0], path)
-        probabilities = model.probabilities([(r["evidence"], r["claim"]) for r in items])
-        supports = np.array([r["gold_label"] == "SUPPORTS" for r in items])
-        right = float(np.mean((probabilities[:, 0] > 0.5) == supports))
-        auroc = roc_auc_score(supports, probabilities[:, 0])
-        print(f"{split}: {len(items)} claims, AUROC {auroc:.3f}, right at 0.5: {right:.3f}")
+    for split, (pairs, supports) in claims(argv[0]).items():
+        entailed = model.probabilities(pairs)[:, 0]
+        right = float(np.mean((entailed > 0.5) == supports))
+        auroc = roc_auc_score(supports, entailed)
+        print(f"{split}: {len(pairs)} claims, AUROC {auroc:.3f}, right at 0.5: {right:.3f}")
 
 
 if __name__ == "__main__":
