@@ -11,26 +11,27 @@ vectors of the shared ``tok2vec`` (on the first 100 texts).
     python benchmarks/parse_speed.py              # every data set
     python benchmarks/parse_speed.py --repeat 3   # time each pipeline 3 times (the median)
 
-The data sets: QAGS CNN/DM (articles and summaries), BEGIN dev (knowledge and
-responses), STS-B dev (both sentences), TruthfulQA 1-400 (answers), the 50-sample RAG
+The data sets, as `validity_data` reads them: QAGS CNN/DM (articles and summary
+sentences), BEGIN dev (knowledge and responses), STS-B dev (both sentences), TruthfulQA
+1-400 (every correct and incorrect answer and the best one), the 50-sample RAG
 speed set (contexts and answers) and `throughput.py`'s 200 RAG samples (contexts and
 answers; retrieved passages of 150 words).
 
-Measured 2026-11-28 on 2 vCPUs (AMD EPYC, numpy with OpenBLAS 0.3.31), median of 3:
+Measured 2026-11-29 on 2 vCPUs (AMD EPYC, numpy with OpenBLAS 0.3.31), median of 3:
 
 | data set | texts | parse, blis s | parse, BLAS s | ratio | entities, blis s | BLAS s \
 | docs differing | max tensor diff |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- |
-| QAGS CNN/DM | 949 | 5.46 | 3.29 | 0.60 | 6.41 | 4.53 | 0 | 2.9e-06 |
-| BEGIN dev | 754 | 1.04 | 0.57 | 0.55 | 1.25 | 0.86 | 0 | 2.4e-06 |
-| STS-B dev | 2,910 | 2.62 | 1.33 | 0.51 | 2.86 | 1.93 | 0 | 1.9e-06 |
-| TruthfulQA 1-400 | 373 | 0.26 | 0.14 | 0.55 | 0.32 | 0.22 | 0 | 2.6e-06 |
-| RAG speed set | 98 | 0.10 | 0.06 | 0.55 | 0.11 | 0.08 | 0 | 2.3e-06 |
-| throughput.py rag, 200 | 800 | 7.25 | 3.96 | 0.55 | 8.67 | 6.01 | 0 | 2.9e-06 |
+| QAGS CNN/DM | 949 | 5.82 | 3.53 | 0.61 | 6.59 | 4.81 | 0 | 2.9e-06 |
+| BEGIN dev | 754 | 1.10 | 0.61 | 0.56 | 1.31 | 0.92 | 0 | 2.4e-06 |
+| STS-B dev | 2,910 | 2.64 | 1.67 | 0.63 | 3.10 | 2.15 | 0 | 2.1e-06 |
+| TruthfulQA 1-400 | 2,781 | 2.06 | 1.07 | 0.52 | 2.26 | 1.60 | 0 | 2.5e-06 |
+| RAG speed set | 98 | 0.12 | 0.07 | 0.56 | 0.13 | 0.09 | 0 | 2.3e-06 |
+| throughput.py rag, 200 | 800 | 7.77 | 4.44 | 0.57 | 9.13 | 6.33 | 0 | 2.9e-06 |
 
-So the parse takes 0.51-0.60 of its time and the entity recogniser (which has its own
-``tok2vec`` and many more classes to choose from at each step) 0.70, and not one of the
-5,884 docs differs in any annotation. (Assay recognises entities only in the texts whose
+So the parse takes 0.52-0.63 of its time and the entity recogniser (which has its own
+``tok2vec`` and many more classes to choose from at each step) about 0.7, and not one of
+the 8,292 docs differs in any annotation. (Assay recognises entities only in the texts whose
 entities it reads, the answers, not in retrieved passages: `assay.text.parses`.)
 
 """
@@ -38,7 +39,6 @@ entities it reads, the answers, not in retrieved passages: `assay.text.parses`.)
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import time
@@ -53,32 +53,17 @@ from assay.text.attribute_rules import index_attribute_ruler
 from assay.text.parses import parse_texts
 from throughput import make_rag_samples
 from validity_checks import DATA
+from validity_data import begin_rows, qags_cnndm_sentences, stsb_pairs, truthfulqa_items
 
 
-def qags_texts() -> list[str]:
-    texts = []
-    for line in (DATA / "qags-cnndm-dev.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        texts.append(row["article"])
-        texts.extend(s["sentence"] for s in row["summary_sentences"])
-    return texts
-
-
-def begin_texts() -> list[str]:
-    with (DATA / "begin-wow-dev.tsv").open(newline="") as f:
-        rows = list(csv.DictReader(f, delimiter="\t"))
-    return [r[k] for r in rows for k in ("knowledge", "response")]
+def sample_texts(samples: list) -> list[str]:
+    """Every text of the samples: the answer, the reference and each context."""
+    return [t for x in samples for t in (x.response, x.expected, *(x.contexts or [])) if t]
 
 
 def stsb_texts() -> list[str]:
-    rows = (DATA / "stsb-dev.tsv").read_text().splitlines()
-    return [part for line in rows for part in line.split("\t")[5:7]]
-
-
-def truthfulqa_texts() -> list[str]:
-    with (DATA / "truthfulqa-dev.csv").open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    return [r["Best Answer"] for r in rows]
+    left, right, _ = stsb_pairs(DATA)
+    return [*left, *right]
 
 
 def rag_set_texts() -> list[str]:
@@ -106,10 +91,10 @@ HEADER = """\
 | --- | --- | --- | --- | --- | --- | --- | --- | --- |"""
 
 DATA_SETS: dict[str, Callable[[], list[str]]] = {
-    "QAGS CNN/DM": qags_texts,
-    "BEGIN dev": begin_texts,
+    "QAGS CNN/DM": lambda: sample_texts(qags_cnndm_sentences(DATA)[0]),
+    "BEGIN dev": lambda: sample_texts(begin_rows(DATA)[0]),
     "STS-B dev": stsb_texts,
-    "TruthfulQA 1-400": truthfulqa_texts,
+    "TruthfulQA 1-400": lambda: sample_texts(truthfulqa_items(DATA)[0]),
     "RAG speed set": rag_set_texts,
     "throughput.py rag, 200": throughput_rag_texts,
 }

@@ -6,9 +6,9 @@ thinc, the layer library under spaCy, multiplies matrices with blis on one threa
 layer. numpy's ``matmul`` calls the BLAS numpy was built with (OpenBLAS in the wheels),
 which uses every core the process may use (``OPENBLAS_NUM_THREADS`` or
 ``OMP_NUM_THREADS`` bound it) and faster kernels. On 2 cores (an AMD EPYC) a parse
-without the entity recogniser takes 0.51-0.60 of its time on the dev texts (200 RAG
-samples' passages and answers: 3.96 s against 7.25 s; ``benchmarks/parse_speed.py``),
-and the entity recogniser 0.70 of its. Two Python threads parsing half the texts each,
+without the entity recogniser takes 0.52-0.63 of its time on the dev texts (200 RAG
+samples' passages and answers: 4.44 s against 7.77 s; ``benchmarks/parse_speed.py``),
+and the entity recogniser about 0.7 of its. Two Python threads parsing half the texts each,
 on one BLAS thread each, were no faster than one (the rest of a parse holds the GIL).
 
 `use_blas_gemm` gives every layer of a loaded pipeline `BlasGemmOps`, thinc's numpy
@@ -16,7 +16,7 @@ backend with only ``gemm`` replaced, where numpy's BLAS is OpenBLAS, MKL or Acce
 (`FAST_BLAS`; a numpy on a reference BLAS keeps thinc's blis). The parser's transition
 loop keeps thinc's own single-threaded routine (it multiplies one small batch of states
 at a time, without the GIL). The products differ from blis's in the order of their sums
-only, by about 3e-6 on the token vectors. On the 5,884 dev texts of
+only, by about 3e-6 on the token vectors. On the 8,292 dev texts of
 ``benchmarks/parse_speed.py`` every annotation (tags, lemmas, dependencies, sentence
 bounds, entities) was the same, and ``tests/test_pipeline_gemm.py`` holds that on the
 shipped examples and 40 news articles.
