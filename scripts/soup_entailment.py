@@ -62,7 +62,14 @@ import torch
 from entailment_pairs import LABELS, Pair
 from llm_error_pairs import is_llm_style
 from safetensors.torch import load_file, save_file
-from train_entailment import batch_logits, encode_pairs, pair_loss, read_pairs, right_answers
+from train_entailment import (
+    batch_logits,
+    encode_pairs,
+    load_trained,
+    pair_loss,
+    read_pairs,
+    right_answers,
+)
 
 from assay.models.entailment import DEFAULT_WEIGHTS, MAX_LENGTH, base_model_path
 
@@ -102,9 +109,7 @@ def held_back_logits(weights: dict[str, torch.Tensor], pairs: list[Pair]) -> tor
     base = base_model_path()
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=len(LABELS))
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    if unexpected or len(missing) > 1:  # only the frozen word embeddings come from base
-        raise SystemExit(f"weights do not fit the model: {missing[:3]} {unexpected[:3]}")
+    load_trained(model, weights, "the soup")
     model.eval()
     rows = encode_pairs(tokenizer, pairs, MAX_LENGTH)
     return batch_logits(model, rows, tokenizer.pad_token_id).float()

@@ -226,16 +226,22 @@ def accuracy(model, rows, labels, pad_id: int, size: int = 64, device: str = "cp
     return right_answers(logits, torch.tensor(labels, device=logits.device)) / max(1, len(rows))
 
 
+def load_trained(model, weights: dict[str, torch.Tensor], source: str) -> None:
+    """Load trained ``weights`` (every weight but the frozen word embeddings, which stay
+    the base model's) into ``model``; exits naming ``source`` and the weights that do not
+    fit."""
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    if missing != [FROZEN_KEY] or unexpected:
+        left = [k for k in missing if k != FROZEN_KEY]
+        raise SystemExit(f"{source}: weights missing {left}, not in the model {unexpected}")
+
+
 def start_from(model, path: Path) -> None:
-    """Load the trained weights at ``path`` (every weight but the frozen word embeddings,
-    stored in float16) into ``model``, in float32."""
+    """Load the trained weights at ``path`` (stored in float16) into ``model``, in
+    float32 (`load_trained`)."""
     from safetensors.torch import load_file
 
-    weights = {k: v.float() for k, v in load_file(str(path)).items()}
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    left = [k for k in missing if k != FROZEN_KEY and not k.endswith("position_ids")]
-    if left or unexpected:
-        raise SystemExit(f"{path}: weights missing {left}, not in the model {unexpected}")
+    load_trained(model, {k: v.float() for k, v in load_file(str(path)).items()}, str(path))
 
 
 def main() -> None:
