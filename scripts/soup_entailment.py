@@ -24,7 +24,7 @@ Wortsman et al., 2022) and fit its temperature on held-back pairs.
 
 Tried on 2026-11-28 and not shipped: six GPU trainings (seeds 13, 14, 15 on the pairs
 of ``--more-data --llm-errors``, each with and without ``--no-llm-errors``; 3-5 min each
-on one H200) and their soup, against the shipped weights (one ``--more-data`` training),
+on one H200) and their soup, against the weights then shipped (one ``--more-data`` training),
 AUROC with paired bootstrap 95 % intervals of the change:
 
 | data set (left out of training) | shipped | soup | change |
@@ -39,7 +39,7 @@ AUROC with paired bootstrap 95 % intervals of the change:
 | FeverSymmetric test, the model alone | 0.765 | 0.745 | -0.031 to -0.007 |
 
 It loses on FeverSymmetric, the set built to catch a model that judges the claim without
-its evidence, so the rule (no loss on a left-out set) kept the shipped weights. Single
+its evidence, so the rule (no loss on a left-out set) kept those weights. Single
 members scored 0.730-0.746 (dev) there, those with the LLM-style pairs lowest (a likely
 cause: in those pairs "because", ", so" and "exactly" are 3 to 6 times as common in
 not-entailed hypotheses as in entailed ones, 1.7 to 2.7 times without them, a cue
