@@ -30,7 +30,11 @@ Weaknesses: it reads 128 word pieces; it lets a changed subject or swapped roles
 ("Sydney is the capital of Australia" and "Beats acquired Apple in 2014" from "Canberra
 is the capital" and "Apple acquired Beats in 2014": P(entailment) 0.89 and 0.95) and half
 passes a changed year ("... in 2015": 0.50), while it catches a changed object ("Curie
-was born in Paris" from "born in Warsaw": 0.02); English only.
+was born in Paris" from "born in Warsaw": 0.02); it partly judges a claim by its words
+alone, marking down entailed claims with "because", "so", "exactly", "all", "always",
+"will" or "proves" (mean P(entailment) 0.63 against 0.76 for those without, on 631 and
+3,000 human-labelled entailed pairs it did not train on; 0.70 and 0.79 before the
+LLM-style passes: ``benchmarks/entailment_cues.py``); English only.
 
 Precision: ``precision="auto"`` (the default) runs the shipped model (and a user's BERT
 classifier) in bfloat16 on a CPU with native bfloat16 (`assay.models.precision`: 2.6
