@@ -8,6 +8,12 @@ draws of the same items for both weights).
     python benchmarks/entailment_weights.py FEVER_SYMMETRIC_GIT_DIR NEW.safetensors [...] \\
         [--old OLD.safetensors]
 
+It also prints `faithfulness` (the default reading) of each answer of
+``examples/rag.jsonl`` with both weights: a screen for supported answers that give a
+cause or a purpose, which the dev sets hold few of (weights trained on LLM-style pairs
+once gained on every dev set and cut "Mars is called the Red Planet because ..." from
+0.89 to 0.61: `scripts/llm_error_pairs.py`).
+
 ``--old`` defaults to the shipped weights. Each weights file replaces the shipped one in
 turn (float32 or bfloat16, as ``precision="auto"`` picks), with a fresh model cache, so
 no score of other weights is read back. This is a quick screen: a release still needs
@@ -28,10 +34,13 @@ import assay.models.entailment as entailment
 from assay.core.agreement_stats import bootstrap_interval
 from assay.core.config import AssayConfig
 from assay.engine.resources import Resources
+from assay.inputs.read import read_samples
 from fever_symmetric import claims
 from validity_checks import DATA, metric_scores
 from validity_data import begin_rows, qags_cnndm_sentences
 
+#: the shipped RAG example, whose answers are read with each weights file
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "rag.jsonl"
 #: the support estimator of each reading: the model alone, and the default
 SETTINGS = {"alone": "entailment", "default": "graded+entailment"}
 DRAWS = 2000
@@ -51,6 +60,14 @@ def scores_of(weights: Path, samples: dict, fever: dict) -> dict[str, np.ndarray
     for split, (pairs, _) in fever.items():
         out[f"FeverSymmetric {split}"] = model.probabilities(pairs)[:, 0]
     return out
+
+
+def example_scores(weights: Path, samples: list) -> np.ndarray:
+    """`faithfulness` (default reading) of each sample with ``weights``, fresh cache."""
+    entailment.DEFAULT_WEIGHTS = weights
+    with tempfile.TemporaryDirectory() as cache:
+        config = AssayConfig(judge_model=None, cache_dir=cache)
+        return np.asarray(metric_scores("faithfulness", samples, Resources(config))[0])
 
 
 def auroc_change(labels: np.ndarray, old: np.ndarray, new: np.ndarray) -> float | None:
@@ -76,8 +93,11 @@ def main() -> None:
     for split, (_, supports) in fever.items():
         labels[f"FeverSymmetric {split}"] = supports
     old = scores_of(args.old, samples, fever)
+    answers, _ = read_samples(EXAMPLE)
+    old_answers = example_scores(args.old, answers)
     for weights in args.new:
         new = scores_of(weights, samples, fever)
+        new_answers = example_scores(weights, answers)
         print(f"{weights.name} against {args.old.name}")
         print("| data set, reading | old | new | change | 95 % interval |")
         print("| --- | --- | --- | --- | --- |")
@@ -91,6 +111,9 @@ def main() -> None:
             low, high = interval
             print(f"| {key} | {before:.4f} | {after:.4f} | {after - before:+.4f} "
                   f"| {low:+.4f} .. {high:+.4f} |", flush=True)  # fmt: skip
+        print(f"\nfaithfulness of {EXAMPLE.name}'s answers, old -> new")
+        for sample, before, after in zip(answers, old_answers, new_answers, strict=True):
+            print(f"{sample.id}: {before:.2f} -> {after:.2f}  {sample.response[:70]}")
 
 
 if __name__ == "__main__":

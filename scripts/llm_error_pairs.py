@@ -22,7 +22,7 @@ symmetric``) each wrong hypothesis comes a second time, entailed by a premise th
 it (`stated_premise`: the premise with the claim, or the two sentences a causal link
 joins, replaced by the hypothesis).
 
-That did not remove the shortcut. Measured 2026-11-29: the weights then shipped trained on for
+That did not remove the shortcut. Measured 2026-11-29: the shipped weights trained on for
 one more pass of 9,500 pairs (`train_entailment.py --init`, learning rate 2e-5, 297
 steps, seeds 13 and 14), from the ``--more-data`` pairs with the LLM-style ones left
 out, one-sided, or symmetric. P(entailment) is the mean over 575 human-labelled entailed
@@ -41,13 +41,11 @@ wrong sides teach still holds: a cue word the premise does not have means "not
 entailed". Human-labelled entailed pairs say the cue in other words, and they are marked
 down by as much as after the one-sided pairs.
 
-As a further pass from the weights shipped then, though, the one-sided pairs gained on
-every check without losing FeverSymmetric, and the mean of the two one-sided passes is the
-shipped model since 29 November 2026 (`assay.models.entailment`; the weights before it
-are its record's ``started_from``). The soup was made with `scripts/soup_entailment.py`,
-where T = 1.06 (fitted on the 500 pairs both passes held back) since both start from the
-same weights. Against the weights before it (``benchmarks/entailment_weights.py``, paired
-95 % intervals):
+As a further pass from the shipped weights, though, the one-sided pairs gained on every
+dev check without losing FeverSymmetric. The mean of the two one-sided passes was made
+with `scripts/soup_entailment.py`, where T = 1.06 (fitted on the 500 pairs both passes
+held back) since both start from the same weights. Against the shipped weights
+(``benchmarks/entailment_weights.py``, paired 95 % intervals):
 
 | data set, reading | before | soup | change | 95 % interval |
 | --- | --- | --- | --- | --- |
@@ -59,9 +57,11 @@ same weights. Against the weights before it (``benchmarks/entailment_weights.py`
 | FeverSymmetric test | 0.7644 | 0.7663 | +0.0019 | -0.0039 .. +0.0077 |
 
 The soup keeps the cue of the one-sided pairs: P(entailment) 0.626 with a cue word and
-0.759 without (gap 0.134), where the weights before give 0.697 and 0.787 (0.089), on the
+0.759 without (gap 0.134), where the shipped weights give 0.697 and 0.787 (0.089), on the
 631 and 3,000 human-labelled entailed pairs of the recipe's pairs file past its first
-10,000. Each single pass gave the default 0.948 on BEGIN and 0.818 on QAGS. The pass without
+10,000 (the shipped weights trained on most of them, the passes on none).
+
+Each single pass gave the default 0.948 on BEGIN and 0.818 on QAGS. The pass without
 the LLM-style pairs gave 0.947 and 0.812-0.814, and the symmetric pass 0.948-0.951 and
 0.815.
 
@@ -69,10 +69,25 @@ On QAGS with each article inside a 10,000-word document (``benchmarks/validity.p
 support_long_documents``), the soup moved the default from 0.8123 to 0.8191 and the
 model alone from 0.7949 to 0.8029. Within each article (``auroc_within_group``), the
 default rose from 0.744 to 0.764 (the article alone) and from 0.744 to 0.769 (inside
-10,000 words); the model alone fell from 0.773 to 0.769 and from 0.782 to 0.769. The
-model alone is not a default.
+10,000 words); the model alone fell from 0.773 to 0.769 and from 0.782 to 0.769.
 
-Tried on 29 November 2026 and not taken, against the same weights:
+**Not shipped: it marks down supported answers that state a cause or a purpose.** The
+dev sets (dialogue replies, news summary sentences) hold few of them; the shipped RAG
+example does. P(entailment) of each answer of ``examples/rag.jsonl`` against its
+contexts, shipped weights then soup: "Seasons are caused by the tilt of Earth's axis,
+about 23.4 degrees, which changes how directly sunlight hits each hemisphere" (the
+context: "tilted about 23.4 degrees ..., so each hemisphere receives more direct
+sunlight") 0.94 then 0.41; "Mars is called the Red Planet because iron oxide on its
+surface gives it a reddish colour" 0.97 then 0.57; "The Eiffel Tower was completed in
+1889 for the World's Fair" ("... as the entrance arch to the 1889 World's Fair") 0.70
+then 0.18; `faithfulness` of the three 0.83, 0.89 and 0.70 then 0.67, 0.61 and 0.53.
+The rules teach that a causal link or an added detail the premise lacks is not
+entailed, and the model learnt the words ("caused", "because", "for") rather than the
+lack. Before pairs like these are trained on again, a screen of supported answers that
+explain (human-labelled, not from an evaluation benchmark) should stand beside the dev
+sets.
+
+Also tried on 29 November 2026, against the shipped weights:
 
 - the same recipe on pairs that also hold the task dialogues (``--more-text``): FeverSymmetric
   fell by 0.008 and 0.012 (dev and test, intervals -0.015 .. -0.001 and -0.018 .. -0.005),
@@ -84,14 +99,13 @@ Tried on 29 November 2026 and not taken, against the same weights:
   pairs (``--no-llm-errors``, seeds 13 and 14; T = 1.18): a smaller cue gap (0.106) and
   the best FeverSymmetric (0.7510 and 0.7712, both intervals above zero), the model
   alone higher (BEGIN 0.9340, QAGS 0.8034, in 10,000 words 0.8054), but the default
-  lower than the shipped soup on every set (BEGIN 0.9475, QAGS 0.8176, in 10,000 words
-  0.8176, within each article 0.760 and 0.760). By the rule (the default loses nowhere)
-  it stays a candidate: worth a look where the model alone is used, or if held-out
-  data punish the cue.
+  lower than the two-pass soup on every set (BEGIN 0.9475, QAGS 0.8176, in 10,000 words
+  0.8176, within each article 0.760 and 0.760); on the three RAG answers above 0.69,
+  0.89 and 0.49: better than the two-pass soup, still below the shipped weights.
 
-The recipe, about 10 minutes on 2 cores: ``--more-data --llm-errors --pairs-out P``,
-then ``--pairs P --limit 10000 --epochs 1 --lr 2e-5 --bf16 --init <weights before> --seed
-13`` and ``--seed 14``, then the soup of the two.
+The recipe of the two-pass soup, about 10 minutes on 2 cores: ``--more-data --llm-errors
+--pairs-out P``, then ``--pairs P --limit 10000 --epochs 1 --lr 2e-5 --bf16 --init
+<shipped> --seed 13`` and ``--seed 14``, then the soup of the two.
 """
 
 from __future__ import annotations

@@ -28,9 +28,10 @@ hypothesis) and gives P(entailment), P(neutral), P(contradiction).
   held-back pairs such a row counts as right when the top label is not entailment.
 - ``--init WEIGHTS`` starts from trained weights (the shipped ones, say) rather than the
   base model with a new classifier: a further pass over new pairs costs minutes, not an
-  hour (297 steps took 2.5-4 min on 2 cores in bfloat16). The shipped weights are two
-  such passes over ``--more-data --llm-errors`` pairs, averaged (`llm_error_pairs` has the
-  recipe and the numbers; the same with ``--more-text`` lost on FeverSymmetric).
+  hour (297 steps took 2.5-4 min on 2 cores in bfloat16). Two such passes over
+  ``--more-data --llm-errors`` pairs, averaged, gained on every dev set but marked down
+  supported answers that give a cause, and were not shipped (`llm_error_pairs` has the
+  recipe and the numbers).
 - Reproducible from ``--seed``: the pairs, their order, the classifier's initial weights
   and dropout are drawn from it (on one CPU thread count; other hardware can differ in
   the last digits).

