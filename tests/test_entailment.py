@@ -134,6 +134,35 @@ def test_probabilities_rank_entailed_over_contradicted(model: EntailmentModel) -
     assert rows[1, 2] > rows[0, 2]  # the wrong city is more contradicted
 
 
+def test_supported_answers_that_give_a_cause_or_purpose_are_entailed(
+    model: EntailmentModel,
+) -> None:
+    # three supported answers of examples/rag.jsonl against their passages. Weights trained
+    # on LLM-style error pairs once gained on every dev set and gave these 0.65, 0.55 and
+    # 0.83: they had learnt "because", "caused" and "for" as signs of an unstated link
+    # (scripts/llm_error_pairs.py). The shipped weights give 0.93, 0.98 and 0.93.
+    pairs = [
+        (
+            "Earth's axis is tilted about 23.4 degrees relative to its orbital plane, so each "
+            "hemisphere receives more direct sunlight for part of the year.",
+            "Seasons are caused by the tilt of Earth's axis, about 23.4 degrees, which changes "
+            "how directly sunlight hits each hemisphere during the year.",
+        ),
+        (
+            "Mars is often called the Red Planet; iron oxide prevalent on its surface gives it "
+            "a reddish appearance.",
+            "Mars is called the Red Planet because iron oxide on its surface gives it a "
+            "reddish colour.",
+        ),
+        (
+            "The Eiffel Tower was completed in March 1889 as the entrance arch to the 1889 "
+            "World's Fair.",
+            "The Eiffel Tower was completed in 1889 for the World's Fair.",
+        ),
+    ]
+    assert model.probabilities(pairs)[:, 0].min() > 0.8
+
+
 def test_pairs_are_memoised_and_deduplicated(model: EntailmentModel) -> None:
     before = model.calls
     pair = ("The sky is blue.", "The sky has a colour.")
