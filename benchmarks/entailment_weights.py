@@ -46,28 +46,27 @@ SETTINGS = {"alone": "entailment", "default": "graded+entailment"}
 DRAWS = 2000
 
 
-def scores_of(weights: Path, samples: dict, fever: dict) -> dict[str, np.ndarray]:
-    """The scores each reading gives with ``weights``, by "<data set> <reading>"."""
+def faithfulness_scores(samples: list, setting: str) -> np.ndarray:
+    """`faithfulness` of each sample with the support estimator ``setting``, read with
+    the weights `entailment.DEFAULT_WEIGHTS` names, in a fresh model cache."""
+    with tempfile.TemporaryDirectory() as cache:
+        config = AssayConfig(judge_model=None, support_estimator=setting, cache_dir=cache)
+        return np.asarray(metric_scores("faithfulness", samples, Resources(config))[0])
+
+
+def scores_of(weights: Path, samples: dict, fever: dict, answers: list) -> dict[str, np.ndarray]:
+    """The scores each reading gives with ``weights``, by "<data set> <reading>", and
+    ``answers``' default reading (by "example")."""
     entailment.DEFAULT_WEIGHTS = weights
     out: dict[str, np.ndarray] = {}
     for reading, setting in SETTINGS.items():
         for name, items in samples.items():
-            with tempfile.TemporaryDirectory() as cache:
-                config = AssayConfig(judge_model=None, support_estimator=setting, cache_dir=cache)
-                scored = metric_scores("faithfulness", items, Resources(config))
-            out[f"{name} {reading}"] = np.asarray(scored[0])
+            out[f"{name} {reading}"] = faithfulness_scores(items, setting)
     model = entailment.EntailmentModel()
     for split, (pairs, _) in fever.items():
         out[f"FeverSymmetric {split}"] = model.probabilities(pairs)[:, 0]
+    out["example"] = faithfulness_scores(answers, SETTINGS["default"])
     return out
-
-
-def example_scores(weights: Path, samples: list) -> np.ndarray:
-    """`faithfulness` (default reading) of each sample with ``weights``, fresh cache."""
-    entailment.DEFAULT_WEIGHTS = weights
-    with tempfile.TemporaryDirectory() as cache:
-        config = AssayConfig(judge_model=None, cache_dir=cache)
-        return np.asarray(metric_scores("faithfulness", samples, Resources(config))[0])
 
 
 def auroc_change(labels: np.ndarray, old: np.ndarray, new: np.ndarray) -> float | None:
@@ -92,12 +91,10 @@ def main() -> None:
               for name, y in (("BEGIN", begin_labels), ("QAGS", qags_labels))}  # fmt: skip
     for split, (_, supports) in fever.items():
         labels[f"FeverSymmetric {split}"] = supports
-    old = scores_of(args.old, samples, fever)
     answers, _ = read_samples(EXAMPLE)
-    old_answers = example_scores(args.old, answers)
+    old = scores_of(args.old, samples, fever, answers)
     for weights in args.new:
-        new = scores_of(weights, samples, fever)
-        new_answers = example_scores(weights, answers)
+        new = scores_of(weights, samples, fever, answers)
         print(f"{weights.name} against {args.old.name}")
         print("| data set, reading | old | new | change | 95 % interval |")
         print("| --- | --- | --- | --- | --- |")
@@ -112,7 +109,7 @@ def main() -> None:
             print(f"| {key} | {before:.4f} | {after:.4f} | {after - before:+.4f} "
                   f"| {low:+.4f} .. {high:+.4f} |", flush=True)  # fmt: skip
         print(f"\nfaithfulness of {EXAMPLE.name}'s answers, old -> new")
-        for sample, before, after in zip(answers, old_answers, new_answers, strict=True):
+        for sample, before, after in zip(answers, old["example"], new["example"], strict=True):
             print(f"{sample.id}: {before:.2f} -> {after:.2f}  {sample.response[:70]}")
 
 
