@@ -29,10 +29,12 @@ hypothesis) and gives P(entailment), P(neutral), P(contradiction).
   held-back pairs such a row counts as right when the top label is not entailment.
 - ``--init WEIGHTS`` starts from trained weights (the shipped ones, say) rather than the
   base model with a new classifier: a further pass over new pairs costs minutes, not an
-  hour (297 steps took 2.5-4 min on 2 cores in bfloat16). Two such passes over
+  hour (297 steps took 2.5-5 min on 2 cores in bfloat16). Two such passes over
   ``--more-data --llm-errors`` pairs, averaged, gained on every dev set but marked down
-  supported answers that give a cause, and were not shipped (`llm_error_pairs` has the
-  recipe and the numbers).
+  supported answers that give a cause, and were not shipped; the shipped weights are the
+  mean of four passes from the weights before, two over ``--llm-errors reworded`` pairs
+  and two over the same file with ``--no-llm-errors`` (`llm_error_pairs` has the recipe
+  and the numbers).
 - Reproducible from ``--seed``: the pairs, their order, the classifier's initial weights
   and dropout are drawn from it (on one CPU thread count; other hardware can differ in
   the last digits).

@@ -131,8 +131,8 @@ class Faithfulness(_SupportBased):
     largest P(entailment) of Assay's entailment model over the two context windows that
     share the most content words with it, averaged over sentences;
     `assay.estimators.entailment`, `assay.models.entailment`). Both data sets were left
-    out of both: AUROC BEGIN dev 0.946, QAGS CNN/DM 0.814 for the mean, against
-    0.917 and 0.775 for the graded support and 0.931 and 0.767 for the
+    out of both: AUROC BEGIN dev 0.947, QAGS CNN/DM 0.815 for the mean, against
+    0.917 and 0.775 for the graded support and 0.932 and 0.798 for the
     entailment model alone (``support_estimator = "graded"`` or ``"entailment"``).
     Evidence per sentence: both scores, the deciding window and its three
     probabilities; ``details["in_domain"]`` is false when the model read text unlike its
