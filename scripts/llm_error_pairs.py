@@ -413,6 +413,8 @@ def claim_pairs(claim: Claim, rng: random.Random, twin: str = "none") -> list[Pa
     ``reworded`` text (kind "llm_<rule>_reworded"; none for merged facts). A twin is left
     out where the premise does not hold the source as one text. The draws from ``rng``
     are the same either way."""
+    if twin not in TWINS:
+        raise ValueError(f"twin must be one of {TWINS}, not {twin!r}")
     para, i = claim.paragraph, claim.index
     if i + 1 < claim.end:
         neighbour: tuple[Sentence, Sentence] | None = (para[i], para[i + 1])
