@@ -147,6 +147,12 @@ fell ..., which led to German reunification in 1990") is no supported answer: it
 contexts give the two events side by side and no link, so its fall (`faithfulness` 0.84
 to 0.76) is right, and it is not among the three above.
 
+Tried and not taken: the same soup with the reworded passes reading 20,000 pairs each
+(594 steps, T = 1.26). Against the shipped soup, QAGS alone +0.0045 (interval +0.0011 ..
++0.0083) and the default +0.0003 on BEGIN and +0.0012 on QAGS, but FeverSymmetric dev
+-0.0020, the seasons answer 0.79, and the explaining answers ranked no better (0.641
+and 0.682; the causal ones 0.44 again).
+
 The recipe, about 20 minutes on 2 cores: ``--more-data --llm-errors reworded --pairs-out
 P``; ``--pairs P --limit 10000 --epochs 1 --lr 2e-5 --bf16 --init <before> --seed 13``
 and ``--seed 14``, the same with ``--no-llm-errors``; the soup of the four.
