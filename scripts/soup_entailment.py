@@ -63,13 +63,13 @@ from pathlib import Path
 import numpy as np
 import torch
 from entailment_pairs import LABELS, Pair
-from llm_error_pairs import is_llm_style
 from safetensors.torch import load_file, save_file
 from train_entailment import (
     batch_logits,
     encode_pairs,
     load_trained,
     pair_loss,
+    plain_pairs,
     read_pairs,
     right_answers,
 )
@@ -99,7 +99,7 @@ def unseen_pairs(pairs: list[Pair], members: list[dict]) -> list[Pair]:
     non-LLM-style ones where it ran with ``--no-llm-errors``, cut to the record's
     ``pairs`` (``--limit``); it held back the first ``held_back`` of them and trained on
     the rest."""
-    others = [p for p in pairs if not is_llm_style(p.kind)]
+    others = plain_pairs(pairs)
     held: set[int] = set()
     trained: set[int] = set()
     for record in members:

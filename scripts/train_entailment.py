@@ -143,13 +143,19 @@ def write_pairs(path: Path, pairs: list[Pair]) -> None:
             handle.write(json.dumps(dataclasses.asdict(p), ensure_ascii=False) + "\n")
 
 
+def plain_pairs(pairs: list[Pair]) -> list[Pair]:
+    """The pairs not made by `llm_error_pairs.llm_style_pair`, in order: what a
+    ``--no-llm-errors`` training reads of a pairs file."""
+    return [p for p in pairs if not is_llm_style(p.kind)]
+
+
 def read_pairs(path: Path, without_llm_style: bool = False) -> tuple[list[Pair], dict[str, int]]:
-    """The pairs `write_pairs` wrote, in order (``without_llm_style``: those not made by
-    `llm_error_pairs.llm_style_pair`), and how many of each rule."""
+    """The pairs `write_pairs` wrote, in order (``without_llm_style``: `plain_pairs`),
+    and how many of each rule."""
     with gzip.open(path, "rt", encoding="utf-8") as handle:
         pairs = [Pair(**json.loads(line)) for line in handle if line.strip()]
     if without_llm_style:
-        pairs = [p for p in pairs if not is_llm_style(p.kind)]
+        pairs = plain_pairs(pairs)
     return pairs, rule_counts(pairs)
 
 
