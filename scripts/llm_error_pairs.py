@@ -153,6 +153,22 @@ Tried and not taken: the same soup with the reworded passes reading 20,000 pairs
 -0.0020, the seasons answer 0.79, and the explaining answers ranked no better (0.641
 and 0.682; the causal ones 0.44 again).
 
+Tried on 29 November 2026 and not taken: contrasts against the reworded premise
+(``--llm-errors contrasted``). The reworded twins teach that a premise stating a link
+entails a hypothesis stating it; the hand-written answers that fool the model are
+instead wrong links beside a stated one ("the demo moved because the room is being
+repainted", where the text gives the CFO's travel as the reason). So each causal pair
+got a fourth, neutral: against the reworded premise, the effect given another sentence
+of the window as its cause, or the link reversed (`_misattributed_link`; 1,040 of the
+98,198 pairs). The same four-pass soup (T = 1.26) against the shipped one: the default
++0.0010 on BEGIN and +0.0020 on QAGS, the model alone +0.0023 and +0.0052,
+FeverSymmetric -0.0010 and -0.0011, the explaining answers 0.637 / 0.669 (shipped 0.639
+/ 0.677; causal 0.45 against 0.44), their supported mean 0.68 (0.74), the seasons answer
+0.71 (0.78). With more of them (every claim's causal quad where it has one: 2,737 claims;
+2,000 of those pairs in each reworded pass's 10,000) the causal answers rose to 0.48 in
+the soup and 0.52 in the two passes alone, while the supported mean fell to 0.67 and
+0.57: the model learns to mark down causal wording faster than to check the link.
+
 The recipe, about 20 minutes on 2 cores: ``--more-data --llm-errors reworded --pairs-out
 P``; ``--pairs P --limit 10000 --epochs 1 --lr 2e-5 --bf16 --init <before> --seed 13``
 and ``--seed 14``, the same with ``--no-llm-errors``; the soup of the four.
@@ -254,11 +270,12 @@ def _overstate(claim: str, rng: random.Random) -> tuple[str, str | None] | None:
 
 
 def _causal_link(
-    first: Sentence, second: Sentence, rng: random.Random
-) -> tuple[str, str, str] | None:
+    first: Sentence, second: Sentence, rng: random.Random, others: Sequence[Sentence] = ()
+) -> tuple[str, str, str, str] | None:
     """Two sentences of the window joined as the text joins them ("A, and b": entailed),
-    with a causal link it does not state ("A because b", "A, so b", "B because a"), and
-    that link in other words (`_reworded_link`)."""
+    with a causal link it does not state ("A because b", "A, so b", "B because a"), that
+    link in other words (`_reworded_link`), and a link that those words do not state
+    either (`_misattributed_link`; ``others``: the window's other sentences)."""
     if _CAUSAL.search(first.text) or _CAUSAL.search(second.text):
         return None
     fused = fuse(first.text, second.text)
@@ -275,7 +292,8 @@ def _causal_link(
         linked = f"{strip_end(second.text)} because {_continued(first)}"
         cause, effect = first, second
     linked = sentence_end(linked)
-    return fused, linked, _reworded_link(cause, effect, linked)
+    reworded = _reworded_link(cause, effect, linked)
+    return fused, linked, reworded, _misattributed_link(cause, effect, reworded, others)
 
 
 def _reworded_link(cause: Sentence, effect: Sentence, linked: str) -> str:
@@ -294,6 +312,27 @@ def _reworded_link(cause: Sentence, effect: Sentence, linked: str) -> str:
     ]
     others = [sentence_end(form) for form in forms if sentence_end(form) != linked]
     return random.Random(linked).choice(others)
+
+
+def _misattributed_link(
+    cause: Sentence, effect: Sentence, reworded: str, others: Sequence[Sentence]
+) -> str:
+    """A causal link a premise stating ``reworded`` (``cause`` as the cause of ``effect``)
+    does not state: ``effect`` given another sentence of the window (``others``) as its
+    cause, the error of an answer that names the wrong one of the reasons at hand ("E
+    because f"), two times in three where the window has such a sentence; else cause and
+    effect reversed ("E, so c"). The choices are drawn by a generator seeded with
+    ``reworded`` (the caller's draws stay the same); the wording is a `_reworded_link`
+    one."""
+    pick = random.Random(reworded)
+    wrong = [
+        s
+        for s in others
+        if not _CAUSAL.search(s.text) and word_count(s.text) + word_count(effect.text) <= 45
+    ]
+    if wrong and pick.random() < 2 / 3:
+        return _reworded_link(pick.choice(wrong), effect, reworded)
+    return _reworded_link(effect, cause, reworded)
 
 
 def _merge_facts(
@@ -350,7 +389,9 @@ class ErrorPair(NamedTuple):
     (label index ``label``, made by ``rule``), the ``source``: the text of the premise
     both were made from (the claim, or the two sentences a causal link joins), and
     ``reworded``: text to put in the source's place that says what the wrong hypothesis
-    says in other words (None where the rule has none: merged facts)."""
+    says in other words (None where the rule has none: merged facts), and ``contrast``: a
+    hypothesis that premise does not entail either (a causal link's `_misattributed_link`;
+    None for the other rules)."""
 
     entailed: str
     wrong: str
@@ -358,6 +399,7 @@ class ErrorPair(NamedTuple):
     rule: str
     source: str
     reworded: str | None = None
+    contrast: str | None = None
 
 
 def llm_style_pair(
@@ -367,10 +409,12 @@ def llm_style_pair(
     nearby: Sequence[tuple[str, str]],
     pool: dict[str, list[str]],
     rng: random.Random,
+    others: Sequence[Sentence] = (),
 ) -> ErrorPair | None:
     """A minimal pair for the claim ``sentence`` (`ErrorPair`). ``neighbour`` is the claim
     and the sentence beside it in the window, in order; ``nearby`` the names of the
-    paragraph's other sentences."""
+    paragraph's other sentences; ``others`` the window's sentences besides
+    ``neighbour``."""
     rules = ["merged", "merged", "merged_number", "causal", "causal", "hedge", "hedge",
              "hedge", "detail", "detail"]  # fmt: skip
     rng.shuffle(rules)
@@ -379,6 +423,7 @@ def llm_style_pair(
     for rule in rules:
         made: str | None = None
         reworded: str | None = None
+        contrast: str | None = None
         entailed_text, label, source = claim, neutral, claim
         if rule == "merged":
             made = _merge_facts(claim, sentence.entities, nearby, pool, rng, NAME_TYPES)
@@ -387,16 +432,16 @@ def llm_style_pair(
             made = _merge_facts(claim, sentence.entities, nearby, pool, rng, NUMBER_TYPES)
             label = contradiction
         elif rule == "causal" and neighbour is not None:
-            linked = _causal_link(neighbour[0], neighbour[1], rng)
+            linked = _causal_link(neighbour[0], neighbour[1], rng, others)
             if linked is not None:
-                entailed_text, made, reworded = linked
+                entailed_text, made, reworded, contrast = linked
                 source = f"{neighbour[0].text} {neighbour[1].text}"
         elif rule == "hedge":
             made, reworded = _overstate(claim, rng) or (None, None)
         elif rule == "detail":
             made, reworded = _invent_detail(sentence, premise, pool, rng) or (None, None)
         if made and made != entailed_text:
-            return ErrorPair(entailed_text, made, label, rule, source, reworded)
+            return ErrorPair(entailed_text, made, label, rule, source, reworded, contrast)
     return None
 
 
@@ -407,8 +452,9 @@ def stated_premise(premise: str, pair: ErrorPair) -> str:
 
 
 #: the entailed twins `claim_pairs` can add to a minimal pair: none, the wrong hypothesis
-#: entailed by a premise that says it word for word, or in other words
-TWINS = ("none", "stated", "reworded")
+#: entailed by a premise that says it word for word, or in other words, or in other words
+#: with a causal link that premise does not state beside it (``contrasted``)
+TWINS = ("none", "stated", "reworded", "contrasted")
 
 
 def claim_pairs(claim: Claim, rng: random.Random, twin: str = "none") -> list[Pair]:
@@ -416,18 +462,24 @@ def claim_pairs(claim: Claim, rng: random.Random, twin: str = "none") -> list[Pa
     side (kind "llm_<rule>_source") and its wrong side (kind "<rule>"), and by ``twin``
     (one of `TWINS`) also the wrong hypothesis entailed by the `stated_premise` (kind
     "llm_<rule>_stated") or by the premise with the source replaced by the pair's
-    ``reworded`` text (kind "llm_<rule>_reworded"; none for merged facts). A twin is left
-    out where the premise does not hold the source as one text. The draws from ``rng``
-    are the same either way."""
+    ``reworded`` text (kind "llm_<rule>_reworded"; none for merged facts); with
+    ``contrasted`` the reworded twin and, for a causal link, the pair's ``contrast``
+    against that same premise, neutral (kind "llm_causal_contrast": the premise now states
+    a link, and the hypothesis states another). A twin is left out where the premise does
+    not hold the source as one text. The draws from ``rng`` are the same either way."""
     if twin not in TWINS:
         raise ValueError(f"twin must be one of {TWINS}, not {twin!r}")
     para, i = claim.paragraph, claim.index
     if i + 1 < claim.end:
-        neighbour: tuple[Sentence, Sentence] | None = (para[i], para[i + 1])
+        pair_at: tuple[int, ...] = (i, i + 1)
+    elif claim.start < i:
+        pair_at = (i - 1, i)
     else:
-        neighbour = (para[i - 1], para[i]) if claim.start < i else None
+        pair_at = ()
+    neighbour = (para[pair_at[0]], para[pair_at[1]]) if pair_at else None
     nearby = [e for j, s in enumerate(para) if j != i for e in s.entities]
-    made = llm_style_pair(para[i], neighbour, claim.premise, nearby, claim.pool, rng)
+    others = [para[j] for j in range(claim.start, claim.end) if j not in pair_at]
+    made = llm_style_pair(para[i], neighbour, claim.premise, nearby, claim.pool, rng, others)
     if made is None:
         return []
     entailment = LABELS.index("entailment")
@@ -440,7 +492,10 @@ def claim_pairs(claim: Claim, rng: random.Random, twin: str = "none") -> list[Pa
     if twin == "stated":
         premise = stated_premise(claim.premise, made)
         pairs.append(Pair(premise, made.wrong, entailment, f"llm_{made.rule}_stated"))
-    elif twin == "reworded" and made.reworded is not None:
+    elif twin in ("reworded", "contrasted") and made.reworded is not None:
         premise = claim.premise.replace(made.source, made.reworded, 1)
         pairs.append(Pair(premise, made.wrong, entailment, f"llm_{made.rule}_reworded"))
+        if twin == "contrasted" and made.contrast is not None:
+            neutral = LABELS.index("neutral")
+            pairs.append(Pair(premise, made.contrast, neutral, f"llm_{made.rule}_contrast"))
     return pairs

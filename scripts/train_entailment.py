@@ -108,8 +108,14 @@ def rule_counts(pairs: list[Pair]) -> dict[str, int]:
 
 #: the ``--llm-errors`` forms and the twin each adds to a minimal pair
 #: (`llm_error_pairs.TWINS`): none, the wrong hypothesis also entailed by a premise that
-#: says it word for word, or in other words
-LLM_ERROR_FORMS = {"one-sided": "none", "symmetric": "stated", "reworded": "reworded"}
+#: says it word for word, or in other words (and, ``contrasted``, a causal link that
+#: premise does not state)
+LLM_ERROR_FORMS = {
+    "one-sided": "none",
+    "symmetric": "stated",
+    "reworded": "reworded",
+    "contrasted": "contrasted",
+}
 
 
 def training_pairs(
@@ -299,7 +305,8 @@ def main() -> None:
         choices=LLM_ERROR_FORMS,
         help="add a minimal pair of an LLM-style error to each synthetic claim (symmetric: "
         "and its wrong hypothesis entailed by a premise that says it; reworded: by a premise "
-        "that says it in other words)",
+        "that says it in other words; contrasted: that too, and beside it a causal link that "
+        "premise does not state, not entailed)",
     )
     parser.add_argument(
         "--more-text",

@@ -112,7 +112,7 @@ def test_a_causal_link_reworded_states_the_same_cause_in_other_words() -> None:
     first = sentence("The river flooded the valley.")
     second = sentence("The harvest failed.")
     for seed in range(20):
-        _, linked, reworded = _causal_link(first, second, random.Random(seed))
+        _, linked, reworded, _ = _causal_link(first, second, random.Random(seed))
         if linked == "The river flooded the valley because the harvest failed.":
             # the harvest is the cause here
             assert reworded in {
@@ -124,6 +124,51 @@ def test_a_causal_link_reworded_states_the_same_cause_in_other_words() -> None:
             }
         else:
             assert reworded in FLOOD_CAUSED_FAILURE - {linked}
+
+
+def test_a_misattributed_link_gives_the_effect_another_cause_or_reverses_it() -> None:
+    flood = sentence("The river flooded the valley.")
+    failure = sentence("The harvest failed.")
+    fair = sentence("The town held its fair in May.")
+    # no other sentence in the window: the reworded link reversed, in some wording
+    for seed in range(20):
+        _, linked, _, contrast = _causal_link(flood, failure, random.Random(seed))
+        if linked == FLOOD_BECAUSE_OF_FAILURE:  # the failed harvest is the cause here
+            assert contrast in FLOOD_CAUSED_FAILURE
+        else:
+            assert contrast in FAILURE_CAUSED_FLOOD
+    # with one: the effect given the fair as its cause (two premises in three), or reversed
+    by_fair = {
+        "The town held its fair in May, so the harvest failed.",
+        "The harvest failed because the town held its fair in May.",
+        "The town held its fair in May; as a result, the harvest failed.",
+        "The town held its fair in May. That is why the harvest failed.",
+        "The harvest failed, as the town held its fair in May.",
+        "The town held its fair in May, which is why the harvest failed.",
+    }
+    made = [_causal_link(flood, failure, random.Random(seed), [fair]) for seed in range(60)]
+    for _, linked, _, contrast in made:
+        if linked != FLOOD_BECAUSE_OF_FAILURE:
+            assert contrast in by_fair | FAILURE_CAUSED_FLOOD
+    # each choice is fixed by the reworded premise: both occur among these few premises
+    assert {"fair" in contrast for *_, contrast in made} == {True, False}
+    # a sentence that states a cause of its own is not given as the wrong one
+    stated = sentence("The harvest failed because of the drought.")
+    assert all("drought" not in _causal_link(flood, failure, random.Random(s), [stated])[3]
+               for s in range(20))  # fmt: skip
+
+
+#: the link of `_causal_link`'s "because" form here: the failed harvest as the flood's cause
+FLOOD_BECAUSE_OF_FAILURE = "The river flooded the valley because the harvest failed."
+#: the failed harvest as the cause of the flood, in each wording of `_reworded_link`
+FAILURE_CAUSED_FLOOD = {
+    "The harvest failed, so the river flooded the valley.",
+    "The river flooded the valley because the harvest failed.",
+    "The harvest failed; as a result, the river flooded the valley.",
+    "The harvest failed. That is why the river flooded the valley.",
+    "The river flooded the valley, as the harvest failed.",
+    "The harvest failed, which is why the river flooded the valley.",
+}
 
 
 def test_a_name_keeps_its_capital_in_a_causal_link() -> None:
@@ -245,6 +290,39 @@ def test_reworded_claim_pairs_add_the_wrong_hypothesis_entailed_by_other_words()
         assert (twin.label, twin.kind) == (0, "llm_causal_reworded")
         twins += 1
     assert twins > 0
+
+
+def test_contrasted_claim_pairs_add_a_link_the_reworded_premise_does_not_state() -> None:
+    para = [
+        sentence("The river flooded the valley."),
+        sentence("The harvest failed."),
+        sentence("The town held its fair in May."),
+    ]
+    premise = "The river flooded the valley. The harvest failed. The town held its fair in May."
+    claim = Claim(para, 0, 0, 3, premise, {})
+    contrasts = set()
+    for seed in range(40):
+        rng_one, rng_twin = random.Random(seed), random.Random(seed)
+        reworded = claim_pairs(claim, rng_one, twin="reworded")
+        contrasted = claim_pairs(claim, rng_twin, twin="contrasted")
+        assert rng_one.random() == rng_twin.random()  # the same draws either way
+        assert contrasted[:3] == reworded[:3]
+        if reworded[1].kind != "causal":
+            assert contrasted == reworded  # only a causal link has a contrast
+            continue
+        twin, contrast = contrasted[2:]
+        # against the reworded premise, which still ends with the fair
+        assert twin.premise.endswith(" The town held its fair in May.")
+        assert (contrast.premise, contrast.label, contrast.kind) == (
+            twin.premise,
+            1,
+            "llm_causal_contrast",
+        )
+        assert is_llm_style(contrast.kind)
+        if "because the harvest" not in reworded[1].hypothesis:  # the flood caused it
+            contrasts.add(contrast.hypothesis in FAILURE_CAUSED_FLOOD)
+            assert contrast.hypothesis in FAILURE_CAUSED_FLOOD or "fair" in contrast.hypothesis
+    assert contrasts == {True, False}  # reversed links and misattributed ones
 
 
 def test_no_twin_where_the_premise_does_not_hold_the_source() -> None:
