@@ -13,8 +13,9 @@ dev sets hold few of (weights trained on LLM-style pairs once gained on every de
 and cut "Mars is called the Red Planet because ..." from 0.89 to 0.61:
 `scripts/llm_error_pairs.py`): both readings on the 90 hand-written answers of
 ``benchmarks/data/explaining_answers`` ("Explaining"; AUROC, and the mean of the
-supported ones, which should not fall), and `faithfulness` (the default reading) of each
-answer of ``examples/rag.jsonl`` with both weights.
+supported ones, which should not fall, and the AUROC within each kind of answer), and
+`faithfulness` (the default reading) of each answer of ``examples/rag.jsonl`` with both
+weights.
 
 ``--old`` defaults to the shipped weights. Each weights file replaces the shipped one in
 turn (float32 or bfloat16, as ``precision="auto"`` picks), with a fresh model cache, so
@@ -79,6 +80,20 @@ def auroc_change(labels: np.ndarray, old: np.ndarray, new: np.ndarray) -> float 
     return float(roc_auc_score(labels, new) - roc_auc_score(labels, old))
 
 
+def kind_aurocs(labels: np.ndarray, kinds: list[str], old: np.ndarray, new: np.ndarray) -> str:
+    """AUROC of the old and the new scores within each kind of answer ("cause 0.44 ->
+    0.45; ..."), in the order the kinds first occur. Each kind has only 14 to 28 answers,
+    so these are for finding where a candidate moves, not for deciding."""
+    column = np.asarray(kinds)
+    parts = []
+    for kind in dict.fromkeys(kinds):
+        inside = column == kind
+        before = roc_auc_score(labels[inside], old[inside])
+        after = roc_auc_score(labels[inside], new[inside])
+        parts.append(f"{kind} {before:.2f} -> {after:.2f}")
+    return "; ".join(parts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("fever_git_dir", help="a clone of TalSchuster/FeverSymmetric")
@@ -87,7 +102,7 @@ def main() -> None:
     args = parser.parse_args()
     begin, begin_labels = begin_rows(DATA)
     qags, qags_labels, _ = qags_cnndm_sentences(DATA)
-    explaining, explaining_labels, _ = explaining_answers()
+    explaining, explaining_labels, kinds = explaining_answers()
     samples = {"BEGIN": begin, "QAGS": qags, "Explaining": explaining}
     fever = claims(args.fever_git_dir)
     named = (("BEGIN", begin_labels), ("QAGS", qags_labels), ("Explaining", explaining_labels))
@@ -116,6 +131,8 @@ def main() -> None:
             key = f"Explaining {reading}"
             print(f"{key}, mean of the supported answers: {old[key][supported].mean():.3f} "
                   f"-> {new[key][supported].mean():.3f}")  # fmt: skip
+            print(f"{key}, AUROC by kind, old -> new: "
+                  + kind_aurocs(explaining_labels, kinds, old[key], new[key]))  # fmt: skip
         print(f"\nfaithfulness of {EXAMPLE.name}'s answers, old -> new")
         for sample, before, after in zip(answers, old["example"], new["example"], strict=True):
             print(f"{sample.id}: {before:.2f} -> {after:.2f}  {sample.response[:70]}")
