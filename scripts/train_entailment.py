@@ -21,7 +21,9 @@ hypothesis) and gives P(entailment), P(neutral), P(contradiction).
   invented details); ``--llm-errors symmetric`` adds the wrong hypothesis a third time,
   entailed by a premise edited to say it (`llm_error_pairs.stated_premise`; it did not
   remove the cue shortcut of the one-sided pairs: `llm_error_pairs` has the numbers);
-  ``--llm-errors reworded`` adds it entailed by a premise that says it in other words.
+  ``--llm-errors reworded`` adds it entailed by a premise that says it in other words,
+  and ``--llm-errors contrasted`` adds beside each reworded causal twin a link that
+  premise does not state (the wrong cause, or the link reversed; measured and not taken).
   ``--more-text`` adds synthetic pairs from other kinds of text than Wikipedia
   (``scripts/data/paragraphs_more``, its README: task-oriented dialogues). A
   two-label "not_entailment" row (`NOT_ENTAILED`) is trained on the binary marginal,
