@@ -15,7 +15,10 @@ and cut "Mars is called the Red Planet because ..." from 0.89 to 0.61:
 ``benchmarks/data/explaining_answers`` ("Explaining"; AUROC, and the mean of the
 supported ones, which should not fall, and the AUROC within each kind of answer), and
 `faithfulness` (the default reading) of each answer of ``examples/rag.jsonl`` with both
-weights.
+weights. A third screen is for the error the model once let pass most: an answer that
+merges two facts of its passage, right names and numbers on the wrong thing ("Tom led
+the meeting" where Priya led it and Tom took notes): both readings on the 80
+hand-written answers of ``benchmarks/data/merged_answers`` ("Merged"), the same way.
 
 ``--old`` defaults to the shipped weights. Each weights file replaces the shipped one in
 turn (float32 or bfloat16, as ``precision="auto"`` picks), with a fresh model cache, so
@@ -40,7 +43,13 @@ from assay.engine.resources import Resources
 from assay.inputs.read import read_samples
 from fever_symmetric import claims
 from validity_checks import DATA, metric_scores
-from validity_data import begin_rows, explaining_answers, qags_cnndm_sentences
+from validity_data import (
+    EXPLAINING_ANSWERS,
+    MERGED_ANSWERS,
+    begin_rows,
+    hand_written_answers,
+    qags_cnndm_sentences,
+)
 
 #: the shipped RAG example, whose answers are read with each weights file
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "rag.jsonl"
@@ -102,10 +111,12 @@ def main() -> None:
     args = parser.parse_args()
     begin, begin_labels = begin_rows(DATA)
     qags, qags_labels, _ = qags_cnndm_sentences(DATA)
-    explaining, explaining_labels, kinds = explaining_answers()
-    samples = {"BEGIN": begin, "QAGS": qags, "Explaining": explaining}
+    screens = {"Explaining": EXPLAINING_ANSWERS, "Merged": MERGED_ANSWERS}
+    written = {name: hand_written_answers(folder) for name, folder in screens.items()}
+    samples = {"BEGIN": begin, "QAGS": qags, **{n: rows[0] for n, rows in written.items()}}
     fever = claims(args.fever_git_dir)
-    named = (("BEGIN", begin_labels), ("QAGS", qags_labels), ("Explaining", explaining_labels))
+    named = [("BEGIN", begin_labels), ("QAGS", qags_labels)]
+    named += [(name, rows[1]) for name, rows in written.items()]
     labels = {f"{name} {reading}": np.asarray(y) for reading in SETTINGS for name, y in named}
     for split, (_, supports) in fever.items():
         labels[f"FeverSymmetric {split}"] = supports
@@ -126,13 +137,14 @@ def main() -> None:
             low, high = interval
             print(f"| {key} | {before:.4f} | {after:.4f} | {after - before:+.4f} "
                   f"| {low:+.4f} .. {high:+.4f} |", flush=True)  # fmt: skip
-        supported = explaining_labels == 1
-        for reading in SETTINGS:
-            key = f"Explaining {reading}"
-            print(f"{key}, mean of the supported answers: {old[key][supported].mean():.3f} "
-                  f"-> {new[key][supported].mean():.3f}")  # fmt: skip
-            print(f"{key}, AUROC by kind, old -> new: "
-                  + kind_aurocs(explaining_labels, kinds, old[key], new[key]))  # fmt: skip
+        for name, (_, screen_labels, kinds) in written.items():
+            supported = screen_labels == 1
+            for reading in SETTINGS:
+                key = f"{name} {reading}"
+                print(f"{key}, mean of the supported answers: {old[key][supported].mean():.3f} "
+                      f"-> {new[key][supported].mean():.3f}")  # fmt: skip
+                print(f"{key}, AUROC by kind, old -> new: "
+                      + kind_aurocs(screen_labels, kinds, old[key], new[key]))  # fmt: skip
         print(f"\nfaithfulness of {EXAMPLE.name}'s answers, old -> new")
         for sample, before, after in zip(answers, old["example"], new["example"], strict=True):
             print(f"{sample.id}: {before:.2f} -> {after:.2f}  {sample.response[:70]}")

@@ -162,20 +162,20 @@ def davidson_tweets(data: Path, per_class: int, seed: int) -> tuple[list[Sample]
     return [Sample(response=texts[i]) for i in chosen], labels[chosen]
 
 
-#: the hand-written screen of supported and unsupported explaining answers (its README)
+#: the hand-written screens of supported and unsupported answers (their READMEs): answers
+#: that explain (a cause, a purpose, ...), and answers that merge two facts of the passage
 EXPLAINING_ANSWERS = Path(__file__).resolve().parent / "data" / "explaining_answers"
+MERGED_ANSWERS = Path(__file__).resolve().parent / "data" / "merged_answers"
 
 
-def explaining_answers(
-    folder: Path = EXPLAINING_ANSWERS,
-) -> tuple[list[Sample], np.ndarray, list[str]]:
-    """The explaining answers as samples (the passage as the one context), label 1 where
-    the answer is supported, and each answer's kind (cause, purpose, consequence, detail,
-    hedge)."""
+def hand_written_answers(folder: Path) -> tuple[list[Sample], np.ndarray, list[str]]:
+    """The answers of a hand-written screen (``<folder>/<folder name>.jsonl``) as samples
+    (the passage as the one context), label 1 where the answer is supported, and each
+    answer's kind (explaining answers: cause, purpose, consequence, detail, hedge)."""
     samples: list[Sample] = []
     labels: list[int] = []
     kinds: list[str] = []
-    with (folder / "explaining_answers.jsonl").open(encoding="utf-8") as handle:
+    with (folder / f"{folder.name}.jsonl").open(encoding="utf-8") as handle:
         for line in handle:
             row = json.loads(line)
             samples.append(Sample(id=row["id"], response=row["answer"], contexts=[row["context"]]))

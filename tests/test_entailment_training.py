@@ -26,6 +26,7 @@ from entailment_pairs import (  # noqa: E402
     Pair,
     Sentence,
     claim_indices,
+    window_swaps,
 )
 from llm_error_pairs import (  # noqa: E402
     ErrorPair,
@@ -41,7 +42,7 @@ from soup_entailment import fit_temperature, mean_weights, started_from, unseen_
 from train_entailment import start_from  # noqa: E402
 
 import gpu_bundle  # noqa: E402
-from validity_data import explaining_answers  # noqa: E402
+from validity_data import EXPLAINING_ANSWERS, MERGED_ANSWERS, hand_written_answers  # noqa: E402
 
 _CONVERT = ROOT / "scripts" / "data" / "paragraphs_more" / "convert.py"
 _SPEC = importlib.util.spec_from_file_location("paragraphs_more_convert", _CONVERT)
@@ -334,7 +335,7 @@ def test_no_twin_where_the_premise_does_not_hold_the_source() -> None:
 
 
 def test_the_explaining_answers_screen_pairs_each_passage_with_both_labels() -> None:
-    samples, labels, kinds = explaining_answers()
+    samples, labels, kinds = hand_written_answers(EXPLAINING_ANSWERS)
     assert (len(samples), int(labels.sum())) == (90, 45)
     by_passage: dict[str, list[tuple[int, str]]] = {}
     for sample, label, kind in zip(samples, labels, kinds, strict=True):
@@ -343,6 +344,46 @@ def test_the_explaining_answers_screen_pairs_each_passage_with_both_labels() -> 
     # one supported and one unsupported answer of the same kind for every passage
     assert all(sorted(label for label, _ in rows) == [0, 1] for rows in by_passage.values())
     assert all(len({k for _, k in rows}) == 1 for rows in by_passage.values())
+
+
+def test_the_merged_answers_screen_pairs_each_passage_with_both_labels() -> None:
+    samples, labels, kinds = hand_written_answers(MERGED_ANSWERS)
+    assert (len(samples), int(labels.sum())) == (80, 40)
+    by_passage: dict[str, list[tuple[int, str]]] = {}
+    for sample, label, kind in zip(samples, labels, kinds, strict=True):
+        by_passage.setdefault(sample.contexts[0], []).append((int(label), kind))
+    assert len(by_passage) == 40
+    assert all(sorted(label for label, _ in rows) == [0, 1] for rows in by_passage.values())
+    per_kind: dict[str, int] = {}
+    for rows in by_passage.values():
+        per_kind[rows[0][1]] = per_kind.get(rows[0][1], 0) + 1
+    assert per_kind == {"person": 8, "organisation_or_place": 8, "number": 8, "date": 8,
+                        "roles": 8}  # fmt: skip
+
+
+def test_window_swaps_merge_two_facts_of_the_window() -> None:
+    para = [
+        sentence("Priya chaired the meeting on Monday.", [("Priya", "PERSON"), ("Monday", "DATE")]),
+        sentence("Tom took notes on Tuesday.", [("Tom", "PERSON"), ("Tuesday", "DATE")]),
+        sentence("Lena sent the agenda.", [("Lena", "PERSON")]),
+    ]
+    premise = "Priya chaired the meeting on Monday. Tom took notes on Tuesday."
+    claim = Claim(para, 0, 0, 2, premise, {})
+    made = window_swaps(claim)
+    # each name or date of the claim for its like from the window's other sentence (not
+    # Lena's: she is outside the window), both found, in an order drawn from the claim
+    assert sorted(p.hypothesis for p in made) == [
+        "Priya chaired the meeting on Tuesday.",
+        "Tom chaired the meeting on Monday.",
+    ]
+    assert {(p.premise, p.label, p.kind) for p in made} == {(premise, 2, "window_swap")}
+    assert window_swaps(claim) == made  # the same every time
+    assert len(window_swaps(claim, limit=1)) == 1
+    # a claim alone in its window, or with no like in it, has none
+    assert window_swaps(Claim(para, 0, 0, 1, para[0].text, {})) == []
+    assert window_swaps(Claim(para, 2, 1, 3, "Tom took notes on Tuesday. Lena sent the agenda.",
+                              {})) == [Pair("Tom took notes on Tuesday. Lena sent the agenda.",
+                                            "Tom sent the agenda.", 2, "window_swap")]  # fmt: skip
 
 
 def test_claims_are_sentences_of_6_to_45_words_and_questions_only_if_asked() -> None:
