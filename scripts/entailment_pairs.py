@@ -34,8 +34,9 @@ import gzip
 import json
 import random
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 #: the labels in the order of the model's outputs
@@ -368,6 +369,38 @@ class Claim:
 ClaimPairs = Callable[[Claim, random.Random], list[Pair]]
 
 
+def names_by_label(entities: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """Entity texts by spaCy label, in order (repeats kept)."""
+    names: dict[str, list[str]] = {}
+    for text, label in entities:
+        names.setdefault(label, []).append(text)
+    return names
+
+
+def merged_claims(
+    claim: str,
+    entities: Sequence[tuple[str, str]],
+    sources: Sequence[dict[str, list[str]]],
+    rng: random.Random,
+    types: frozenset[str],
+) -> Iterator[str]:
+    """The claim with one of its names (or dates, or numbers) of ``types`` replaced by
+    another of its type, one claim per such name, the names in an order drawn from
+    ``rng``: two facts of the document merged into one wrong one. The other comes from the
+    first of ``sources`` (names by label, nearest first) that has one which the claim
+    does not hold and which neither holds the name nor is held in it. Lazy: only the
+    claims taken draw from ``rng``."""
+    present = [(t, lab) for t, lab in entities if lab in types and t in claim]
+    rng.shuffle(present)
+    for text, label in present:
+        for source in sources:
+            names = source.get(label, [])
+            others = [o for o in names if o not in claim and text not in o and o not in text]
+            if others:
+                yield claim.replace(text, rng.choice(others), 1)
+                break
+
+
 def window_swaps(claim: Claim, rng: random.Random | None = None, limit: int = 2) -> list[Pair]:
     """Up to ``limit`` pairs of the claim against its own window that it does not entail,
     each with one name, number or date of the claim replaced by another of its type from
@@ -399,26 +432,14 @@ def window_swaps(claim: Claim, rng: random.Random | None = None, limit: int = 2)
     entailed hypotheses that move a name into another clause as faithful summaries do
     (pronouns, appositives: "Durst, 71, pleaded ..."), in numbers like the swaps'."""
     para, sentence = claim.paragraph, claim.paragraph[claim.index]
-    window = [
+    window = names_by_label(
         e for j in range(claim.start, claim.end) if j != claim.index for e in para[j].entities
-    ]
+    )
     pick = random.Random(sentence.text + claim.premise)
     types = NAME_TYPES | NUMBER_TYPES
-    present = [(t, lab) for t, lab in sentence.entities if lab in types and t in sentence.text]
-    pick.shuffle(present)
-    pairs: list[Pair] = []
-    for text, label in present:
-        others = [
-            o
-            for o, lab in window
-            if lab == label and o not in sentence.text and text not in o and o not in text
-        ]
-        if others:
-            made = sentence.text.replace(text, pick.choice(others), 1)
-            pairs.append(Pair(claim.premise, made, LABELS.index("contradiction"), "window_swap"))
-        if len(pairs) == limit:
-            break
-    return pairs
+    made = merged_claims(sentence.text, sentence.entities, [window], pick, types)
+    contradiction = LABELS.index("contradiction")
+    return [Pair(claim.premise, m, contradiction, "window_swap") for m in islice(made, limit)]
 
 
 def synthetic_pairs(

@@ -190,6 +190,8 @@ from entailment_pairs import (
     Pair,
     Sentence,
     fuse,
+    merged_claims,
+    names_by_label,
     sentence_end,
     strip_end,
     word_count,
@@ -345,15 +347,9 @@ def _merge_facts(
 ) -> str | None:
     """A name (or date, or number) of ``types`` in the claim replaced by another of its
     type from another sentence of the paragraph (``nearby``), else of the article: two
-    facts of the document merged into one wrong one."""
-    present = [(t, lab) for t, lab in entities if lab in types and t in claim]
-    rng.shuffle(present)
-    for text, label in present:
-        for source in ([o for o, lab in nearby if lab == label], pool.get(label, [])):
-            others = [o for o in source if o not in claim and text not in o and o not in text]
-            if others:
-                return claim.replace(text, rng.choice(others), 1)
-    return None
+    facts of the document merged into one wrong one (the first `merged_claims`)."""
+    sources = (names_by_label(nearby), pool)
+    return next(merged_claims(claim, entities, sources, rng, types), None)
 
 
 def _invent_detail(
