@@ -69,6 +69,7 @@ import dataclasses
 import functools
 import gzip
 import hashlib
+import io
 import json
 import math
 import random
@@ -171,8 +172,13 @@ def training_pairs(
 
 
 def write_pairs(path: Path, pairs: list[Pair]) -> None:
-    """``pairs`` in order as gzipped JSON lines (premise, hypothesis, label, kind)."""
-    with gzip.open(path, "wt", encoding="utf-8") as handle:
+    """``pairs`` in order as gzipped JSON lines (premise, hypothesis, label, kind). The
+    gzip header holds no time and no name, so the same pairs give the same bytes."""
+    with (
+        path.open("wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed,
+        io.TextIOWrapper(packed, encoding="utf-8") as handle,
+    ):
         for p in pairs:
             handle.write(json.dumps(dataclasses.asdict(p), ensure_ascii=False) + "\n")
 

@@ -39,7 +39,7 @@ from llm_error_pairs import (  # noqa: E402
     stated_premise,
 )
 from soup_entailment import fit_temperature, mean_weights, started_from, unseen_pairs  # noqa: E402
-from train_entailment import start_from  # noqa: E402
+from train_entailment import read_pairs, start_from, write_pairs  # noqa: E402
 
 import gpu_bundle  # noqa: E402
 from validity_data import EXPLAINING_ANSWERS, MERGED_ANSWERS, hand_written_answers  # noqa: E402
@@ -491,6 +491,21 @@ def test_a_training_starts_from_trained_weights(tmp_path: Path) -> None:
     save_file(saved, str(tmp_path / "short.safetensors"))
     with pytest.raises(SystemExit, match=r"classifier\.bias"):
         start_from(fresh, tmp_path / "short.safetensors")
+
+
+def test_a_pairs_file_round_trip_gives_the_same_bytes_every_time(tmp_path: Path) -> None:
+    pairs = [
+        Pair("Apple bought Beats in 2014.", "Apple bought Beats.", 0, "copy"),
+        Pair("Apple bought Beats in 2014.", "Beats bought Apple.", 2, "roles"),
+        Pair("Tom chaired it.", "Tom chaired it because of Ana.", 1, "llm_causal_source"),
+    ]
+    write_pairs(tmp_path / "a.jsonl.gz", pairs)
+    write_pairs(tmp_path / "b.jsonl.gz", pairs)
+    assert (tmp_path / "a.jsonl.gz").read_bytes() == (tmp_path / "b.jsonl.gz").read_bytes()
+    assert read_pairs(tmp_path / "a.jsonl.gz") == (pairs, {"copy:entailment": 1,
+        "roles:contradiction": 1, "llm_causal_source:neutral": 1})  # fmt: skip
+    # the LLM-style pair left out, as a --no-llm-errors training reads the file
+    assert read_pairs(tmp_path / "b.jsonl.gz", without_llm_style=True)[0] == pairs[:2]
 
 
 def test_a_training_bundle_round_trip(tmp_path: Path) -> None:
