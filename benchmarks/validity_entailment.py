@@ -26,11 +26,18 @@ from validity_stats import Row, auroc_rows, scored_left_out
 ENTAILMENT_FITTED_ON = (
     "SNLI, MultiNLI, SciTail and FEVER pairs, synthetic Wikipedia pairs with LLM-style errors"
 )
-#: the support estimators compared: support_estimator -> (row label, fitted on)
+#: the support estimators compared: row label -> (support_estimator, entailment_premises,
+#: fitted on); the windows+sentences reading is an option (`assay.estimators.entailment`)
 SUPPORT_ESTIMATORS = {
-    "graded+entailment": ("graded+entailment", ENTAILMENT_FITTED_ON),
-    "entailment": ("entailment", ENTAILMENT_FITTED_ON),
-    "graded": ("sentence_support (graded)", "nothing"),
+    "graded+entailment": ("graded+entailment", "windows", ENTAILMENT_FITTED_ON),
+    "entailment": ("entailment", "windows", ENTAILMENT_FITTED_ON),
+    "sentence_support (graded)": ("graded", "windows", "nothing"),
+    "graded+entailment, windows+sentences": (
+        "graded+entailment",
+        "windows+sentences",
+        ENTAILMENT_FITTED_ON,
+    ),
+    "entailment, windows+sentences": ("entailment", "windows+sentences", ENTAILMENT_FITTED_ON),
 }
 #: the metrics that report the support (hallucination as 1 - it)
 METRICS = ("faithfulness", "ragas_faithfulness", "hallucination")
@@ -48,8 +55,10 @@ def check_support_estimators_left_out(ctx: Context) -> list[Row]:
         ("qags-cnndm-dev", qags, qags_labels, qags_groups),
     )
     rows: list[Row] = []
-    for setting in SUPPORT_ESTIMATORS:
-        res = ctx.res(judge_model=None, support_estimator=setting)
+    for setting, (estimator_setting, premises, _) in SUPPORT_ESTIMATORS.items():
+        res = ctx.res(
+            judge_model=None, support_estimator=estimator_setting, entailment_premises=premises
+        )
         for dataset, samples, labels, groups in data:
             for metric in METRICS:
                 scores, estimator, seconds, _ = metric_scores(metric, samples, res)
@@ -72,11 +81,12 @@ def _estimator_rows(
     groups: np.ndarray | None,
 ) -> list[Row]:
     """The AUROC rows of a metric's ``scored`` (scores, estimator, seconds) with the
-    support estimator ``setting``, marked as left out of that estimator's fitting."""
-    label, fitted_on = SUPPORT_ESTIMATORS[setting]
+    support estimator ``setting`` (a `SUPPORT_ESTIMATORS` label), marked as left out of
+    that estimator's fitting."""
+    fitted_on = SUPPORT_ESTIMATORS[setting][2]
     scores, estimator, seconds = scored
     note = f"left out: the estimator was fitted on {fitted_on}"
-    rows = auroc_rows(check_, dataset, f"{metric} ({label})", estimator, np.asarray(scores),
+    rows = auroc_rows(check_, dataset, f"{metric} ({setting})", estimator, np.asarray(scores),
                       labels, seconds, seed, groups=groups, note=note)  # fmt: skip
     return scored_left_out(rows, fitted_on)
 
@@ -92,8 +102,10 @@ def check_support_long_documents(ctx: Context) -> list[Row]:
     samples, labels, groups = qags_cnndm_long(ctx.data)
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as cache:
-        for setting in SUPPORT_ESTIMATORS:
-            config = AssayConfig(cache_dir=cache, judge_model=None, support_estimator=setting)
+        for setting, (estimator_setting, premises, _) in SUPPORT_ESTIMATORS.items():
+            config = AssayConfig(cache_dir=cache, judge_model=None,
+                                 support_estimator=estimator_setting,
+                                 entailment_premises=premises)  # fmt: skip
             res = Resources(config)
             scores, estimator, seconds, _ = metric_scores("faithfulness", samples, res)
             res.close()  # its cache file, before the folder goes

@@ -62,7 +62,7 @@ def entailment_scores(
     """The entailment support of each sample's response by its contexts with ``windows``
     windows per sentence, and the distinct pairs that reads."""
     estimator.WINDOWS_PER_SENTENCE = windows or 10_000
-    estimator._sentence_windows.cache_clear()
+    estimator._sentence_premises.cache_clear()
     texts = [s.response for s in samples]
     evidence = [list(s.contexts) for s in samples]
     pairs = estimator.entailment_pairs(texts, evidence)

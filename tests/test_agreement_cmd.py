@@ -220,7 +220,14 @@ def test_every_metric_with_an_offline_estimator_choice_is_in_the_methods_table()
     choosers = {"support_head", "toxicity"}
     assert {m.name for m in list_metrics() if m.needs & choosers} <= set(METHOD_SETTINGS)
     labels = [m.label for m in methods_for("faithfulness", AssayConfig())]
-    assert labels == ["graded", "entailment", "graded+entailment", "head"]
+    assert labels == [
+        "graded",
+        "entailment",
+        "graded+entailment",
+        "head",
+        "entailment+sentences",
+        "graded+entailment+sentences",
+    ]
     judged = AssayConfig(judge_model="m", judge_base_url="http://127.0.0.1:9/v1")
     labels = [m.label for m in methods_for("toxicity_score", judged)]
     assert labels == [

@@ -63,45 +63,80 @@ def test_windows_of_short_and_long_passages() -> None:
     assert evidence_windows(["", "  "]) == []
 
 
-def test_pairs_take_the_windows_sharing_most_content_words() -> None:
+def test_pairs_take_the_windows_and_sentences_sharing_most_content_words() -> None:
     windows = evidence_windows([" ".join(SENTENCES)])
     first, second = "Curie won a Nobel Prize in 1911.", "She was born in Warsaw."
-    pairs = entailment_pairs([f"{first} {second}"], [[" ".join(SENTENCES)]])
+    pairs = entailment_pairs([f"{first} {second}"], [[" ".join(SENTENCES)]], sentences=True)
     # "Curie won a Nobel Prize in 1911": content words {curie, won, nobel, prize, 1911};
-    # window 2 (sentences 3-4) has all 5, windows 1 and 3 have 4 (tie: the earlier, 1)
+    # window 2 (sentences 3-4) has all 5, windows 1 and 3 have 4 (tie: the earlier, 1);
+    # sentences 3 and 4 have 4 each ({won, nobel, prize} and curie, or 1911)
     # "She was born in Warsaw": {born, warsaw}; window 0 has both, the others none
-    # (tie: the earlier, window 1)
+    # (tie: the earlier, window 1); sentence 1 has both, the others none (sentence 2)
     assert pairs == [
         (windows[2], first),
         (windows[1], first),
+        (SENTENCES[2], first),
+        (SENTENCES[3], first),
         (windows[0], second),
         (windows[1], second),
+        (SENTENCES[0], second),
+        (SENTENCES[1], second),
     ]
+    # the windows alone (the default): the same windows, no sentence
+    windows_only = entailment_pairs([f"{first} {second}"], [[" ".join(SENTENCES)]])
+    assert windows_only == [p for p in pairs if p[0] in windows]
+    # a source sentence that is its passage's one window is read once
+    one = entailment_pairs([first], [["Curie won in 1911."]], sentences=True)
+    assert one == [("Curie won in 1911.", first)]
 
 
-def test_support_is_the_mean_of_the_best_window_per_sentence() -> None:
+def test_support_is_the_mean_of_the_best_window_and_the_best_sentence() -> None:
     text = "A is true. B is true."
     evidence = [["A is true and so is C. Nothing else."]]
-    pairs = entailment_pairs([text], evidence)
-    assert [h for _, h in pairs] == ["A is true.", "B is true."]  # one window each
-    probabilities = {
-        pairs[0]: np.array([0.9, 0.08, 0.02]),
-        pairs[1]: np.array([0.2, 0.3, 0.5]),
+    pairs = entailment_pairs([text], evidence, sentences=True)
+    window, (source, other) = evidence[0][0], ["A is true and so is C.", "Nothing else."]
+    assert pairs == [(p, h) for h in ("A is true.", "B is true.") for p in (window, source, other)]
+    entailed = {  # P(entailment) of the window, the first sentence, the second
+        "A is true.": (0.9, 0.7, 0.1),
+        "B is true.": (0.2, 0.3, 0.1),
     }
-    [support] = entailment_support(probabilities, [text], evidence)
-    assert support.score == pytest.approx((0.9 + 0.2) / 2)
-    assert support.estimator == "entailment"
+    probabilities = {
+        (p, h): np.array([e, (1 - e) / 2, (1 - e) / 2])
+        for h, row in entailed.items()
+        for p, e in zip((window, source, other), row, strict=True)
+    }
+    probabilities[(window, "B is true.")] = np.array([0.2, 0.3, 0.5])
+    [support] = entailment_support(probabilities, [text], evidence, sentences=True)
+    # per sentence: (best window + best sentence) / 2 = (0.9 + 0.7) / 2, (0.2 + 0.3) / 2
+    assert support.score == pytest.approx((0.8 + 0.25) / 2)
+    assert support.estimator == "entailment+sentences"
     assert support.supported_sentences == 1
     first, second = support.sentences
     assert first == {
         "text": "A is true.",
-        "window": evidence[0][0],
+        "window": window,
         "entailment": 0.9,
-        "neutral": 0.08,
-        "contradiction": 0.02,
+        "neutral": 0.05,
+        "contradiction": 0.05,
+        "source_sentence": source,
+        "sentence_entailment": 0.7,
+        "entailment_support": 0.8,
         "supported": True,
     }
-    assert (second["contradiction"], second["supported"]) == (0.5, False)
+    assert (second["contradiction"], second["entailment_support"]) == (0.5, 0.25)
+    assert (second["source_sentence"], second["supported"]) == (source, False)
+    # the windows alone: each sentence's best window, as the default reads it
+    [windows] = entailment_support(probabilities, [text], evidence)
+    assert windows.score == pytest.approx((0.9 + 0.2) / 2)
+    assert windows.estimator == "entailment"
+    assert windows.sentences[0] == {
+        "text": "A is true.",
+        "window": window,
+        "entailment": 0.9,
+        "neutral": 0.05,
+        "contradiction": 0.05,
+        "supported": True,
+    }
 
 
 def test_a_sentence_without_evidence_is_not_supported() -> None:
@@ -342,6 +377,57 @@ def test_the_default_averages_the_graded_support_and_the_model(tmp_path) -> None
     assert new_subject["faithfulness"].details["sentences"][0]["entailment"] > 0.5
     assert new_subject["faithfulness"].details["unsupported_anchors"]
     assert values[0] > values[1]
+
+
+def test_the_sentences_reading_catches_a_name_put_on_the_wrong_thing(tmp_path) -> None:
+    """``entailment_premises = "windows+sentences"``: the window holds both facts and the
+    model passes the near-copy; against its closest sentence it does not, and the
+    support is the mean of the two readings."""
+    from assay.evaluation.runner import evaluate
+
+    contexts = [
+        "Priya Nair chaired the planning meeting and walked through the roadmap. "
+        "Tom Okafor took the minutes and agreed to circulate them by Friday."
+    ]
+    wrong = {"response": "Tom Okafor chaired the planning meeting.", "contexts": contexts}
+    values = {}
+    for premises in ("windows", "windows+sentences"):
+        config = AssayConfig(
+            cache_dir=str(tmp_path),
+            judge_model=None,
+            support_estimator="entailment",
+            entailment_premises=premises,
+        )
+        [row] = evaluate([wrong], metrics=["faithfulness"], resources=Resources(config)).results
+        result = row["faithfulness"]
+        [sentence] = result.details["sentences"]
+        assert sentence["window"] == contexts[0]  # 30 words: the passage is one window
+        values[premises] = result.value
+        if premises == "windows":
+            assert result.details["estimator"] == "entailment"
+            assert "source_sentence" not in sentence
+            assert result.value == sentence["entailment"] > 0.5  # the model passes it
+            continue
+        assert result.details["estimator"] == "entailment+sentences"
+        assert "/sentences" in result.signature
+        # neither sentence alone entails it: the best of the two is below 0.5
+        assert sentence["source_sentence"] in contexts[0]
+        assert sentence["sentence_entailment"] < 0.5
+        mean = (sentence["entailment"] + sentence["sentence_entailment"]) / 2
+        assert result.value == pytest.approx(mean, abs=1e-4)
+        assert sentence["entailment_support"] == pytest.approx(mean, abs=1e-4)
+    assert values["windows+sentences"] < values["windows"]
+    # with the graded support: per sentence the mean of it and the model's support
+    config = AssayConfig(
+        cache_dir=str(tmp_path), judge_model=None, entailment_premises="windows+sentences"
+    )
+    [row] = evaluate([wrong], metrics=["faithfulness"], resources=Resources(config)).results
+    result = row["faithfulness"]
+    assert result.details["estimator"] == "sentence_support+entailment+sentences"
+    [sentence] = result.details["sentences"]
+    assert sentence["entailment_support"] == pytest.approx(values["windows+sentences"], abs=1e-4)
+    mean = (sentence["support"] + sentence["entailment_support"]) / 2
+    assert sentence["combined"] == pytest.approx(mean, abs=1e-4)
 
 
 def test_a_pair_is_scored_once_ever_with_the_disk_cache(tmp_path: Path) -> None:

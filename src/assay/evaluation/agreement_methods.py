@@ -31,6 +31,15 @@ _SUPPORT = {
     "entailment": {"support_estimator": "entailment"},
     "graded+entailment": {"support_estimator": "graded+entailment"},
     "head": {"support_estimator": "head"},
+    # the option that also reads each sentence against its closest source sentences
+    "entailment+sentences": {
+        "support_estimator": "entailment",
+        "entailment_premises": "windows+sentences",
+    },
+    "graded+entailment+sentences": {
+        "support_estimator": "graded+entailment",
+        "entailment_premises": "windows+sentences",
+    },
 }
 _TOXICITY = {
     "profanity-check+head": {"toxicity_method": "profanity-check+head"},

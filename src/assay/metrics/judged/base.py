@@ -106,6 +106,13 @@ def _support_method(answers: Answers) -> str:
     return "graded" if res is None else support_method(res.config.support_estimator)
 
 
+def _reads_sentences(answers: Answers) -> bool:
+    """Whether the entailment support reads the source sentences too
+    (``entailment_premises = "windows+sentences"``)."""
+    res = answers.resources
+    return res is not None and res.config.entailment_premises == "windows+sentences"
+
+
 def _graded_support(answers: Answers) -> bool:
     """Whether `sentence_support` in this run is the graded support (which checks spaCy's
     anchors), not the support head: the head does not fit the run's embedder, or the
@@ -129,7 +136,8 @@ def support_asks(
     method = _support_method(answers)
     asks = []
     if "entailment" in method:
-        asks += [entail_ask(*pair) for pair in entailment_pairs(texts, evidence)]
+        pairs = entailment_pairs(texts, evidence, _reads_sentences(answers))
+        asks += [entail_ask(*pair) for pair in pairs]
     if method == "entailment":
         return asks
     asks += embed_asks(sentence_support_texts(texts, evidence))
@@ -154,8 +162,10 @@ def shared_supports(
         method = _support_method(answers)
         entailed: list[Support] = []
         if "entailment" in method:
-            probabilities = answers.entailments(entailment_pairs(todo_texts, todo_evidence))
-            entailed = entailment_support(probabilities, todo_texts, todo_evidence)
+            sentences = _reads_sentences(answers)
+            pairs = entailment_pairs(todo_texts, todo_evidence, sentences)
+            probabilities = answers.entailments(pairs)
+            entailed = entailment_support(probabilities, todo_texts, todo_evidence, sentences)
         if method == "entailment":
             return entailed
         vectors = answers.vectors(sentence_support_texts(todo_texts, todo_evidence))
@@ -306,10 +316,11 @@ class JudgedMetric(Metric):
         for head in ("support_head", "agreement_head"):
             if head in estimator:
                 model = f"{model}+{getattr(res, head).identity}"
-        if estimator.removeprefix("1 - ") == "entailment":  # the entailment model alone
-            model = res.entailment.name
-        elif "entailment" in estimator:
-            model = f"{model}+{res.entailment.name}"
+        if "entailment" in estimator:  # the reading of the premises names itself
+            reading = "/sentences" if estimator.endswith("+sentences") else ""
+            entailment = f"{res.entailment.name}{reading}"
+            alone = estimator.removeprefix("1 - ").startswith("entailment")
+            model = entailment if alone else f"{model}+{entailment}"
         return self.result(
             value,
             components=components,

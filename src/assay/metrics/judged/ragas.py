@@ -83,7 +83,12 @@ class _RagVerdictMetric(JudgedMetric):
 
 #: the sentence support at which a claim counts as supported, by estimator (the graded
 #: support and the support head: `SUPPORT_THRESHOLD`)
-_SUPPORTED_AT = {"entailment": ENTAILED, "sentence_support+entailment": COMBINED_SUPPORTED}
+_SUPPORTED_AT = {
+    "entailment": ENTAILED,
+    "entailment+sentences": ENTAILED,
+    "sentence_support+entailment": COMBINED_SUPPORTED,
+    "sentence_support+entailment+sentences": COMBINED_SUPPORTED,
+}
 
 
 class _SupportedShare(_RagVerdictMetric):
