@@ -38,7 +38,9 @@ states from one it does not (AUROC 0.44 on the 28 causal answers of
 cause and effect pass); it lets facts of the passage put on the wrong thing pass, and
 ranks such a near-copy above a faithful paraphrase (AUROC 0.05 on the 80 answers of
 ``benchmarks/data/merged_answers``: "Tom chaired the meeting" where Priya chaired it and
-Tom took the minutes, a number, date or place moved to the other of two); English only.
+Tom took the minutes, a number, date or place moved to the other of two; 0.25 when each
+answer sentence is also read against single source sentences,
+``entailment_premises = "windows+sentences"``); English only.
 
 Precision: ``precision="auto"`` (the default) runs the shipped model (and a user's BERT
 classifier) in bfloat16 on a CPU with native bfloat16 (`assay.models.precision`: 2.6
