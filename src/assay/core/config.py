@@ -160,16 +160,13 @@ class AssayConfig(PanelSettings, ModelSettings):
             "multilingual v3, else the graded support)."
         ),
     )
-    # which premises the entailment model reads each answer sentence against
     entailment_premises: Literal["windows", "windows+sentences"] = Field(
         "windows",
         validation_alias=_env("ASSAY_ENTAILMENT_PREMISES", "entailment_premises"),
         description=(
-            "windows (the default: each sentence against its two closest evidence windows, "
-            "its support the largest P(entailment)) or windows+sentences (also against its "
-            "two closest single source sentences, its support the mean of the two "
-            "readings' largest: catches names, numbers and dates put on the wrong thing "
-            "of a window, up to twice the model's pairs; assay.estimators.entailment)."
+            "What the entailment model reads each answer sentence against: windows (the "
+            "default: its two closest evidence windows) or windows+sentences (also its two "
+            "closest source sentences, the mean of both readings; assay.estimators.entailment)."
         ),
     )
     extra_patterns_file: str | None = Field(
