@@ -129,6 +129,9 @@ _MODEL_EVIDENCE = (
     "entailment_support",
 )
 
+#: premises and the content words of each (`_premises`)
+_Premises = tuple[tuple[str, ...], tuple[list[str], ...]]
+
 #: (premise, hypothesis) -> P(entailment), P(neutral), P(contradiction)
 Probabilities = Mapping[tuple[str, str], np.ndarray]
 
@@ -192,6 +195,19 @@ def source_sentences(passages: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+@functools.lru_cache(maxsize=256)
+def _premises(passages: tuple[str, ...], sentences: bool) -> tuple[_Premises, _Premises]:
+    """The windows of ``passages`` and (with ``sentences``) their source sentences, each
+    with its content words, remembered: the texts scored against the same passages (the
+    sentences of one summary, the answers of one retrieval) cut and read them once."""
+    windows = evidence_windows(passages)
+    sources = source_sentences(passages) if sentences else []
+    return (
+        (tuple(windows), tuple(content_words(w) for w in windows)),
+        (tuple(sources), tuple(content_words(u) for u in sources)),
+    )
+
+
 @functools.lru_cache(maxsize=8192)
 def _sentence_premises(
     text: str, passages: tuple[str, ...], sentences: bool
@@ -201,10 +217,7 @@ def _sentence_premises(
     the most content words with it (`closest_sentences`: ties, the earlier one),
     remembered: every metric planning the same sample asks again, and the estimate reads
     the same pairs."""
-    windows = evidence_windows(passages)
-    window_words = [content_words(w) for w in windows]
-    sources = source_sentences(passages) if sentences else []
-    source_words = [content_words(u) for u in sources]
+    (windows, window_words), (sources, source_words) = _premises(passages, sentences)
     out = []
     for sentence in sentence_units(text):
         own = content_words(sentence)
